@@ -1,0 +1,43 @@
+// Codec: YAML and JSON (de)serialisation of sbx objects.
+//
+// Decoding manifests is strict: unknown fields (with a "did you mean" hint), wrong types,
+// unknown kind or apiVersion, malformed YAML all return kInvalidArgument with one line of the
+// form "<file>:<line>:<column>: <field.path>: <problem>". Decoding does not default or validate
+// (see api/defaults.h, api/validation.h). Encoding is canonical: the same object always gives
+// the same bytes (keys sorted), so the store can compare specs by their encoding.
+// Stateless functions; thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/resources.h"
+#include "api/status.h"
+
+namespace sbx::api {
+
+// One object read from a manifest, with where it came from.
+struct Manifest {
+  Object object;
+  std::string file;  // as given to DecodeManifests ("-" for stdin)
+  int line = 0;      // 1-based line of the document's first key
+};
+
+// Decodes every document of a (multi-document) YAML or JSON text. Empty documents are skipped.
+// Server-set metadata and `status` in a manifest are accepted and ignored.
+StatusOr<std::vector<Manifest>> DecodeManifests(std::string_view content, std::string_view file);
+
+// Full object (apiVersion, kind, metadata, spec, status) as JSON / YAML, for `get -o json|yaml`.
+std::string EncodeObjectJson(const Object& object, bool pretty = true);
+std::string EncodeObjectYaml(const Object& object);
+// Decodes what EncodeObjectJson produced (lenient about unknown fields: newer writers).
+StatusOr<Object> DecodeObjectJson(std::string_view json);
+
+// The spec / status alone as canonical compact JSON, for the store.
+std::string EncodeSpecJson(const Object& object);
+std::string EncodeStatusJson(const Object& object);
+StatusOr<Spec> DecodeSpecJson(Kind kind, std::string_view json);
+StatusOr<ResourceStatus> DecodeStatusJson(Kind kind, std::string_view json);
+
+}  // namespace sbx::api

@@ -1,0 +1,171 @@
+#include "api/resources.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+
+namespace sbx::api {
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+[[noreturn]] void KindMismatch(const Object& o, std::string_view wanted) {
+  std::fprintf(stderr, "sbx: fatal: object %s is a %s, not a %.*s\n", o.metadata.name.c_str(),
+               std::string(KindName(o.kind)).c_str(), static_cast<int>(wanted.size()),
+               wanted.data());
+  std::abort();
+}
+
+// T is the alternative type without const; V may be const.
+template <typename T, typename V>
+auto& GetAs(V& v, const Object& o, std::string_view wanted) {
+  if (auto* p = std::get_if<T>(&v)) {
+    return *p;
+  }
+  KindMismatch(o, wanted);
+}
+
+}  // namespace
+
+std::string_view KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kWorkspace:
+      return "Workspace";
+    case Kind::kSandbox:
+      return "Sandbox";
+    case Kind::kAgentWorker:
+      return "AgentWorker";
+  }
+  return "Unknown";
+}
+
+StatusOr<Kind> ParseKind(std::string_view text) {
+  const std::string t = Lower(text);
+  if (t == "workspace" || t == "workspaces" || t == "ws") {
+    return Kind::kWorkspace;
+  }
+  if (t == "sandbox" || t == "sandboxes" || t == "sb") {
+    return Kind::kSandbox;
+  }
+  if (t == "agentworker" || t == "agentworkers" || t == "aw") {
+    return Kind::kAgentWorker;
+  }
+  return InvalidArgumentError("unknown kind \"" + std::string(text) +
+                              "\" (expected Workspace|ws, Sandbox|sb or AgentWorker|aw)");
+}
+
+std::string_view ConditionStatusName(ConditionStatus s) {
+  switch (s) {
+    case ConditionStatus::kTrue:
+      return "True";
+    case ConditionStatus::kFalse:
+      return "False";
+    case ConditionStatus::kUnknown:
+      return "Unknown";
+  }
+  return "Unknown";
+}
+
+const SandboxSpec& Object::sandbox_spec() const {
+  return GetAs<SandboxSpec>(spec, *this, "Sandbox");
+}
+SandboxSpec& Object::sandbox_spec() { return GetAs<SandboxSpec>(spec, *this, "Sandbox"); }
+const AgentWorkerSpec& Object::agent_worker_spec() const {
+  return GetAs<AgentWorkerSpec>(spec, *this, "AgentWorker");
+}
+AgentWorkerSpec& Object::agent_worker_spec() {
+  return GetAs<AgentWorkerSpec>(spec, *this, "AgentWorker");
+}
+const WorkspaceSpec& Object::workspace_spec() const {
+  return GetAs<WorkspaceSpec>(spec, *this, "Workspace");
+}
+WorkspaceSpec& Object::workspace_spec() { return GetAs<WorkspaceSpec>(spec, *this, "Workspace"); }
+const SandboxStatus& Object::sandbox_status() const {
+  return GetAs<SandboxStatus>(status, *this, "Sandbox");
+}
+SandboxStatus& Object::sandbox_status() { return GetAs<SandboxStatus>(status, *this, "Sandbox"); }
+const AgentWorkerStatus& Object::agent_worker_status() const {
+  return GetAs<AgentWorkerStatus>(status, *this, "AgentWorker");
+}
+AgentWorkerStatus& Object::agent_worker_status() {
+  return GetAs<AgentWorkerStatus>(status, *this, "AgentWorker");
+}
+const WorkspaceStatus& Object::workspace_status() const {
+  return GetAs<WorkspaceStatus>(status, *this, "Workspace");
+}
+WorkspaceStatus& Object::workspace_status() {
+  return GetAs<WorkspaceStatus>(status, *this, "Workspace");
+}
+
+const std::vector<Condition>& Object::conditions() const {
+  return std::visit([](const auto& s) -> const std::vector<Condition>& { return s.conditions; },
+                    status);
+}
+std::vector<Condition>& Object::conditions() {
+  return std::visit([](auto& s) -> std::vector<Condition>& { return s.conditions; }, status);
+}
+
+Object MakeObject(Kind kind, std::string name, std::string namespace_) {
+  Object o;
+  o.kind = kind;
+  o.metadata.name = std::move(name);
+  o.metadata.namespace_ = std::move(namespace_);
+  switch (kind) {
+    case Kind::kWorkspace:
+      o.spec = WorkspaceSpec{};
+      o.status = WorkspaceStatus{};
+      break;
+    case Kind::kSandbox:
+      o.spec = SandboxSpec{};
+      o.status = SandboxStatus{};
+      break;
+    case Kind::kAgentWorker:
+      o.spec = AgentWorkerSpec{};
+      o.status = AgentWorkerStatus{};
+      break;
+  }
+  return o;
+}
+
+std::string ObjectKey::ToString() const {
+  return std::string(KindName(kind)) + "/" + namespace_ + "/" + name;
+}
+
+ObjectKey KeyOf(const Object& object) {
+  return ObjectKey{object.kind, object.metadata.namespace_, object.metadata.name};
+}
+
+const Condition* FindCondition(const std::vector<Condition>& conditions, std::string_view type) {
+  for (const Condition& c : conditions) {
+    if (c.type == type) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+bool SetCondition(std::vector<Condition>& conditions, Condition condition, std::string_view now) {
+  for (Condition& c : conditions) {
+    if (c.type != condition.type) {
+      continue;
+    }
+    condition.last_transition_time =
+        c.status == condition.status ? c.last_transition_time : std::string(now);
+    if (c == condition) {
+      return false;
+    }
+    c = std::move(condition);
+    return true;
+  }
+  condition.last_transition_time = std::string(now);
+  conditions.push_back(std::move(condition));
+  return true;
+}
+
+}  // namespace sbx::api

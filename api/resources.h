@@ -1,0 +1,267 @@
+// The sbx resource model (apiVersion sbx.dev/v1alpha1): Workspace, Sandbox, AgentWorker.
+//
+// Plain value types, no I/O. `spec` is owned by the user (sbxctl writes it), `status` by the
+// controller. Field meanings follow DESIGN.md §2; YAML/JSON field names are the camelCase
+// forms noted beside each member. Defaulting and validation live in api/defaults.h and
+// api/validation.h, (de)serialisation in api/codec.h. Thread-compatible values.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "api/status.h"
+
+namespace sbx::api {
+
+inline constexpr std::string_view kApiVersion = "sbx.dev/v1alpha1";
+inline constexpr std::string_view kDefaultNamespace = "default";
+inline constexpr std::string_view kDefaultWorkspaceRef = "default";
+inline constexpr std::string_view kDefaultWorkspaceDirectory = "/home/sandbox-agent/workspace";
+// Finalizer the controller puts on objects that own external resources.
+inline constexpr std::string_view kControllerFinalizer = "sbx.dev/controller";
+
+enum class Kind { kWorkspace, kSandbox, kAgentWorker };
+inline constexpr Kind kAllKinds[] = {Kind::kWorkspace, Kind::kSandbox, Kind::kAgentWorker};
+
+// "Workspace", "Sandbox", "AgentWorker".
+std::string_view KindName(Kind kind);
+// Accepts the kind name in any case, its plural, and the short names ws, sb, aw:
+// "sandbox", "Sandboxes", "sb" → kSandbox. kInvalidArgument names the accepted forms.
+StatusOr<Kind> ParseKind(std::string_view text);
+
+// A reference to a secret, resolved by the controller at the moment of use and never stored
+// resolved. Exactly one of env/file is set in a valid reference; both empty means "unset".
+struct SecretRef {
+  std::string env;   // {env: NAME}
+  std::string file;  // {file: /path}
+  bool empty() const { return env.empty() && file.empty(); }
+  friend bool operator==(const SecretRef&, const SecretRef&) = default;
+};
+
+struct OwnerReference {
+  Kind kind = Kind::kAgentWorker;
+  std::string name;
+  std::string uid;
+  bool controller = true;
+  friend bool operator==(const OwnerReference&, const OwnerReference&) = default;
+};
+
+struct ObjectMeta {
+  // User-set.
+  std::string name;
+  std::string namespace_ = std::string(kDefaultNamespace);  // "namespace"
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  // Server-set (ignored when read from a manifest).
+  std::string uid;
+  int64_t generation = 0;
+  int64_t resource_version = 0;    // "resourceVersion": the store revision of the last write.
+  std::string creation_timestamp;  // RFC 3339 UTC, "" when unset.
+  std::string deletion_timestamp;  // RFC 3339 UTC, "" when not being deleted.
+  std::vector<std::string> finalizers;
+  std::vector<OwnerReference> owner_references;  // "ownerReferences"
+  friend bool operator==(const ObjectMeta&, const ObjectMeta&) = default;
+};
+
+enum class ConditionStatus { kTrue, kFalse, kUnknown };
+std::string_view ConditionStatusName(ConditionStatus s);  // "True", "False", "Unknown"
+
+struct Condition {
+  std::string type;  // "Ready", "Synced", …
+  ConditionStatus status = ConditionStatus::kUnknown;
+  std::string reason;  // CamelCase
+  std::string message;
+  std::string last_transition_time;  // "lastTransitionTime", RFC 3339
+  int64_t observed_generation = 0;   // "observedGeneration"
+  friend bool operator==(const Condition&, const Condition&) = default;
+};
+
+// ---- Workspace ------------------------------------------------------------------------------
+
+struct DatabricksConnection {
+  std::string host;
+  std::string profile;
+  std::string workspace_id;      // "workspaceId"
+  SecretRef token_from;          // "tokenFrom"
+  SecretRef client_id_from;      // "clientIdFrom"
+  SecretRef client_secret_from;  // "clientSecretFrom"
+  friend bool operator==(const DatabricksConnection&, const DatabricksConnection&) = default;
+};
+
+struct OpenAiConnection {
+  std::string base_url;    // "baseUrl"
+  SecretRef api_key_from;  // "apiKeyFrom"
+  friend bool operator==(const OpenAiConnection&, const OpenAiConnection&) = default;
+};
+
+struct WorkspaceLimits {
+  double requests_per_second = 0;  // "requestsPerSecond"; 0 = controller default
+  int max_sandboxes = 0;           // "maxSandboxes"; 0 = no limit of ours (API caps at 100)
+  friend bool operator==(const WorkspaceLimits&, const WorkspaceLimits&) = default;
+};
+
+struct WorkspaceSpec {
+  DatabricksConnection databricks;
+  OpenAiConnection openai;
+  WorkspaceLimits limits;
+  friend bool operator==(const WorkspaceSpec&, const WorkspaceSpec&) = default;
+};
+
+struct WorkspaceStatus {
+  int64_t observed_generation = 0;
+  std::vector<Condition> conditions;
+  friend bool operator==(const WorkspaceStatus&, const WorkspaceStatus&) = default;
+};
+
+// ---- Sandbox --------------------------------------------------------------------------------
+
+enum class Power { kRunning, kStopped };
+enum class DeletionPolicy { kDelete, kOrphan };
+
+struct SetupStep {
+  std::string name;
+  std::string run;  // a bash script, run with /bin/bash -c after every boot; must be idempotent
+  std::chrono::seconds timeout{300};
+  friend bool operator==(const SetupStep&, const SetupStep&) = default;
+};
+
+struct SandboxSpec {
+  std::string workspace_ref = std::string(kDefaultWorkspaceRef);  // "workspaceRef"
+  std::string sandbox_id;    // "sandboxId"; defaulted to "<namespace>-<name>"
+  std::string display_name;  // "displayName"
+  std::optional<std::chrono::seconds> inactivity_timeout;  // "inactivityTimeout": "15m"
+  std::string image;  // → spec.environment.image_uri; immutable once created
+  Power power = Power::kRunning;
+  std::vector<SetupStep> setup;
+  DeletionPolicy deletion_policy = DeletionPolicy::kDelete;  // "deletionPolicy"
+  friend bool operator==(const SandboxSpec&, const SandboxSpec&) = default;
+};
+
+struct SetupResult {
+  std::string name;
+  std::string boot_id;  // "bootId": the boot this step ran in
+  int exit_code = 0;    // "exitCode"
+  bool succeeded = false;
+  std::string message;      // tail of output on failure
+  std::string finished_at;  // "finishedAt"
+  friend bool operator==(const SetupResult&, const SetupResult&) = default;
+};
+
+struct SandboxStatus {
+  int64_t observed_generation = 0;
+  std::vector<Condition> conditions;
+  std::string sandbox_name;  // "sandboxName": "sandboxes/<id>"
+  std::string state;         // "RUNNING", "STOPPED", … (SANDBOX_STATE_ prefix dropped)
+  std::string create_time;   // "createTime"
+  std::string boot_id;       // "bootId"
+  std::vector<SetupResult> setup;
+  friend bool operator==(const SandboxStatus&, const SandboxStatus&) = default;
+};
+
+// ---- AgentWorker ----------------------------------------------------------------------------
+
+enum class RestartPolicy { kAlways, kNever };
+
+struct AgentSpec {
+  std::string model;
+  std::string instructions;
+  friend bool operator==(const AgentSpec&, const AgentSpec&) = default;
+};
+
+struct ExecutorSpec {
+  std::string command = "codex";
+  std::vector<std::string> args;
+  SecretRef api_key_from;  // "apiKeyFrom"; default: controller env OPENAI_EXECUTOR_API_KEY
+  friend bool operator==(const ExecutorSpec&, const ExecutorSpec&) = default;
+};
+
+struct AgentWorkerSpec {
+  std::string sandbox_ref;             // "sandboxRef"; exactly one of sandbox_ref / sandbox
+  std::optional<SandboxSpec> sandbox;  // inline template: the worker owns a Sandbox named after it
+  AgentSpec agent;
+  std::string workspace_directory =
+      std::string(kDefaultWorkspaceDirectory);  // "workspaceDirectory"
+  ExecutorSpec executor;
+  RestartPolicy restart_policy = RestartPolicy::kAlways;  // "restartPolicy"
+  friend bool operator==(const AgentWorkerSpec&, const AgentWorkerSpec&) = default;
+};
+
+struct ExecutorStatus {
+  int64_t pid = 0;
+  std::string launched_at;  // "launchedAt"
+  int restarts = 0;
+  std::string last_exit_reason;  // "lastExitReason"
+  friend bool operator==(const ExecutorStatus&, const ExecutorStatus&) = default;
+};
+
+struct AgentWorkerStatus {
+  int64_t observed_generation = 0;
+  std::vector<Condition> conditions;
+  std::string session_id;      // "sessionId"
+  std::string environment_id;  // "environmentId"
+  std::string remote_url;      // "remoteUrl"
+  ExecutorStatus executor;
+  std::string environment_status;  // "environmentStatus"
+  friend bool operator==(const AgentWorkerStatus&, const AgentWorkerStatus&) = default;
+};
+
+// ---- The envelope ---------------------------------------------------------------------------
+
+using Spec = std::variant<WorkspaceSpec, SandboxSpec, AgentWorkerSpec>;
+using ResourceStatus = std::variant<WorkspaceStatus, SandboxStatus, AgentWorkerStatus>;
+
+// One object of any kind. Invariant: spec and status hold the alternative matching `kind`
+// (use MakeObject to get a consistent one).
+struct Object {
+  Kind kind = Kind::kSandbox;
+  ObjectMeta metadata;
+  Spec spec;
+  ResourceStatus status;
+  friend bool operator==(const Object&, const Object&) = default;
+
+  // Typed accessors; abort if `kind` does not match (a bug).
+  const SandboxSpec& sandbox_spec() const;
+  SandboxSpec& sandbox_spec();
+  const AgentWorkerSpec& agent_worker_spec() const;
+  AgentWorkerSpec& agent_worker_spec();
+  const WorkspaceSpec& workspace_spec() const;
+  WorkspaceSpec& workspace_spec();
+  const SandboxStatus& sandbox_status() const;
+  SandboxStatus& sandbox_status();
+  const AgentWorkerStatus& agent_worker_status() const;
+  AgentWorkerStatus& agent_worker_status();
+  const WorkspaceStatus& workspace_status() const;
+  WorkspaceStatus& workspace_status();
+
+  // The conditions of whichever status this object has.
+  const std::vector<Condition>& conditions() const;
+  std::vector<Condition>& conditions();
+};
+
+// An empty object of `kind` with default spec and status.
+Object MakeObject(Kind kind, std::string name,
+                  std::string namespace_ = std::string(kDefaultNamespace));
+
+// Identity of an object in the store: kind + namespace + name.
+struct ObjectKey {
+  Kind kind = Kind::kSandbox;
+  std::string namespace_ = std::string(kDefaultNamespace);
+  std::string name;
+  friend auto operator<=>(const ObjectKey&, const ObjectKey&) = default;
+  std::string ToString() const;  // "Sandbox/default/name"
+};
+ObjectKey KeyOf(const Object& object);
+
+// Condition helpers (used by reconcilers and sbxctl).
+const Condition* FindCondition(const std::vector<Condition>& conditions, std::string_view type);
+// Sets or replaces the condition of that type; keeps last_transition_time when status is
+// unchanged, else sets it to `now` (RFC 3339). Returns true if anything changed.
+bool SetCondition(std::vector<Condition>& conditions, Condition condition, std::string_view now);
+
+}  // namespace sbx::api
