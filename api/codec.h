@@ -8,6 +8,8 @@
 // Stateless functions; thread-safe.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,11 +24,26 @@ struct Manifest {
   Object object;
   std::string file;  // as given to DecodeManifests ("-" for stdin)
   int line = 0;      // 1-based line of the document's first key
+  int column = 0;    // 1-based column of the document's first key
+  // 1-based line/column of the key of every field decoded, by field path
+  // ("metadata.name", "spec.setup[0].run"), so that errors found later (validation) can be
+  // reported at their place: see LocateError.
+  struct Position {
+    int line = 0;
+    int column = 0;
+  };
+  std::map<std::string, Position, std::less<>> positions;
 };
 
 // Decodes every document of a (multi-document) YAML or JSON text. Empty documents are skipped.
 // Server-set metadata and `status` in a manifest are accepted and ignored.
 StatusOr<std::vector<Manifest>> DecodeManifests(std::string_view content, std::string_view file);
+
+// Turns an error "<field.path>: <problem>" (as api::Validate returns) into
+// "<file>:<line>:<column>: <field.path>: <problem>" using the position of the deepest field of
+// that path present in the manifest (the document's position if none). Keeps the code; OK
+// stays OK.
+Status LocateError(const Manifest& manifest, const Status& status);
 
 // Full object (apiVersion, kind, metadata, spec, status) as JSON / YAML, for `get -o json|yaml`.
 std::string EncodeObjectJson(const Object& object, bool pretty = true);
