@@ -1,0 +1,52 @@
+#include "controller/engine/classify_error.h"
+
+namespace sbx::controller {
+
+ErrorClass ClassifyError(const api::Status& status) {
+  using api::StatusCode;
+  using R = ErrorClass::Retry;
+  auto transient = [&](const char* reason) {
+    return ErrorClass{R::kTransient, reason, status.retry_after()};
+  };
+  auto terminal = [](const char* reason) { return ErrorClass{R::kTerminal, reason, std::nullopt}; };
+
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return terminal("Ok");
+    case StatusCode::kUnavailable:
+      return transient("Unavailable");
+    case StatusCode::kDeadlineExceeded:
+      return transient("Timeout");
+    case StatusCode::kResourceExhausted:
+      return transient("RateLimited");
+    case StatusCode::kAborted:
+      return transient("Conflict");
+    case StatusCode::kInternal:
+      return transient("InternalError");
+    case StatusCode::kUnknown:
+      return transient("Unknown");
+    case StatusCode::kCancelled:
+      return transient("Cancelled");
+    case StatusCode::kDataLoss:
+      return transient("DataLoss");
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+      return terminal("InvalidSpec");
+    case StatusCode::kFailedPrecondition:
+      return terminal("FailedPrecondition");
+    case StatusCode::kPermissionDenied:
+      return terminal("PermissionDenied");
+    case StatusCode::kUnauthenticated:
+      return terminal("Unauthenticated");
+    case StatusCode::kAlreadyExists:
+      return terminal("AlreadyExists");
+    case StatusCode::kNotFound:
+      return terminal("NotFound");
+    case StatusCode::kUnimplemented:
+      return terminal("Unimplemented");
+  }
+  // A code outside the enum is a bug in whoever built the Status; retrying is the safe answer.
+  return transient("Unknown");
+}
+
+}  // namespace sbx::controller

@@ -1,0 +1,61 @@
+// ClassifyError: THE retry policy (STYLE rule 10, DESIGN §3). Every error a reconciler returns
+// goes through this one function; the worker loop (Manager) acts on its answer:
+//
+//   transient → requeue with per-key exponential backoff, never earlier than retry_after;
+//   terminal  → no requeue: the reconciler has written a condition with `reason`, and the key is
+//               looked at again only when the object or a dependency changes (or on resync).
+//
+// | code                | class     | reason              | note                                  |
+// |---------------------|-----------|---------------------|---------------------------------------|
+// | kUnavailable        | transient | Unavailable         | 503, connection refused, busy store   |
+// | kDeadlineExceeded   | transient | Timeout             |                                       |
+// | kResourceExhausted  | transient | RateLimited         | 429; honours the Retry-After hint     |
+// | kAborted            | transient | Conflict            | resourceVersion CAS lost: re-read     |
+// | kInternal           | transient | InternalError       | 500s, exceptions escaping reconcilers |
+// | kUnknown            | transient | Unknown             |                                       |
+// | kCancelled          | transient | Cancelled           | shutdown or timeout of a call         |
+// | kDataLoss           | transient | DataLoss            | truncated / unparsable answer         |
+// | kInvalidArgument    | terminal  | InvalidSpec         | the API rejected what the spec asks   |
+// | kOutOfRange         | terminal  | InvalidSpec         |                                       |
+// | kFailedPrecondition | terminal  | FailedPrecondition  | e.g. an immutable field changed       |
+// | kPermissionDenied   | terminal  | PermissionDenied    | 403: missing scope or IP not allowed  |
+// | kUnauthenticated    | terminal  | Unauthenticated     | 401: bad or expired credentials       |
+// | kAlreadyExists      | terminal  | AlreadyExists       | 409 on something that is not ours     |
+// | kNotFound           | terminal  | NotFound            | see below                             |
+// | kUnimplemented      | terminal  | Unimplemented       |                                       |
+//
+// kNotFound is context-dependent: a 404 that a reconciler EXPECTS (GET of a sandbox not created
+// yet, DELETE of one already gone, a deleted session) is part of its level logic and must be
+// handled there, not returned. A NotFound that escapes a reconciler means something the spec
+// refers to is missing (workspaceRef, a secret file or env var, a sandboxRef) — that waits for a
+// spec or dependency change, so it is terminal; the dependency index re-enqueues the object when
+// the missing one appears.
+//
+// Any transient error carrying Status::retry_after() keeps it in `retry_after`. A pure function;
+// thread-safe.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "api/status.h"
+
+namespace sbx::controller {
+
+struct ErrorClass {
+  enum class Retry { kTransient, kTerminal };
+
+  Retry retry = Retry::kTransient;
+  std::string reason;  // CamelCase, usable as a condition reason
+  // Server-requested minimum delay before the next attempt (transient only).
+  std::optional<std::chrono::milliseconds> retry_after;
+
+  bool transient() const { return retry == Retry::kTransient; }
+};
+
+// `status` must not be OK; an OK status classifies as terminal with reason "Ok" (nothing to
+// retry).
+ErrorClass ClassifyError(const api::Status& status);
+
+}  // namespace sbx::controller

@@ -1,0 +1,33 @@
+// Source and Enqueuer: how keys get onto the Manager's work queue.
+//
+// A Source runs on its own thread (started and stopped by the Manager) and reports "this object
+// may need a look" through Enqueuer::Enqueue. The store watch (StoreWatch) and the periodic
+// resync (PeriodicResync) are Sources; the live-state LIST sweeper will be one too. Interfaces
+// only; implementations state their own thread-safety.
+#pragma once
+
+#include <stop_token>
+#include <string_view>
+
+#include "api/resources.h"
+
+namespace sbx::controller {
+
+class Enqueuer {
+ public:
+  virtual ~Enqueuer() = default;
+  // Thread-safe. Enqueues `key` and every object that depends on it.
+  virtual void Enqueue(const api::ObjectKey& key) = 0;
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+  // Short name for logs and metrics ("store-watch").
+  virtual std::string_view name() const = 0;
+  // Runs until `stop` is requested (must return promptly after that). Errors are the source's
+  // own business: it retries with backoff, it never gives up while not stopped.
+  virtual void Run(Enqueuer& out, std::stop_token stop) = 0;
+};
+
+}  // namespace sbx::controller

@@ -1,0 +1,61 @@
+// StoreWatch: the Source that turns store writes into queue keys (DESIGN §3: the controller
+// "watches" by polling PRAGMA data_version and reading rows with revision > last_seen).
+//
+// Run() first reads the current revision, then lists every object and enqueues it (list, then
+// watch: nothing written after that revision can be missed, and anything listed twice is
+// deduplicated by the queue). Then it loops: WatchSince(last_seen) → enqueue each changed key
+// (deletions too, so reconcilers can clean up) → WaitForChange(poll). Store errors are reported
+// to `on_error` and retried with backoff on the Clock. Stop latency is at most `poll`.
+//
+// Thread-safety: Run is called by one thread; last_revision() from any. Ownership: `store` and
+// `clock` are collaborators that must outlive the StoreWatch.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+
+#include "api/status.h"
+#include "controller/engine/backoff.h"
+#include "controller/engine/clock.h"
+#include "controller/engine/source.h"
+#include "controller/store/store.h"
+
+namespace sbx::controller {
+
+using SourceErrorFn = std::function<void(std::string_view source, const api::Status& error)>;
+
+struct StoreWatchOptions {
+  int batch = 1000;                     // WatchSince limit per call
+  std::chrono::milliseconds poll{250};  // WaitForChange timeout (= stop latency)
+  BackoffPolicy error_backoff{std::chrono::seconds(1), std::chrono::seconds(30), 0.1};
+  SourceErrorFn on_error;  // optional
+};
+
+// Lists every object in `store` and enqueues its key. Used by the initial list and the resync.
+api::Status EnqueueAllObjects(Store& store, Enqueuer& out);
+
+class StoreWatch final : public Source {
+ public:
+  StoreWatch(Store& store, Clock& clock, StoreWatchOptions options = {});
+
+  std::string_view name() const override { return "store-watch"; }
+  void Run(Enqueuer& out, std::stop_token stop) override;
+
+  // Highest revision seen and enqueued so far; -1 until the initial list has completed (so a
+  // readiness probe can wait for it).
+  int64_t last_revision() const { return last_revision_.load(); }
+
+ private:
+  // Sleeps the error backoff; false if stopped.
+  bool BackOff(const api::Status& error, int& failures, std::stop_token stop);
+
+  Store& store_;
+  Clock& clock_;
+  const StoreWatchOptions options_;
+  const Backoff backoff_;
+  std::atomic<int64_t> last_revision_{-1};
+};
+
+}  // namespace sbx::controller

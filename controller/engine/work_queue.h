@@ -1,0 +1,112 @@
+// WorkQueue: the controller's rate-limited, delaying work queue, with client-go semantics over
+// object keys (DESIGN §3 Work queue). Keys, not events: what is queued is "look at this object".
+//
+//  * Add dedups: a key waits in the queue at most once however often it is added.
+//  * A key being processed (handed out by Get, not yet Done) is never handed to a second worker.
+//    Added again meanwhile, it is marked dirty and re-queued when Done(key) is called.
+//  * AddAfter(key, d) adds the key once `d` has passed on the injected Clock. Added twice before
+//    it is due, the earlier time wins.
+//  * AddRateLimited(key[, min_delay]) counts a failure of `key` and AddAfter's it by the per-key
+//    exponential Backoff (1 s → 5 min, jittered), never sooner than `min_delay` (Retry-After).
+//    Forget(key) resets the count (call it after a success); NumRequeues(key) reads it.
+//  * ShutDown(): Get stops handing out items (queued ones are dropped: the controller is
+//    level-based and the next start resyncs everything) and new adds are ignored.
+//    ShutDownWithDrain() additionally blocks until every handed-out key is Done.
+//    Unlike client-go, Get returns nothing after shutdown even if items are still queued.
+//
+// Thread-safety: every method may be called from any thread. One internal std::jthread moves due
+// delayed keys into the queue; it sleeps on the Clock (FakeClock in tests: exactly one sleeper
+// while anything is waiting). Ownership: the Clock must outlive the queue.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stop_token>
+#include <thread>
+#include <utility>
+
+#include "api/resources.h"
+#include "controller/engine/backoff.h"
+#include "controller/engine/clock.h"
+
+namespace sbx::controller {
+
+// A snapshot of the queue's gauges and counters, for /metrics.
+struct WorkQueueStats {
+  int64_t depth = 0;          // keys ready to be handed out (gauge)
+  int64_t waiting = 0;        // keys in AddAfter / backoff delay (gauge)
+  int64_t processing = 0;     // keys handed out and not yet Done (gauge)
+  int64_t adds_total = 0;     // Add calls that queued or dirtied a key (deduplicated adds excluded)
+  int64_t retries_total = 0;  // AddRateLimited calls
+  int64_t gets_total = 0;     // keys handed out by Get
+};
+
+class WorkQueue {
+ public:
+  using Key = api::ObjectKey;
+
+  explicit WorkQueue(Clock& clock, Backoff backoff = Backoff());
+  ~WorkQueue();  // ShutDown() and joins the delay thread.
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+
+  void Add(const Key& key);
+  // d <= 0 is Add(key).
+  void AddAfter(const Key& key, std::chrono::milliseconds d);
+  // Counts a failure and adds the key after max(backoff(failures), min_delay).
+  void AddRateLimited(const Key& key,
+                      std::optional<std::chrono::milliseconds> min_delay = std::nullopt);
+  void Forget(const Key& key);
+  int NumRequeues(const Key& key) const;
+  // When `key` is due if it is waiting (AddAfter / AddRateLimited), else nullopt. For
+  // `describe`-style debugging and tests.
+  std::optional<Clock::SteadyTime> ReadyAt(const Key& key) const;
+
+  // Blocks until a key is ready (then it is "processing" until Done), or the queue is shut
+  // down, or `stop` is requested (then nullopt).
+  std::optional<Key> Get(std::stop_token stop = {});
+  // Marks `key` as no longer processing; re-queues it if it was added meanwhile.
+  void Done(const Key& key);
+
+  void ShutDown();
+  // ShutDown(), then blocks until no key is processing. Returns false if `stop` was requested
+  // before that happened.
+  bool ShutDownWithDrain(std::stop_token stop = {});
+  bool ShuttingDown() const;
+
+  // Keys ready to be handed out (not counting waiting or processing ones).
+  int Len() const;
+  WorkQueueStats Stats() const;
+
+ private:
+  void AddLocked(const Key& key);                            // requires mu_
+  void AddAtLocked(const Key& key, Clock::SteadyTime when);  // requires mu_
+  void DelayLoop(std::stop_token stop);
+
+  Clock& clock_;
+  const Backoff backoff_;
+
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;  // queue_ non-empty, shutdown, processing_ shrank, waiting_
+  std::deque<Key> queue_;           // Guarded by mu_. Ready keys, FIFO, each at most once.
+  std::set<Key> dirty_;             // Guarded by mu_. Keys needing processing.
+  std::set<Key> processing_;        // Guarded by mu_.
+  std::map<Key, Clock::SteadyTime> waiting_;         // Guarded by mu_.
+  std::set<std::pair<Clock::SteadyTime, Key>> due_;  // Guarded by mu_. Index of waiting_.
+  std::map<Key, int> failures_;                      // Guarded by mu_.
+  bool shutting_down_ = false;                       // Guarded by mu_.
+  // Interrupts the delay thread's Clock sleep when an earlier deadline arrives.
+  std::stop_source sleep_interrupt_;                 // Guarded by mu_.
+  std::optional<Clock::SteadyTime> sleeping_until_;  // Guarded by mu_.
+  WorkQueueStats counters_;  // Guarded by mu_. Only the *_total fields are kept here.
+
+  std::jthread delay_thread_;  // Last: started after every member above is constructed.
+};
+
+}  // namespace sbx::controller

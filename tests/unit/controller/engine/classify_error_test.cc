@@ -1,0 +1,70 @@
+#include "controller/engine/classify_error.h"
+
+#include <gtest/gtest.h>
+
+namespace sbx::controller {
+namespace {
+
+using namespace std::chrono_literals;
+using api::Status;
+using api::StatusCode;
+
+struct Row {
+  StatusCode code;
+  bool transient;
+  const char* reason;
+};
+
+TEST(ClassifyErrorTest, MapsEveryCanonicalCode) {
+  const Row rows[] = {
+      {StatusCode::kUnavailable, true, "Unavailable"},
+      {StatusCode::kDeadlineExceeded, true, "Timeout"},
+      {StatusCode::kResourceExhausted, true, "RateLimited"},
+      {StatusCode::kAborted, true, "Conflict"},
+      {StatusCode::kInternal, true, "InternalError"},
+      {StatusCode::kUnknown, true, "Unknown"},
+      {StatusCode::kCancelled, true, "Cancelled"},
+      {StatusCode::kDataLoss, true, "DataLoss"},
+      {StatusCode::kInvalidArgument, false, "InvalidSpec"},
+      {StatusCode::kOutOfRange, false, "InvalidSpec"},
+      {StatusCode::kFailedPrecondition, false, "FailedPrecondition"},
+      {StatusCode::kPermissionDenied, false, "PermissionDenied"},
+      {StatusCode::kUnauthenticated, false, "Unauthenticated"},
+      {StatusCode::kAlreadyExists, false, "AlreadyExists"},
+      {StatusCode::kNotFound, false, "NotFound"},
+      {StatusCode::kUnimplemented, false, "Unimplemented"},
+  };
+  for (const Row& row : rows) {
+    const ErrorClass c = ClassifyError(Status(row.code, "boom"));
+    SCOPED_TRACE(api::StatusCodeName(row.code));
+    EXPECT_EQ(c.transient(), row.transient);
+    EXPECT_EQ(c.reason, row.reason);
+    EXPECT_FALSE(c.retry_after.has_value());
+  }
+}
+
+TEST(ClassifyErrorTest, KeepsRetryAfterOfTransientErrors) {
+  const ErrorClass limited =
+      ClassifyError(api::ResourceExhaustedError("429 Too Many Requests").WithRetryAfter(20s));
+  EXPECT_TRUE(limited.transient());
+  EXPECT_EQ(limited.reason, "RateLimited");
+  EXPECT_EQ(limited.retry_after, 20s);
+
+  const ErrorClass unavailable = ClassifyError(api::UnavailableError("503").WithRetryAfter(3s));
+  EXPECT_EQ(unavailable.retry_after, 3s);
+}
+
+TEST(ClassifyErrorTest, TerminalErrorsIgnoreRetryAfter) {
+  const ErrorClass c = ClassifyError(api::PermissionDeniedError("403").WithRetryAfter(5s));
+  EXPECT_FALSE(c.transient());
+  EXPECT_FALSE(c.retry_after.has_value());
+}
+
+TEST(ClassifyErrorTest, OkIsNothingToRetry) {
+  const ErrorClass c = ClassifyError(api::OkStatus());
+  EXPECT_FALSE(c.transient());
+  EXPECT_EQ(c.reason, "Ok");
+}
+
+}  // namespace
+}  // namespace sbx::controller
