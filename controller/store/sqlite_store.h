@@ -1,0 +1,143 @@
+// SqliteStore: the Store on one SQLite file, shared by sbxctl and sbxd (DESIGN §3).
+//
+// The file is opened in WAL mode with a busy timeout, foreign keys on and synchronous=NORMAL;
+// its schema is versioned (PRAGMA user_version, plus a schema_migrations table for humans) and
+// migrated forward in one transaction by Open. Every write is one `BEGIN IMMEDIATE` transaction,
+// so writers in several processes serialise cleanly and revisions are committed in order; a
+// database that stays locked past the busy timeout gives kUnavailable naming the path.
+//
+// Revisions count object writes only (Apply, UpdateStatus, UpdateControllerMetadata, Delete):
+// each changed object gets the next revision and one row in the change log that WatchSince
+// reads. Events, inventory and leases do not bump the revision. The change log is not trimmed
+// yet (it grows by one row per object write).
+//
+// Thread-safety: one SQLite connection guarded by one mutex; every method may be called from
+// any thread. Several SqliteStore instances (in one or several processes) may share a file.
+// Ownership: the store owns its connection; the optional Clock must outlive it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "controller/engine/clock.h"
+#include "controller/store/store.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace sbx::controller {
+
+namespace internal {
+struct SqliteRow;  // one row of the objects table; defined in sqlite_store.cc
+}  // namespace internal
+
+struct SqliteStoreOptions {
+  // How long a write waits for another writer before giving up with kUnavailable.
+  std::chrono::milliseconds busy_timeout{5000};
+  // How often WaitForChange polls PRAGMA data_version.
+  std::chrono::milliseconds poll_interval{10};
+  // Source of timestamps and lease expiry; SystemClock when null. Not owned.
+  Clock* clock = nullptr;
+};
+
+class SqliteStore final : public Store {
+ public:
+  using Options = SqliteStoreOptions;
+
+  // Opens (creating if absent) the database at `path`, or a private in-memory one for
+  // ":memory:", and migrates its schema. The parent directory must exist. Errors name the path:
+  // kFailedPrecondition if it cannot be opened, is not an SQLite/sbx database or has a schema
+  // newer than this build knows; kDataLoss if it is corrupt; kUnavailable if it stays locked
+  // past the busy timeout.
+  static StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path, Options options = {});
+
+  ~SqliteStore() override;
+  SqliteStore(const SqliteStore&) = delete;
+  SqliteStore& operator=(const SqliteStore&) = delete;
+
+  // The schema version this build creates and understands.
+  static int LatestSchemaVersion();
+  const std::string& path() const { return path_; }
+
+  StatusOr<std::vector<ApplyResult>> Apply(const std::vector<Object>& objects,
+                                           const ApplyOptions& options) override;
+  StatusOr<Object> Get(const ObjectKey& key) override;
+  StatusOr<std::vector<Object>> List(const ListOptions& options) override;
+  // Writes nothing (and keeps resourceVersion) when the status is unchanged.
+  StatusOr<Object> UpdateStatus(const Object& object) override;
+  // Writes nothing (and keeps resourceVersion) when finalizers and owners are unchanged.
+  StatusOr<Object> UpdateControllerMetadata(const Object& object) override;
+  StatusOr<DeleteOutcome> Delete(const ObjectKey& key) override;
+
+  StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit = 1000) override;
+  StatusOr<int64_t> CurrentRevision() override;
+  bool WaitForChange(std::chrono::milliseconds timeout) override;
+
+  Status RecordEvent(const Event& event) override;
+  StatusOr<std::vector<Event>> ListEvents(const std::optional<ObjectKey>& involved) override;
+
+  Status PutInventory(const InventoryRecord& record) override;
+  StatusOr<std::optional<InventoryRecord>> GetInventory(const std::string& workspace,
+                                                        const std::string& resource_type,
+                                                        const std::string& external_id) override;
+  StatusOr<std::vector<InventoryRecord>> ListInventory(
+      const std::optional<std::string>& workspace) override;
+  Status DeleteInventory(const std::string& workspace, const std::string& resource_type,
+                         const std::string& external_id) override;
+
+  StatusOr<bool> TryAcquireLease(const std::string& name, const std::string& holder,
+                                 std::chrono::milliseconds ttl) override;
+  Status ReleaseLease(const std::string& name, const std::string& holder) override;
+
+ private:
+  class Stmt;
+  class Txn;
+  using Row = internal::SqliteRow;
+
+  SqliteStore(std::string path, Options options, sqlite3* db);
+
+  // All below require mu_ held.
+  Status Configure();
+  Status Migrate();
+  StatusOr<Stmt> Prepare(std::string_view sql);
+  Status Exec(std::string_view sql);
+  Status Error(int rc, std::string_view what) const;
+  StatusOr<int64_t> ReadRevision();
+  Status WriteRevision(int64_t revision);
+  StatusOr<std::optional<Row>> ReadRow(const ObjectKey& key);
+  StatusOr<Object> RowToObject(const Row& row) const;
+  Status InsertRow(const Row& row);
+  Status UpdateRow(const Row& row);
+  Status DeleteRow(const ObjectKey& key);
+  Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row);
+  // Delete semantics shared by Delete, prune and finalizer removal; bumps `*revision`.
+  StatusOr<DeleteOutcome> DeleteLocked(Row& row, int64_t& revision);
+  StatusOr<int64_t> DataVersion();
+  std::string Now() const;
+  std::string NewUid();
+
+  const std::string path_;
+  const Options options_;
+  SystemClock system_clock_;
+  Clock& clock_;
+
+  std::mutex mu_;
+  std::condition_variable committed_;
+  sqlite3* db_ = nullptr;  // Guarded by mu_.
+  // Prepared statements by SQL text, finalized on close. Guarded by mu_.
+  std::unordered_map<std::string, sqlite3_stmt*> statements_;
+  std::mt19937_64 uid_random_;       // Guarded by mu_.
+  uint64_t local_commits_ = 0;       // Guarded by mu_; object commits by this instance.
+  int64_t seen_data_version_ = -1;   // Guarded by mu_; as of the last watch read.
+  uint64_t seen_local_commits_ = 0;  // Guarded by mu_.
+};
+
+}  // namespace sbx::controller

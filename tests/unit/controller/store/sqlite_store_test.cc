@@ -1,0 +1,547 @@
+#include "controller/store/sqlite_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/support/fake_clock.h"
+
+namespace sbx::controller {
+namespace {
+
+using api::Kind;
+using api::StatusCode;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+Object Sandbox(const std::string& name, const std::string& image = "python:3.12",
+               const std::string& ns = "default") {
+  Object o = api::MakeObject(Kind::kSandbox, name, ns);
+  o.sandbox_spec().image = image;
+  o.sandbox_spec().sandbox_id = ns + "-" + name;
+  return o;
+}
+
+ObjectKey Key(const std::string& name, Kind kind = Kind::kSandbox,
+              const std::string& ns = "default") {
+  return ObjectKey{kind, ns, name};
+}
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SqliteStore::Options options;
+    options.clock = &clock_;
+    auto store = SqliteStore::Open(":memory:", options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(store).value();
+  }
+
+  std::vector<ApplyResult> MustApply(const std::vector<Object>& objects,
+                                     const ApplyOptions& options = {}) {
+    auto results = store_->Apply(objects, options);
+    EXPECT_TRUE(results.ok()) << results.status();
+    return results.ok() ? *results : std::vector<ApplyResult>{};
+  }
+  int64_t Revision() {
+    auto revision = store_->CurrentRevision();
+    EXPECT_TRUE(revision.ok()) << revision.status();
+    return revision.ok() ? *revision : -1;
+  }
+  Object MustGet(const ObjectKey& key) {
+    auto object = store_->Get(key);
+    EXPECT_TRUE(object.ok()) << object.status();
+    return object.ok() ? *object : Object{};
+  }
+  // Puts the controller finalizer on an object.
+  Object AddFinalizer(const ObjectKey& key) {
+    Object object = MustGet(key);
+    object.metadata.finalizers.push_back(std::string(api::kControllerFinalizer));
+    auto updated = store_->UpdateControllerMetadata(object);
+    EXPECT_TRUE(updated.ok()) << updated.status();
+    return updated.ok() ? *updated : Object{};
+  }
+
+  testing::FakeClock clock_;
+  std::unique_ptr<SqliteStore> store_;
+};
+
+TEST_F(SqliteStoreTest, NewStoreIsAtRevisionZero) {
+  EXPECT_EQ(Revision(), 0);
+  auto changes = store_->WatchSince(0);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  EXPECT_TRUE(changes->empty());
+}
+
+TEST_F(SqliteStoreTest, CreateSetsServerMetadata) {
+  auto results = MustApply({Sandbox("a")});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].action, ApplyAction::kCreated);
+  EXPECT_EQ(results[0].key, Key("a"));
+  const Object& stored = results[0].object;
+  EXPECT_EQ(stored.metadata.generation, 1);
+  EXPECT_EQ(stored.metadata.resource_version, 1);
+  EXPECT_EQ(stored.metadata.creation_timestamp, "2026-09-01T12:00:00Z");
+  EXPECT_TRUE(stored.metadata.deletion_timestamp.empty());
+  ASSERT_EQ(stored.metadata.uid.size(), 36u);
+  EXPECT_EQ(stored.metadata.uid[14], '4');  // UUID version 4
+  EXPECT_EQ(stored.sandbox_spec().image, "python:3.12");
+  EXPECT_EQ(MustGet(Key("a")), stored);
+  EXPECT_EQ(Revision(), 1);
+}
+
+TEST_F(SqliteStoreTest, UidsAreDistinct) {
+  auto results = MustApply({Sandbox("a"), Sandbox("b")});
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_NE(results[0].object.metadata.uid, results[1].object.metadata.uid);
+  EXPECT_EQ(results[1].object.metadata.resource_version, 2);  // one revision per object
+}
+
+TEST_F(SqliteStoreTest, ReapplyingUnchangedManifestWritesNothing) {
+  const Object first = MustApply({Sandbox("a")})[0].object;
+  clock_.Advance(std::chrono::minutes(1));
+  auto results = MustApply({Sandbox("a")});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].action, ApplyAction::kUnchanged);
+  EXPECT_EQ(results[0].object, first);
+  EXPECT_EQ(Revision(), 1);
+  auto changes = store_->WatchSince(1);
+  ASSERT_TRUE(changes.ok());
+  EXPECT_TRUE(changes->empty());
+}
+
+TEST_F(SqliteStoreTest, ChangedSpecBumpsGenerationAndResourceVersion) {
+  MustApply({Sandbox("a")});
+  auto results = MustApply({Sandbox("a", "python:3.13")});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].action, ApplyAction::kConfigured);
+  EXPECT_EQ(results[0].object.metadata.generation, 2);
+  EXPECT_EQ(results[0].object.metadata.resource_version, 2);
+  EXPECT_EQ(MustGet(Key("a")).sandbox_spec().image, "python:3.13");
+}
+
+TEST_F(SqliteStoreTest, LabelOnlyChangeBumpsResourceVersionNotGeneration) {
+  MustApply({Sandbox("a")});
+  Object labelled = Sandbox("a");
+  labelled.metadata.labels["team"] = "infra";
+  labelled.metadata.annotations["note"] = "hi";
+  auto results = MustApply({labelled});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].action, ApplyAction::kConfigured);
+  EXPECT_EQ(results[0].object.metadata.generation, 1);
+  EXPECT_EQ(results[0].object.metadata.resource_version, 2);
+  Object stored = MustGet(Key("a"));
+  EXPECT_EQ(stored.metadata.labels.at("team"), "infra");
+  EXPECT_EQ(stored.metadata.annotations.at("note"), "hi");
+}
+
+TEST_F(SqliteStoreTest, IgnoresServerSetMetadataAndStatusInManifests) {
+  Object object = Sandbox("a");
+  object.metadata.uid = "not-a-uid";
+  object.metadata.generation = 42;
+  object.metadata.resource_version = 42;
+  object.metadata.finalizers = {"x"};
+  object.sandbox_status().state = "RUNNING";
+  const Object stored = MustApply({object})[0].object;
+  EXPECT_NE(stored.metadata.uid, "not-a-uid");
+  EXPECT_EQ(stored.metadata.generation, 1);
+  EXPECT_EQ(stored.metadata.resource_version, 1);
+  EXPECT_TRUE(stored.metadata.finalizers.empty());
+  EXPECT_EQ(stored.sandbox_status().state, "");
+}
+
+TEST_F(SqliteStoreTest, DuplicateKeyInOneApplyIsInvalidArgumentNamingIt) {
+  auto results = store_->Apply({Sandbox("a"), Sandbox("b"), Sandbox("a", "other")}, {});
+  ASSERT_FALSE(results.ok());
+  EXPECT_EQ(results.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(results.status().message(), HasSubstr("Sandbox/default/a"));
+  EXPECT_EQ(Revision(), 0);
+}
+
+TEST_F(SqliteStoreTest, SameNameInDifferentKindsOrNamespacesIsFine) {
+  Object worker = api::MakeObject(Kind::kAgentWorker, "a");
+  worker.agent_worker_spec().sandbox_ref = "a";
+  auto results = MustApply({Sandbox("a"), Sandbox("a", "img", "other"), worker});
+  EXPECT_EQ(results.size(), 3u);
+}
+
+TEST_F(SqliteStoreTest, ApplyIsAllOrNothing) {
+  MustApply({Sandbox("doomed"), Sandbox("kept")});
+  AddFinalizer(Key("doomed"));
+  auto outcome = store_->Delete(Key("doomed"));
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_EQ(*outcome, DeleteOutcome::kMarkedForDeletion);
+  const int64_t before = Revision();
+
+  // "new" would be created and "kept" changed, but "doomed" is being deleted: nothing happens.
+  auto results = store_->Apply({Sandbox("new"), Sandbox("kept", "changed"), Sandbox("doomed")}, {});
+  ASSERT_FALSE(results.ok());
+  EXPECT_EQ(results.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(results.status().message(), HasSubstr("Sandbox/default/doomed"));
+  EXPECT_EQ(store_->Get(Key("new")).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(MustGet(Key("kept")).sandbox_spec().image, "python:3.12");
+  EXPECT_EQ(Revision(), before);
+  auto changes = store_->WatchSince(before);
+  ASSERT_TRUE(changes.ok());
+  EXPECT_TRUE(changes->empty());
+}
+
+TEST_F(SqliteStoreTest, UpdateStatusIsCompareAndSwap) {
+  Object object = MustApply({Sandbox("a")})[0].object;
+  Object stale = object;
+  object.sandbox_status().state = "PENDING";
+  auto updated = store_->UpdateStatus(object);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(updated->metadata.resource_version, 2);
+  EXPECT_EQ(updated->metadata.generation, 1);
+  EXPECT_EQ(updated->sandbox_status().state, "PENDING");
+
+  stale.sandbox_status().state = "RUNNING";
+  auto conflict = store_->UpdateStatus(stale);
+  ASSERT_FALSE(conflict.ok());
+  EXPECT_EQ(conflict.status().code(), StatusCode::kAborted);
+  EXPECT_EQ(MustGet(Key("a")).sandbox_status().state, "PENDING");
+}
+
+TEST_F(SqliteStoreTest, UpdateStatusDoesNotTouchSpec) {
+  Object object = MustApply({Sandbox("a")})[0].object;
+  object.sandbox_spec().image = "sneaky";
+  object.metadata.labels["x"] = "y";
+  object.sandbox_status().state = "RUNNING";
+  ASSERT_TRUE(store_->UpdateStatus(object).ok());
+  Object stored = MustGet(Key("a"));
+  EXPECT_EQ(stored.sandbox_spec().image, "python:3.12");
+  EXPECT_TRUE(stored.metadata.labels.empty());
+  EXPECT_EQ(stored.sandbox_status().state, "RUNNING");
+}
+
+TEST_F(SqliteStoreTest, UnchangedStatusWritesNothing) {
+  Object object = MustApply({Sandbox("a")})[0].object;
+  auto updated = store_->UpdateStatus(object);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(updated->metadata.resource_version, 1);
+  EXPECT_EQ(Revision(), 1);
+}
+
+TEST_F(SqliteStoreTest, UpdateStatusOfMissingObjectIsNotFound) {
+  EXPECT_EQ(store_->UpdateStatus(Sandbox("ghost")).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->UpdateControllerMetadata(Sandbox("ghost")).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(store_->Delete(Key("ghost")).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->Get(Key("ghost")).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(SqliteStoreTest, ControllerMetadataUpdateIsCompareAndSwap) {
+  Object object = MustApply({Sandbox("a")})[0].object;
+  Object stale = object;
+  object.metadata.owner_references.push_back({Kind::kAgentWorker, "w", "uid-1", true});
+  object.metadata.finalizers.push_back("sbx.dev/controller");
+  auto updated = store_->UpdateControllerMetadata(object);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(updated->metadata.resource_version, 2);
+  EXPECT_EQ(updated->metadata.generation, 1);
+  Object stored = MustGet(Key("a"));
+  EXPECT_EQ(stored.metadata.owner_references, object.metadata.owner_references);
+  EXPECT_THAT(stored.metadata.finalizers, ElementsAre("sbx.dev/controller"));
+  EXPECT_EQ(store_->UpdateControllerMetadata(stale).status().code(), StatusCode::kAborted);
+}
+
+TEST_F(SqliteStoreTest, DeleteWithoutFinalizersRemovesTheObject) {
+  MustApply({Sandbox("a")});
+  auto outcome = store_->Delete(Key("a"));
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(*outcome, DeleteOutcome::kDeleted);
+  EXPECT_EQ(store_->Get(Key("a")).status().code(), StatusCode::kNotFound);
+  auto changes = store_->WatchSince(1);
+  ASSERT_TRUE(changes.ok());
+  ASSERT_EQ(changes->size(), 1u);
+  EXPECT_EQ((*changes)[0].type, Store::ChangeType::kDeleted);
+  EXPECT_EQ((*changes)[0].revision, 2);
+  EXPECT_EQ((*changes)[0].key, Key("a"));
+  EXPECT_FALSE((*changes)[0].object.has_value());
+}
+
+TEST_F(SqliteStoreTest, DeleteWithFinalizersMarksUntilTheLastFinalizerGoes) {
+  MustApply({Sandbox("a")});
+  AddFinalizer(Key("a"));
+  clock_.Advance(std::chrono::seconds(5));
+  auto outcome = store_->Delete(Key("a"));
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(*outcome, DeleteOutcome::kMarkedForDeletion);
+  Object marked = MustGet(Key("a"));
+  EXPECT_EQ(marked.metadata.deletion_timestamp, "2026-09-01T12:00:05Z");
+  EXPECT_EQ(marked.metadata.generation, 1);
+
+  auto again = store_->Delete(Key("a"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, DeleteOutcome::kAlreadyDeleting);
+  EXPECT_EQ(MustGet(Key("a")).metadata.resource_version, marked.metadata.resource_version);
+
+  // The controller can still write status while it cleans up.
+  marked.sandbox_status().state = "DELETING";
+  auto with_status = store_->UpdateStatus(marked);
+  ASSERT_TRUE(with_status.ok()) << with_status.status();
+
+  Object released = *with_status;
+  released.metadata.finalizers.clear();
+  ASSERT_TRUE(store_->UpdateControllerMetadata(released).ok());
+  EXPECT_EQ(store_->Get(Key("a")).status().code(), StatusCode::kNotFound);
+  auto changes = store_->WatchSince(marked.metadata.resource_version);
+  ASSERT_TRUE(changes.ok());
+  ASSERT_EQ(changes->size(), 2u);
+  EXPECT_EQ((*changes)[0].type, Store::ChangeType::kModified);
+  EXPECT_EQ((*changes)[1].type, Store::ChangeType::kDeleted);
+}
+
+TEST_F(SqliteStoreTest, PruneDeletesMembersMissingFromTheApply) {
+  ApplyOptions with_set;
+  with_set.applyset = "demo";
+  MustApply({Sandbox("a"), Sandbox("b"), Sandbox("c")}, with_set);
+  MustApply({Sandbox("outsider")});  // not in the applyset
+  AddFinalizer(Key("c"));
+
+  ApplyOptions prune = with_set;
+  prune.prune = true;
+  auto results = MustApply({Sandbox("a")}, prune);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].action, ApplyAction::kUnchanged);
+  EXPECT_EQ(results[1].action, ApplyAction::kPruned);
+  EXPECT_EQ(results[1].key, Key("b"));
+  EXPECT_EQ(results[2].action, ApplyAction::kPruned);
+  EXPECT_EQ(results[2].key, Key("c"));
+  EXPECT_FALSE(results[2].object.metadata.deletion_timestamp.empty());
+
+  EXPECT_EQ(store_->Get(Key("b")).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(MustGet(Key("c")).metadata.deletion_timestamp.empty());  // waits for finalizer
+  EXPECT_TRUE(store_->Get(Key("a")).ok());
+  EXPECT_TRUE(store_->Get(Key("outsider")).ok());
+
+  // Pruning again reports nothing new: c is already on its way out.
+  auto again = MustApply({Sandbox("a")}, prune);
+  EXPECT_EQ(again.size(), 1u);
+}
+
+TEST_F(SqliteStoreTest, PruneWithoutApplysetIsInvalidArgument) {
+  ApplyOptions options;
+  options.prune = true;
+  EXPECT_EQ(store_->Apply({Sandbox("a")}, options).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(SqliteStoreTest, DryRunComputesResultsAndWritesNothing) {
+  ApplyOptions with_set;
+  with_set.applyset = "demo";
+  MustApply({Sandbox("a"), Sandbox("b")}, with_set);
+
+  ApplyOptions dry = with_set;
+  dry.dry_run = true;
+  dry.prune = true;
+  auto results = MustApply({Sandbox("a", "new-image"), Sandbox("c")}, dry);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].action, ApplyAction::kConfigured);
+  EXPECT_EQ(results[0].object.metadata.generation, 2);
+  EXPECT_EQ(results[1].action, ApplyAction::kCreated);
+  EXPECT_EQ(results[2].action, ApplyAction::kPruned);
+  EXPECT_EQ(results[2].key, Key("b"));
+
+  EXPECT_EQ(Revision(), 2);
+  EXPECT_EQ(MustGet(Key("a")).sandbox_spec().image, "python:3.12");
+  EXPECT_TRUE(store_->Get(Key("b")).ok());
+  EXPECT_EQ(store_->Get(Key("c")).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(SqliteStoreTest, ListFiltersAndSorts) {
+  Object worker = api::MakeObject(Kind::kAgentWorker, "w");
+  worker.agent_worker_spec().sandbox_ref = "b";
+  Object labelled = Sandbox("b");
+  labelled.metadata.labels = {{"team", "infra"}, {"tier", "gpu"}};
+  MustApply({Sandbox("c"), worker, labelled, Sandbox("a", "img", "zz"),
+             api::MakeObject(Kind::kWorkspace, "default")});
+
+  auto all = store_->List({});
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::vector<ObjectKey> keys;
+  for (const Object& o : *all) keys.push_back(api::KeyOf(o));
+  EXPECT_THAT(keys, ElementsAre(Key("default", Kind::kWorkspace), Key("b"), Key("c"),
+                                Key("a", Kind::kSandbox, "zz"), Key("w", Kind::kAgentWorker)));
+
+  ListOptions sandboxes_in_default;
+  sandboxes_in_default.kind = Kind::kSandbox;
+  sandboxes_in_default.namespace_ = "default";
+  auto listed = store_->List(sandboxes_in_default);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 2u);
+
+  ListOptions in_zz;
+  in_zz.namespace_ = "zz";
+  EXPECT_EQ(store_->List(in_zz)->size(), 1u);
+
+  ListOptions selector;
+  selector.label_selector = {{"team", "infra"}};
+  auto selected = store_->List(selector);
+  ASSERT_TRUE(selected.ok());
+  ASSERT_EQ(selected->size(), 1u);
+  EXPECT_EQ((*selected)[0].metadata.name, "b");
+  selector.label_selector["tier"] = "cpu";
+  EXPECT_TRUE(store_->List(selector)->empty());
+}
+
+TEST_F(SqliteStoreTest, WatchReturnsEveryChangeInOrderWithTheObject) {
+  MustApply({Sandbox("a"), Sandbox("b")});
+  Object a = MustGet(Key("a"));
+  a.sandbox_status().state = "RUNNING";
+  a.sandbox_status().conditions.push_back(
+      {"Ready", api::ConditionStatus::kTrue, "Running", "ok", "2026-09-01T12:00:00Z", 1});
+  ASSERT_TRUE(store_->UpdateStatus(a).ok());
+  ASSERT_TRUE(store_->Delete(Key("b")).ok());
+
+  auto changes = store_->WatchSince(0);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  ASSERT_EQ(changes->size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ((*changes)[i].revision, i + 1);
+  EXPECT_EQ((*changes)[0].type, Store::ChangeType::kAdded);
+  EXPECT_EQ((*changes)[1].type, Store::ChangeType::kAdded);
+  EXPECT_EQ((*changes)[2].type, Store::ChangeType::kModified);
+  EXPECT_EQ((*changes)[3].type, Store::ChangeType::kDeleted);
+  ASSERT_TRUE((*changes)[2].object.has_value());
+  EXPECT_EQ(*(*changes)[2].object, MustGet(Key("a")));
+
+  auto limited = store_->WatchSince(1, 2);
+  ASSERT_TRUE(limited.ok());
+  ASSERT_EQ(limited->size(), 2u);
+  EXPECT_EQ((*limited)[0].revision, 2);
+  EXPECT_EQ((*limited)[1].revision, 3);
+}
+
+TEST_F(SqliteStoreTest, WaitForChangeWakesOnOwnWritesAndTimesOut) {
+  ASSERT_TRUE(store_->WatchSince(0).ok());
+  EXPECT_FALSE(store_->WaitForChange(std::chrono::milliseconds(30)));
+  MustApply({Sandbox("a")});
+  EXPECT_TRUE(store_->WaitForChange(std::chrono::seconds(5)));
+  // Consumed: the next wait times out again.
+  EXPECT_FALSE(store_->WaitForChange(std::chrono::milliseconds(30)));
+}
+
+TEST_F(SqliteStoreTest, EventsAreDeduplicated) {
+  Store::Event event;
+  event.involved = Key("a");
+  event.type = "Warning";
+  event.reason = "ExternalDeletion";
+  event.message = "sandbox default-a vanished";
+  ASSERT_TRUE(store_->RecordEvent(event).ok());
+  clock_.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(store_->RecordEvent(event).ok());
+  Store::Event other = event;
+  other.involved = Key("b");
+  ASSERT_TRUE(store_->RecordEvent(other).ok());
+  Store::Event different_message = event;
+  different_message.message = "something else";
+  ASSERT_TRUE(store_->RecordEvent(different_message).ok());
+
+  auto for_a = store_->ListEvents(Key("a"));
+  ASSERT_TRUE(for_a.ok()) << for_a.status();
+  ASSERT_EQ(for_a->size(), 2u);
+  EXPECT_EQ((*for_a)[0].count, 2);
+  EXPECT_EQ((*for_a)[0].first_seen, "2026-09-01T12:00:00Z");
+  EXPECT_EQ((*for_a)[0].last_seen, "2026-09-01T12:00:30Z");
+  EXPECT_EQ((*for_a)[0].reason, "ExternalDeletion");
+  EXPECT_EQ((*for_a)[1].count, 1);
+  EXPECT_EQ((*for_a)[1].message, "something else");
+
+  auto all = store_->ListEvents(std::nullopt);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 3u);
+  EXPECT_EQ(Revision(), 0);  // events are not object writes
+}
+
+TEST_F(SqliteStoreTest, InventoryCrud) {
+  Store::InventoryRecord record;
+  record.workspace = "default";
+  record.resource_type = "sandbox";
+  record.external_id = "default-a";
+  record.state = Store::InventoryState::kIntent;
+  record.owner = Key("a");
+  record.owner_uid = "uid-a";
+  ASSERT_TRUE(store_->PutInventory(record).ok());
+
+  auto got = store_->GetInventory("default", "sandbox", "default-a");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->state, Store::InventoryState::kIntent);
+  EXPECT_EQ((*got)->owner, Key("a"));
+  EXPECT_EQ((*got)->owner_uid, "uid-a");
+  EXPECT_EQ((*got)->created_at, "2026-09-01T12:00:00Z");
+
+  clock_.Advance(std::chrono::seconds(10));
+  record.state = Store::InventoryState::kLive;
+  ASSERT_TRUE(store_->PutInventory(record).ok());
+  got = store_->GetInventory("default", "sandbox", "default-a");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->state, Store::InventoryState::kLive);
+  EXPECT_EQ((*got)->created_at, "2026-09-01T12:00:00Z");  // kept on replace
+  EXPECT_EQ((*got)->updated_at, "2026-09-01T12:00:10Z");
+
+  Store::InventoryRecord elsewhere = record;
+  elsewhere.workspace = "prod";
+  elsewhere.resource_type = "session";
+  elsewhere.external_id = "sess_1";
+  ASSERT_TRUE(store_->PutInventory(elsewhere).ok());
+  EXPECT_EQ(store_->ListInventory(std::nullopt)->size(), 2u);
+  auto in_prod = store_->ListInventory("prod");
+  ASSERT_TRUE(in_prod.ok());
+  ASSERT_EQ(in_prod->size(), 1u);
+  EXPECT_EQ((*in_prod)[0].external_id, "sess_1");
+
+  ASSERT_TRUE(store_->DeleteInventory("default", "sandbox", "default-a").ok());
+  got = store_->GetInventory("default", "sandbox", "default-a");
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(got->has_value());
+  EXPECT_TRUE(store_->DeleteInventory("default", "sandbox", "default-a").ok());  // absent is OK
+  EXPECT_EQ(store_->ListInventory(std::nullopt)->size(), 1u);
+}
+
+TEST_F(SqliteStoreTest, LeaseAcquireRenewExpireAndTakeover) {
+  using std::chrono::seconds;
+  auto acquire = [&](const std::string& holder) {
+    auto held = store_->TryAcquireLease("sbxd", holder, seconds(15));
+    EXPECT_TRUE(held.ok()) << held.status();
+    return held.ok() && *held;
+  };
+  EXPECT_TRUE(acquire("a"));
+  EXPECT_FALSE(acquire("b"));
+  clock_.Advance(seconds(10));
+  EXPECT_TRUE(acquire("a"));  // renew: expires 15 s from now
+  clock_.Advance(seconds(10));
+  EXPECT_FALSE(acquire("b"));  // still held thanks to the renewal
+  clock_.Advance(seconds(6));
+  EXPECT_TRUE(acquire("b"));  // expired: taken over
+  EXPECT_FALSE(acquire("a"));
+
+  ASSERT_TRUE(store_->ReleaseLease("sbxd", "a").ok());  // not the holder: no effect
+  EXPECT_FALSE(acquire("a"));
+  ASSERT_TRUE(store_->ReleaseLease("sbxd", "b").ok());
+  EXPECT_TRUE(acquire("a"));
+  EXPECT_EQ(store_->TryAcquireLease("sbxd", "", seconds(1)).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(SqliteStoreTest, AllKindsRoundTrip) {
+  Object workspace = api::MakeObject(Kind::kWorkspace, "default");
+  workspace.workspace_spec().databricks.host = "https://example";
+  workspace.workspace_spec().databricks.token_from.env = "DATABRICKS_TOKEN";
+  Object worker = api::MakeObject(Kind::kAgentWorker, "w");
+  worker.agent_worker_spec().sandbox = api::SandboxSpec{};
+  worker.agent_worker_spec().sandbox->image = "img";
+  worker.agent_worker_spec().agent.model = "gpt";
+  worker.agent_worker_spec().executor.args = {"--x", "y"};
+  auto results = MustApply({workspace, worker});
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(MustGet(Key("default", Kind::kWorkspace)).workspace_spec(), workspace.workspace_spec());
+  EXPECT_EQ(MustGet(Key("w", Kind::kAgentWorker)).agent_worker_spec(), worker.agent_worker_spec());
+}
+
+}  // namespace
+}  // namespace sbx::controller
