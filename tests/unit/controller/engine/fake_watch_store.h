@@ -1,0 +1,149 @@
+// FakeWatchStore: an in-memory Store with just enough behaviour for the engine's sources —
+// List, CurrentRevision, WatchSince and WaitForChange — plus switchable failures. Everything
+// else answers kUnimplemented. Thread-safe (one mutex).
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "controller/store/store.h"
+
+namespace sbx::controller::testing_internal {
+
+class FakeWatchStore final : public Store {
+ public:
+  // Writes (or deletes, with object unset) and records a change at the next revision.
+  void Put(const api::Object& object) {
+    std::lock_guard lock(mu_);
+    const ObjectKey key = api::KeyOf(object);
+    const bool existed = objects_.contains(key);
+    objects_[key] = object;
+    changes_.push_back(
+        {++revision_, existed ? ChangeType::kModified : ChangeType::kAdded, key, object});
+    cv_.notify_all();
+  }
+  void Remove(const ObjectKey& key) {
+    std::lock_guard lock(mu_);
+    objects_.erase(key);
+    changes_.push_back({++revision_, ChangeType::kDeleted, key, std::nullopt});
+    cv_.notify_all();
+  }
+  // While set, List/WatchSince/CurrentRevision fail with it.
+  void FailWith(Status status) {
+    std::lock_guard lock(mu_);
+    failure_ = std::move(status);
+  }
+  int list_calls() const {
+    std::lock_guard lock(mu_);
+    return list_calls_;
+  }
+  int watch_calls() const {
+    std::lock_guard lock(mu_);
+    return watch_calls_;
+  }
+
+  StatusOr<std::vector<Object>> List(const ListOptions&) override {
+    std::lock_guard lock(mu_);
+    ++list_calls_;
+    if (!failure_.ok()) {
+      return failure_;
+    }
+    std::vector<Object> out;
+    for (const auto& [key, object] : objects_) {
+      out.push_back(object);
+    }
+    return out;
+  }
+  StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit) override {
+    std::lock_guard lock(mu_);
+    ++watch_calls_;
+    if (!failure_.ok()) {
+      return failure_;
+    }
+    std::vector<Change> out;
+    for (const Change& c : changes_) {
+      if (c.revision > since && static_cast<int>(out.size()) < limit) {
+        out.push_back(c);
+      }
+    }
+    return out;
+  }
+  StatusOr<int64_t> CurrentRevision() override {
+    std::lock_guard lock(mu_);
+    if (!failure_.ok()) {
+      return failure_;
+    }
+    return revision_;
+  }
+  bool WaitForChange(std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(mu_);
+    const int64_t seen = revision_;
+    return cv_.wait_for(lock, timeout, [&] { return revision_ != seen; });
+  }
+
+  StatusOr<std::vector<ApplyResult>> Apply(const std::vector<Object>&,
+                                           const ApplyOptions&) override {
+    return Unimplemented();
+  }
+  StatusOr<Object> Get(const ObjectKey&) override { return Unimplemented(); }
+  StatusOr<Object> UpdateStatus(const Object&) override { return Unimplemented(); }
+  StatusOr<Object> UpdateControllerMetadata(const Object&) override { return Unimplemented(); }
+  StatusOr<DeleteOutcome> Delete(const ObjectKey&) override { return Unimplemented(); }
+  Status RecordEvent(const Event&) override { return Unimplemented(); }
+  StatusOr<std::vector<Event>> ListEvents(const std::optional<ObjectKey>&) override {
+    return Unimplemented();
+  }
+  Status PutInventory(const InventoryRecord&) override { return Unimplemented(); }
+  StatusOr<std::optional<InventoryRecord>> GetInventory(const std::string&, const std::string&,
+                                                        const std::string&) override {
+    return Unimplemented();
+  }
+  StatusOr<std::vector<InventoryRecord>> ListInventory(const std::optional<std::string>&) override {
+    return Unimplemented();
+  }
+  Status DeleteInventory(const std::string&, const std::string&, const std::string&) override {
+    return Unimplemented();
+  }
+  StatusOr<bool> TryAcquireLease(const std::string&, const std::string&,
+                                 std::chrono::milliseconds) override {
+    return Unimplemented();
+  }
+  Status ReleaseLease(const std::string&, const std::string&) override { return Unimplemented(); }
+
+ private:
+  static Status Unimplemented() { return api::UnimplementedError("not in FakeWatchStore"); }
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<ObjectKey, Object> objects_;  // Guarded by mu_.
+  std::vector<Change> changes_;          // Guarded by mu_.
+  int64_t revision_ = 0;                 // Guarded by mu_.
+  Status failure_;                       // Guarded by mu_.
+  int list_calls_ = 0;                   // Guarded by mu_.
+  int watch_calls_ = 0;                  // Guarded by mu_.
+};
+
+// An Enqueuer that records what it was given. Thread-safe.
+class RecordingEnqueuer final : public Enqueuer {
+ public:
+  void Enqueue(const ObjectKey& key) override {
+    std::lock_guard lock(mu_);
+    keys_.push_back(key);
+  }
+  std::vector<ObjectKey> keys() const {
+    std::lock_guard lock(mu_);
+    return keys_;
+  }
+  size_t count(const ObjectKey& key) const {
+    std::lock_guard lock(mu_);
+    return static_cast<size_t>(std::count(keys_.begin(), keys_.end(), key));
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<ObjectKey> keys_;  // Guarded by mu_.
+};
+
+}  // namespace sbx::controller::testing_internal

@@ -1,0 +1,344 @@
+#include "controller/engine/manager.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "tests/support/fake_clock.h"
+#include "tests/unit/controller/engine/poll.h"
+
+namespace sbx::controller {
+namespace {
+
+using namespace std::chrono_literals;
+using api::Kind;
+using api::ObjectKey;
+using api::StatusOr;
+using testing_internal::PollUntil;
+
+ObjectKey Key(Kind kind, const std::string& name) { return ObjectKey{kind, "default", name}; }
+
+// A reconciler whose behaviour per call is scripted by the test. Thread-safe.
+class ScriptedReconciler final : public Reconciler {
+ public:
+  using Behaviour =
+      std::function<StatusOr<ReconcileResult>(const ObjectKey&, int call, std::stop_token)>;
+  ScriptedReconciler(Kind kind, Behaviour behaviour) : kind_(kind), behaviour_(behaviour) {}
+
+  Kind kind() const override { return kind_; }
+  StatusOr<ReconcileResult> Reconcile(const ObjectKey& key, std::stop_token stop) override {
+    int call;
+    {
+      std::lock_guard lock(mu_);
+      call = ++calls_[key];
+      max_concurrent_ = std::max(max_concurrent_, ++in_flight_[key]);
+    }
+    struct Leave {
+      ScriptedReconciler* r;
+      ObjectKey k;
+      ~Leave() {
+        std::lock_guard lock(r->mu_);
+        --r->in_flight_[k];
+      }
+    } leave{this, key};
+    return behaviour_(key, call, stop);
+  }
+
+  int calls(const ObjectKey& key) const {
+    std::lock_guard lock(mu_);
+    auto it = calls_.find(key);
+    return it == calls_.end() ? 0 : it->second;
+  }
+  int max_concurrent() const {
+    std::lock_guard lock(mu_);
+    return max_concurrent_;
+  }
+
+ private:
+  const Kind kind_;
+  const Behaviour behaviour_;
+  mutable std::mutex mu_;
+  std::map<ObjectKey, int> calls_;      // Guarded by mu_.
+  std::map<ObjectKey, int> in_flight_;  // Guarded by mu_.
+  int max_concurrent_ = 0;              // Guarded by mu_.
+};
+
+class RecordingObserver final : public ReconcileObserver {
+ public:
+  void OnReconciled(const ReconcileRecord& record) override {
+    std::lock_guard lock(mu_);
+    records_.push_back(record);
+  }
+  std::vector<ReconcileRecord> records() const {
+    std::lock_guard lock(mu_);
+    return records_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<ReconcileRecord> records_;  // Guarded by mu_.
+};
+
+class ManagerTest : public ::testing::Test {
+ protected:
+  void StartWith(ScriptedReconciler::Behaviour behaviour, int workers = 2) {
+    reconciler_ = std::make_unique<ScriptedReconciler>(Kind::kSandbox, std::move(behaviour));
+    manager_ = std::make_unique<Manager>(
+        clock_, ManagerOptions{.workers = workers, .backoff = {}, .random = [] { return 0.5; }});
+    manager_->Register(*reconciler_);
+    manager_->SetObserver(&observer_);
+    manager_->Start();
+  }
+  // Waits until `key` has been reconciled `n` times AND the worker has acted on the result.
+  bool WaitForReconciles(int64_t n) {
+    return PollUntil([&] {
+      return manager_->Stats().reconciles_total >= n &&
+             static_cast<int64_t>(observer_.records().size()) >= n;
+    });
+  }
+
+  testing::FakeClock clock_;
+  RecordingObserver observer_;
+  std::unique_ptr<ScriptedReconciler> reconciler_;
+  std::unique_ptr<Manager> manager_;  // declared last: stopped before the rest is destroyed
+  const ObjectKey a_ = Key(Kind::kSandbox, "a");
+};
+
+TEST_F(ManagerTest, ReconcilesAnEnqueuedKeyOnce) {
+  StartWith([](auto&, int, auto) { return ReconcileResult::Done(); });
+  manager_->Enqueue(a_);
+  ASSERT_TRUE(WaitForReconciles(1));
+  EXPECT_EQ(reconciler_->calls(a_), 1);
+  const ManagerStats s = manager_->Stats();
+  EXPECT_EQ(s.queue.waiting, 0);
+  EXPECT_EQ(s.queue.depth, 0);
+  EXPECT_EQ(manager_->queue().NumRequeues(a_), 0);
+  ASSERT_EQ(observer_.records().size(), 1u);
+  EXPECT_TRUE(observer_.records()[0].status.ok());
+  EXPECT_EQ(observer_.records()[0].result, ReconcileResult::Done());
+}
+
+TEST_F(ManagerTest, TransientErrorIsRequeuedWithBackoff) {
+  StartWith([](auto&, int call, auto) -> StatusOr<ReconcileResult> {
+    if (call <= 2) {
+      return api::UnavailableError("503 from the sandbox API");
+    }
+    return ReconcileResult::Done();
+  });
+  manager_->Enqueue(a_);
+  ASSERT_TRUE(WaitForReconciles(1));
+  const auto t1 = clock_.Steady();
+  EXPECT_EQ(manager_->queue().NumRequeues(a_), 1);
+  EXPECT_EQ(manager_->queue().ReadyAt(a_), t1 + 1s);
+  EXPECT_EQ(observer_.records()[0].error->reason, "Unavailable");
+
+  clock_.Advance(1s);
+  ASSERT_TRUE(WaitForReconciles(2));
+  EXPECT_EQ(manager_->queue().NumRequeues(a_), 2);
+  EXPECT_EQ(manager_->queue().ReadyAt(a_), t1 + 1s + 2s);  // doubled
+
+  clock_.Advance(2s);
+  ASSERT_TRUE(WaitForReconciles(3));
+  EXPECT_EQ(reconciler_->calls(a_), 3);
+  EXPECT_EQ(manager_->queue().NumRequeues(a_), 0);  // success forgets the failures
+  EXPECT_FALSE(manager_->queue().ReadyAt(a_).has_value());
+  EXPECT_EQ(manager_->Stats().transient_errors_total, 2);
+}
+
+TEST_F(ManagerTest, RetryAfterFromTheServerIsHonoured) {
+  StartWith([](auto&, int call, auto) -> StatusOr<ReconcileResult> {
+    if (call == 1) {
+      return api::ResourceExhaustedError("429").WithRetryAfter(20s);
+    }
+    return ReconcileResult::Done();
+  });
+  manager_->Enqueue(a_);
+  ASSERT_TRUE(WaitForReconciles(1));
+  EXPECT_EQ(manager_->queue().ReadyAt(a_), clock_.Steady() + 20s);
+  EXPECT_EQ(observer_.records()[0].error->reason, "RateLimited");
+  clock_.Advance(20s);
+  ASSERT_TRUE(WaitForReconciles(2));
+}
+
+TEST_F(ManagerTest, TerminalErrorIsNotRequeued) {
+  StartWith([](auto&, int, auto) -> StatusOr<ReconcileResult> {
+    return api::PermissionDeniedError("403: missing scope api.agents.environments.connect");
+  });
+  manager_->Enqueue(a_);
+  ASSERT_TRUE(WaitForReconciles(1));
+  const ManagerStats s = manager_->Stats();
+  EXPECT_EQ(s.terminal_errors_total, 1);
+  EXPECT_EQ(s.queue.waiting, 0);
+  EXPECT_EQ(s.queue.depth, 0);
+  EXPECT_EQ(manager_->queue().NumRequeues(a_), 0);
+  EXPECT_EQ(observer_.records()[0].error->reason, "PermissionDenied");
+  // A later change (a new enqueue) brings it back.
+  manager_->Enqueue(a_);
+  ASSERT_TRUE(WaitForReconciles(2));
+}
+
+TEST_F(ManagerTest, ExceptionIsCaughtAndRequeuedAsInternal) {
+  StartWith([](auto&, int call, auto) -> StatusOr<ReconcileResult> {
+    if (call == 1) {
+      throw std::runtime_error("yaml-cpp blew up");
+    }
+    return ReconcileResult::Done();
+  });
+  manager_->Enqueue(a_);
+  ASSERT_TRUE(WaitForReconciles(1));
+  const ReconcileRecord first = observer_.records()[0];
+  EXPECT_EQ(first.status.code(), api::StatusCode::kInternal);
+  EXPECT_NE(first.status.message().find("yaml-cpp blew up"), std::string::npos);
+  EXPECT_TRUE(first.error->transient());
+  EXPECT_EQ(manager_->Stats().exceptions_total, 1);
+  EXPECT_EQ(manager_->queue().ReadyAt(a_), clock_.Steady() + 1s);
+  clock_.Advance(1s);
+  ASSERT_TRUE(WaitForReconciles(2));
+  EXPECT_TRUE(observer_.records()[1].status.ok());
+}
+
+TEST_F(ManagerTest, RequeueAfterIsHonouredAndResetsBackoff) {
+  StartWith([](auto&, int call, auto) -> StatusOr<ReconcileResult> {
+    if (call == 1) {
+      return api::UnavailableError("flaky");
+    }
+    if (call == 2) {
+      return ReconcileResult::RequeueAfter(30s);  // e.g. sandbox still PENDING
+    }
+    return ReconcileResult::Done();
+  });
+  manager_->Enqueue(a_);
+  ASSERT_TRUE(WaitForReconciles(1));
+  clock_.Advance(1s);
+  ASSERT_TRUE(WaitForReconciles(2));
+  EXPECT_EQ(manager_->queue().NumRequeues(a_), 0);
+  EXPECT_EQ(manager_->queue().ReadyAt(a_), clock_.Steady() + 30s);
+  clock_.Advance(29s);
+  EXPECT_EQ(reconciler_->calls(a_), 2);
+  clock_.Advance(1s);
+  ASSERT_TRUE(WaitForReconciles(3));
+}
+
+TEST_F(ManagerTest, RequeueAfterZeroIsRateLimitedNotAHotLoop) {
+  StartWith([](auto&, int call, auto) -> StatusOr<ReconcileResult> {
+    return call == 1 ? ReconcileResult::RequeueAfter(0ms) : ReconcileResult::Done();
+  });
+  manager_->Enqueue(a_);
+  ASSERT_TRUE(WaitForReconciles(1));
+  EXPECT_EQ(manager_->queue().ReadyAt(a_), clock_.Steady() + 1s);
+  EXPECT_EQ(manager_->queue().NumRequeues(a_), 1);
+}
+
+TEST_F(ManagerTest, NeverRunsTwoReconcilesOfOneKeyAtOnce) {
+  StartWith(
+      [](auto&, int, auto) {
+        std::this_thread::yield();
+        return ReconcileResult::Done();
+      },
+      /*workers=*/4);
+  for (int i = 0; i < 1000; ++i) {
+    manager_->Enqueue(Key(Kind::kSandbox, "k" + std::to_string(i % 5)));
+  }
+  ASSERT_TRUE(PollUntil([&] {
+    const ManagerStats s = manager_->Stats();
+    return s.queue.depth == 0 && s.queue.processing == 0;
+  }));
+  EXPECT_EQ(reconciler_->max_concurrent(), 1);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_GE(reconciler_->calls(Key(Kind::kSandbox, "k" + std::to_string(i))), 1);
+  }
+}
+
+TEST_F(ManagerTest, StopDrainsInFlightReconciles) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;  // Guarded by mu.
+  std::atomic<bool> started{false}, finished{false};
+  StartWith([&](auto&, int, auto) {
+    started = true;
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, 10s, [&] { return release; });
+    finished = true;
+    return ReconcileResult::Done();
+  });
+  manager_->Enqueue(a_);
+  ASSERT_TRUE(PollUntil([&] { return started.load(); }));
+  std::atomic<bool> stopped{false};
+  std::jthread stopper([&] {
+    manager_->Stop();
+    stopped = true;
+  });
+  ASSERT_TRUE(PollUntil([&] { return manager_->queue().ShuttingDown(); }));
+  EXPECT_FALSE(stopped.load());  // the reconcile is still running: Stop waits for it
+  manager_->Enqueue(Key(Kind::kSandbox, "after-stop"));  // intake is closed
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(PollUntil([&] { return stopped.load(); }));
+  EXPECT_TRUE(finished.load());
+  EXPECT_EQ(reconciler_->calls(Key(Kind::kSandbox, "after-stop")), 0);
+}
+
+TEST_F(ManagerTest, CancelledStopAbortsInFlightReconciles) {
+  std::atomic<bool> started{false}, saw_stop{false};
+  StartWith([&](auto&, int, std::stop_token stop) -> StatusOr<ReconcileResult> {
+    started = true;
+    std::mutex mu;
+    std::condition_variable_any cv;
+    std::unique_lock lock(mu);
+    saw_stop = cv.wait_for(lock, stop, 10s, [] { return false; }) || stop.stop_requested();
+    return api::CancelledError("shutting down");
+  });
+  manager_->Enqueue(a_);
+  ASSERT_TRUE(PollUntil([&] { return started.load(); }));
+  std::stop_source cancel;
+  cancel.request_stop();
+  manager_->Stop(cancel.get_token());
+  EXPECT_TRUE(saw_stop.load());
+}
+
+TEST_F(ManagerTest, ChangeToADependencyEnqueuesItsDependents) {
+  ScriptedReconciler workers(Kind::kAgentWorker,
+                             [](auto&, int, auto) { return ReconcileResult::Done(); });
+  reconciler_ = std::make_unique<ScriptedReconciler>(
+      Kind::kSandbox, [](auto&, int, auto) { return ReconcileResult::Done(); });
+  manager_ = std::make_unique<Manager>(clock_);
+  manager_->Register(*reconciler_);
+  manager_->Register(workers);
+  manager_->Start();
+
+  const ObjectKey w1 = Key(Kind::kAgentWorker, "w1");
+  const ObjectKey w2 = Key(Kind::kAgentWorker, "w2");
+  const ObjectKey ws = Key(Kind::kWorkspace, "default");
+  manager_->dependencies().Track(w1, a_);
+  manager_->dependencies().Track(w2, Key(Kind::kSandbox, "other"));
+  manager_->dependencies().Track(a_, ws);
+  manager_->Enqueue(ws);  // Workspace → Sandbox a → AgentWorker w1
+  ASSERT_TRUE(PollUntil([&] { return reconciler_->calls(a_) == 1 && workers.calls(w1) == 1; }));
+  EXPECT_EQ(workers.calls(w2), 0);
+  // No Workspace reconciler is registered: its key is dropped, not retried.
+  ASSERT_TRUE(PollUntil([&] { return manager_->Stats().unhandled_kind_total == 1; }));
+  EXPECT_EQ(manager_->queue().NumRequeues(ws), 0);
+  manager_->Stop();
+}
+
+TEST(ManagerDeathTest, TwoReconcilersForOneKindIsABug) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  testing::FakeClock clock;
+  ScriptedReconciler r1(Kind::kSandbox, [](auto&, int, auto) { return ReconcileResult::Done(); });
+  ScriptedReconciler r2(Kind::kSandbox, [](auto&, int, auto) { return ReconcileResult::Done(); });
+  Manager manager(clock);
+  manager.Register(r1);
+  EXPECT_DEATH(manager.Register(r2), "two reconcilers for kind Sandbox");
+}
+
+}  // namespace
+}  // namespace sbx::controller

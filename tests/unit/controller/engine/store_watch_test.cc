@@ -1,0 +1,114 @@
+#include "controller/engine/store_watch.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <thread>
+
+#include "tests/support/fake_clock.h"
+#include "tests/unit/controller/engine/fake_watch_store.h"
+#include "tests/unit/controller/engine/poll.h"
+
+namespace sbx::controller {
+namespace {
+
+using namespace std::chrono_literals;
+using api::Kind;
+using api::ObjectKey;
+using testing_internal::FakeWatchStore;
+using testing_internal::PollUntil;
+using testing_internal::RecordingEnqueuer;
+
+ObjectKey Sb(const std::string& n) { return {Kind::kSandbox, "default", n}; }
+
+StoreWatchOptions Options(std::chrono::milliseconds poll, int batch = 1000) {
+  StoreWatchOptions options;
+  options.poll = poll;
+  options.batch = batch;
+  return options;
+}
+
+TEST(StoreWatchTest, ListsEverythingFirstThenEnqueuesEachChange) {
+  testing::FakeClock clock;
+  FakeWatchStore store;
+  store.Put(api::MakeObject(Kind::kSandbox, "a"));
+  store.Put(api::MakeObject(Kind::kSandbox, "b"));
+  RecordingEnqueuer out;
+  StoreWatch watch(store, clock, Options(20ms));
+  EXPECT_EQ(watch.last_revision(), -1);
+  std::jthread runner([&](std::stop_token stop) { watch.Run(out, stop); });
+
+  ASSERT_TRUE(PollUntil([&] { return watch.last_revision() == 2; }));
+  EXPECT_EQ(out.count(Sb("a")), 1u);  // listed, and its older change is not replayed
+  EXPECT_EQ(out.count(Sb("b")), 1u);
+
+  store.Put(api::MakeObject(Kind::kSandbox, "c"));
+  store.Remove(Sb("a"));
+  ASSERT_TRUE(PollUntil([&] { return watch.last_revision() == 4; }));
+  EXPECT_EQ(out.count(Sb("c")), 1u);
+  EXPECT_EQ(out.count(Sb("a")), 2u);  // deletions are enqueued so reconcilers can clean up
+  runner.request_stop();
+}
+
+TEST(StoreWatchTest, ReadsLargeBacklogsInBatches) {
+  testing::FakeClock clock;
+  FakeWatchStore store;
+  RecordingEnqueuer out;
+  StoreWatch watch(store, clock, Options(20ms, /*batch=*/3));
+  std::jthread runner([&](std::stop_token stop) { watch.Run(out, stop); });
+  ASSERT_TRUE(PollUntil([&] { return watch.last_revision() == 0; }));
+  for (int i = 0; i < 10; ++i) {
+    store.Put(api::MakeObject(Kind::kSandbox, "s" + std::to_string(i)));
+  }
+  ASSERT_TRUE(PollUntil([&] { return watch.last_revision() == 10; }));
+  EXPECT_EQ(out.keys().size(), 10u);
+}
+
+TEST(StoreWatchTest, RetriesStoreErrorsWithBackoffOnTheClock) {
+  testing::FakeClock clock;
+  FakeWatchStore store;
+  store.Put(api::MakeObject(Kind::kSandbox, "a"));
+  store.FailWith(api::UnavailableError("database is locked"));
+  std::mutex mu;
+  std::vector<std::string> errors;  // Guarded by mu.
+  RecordingEnqueuer out;
+  StoreWatch watch(store, clock,
+                   StoreWatchOptions{.poll = 20ms,
+                                     .error_backoff = {1s, 30s, 0.0},
+                                     .on_error = [&](std::string_view source, const Status& s) {
+                                       std::lock_guard lock(mu);
+                                       errors.push_back(std::string(source) + " " + s.ToString());
+                                     }});
+  std::jthread runner([&](std::stop_token stop) { watch.Run(out, stop); });
+  ASSERT_TRUE(clock.WaitForSleepers(1));  // backing off after the first failure
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].find("store-watch"), std::string::npos);
+    EXPECT_NE(errors[0].find("database is locked"), std::string::npos);
+  }
+  EXPECT_EQ(out.keys().size(), 0u);
+  store.FailWith(api::OkStatus());
+  clock.Advance(1s);
+  ASSERT_TRUE(PollUntil([&] { return watch.last_revision() == 1; }));
+  EXPECT_EQ(out.count(Sb("a")), 1u);
+}
+
+TEST(StoreWatchTest, StopsPromptlyWhileBackingOff) {
+  testing::FakeClock clock;
+  FakeWatchStore store;
+  store.FailWith(api::UnavailableError("down"));
+  RecordingEnqueuer out;
+  StoreWatch watch(store, clock);
+  std::atomic<bool> returned{false};
+  std::jthread runner([&](std::stop_token stop) {
+    watch.Run(out, stop);
+    returned = true;
+  });
+  ASSERT_TRUE(clock.WaitForSleepers(1));
+  runner.request_stop();
+  ASSERT_TRUE(PollUntil([&] { return returned.load(); }));
+}
+
+}  // namespace
+}  // namespace sbx::controller
