@@ -122,9 +122,15 @@ std::string_view ChangeTypeName(Store::ChangeType type) {
 }
 
 std::optional<Store::ChangeType> ParseChangeType(std::string_view text) {
-  if (text == "ADDED") return Store::ChangeType::kAdded;
-  if (text == "MODIFIED") return Store::ChangeType::kModified;
-  if (text == "DELETED") return Store::ChangeType::kDeleted;
+  if (text == "ADDED") {
+    return Store::ChangeType::kAdded;
+  }
+  if (text == "MODIFIED") {
+    return Store::ChangeType::kModified;
+  }
+  if (text == "DELETED") {
+    return Store::ChangeType::kDeleted;
+  }
   return std::nullopt;
 }
 
@@ -141,9 +147,15 @@ std::string_view InventoryStateName(Store::InventoryState state) {
 }
 
 std::optional<Store::InventoryState> ParseInventoryState(std::string_view text) {
-  if (text == "intent") return Store::InventoryState::kIntent;
-  if (text == "live") return Store::InventoryState::kLive;
-  if (text == "deleting") return Store::InventoryState::kDeleting;
+  if (text == "intent") {
+    return Store::InventoryState::kIntent;
+  }
+  if (text == "live") {
+    return Store::InventoryState::kLive;
+  }
+  if (text == "deleting") {
+    return Store::InventoryState::kDeleting;
+  }
   return std::nullopt;
 }
 
@@ -180,7 +192,9 @@ std::string MakeUuidV4(std::mt19937_64& random) {
   out.reserve(36);
   static constexpr char kHex[] = "0123456789abcdef";
   for (size_t i = 0; i < bytes.size(); ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out.push_back('-');
+    if (i == 4 || i == 6 || i == 8 || i == 10) {
+      out.push_back('-');
+    }
     out.push_back(kHex[bytes[i] >> 4]);
     out.push_back(kHex[bytes[i] & 0x0f]);
   }
@@ -196,7 +210,9 @@ std::string Describe(std::string_view sql) {
       break;
     }
     if (c == '\n' || c == '\t' || c == ' ') {
-      if (!out.empty() && out.back() != ' ') out.push_back(' ');
+      if (!out.empty() && out.back() != ' ') {
+        out.push_back(' ');
+      }
     } else {
       out.push_back(c);
     }
@@ -260,23 +276,33 @@ class SqliteStore::Stmt {
 
   // True when a row is available, false when done.
   StatusOr<bool> Step() {
-    if (bind_rc_ != SQLITE_OK) return store_->Error(bind_rc_, Describe(sqlite3_sql(stmt_)));
+    if (bind_rc_ != SQLITE_OK) {
+      return store_->Error(bind_rc_, Describe(sqlite3_sql(stmt_)));
+    }
     const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
+    if (rc == SQLITE_ROW) {
+      return true;
+    }
+    if (rc == SQLITE_DONE) {
+      return false;
+    }
     return store_->Error(rc, Describe(sqlite3_sql(stmt_)));
   }
   // Steps to completion, ignoring rows.
   Status Run() {
     for (;;) {
       ASSIGN_OR_RETURN(bool row, Step());
-      if (!row) return OkStatus();
+      if (!row) {
+        return OkStatus();
+      }
     }
   }
 
   std::string Text(int column) const {
     const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
-    if (text == nullptr) return "";
+    if (text == nullptr) {
+      return "";
+    }
     return std::string(text, static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
   }
   int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
@@ -284,7 +310,9 @@ class SqliteStore::Stmt {
 
  private:
   void Check(int rc) {
-    if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) bind_rc_ = rc;
+    if (rc != SQLITE_OK && bind_rc_ == SQLITE_OK) {
+      bind_rc_ = rc;
+    }
   }
 
   const SqliteStore* store_;
@@ -391,14 +419,22 @@ Status SqliteStore::Migrate() {
   // Read first without the write lock: the usual case is an up-to-date schema, and Open must
   // not wait for a busy writer then.
   ASSIGN_OR_RETURN(int64_t version, read_version());
-  if (version > kLatestSchemaVersion) return too_new(version);
-  if (version == kLatestSchemaVersion) return OkStatus();
+  if (version > kLatestSchemaVersion) {
+    return too_new(version);
+  }
+  if (version == kLatestSchemaVersion) {
+    return OkStatus();
+  }
 
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
   ASSIGN_OR_RETURN(version, read_version());  // another process may have migrated meanwhile
-  if (version > kLatestSchemaVersion) return too_new(version);
-  if (version == kLatestSchemaVersion) return OkStatus();
+  if (version > kLatestSchemaVersion) {
+    return too_new(version);
+  }
+  if (version == kLatestSchemaVersion) {
+    return OkStatus();
+  }
   if (version == 0) {
     ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT count(*) FROM sqlite_master WHERE name NOT LIKE "
                                         "'sqlite_%'"));
@@ -429,7 +465,9 @@ StatusOr<SqliteStore::Stmt> SqliteStore::Prepare(std::string_view sql) {
     sqlite3_stmt* stmt = nullptr;
     const int rc = sqlite3_prepare_v3(db_, key.data(), static_cast<int>(key.size()),
                                       SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
-    if (rc != SQLITE_OK) return Error(rc, Describe(sql));
+    if (rc != SQLITE_OK) {
+      return Error(rc, Describe(sql));
+    }
     it = statements_.emplace(std::move(key), stmt).first;
   }
   return Stmt(this, it->second);
@@ -438,7 +476,9 @@ StatusOr<SqliteStore::Stmt> SqliteStore::Prepare(std::string_view sql) {
 Status SqliteStore::Exec(std::string_view sql) {
   const std::string text(sql);
   const int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) return Error(rc, Describe(sql));
+  if (rc != SQLITE_OK) {
+    return Error(rc, Describe(sql));
+  }
   return OkStatus();
 }
 
@@ -481,7 +521,9 @@ std::string SqliteStore::NewUid() { return MakeUuidV4(uid_random_); }
 StatusOr<int64_t> SqliteStore::ReadRevision() {
   ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT value FROM revision WHERE id = 1"));
   ASSIGN_OR_RETURN(bool row, stmt.Step());
-  if (!row) return DataLossError("database " + path_ + " has no revision row");
+  if (!row) {
+    return DataLossError("database " + path_ + " has no revision row");
+  }
   return stmt.Int(0);
 }
 
@@ -527,7 +569,9 @@ StatusOr<std::optional<SqliteStore::Row>> SqliteStore::ReadRow(const ObjectKey& 
                                       "name = ?"));
   stmt.Bind(1, KindName(key.kind)).Bind(2, key.namespace_).Bind(3, key.name);
   ASSIGN_OR_RETURN(bool found, stmt.Step());
-  if (!found) return std::optional<Row>();
+  if (!found) {
+    return std::optional<Row>();
+  }
   ASSIGN_OR_RETURN(Row row, ReadRowColumns(path_, stmt));
   return std::optional<Row>(std::move(row));
 }
@@ -536,10 +580,14 @@ StatusOr<Object> SqliteStore::RowToObject(const Row& row) const {
   const std::string where = "database " + path_ + ": " + row.key.ToString() + ": ";
   Object object = api::MakeObject(row.key.kind, row.key.name, row.key.namespace_);
   auto spec = api::DecodeSpecJson(row.key.kind, row.spec);
-  if (!spec.ok()) return DataLossError(where + "spec: " + spec.status().message());
+  if (!spec.ok()) {
+    return DataLossError(where + "spec: " + spec.status().message());
+  }
   object.spec = std::move(spec).value();
   auto status = api::DecodeStatusJson(row.key.kind, row.status);
-  if (!status.ok()) return DataLossError(where + "status: " + status.status().message());
+  if (!status.ok()) {
+    return DataLossError(where + "status: " + status.status().message());
+  }
   object.status = std::move(status).value();
   api::ObjectMeta& meta = object.metadata;
   meta.uid = row.uid;
@@ -554,7 +602,9 @@ StatusOr<Object> SqliteStore::RowToObject(const Row& row) const {
     for (const json& owner : json::parse(row.owner_references)) {
       api::OwnerReference ref;
       auto kind = api::ParseKind(owner.at("kind").get<std::string>());
-      if (!kind.ok()) return DataLossError(where + "ownerReferences: " + kind.status().message());
+      if (!kind.ok()) {
+        return DataLossError(where + "ownerReferences: " + kind.status().message());
+      }
       ref.kind = *kind;
       ref.name = owner.at("name").get<std::string>();
       ref.uid = owner.at("uid").get<std::string>();
@@ -634,7 +684,9 @@ std::string EncodeChangeObject(const internal::SqliteRow& row) {
                {"generation", row.generation},
                {"resourceVersion", row.resource_version},
                {"creationTimestamp", row.creation_timestamp}};
-  if (!row.deletion_timestamp.empty()) meta["deletionTimestamp"] = row.deletion_timestamp;
+  if (!row.deletion_timestamp.empty()) {
+    meta["deletionTimestamp"] = row.deletion_timestamp;
+  }
   std::string meta_text = meta.dump();
   meta_text.pop_back();  // splice the JSON columns in as they are, without re-parsing them
   meta_text += ",\"labels\":" + row.labels + ",\"annotations\":" + row.annotations +
@@ -688,7 +740,9 @@ Status SqliteStore::AppendChange(int64_t revision, ChangeType type, const Object
 }
 
 StatusOr<DeleteOutcome> SqliteStore::DeleteLocked(Row& row, int64_t& revision) {
-  if (!row.deletion_timestamp.empty()) return DeleteOutcome::kAlreadyDeleting;
+  if (!row.deletion_timestamp.empty()) {
+    return DeleteOutcome::kAlreadyDeleting;
+  }
   if (row.finalizers != "[]") {
     row.deletion_timestamp = Now();
     row.update_timestamp = row.deletion_timestamp;
@@ -773,11 +827,15 @@ StatusOr<std::vector<ApplyResult>> SqliteStore::Apply(const std::vector<Object>&
       const bool meta_changed = row.labels != w.labels || row.annotations != w.annotations;
       const bool applyset_changed = !options.applyset.empty() && row.applyset != options.applyset;
       if (spec_changed || meta_changed) {
-        if (spec_changed) ++row.generation;
+        if (spec_changed) {
+          ++row.generation;
+        }
         row.spec = std::move(w.spec);
         row.labels = std::move(w.labels);
         row.annotations = std::move(w.annotations);
-        if (!options.applyset.empty()) row.applyset = options.applyset;
+        if (!options.applyset.empty()) {
+          row.applyset = options.applyset;
+        }
         row.resource_version = ++revision;
         row.update_timestamp = now;
         RETURN_IF_ERROR(UpdateRow(row));
@@ -804,20 +862,26 @@ StatusOr<std::vector<ApplyResult>> SqliteStore::Apply(const std::vector<Object>&
       stmt.Bind(1, options.applyset);
       for (;;) {
         ASSIGN_OR_RETURN(bool more, stmt.Step());
-        if (!more) break;
+        if (!more) {
+          break;
+        }
         auto kind = api::ParseKind(stmt.Text(0));
         if (!kind.ok()) {
           return DataLossError("database " + path_ + ": object with unknown kind '" + stmt.Text(0) +
                                "'");
         }
         ObjectKey key{*kind, stmt.Text(1), stmt.Text(2)};
-        if (!keys.contains(key)) members.push_back(std::move(key));
+        if (!keys.contains(key)) {
+          members.push_back(std::move(key));
+        }
       }
     }
     std::sort(members.begin(), members.end());
     for (const ObjectKey& key : members) {
       ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-      if (!row || !row->deletion_timestamp.empty()) continue;  // already on its way out
+      if (!row || !row->deletion_timestamp.empty()) {
+        continue;  // already on its way out
+      }
       ApplyResult result;
       result.key = key;
       result.action = ApplyAction::kPruned;
@@ -832,7 +896,9 @@ StatusOr<std::vector<ApplyResult>> SqliteStore::Apply(const std::vector<Object>&
     txn.Rollback();
     return results;
   }
-  if (revision != start) RETURN_IF_ERROR(WriteRevision(revision));
+  if (revision != start) {
+    RETURN_IF_ERROR(WriteRevision(revision));
+  }
   RETURN_IF_ERROR(txn.Commit());
   if (revision != start) {
     ++local_commits_;
@@ -844,7 +910,9 @@ StatusOr<std::vector<ApplyResult>> SqliteStore::Apply(const std::vector<Object>&
 StatusOr<Object> SqliteStore::Get(const ObjectKey& key) {
   std::lock_guard lock(mu_);
   ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) return api::NotFoundError(key.ToString() + " not found");
+  if (!row) {
+    return api::NotFoundError(key.ToString() + " not found");
+  }
   return RowToObject(*row);
 }
 
@@ -861,11 +929,17 @@ StatusOr<std::vector<Object>> SqliteStore::List(const ListOptions& options) {
   {
     std::lock_guard lock(mu_);
     ASSIGN_OR_RETURN(Stmt stmt, Prepare(sql));
-    if (options.kind) stmt.Bind(1, KindName(*options.kind));
-    if (options.namespace_) stmt.Bind(2, *options.namespace_);
+    if (options.kind) {
+      stmt.Bind(1, KindName(*options.kind));
+    }
+    if (options.namespace_) {
+      stmt.Bind(2, *options.namespace_);
+    }
     for (;;) {
       ASSIGN_OR_RETURN(bool more, stmt.Step());
-      if (!more) break;
+      if (!more) {
+        break;
+      }
       ASSIGN_OR_RETURN(Row row, ReadRowColumns(path_, stmt));
       ASSIGN_OR_RETURN(Object object, RowToObject(row));
       bool match = true;
@@ -876,7 +950,9 @@ StatusOr<std::vector<Object>> SqliteStore::List(const ListOptions& options) {
           break;
         }
       }
-      if (match) out.push_back(std::move(object));
+      if (match) {
+        out.push_back(std::move(object));
+      }
     }
   }
   std::sort(out.begin(), out.end(),
@@ -891,14 +967,18 @@ StatusOr<Object> SqliteStore::UpdateStatus(const Object& object) {
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
   ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) return api::NotFoundError(key.ToString() + " not found");
+  if (!row) {
+    return api::NotFoundError(key.ToString() + " not found");
+  }
   if (row->resource_version != object.metadata.resource_version) {
     return api::AbortedError("conflict updating status of " + key.ToString() +
                              ": it changed (resourceVersion " +
                              std::to_string(object.metadata.resource_version) + " is now " +
                              std::to_string(row->resource_version) + "); read it again");
   }
-  if (row->status == status) return RowToObject(*row);
+  if (row->status == status) {
+    return RowToObject(*row);
+  }
   ASSIGN_OR_RETURN(int64_t revision, ReadRevision());
   row->status = std::move(status);
   row->resource_version = ++revision;
@@ -920,7 +1000,9 @@ StatusOr<Object> SqliteStore::UpdateControllerMetadata(const Object& object) {
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
   ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) return api::NotFoundError(key.ToString() + " not found");
+  if (!row) {
+    return api::NotFoundError(key.ToString() + " not found");
+  }
   if (row->resource_version != object.metadata.resource_version) {
     return api::AbortedError("conflict updating metadata of " + key.ToString() +
                              ": it changed (resourceVersion " +
@@ -955,11 +1037,15 @@ StatusOr<DeleteOutcome> SqliteStore::Delete(const ObjectKey& key) {
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
   ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) return api::NotFoundError(key.ToString() + " not found");
+  if (!row) {
+    return api::NotFoundError(key.ToString() + " not found");
+  }
   ASSIGN_OR_RETURN(const int64_t start, ReadRevision());
   int64_t revision = start;
   ASSIGN_OR_RETURN(DeleteOutcome outcome, DeleteLocked(*row, revision));
-  if (revision == start) return outcome;
+  if (revision == start) {
+    return outcome;
+  }
   RETURN_IF_ERROR(WriteRevision(revision));
   RETURN_IF_ERROR(txn.Commit());
   ++local_commits_;
@@ -981,20 +1067,28 @@ StatusOr<std::vector<Store::Change>> SqliteStore::WatchSince(int64_t since, int 
   stmt.Bind(1, since).Bind(2, static_cast<int64_t>(std::max(limit, 0)));
   for (;;) {
     ASSIGN_OR_RETURN(bool more, stmt.Step());
-    if (!more) break;
+    if (!more) {
+      break;
+    }
     Change change;
     change.revision = stmt.Int(0);
     const std::string where = "database " + path_ + ": change " + std::to_string(change.revision);
     auto type = ParseChangeType(stmt.Text(1));
     auto kind = api::ParseKind(stmt.Text(2));
-    if (!type || !kind.ok()) return DataLossError(where + ": bad type or kind");
+    if (!type || !kind.ok()) {
+      return DataLossError(where + ": bad type or kind");
+    }
     change.type = *type;
     change.key = ObjectKey{*kind, stmt.Text(3), stmt.Text(4)};
     if (!stmt.IsNull(5)) {
       auto row = DecodeChangeObject(change.key, stmt.Text(5));
-      if (!row.ok()) return DataLossError(where + ": " + row.status().message());
+      if (!row.ok()) {
+        return DataLossError(where + ": " + row.status().message());
+      }
       auto object = RowToObject(*row);
-      if (!object.ok()) return DataLossError(where + ": " + object.status().message());
+      if (!object.ok()) {
+        return DataLossError(where + ": " + object.status().message());
+      }
       change.object = std::move(object).value();
     }
     out.push_back(std::move(change));
@@ -1017,7 +1111,9 @@ bool SqliteStore::WaitForChange(std::chrono::milliseconds timeout) {
       return true;
     }
     auto version = DataVersion();
-    if (!version.ok()) return true;  // let the caller read, and see the error there
+    if (!version.ok()) {
+      return true;  // let the caller read, and see the error there
+    }
     if (seen_data_version_ < 0) {
       seen_data_version_ = *version;
     } else if (*version != seen_data_version_) {
@@ -1025,7 +1121,9 @@ bool SqliteStore::WaitForChange(std::chrono::milliseconds timeout) {
       return true;
     }
     const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return false;
+    if (now >= deadline) {
+      return false;
+    }
     committed_.wait_for(lock, std::min<std::chrono::steady_clock::duration>(options_.poll_interval,
                                                                             deadline - now));
   }
@@ -1061,7 +1159,9 @@ StatusOr<std::vector<Store::Event>> SqliteStore::ListEvents(
   std::string sql =
       "SELECT kind, namespace, name, type, reason, message, count, first_seen, last_seen "
       "FROM events";
-  if (involved) sql += " WHERE kind = ? AND namespace = ? AND name = ?";
+  if (involved) {
+    sql += " WHERE kind = ? AND namespace = ? AND name = ?";
+  }
   sql += " ORDER BY last_seen, id";
   std::lock_guard lock(mu_);
   ASSIGN_OR_RETURN(Stmt stmt, Prepare(sql));
@@ -1071,7 +1171,9 @@ StatusOr<std::vector<Store::Event>> SqliteStore::ListEvents(
   std::vector<Event> out;
   for (;;) {
     ASSIGN_OR_RETURN(bool more, stmt.Step());
-    if (!more) break;
+    if (!more) {
+      break;
+    }
     auto kind = api::ParseKind(stmt.Text(0));
     if (!kind.ok()) {
       return DataLossError("database " + path_ + ": event with unknown kind '" + stmt.Text(0) +
@@ -1160,7 +1262,9 @@ StatusOr<std::optional<Store::InventoryRecord>> SqliteStore::GetInventory(
                                       "resource_type = ? AND external_id = ?"));
   stmt.Bind(1, workspace).Bind(2, resource_type).Bind(3, external_id);
   ASSIGN_OR_RETURN(bool found, stmt.Step());
-  if (!found) return std::optional<InventoryRecord>();
+  if (!found) {
+    return std::optional<InventoryRecord>();
+  }
   ASSIGN_OR_RETURN(InventoryRecord record, ReadInventoryColumns(path_, stmt));
   return std::optional<InventoryRecord>(std::move(record));
 }
@@ -1168,15 +1272,21 @@ StatusOr<std::optional<Store::InventoryRecord>> SqliteStore::GetInventory(
 StatusOr<std::vector<Store::InventoryRecord>> SqliteStore::ListInventory(
     const std::optional<std::string>& workspace) {
   std::string sql = "SELECT " + std::string(kInventoryColumns) + " FROM inventory";
-  if (workspace) sql += " WHERE workspace = ?";
+  if (workspace) {
+    sql += " WHERE workspace = ?";
+  }
   sql += " ORDER BY workspace, resource_type, external_id";
   std::lock_guard lock(mu_);
   ASSIGN_OR_RETURN(Stmt stmt, Prepare(sql));
-  if (workspace) stmt.Bind(1, *workspace);
+  if (workspace) {
+    stmt.Bind(1, *workspace);
+  }
   std::vector<InventoryRecord> out;
   for (;;) {
     ASSIGN_OR_RETURN(bool more, stmt.Step());
-    if (!more) break;
+    if (!more) {
+      break;
+    }
     ASSIGN_OR_RETURN(InventoryRecord record, ReadInventoryColumns(path_, stmt));
     out.push_back(std::move(record));
   }
@@ -1198,7 +1308,9 @@ Status SqliteStore::DeleteInventory(const std::string& workspace, const std::str
 
 StatusOr<bool> SqliteStore::TryAcquireLease(const std::string& name, const std::string& holder,
                                             std::chrono::milliseconds ttl) {
-  if (holder.empty()) return api::InvalidArgumentError("lease " + name + ": empty holder");
+  if (holder.empty()) {
+    return api::InvalidArgumentError("lease " + name + ": empty holder");
+  }
   const auto now = clock_.Now();
   const int64_t now_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();

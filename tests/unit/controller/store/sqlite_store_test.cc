@@ -364,7 +364,9 @@ TEST_F(SqliteStoreTest, ListFiltersAndSorts) {
   auto all = store_->List({});
   ASSERT_TRUE(all.ok()) << all.status();
   std::vector<ObjectKey> keys;
-  for (const Object& o : *all) keys.push_back(api::KeyOf(o));
+  for (const Object& o : *all) {
+    keys.push_back(api::KeyOf(o));
+  }
   EXPECT_THAT(keys, ElementsAre(Key("default", Kind::kWorkspace), Key("b"), Key("c"),
                                 Key("a", Kind::kSandbox, "zz"), Key("w", Kind::kAgentWorker)));
 
@@ -401,7 +403,9 @@ TEST_F(SqliteStoreTest, WatchReturnsEveryChangeInOrderWithTheObject) {
   auto changes = store_->WatchSince(0);
   ASSERT_TRUE(changes.ok()) << changes.status();
   ASSERT_EQ(changes->size(), 4u);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ((*changes)[i].revision, i + 1);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ((*changes)[i].revision, i + 1);
+  }
   EXPECT_EQ((*changes)[0].type, Store::ChangeType::kAdded);
   EXPECT_EQ((*changes)[1].type, Store::ChangeType::kAdded);
   EXPECT_EQ((*changes)[2].type, Store::ChangeType::kModified);

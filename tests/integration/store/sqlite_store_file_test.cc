@@ -1,0 +1,295 @@
+// SqliteStore on real files: several store instances (as sbxctl and sbxd would be) sharing one
+// database, concurrent writers, and the errors a user sees for bad, locked or newer files.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller/store/sqlite_store.h"
+
+namespace sbx::controller {
+namespace {
+
+using api::Kind;
+using api::StatusCode;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+Object Sandbox(const std::string& name, const std::string& image = "python:3.12") {
+  Object o = api::MakeObject(Kind::kSandbox, name);
+  o.sandbox_spec().image = image;
+  return o;
+}
+
+class SqliteStoreFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "sbx-store-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    path_ = (dir_ / "sbx.db").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<SqliteStore> MustOpen(SqliteStore::Options options = {}) {
+    auto store = SqliteStore::Open(path_, options);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+  void WriteFile(const std::string& bytes) {
+    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  }
+
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+TEST_F(SqliteStoreFileTest, DataSurvivesReopen) {
+  {
+    auto store = MustOpen();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Apply({Sandbox("a")}, {}).ok());
+  }
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  auto object = store->Get(ObjectKey{Kind::kSandbox, "default", "a"});
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ(object->sandbox_spec().image, "python:3.12");
+  EXPECT_EQ(*store->CurrentRevision(), 1);
+}
+
+TEST_F(SqliteStoreFileTest, UsesWalAndRecordsTheSchemaVersion) {
+  ASSERT_NE(MustOpen(), nullptr);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  auto query_int = [&](const char* sql) {
+    sqlite3_stmt* stmt = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr), SQLITE_OK);
+    EXPECT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+    std::string value = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    sqlite3_finalize(stmt);
+    return value;
+  };
+  EXPECT_EQ(query_int("PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(query_int("PRAGMA user_version"), std::to_string(SqliteStore::LatestSchemaVersion()));
+  EXPECT_EQ(query_int("SELECT max(version) FROM schema_migrations"),
+            std::to_string(SqliteStore::LatestSchemaVersion()));
+  sqlite3_close(db);
+}
+
+TEST_F(SqliteStoreFileTest, NonDatabaseFileIsAClearErrorNamingThePath) {
+  WriteFile(
+      "apiVersion: sbx.dev/v1alpha1\nkind: Sandbox\n# not a database at all, but long "
+      "enough to have a header-sized prefix of garbage in it.........................\n");
+  auto store = SqliteStore::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().code(), AnyOf(StatusCode::kFailedPrecondition, StatusCode::kDataLoss));
+  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+  EXPECT_EQ(store.status().message().find('\n'), std::string::npos);
+}
+
+TEST_F(SqliteStoreFileTest, CorruptDatabaseIsDataLossNamingThePath) {
+  {
+    auto store = MustOpen();
+    ASSERT_NE(store, nullptr);
+    std::vector<Object> many;
+    for (int i = 0; i < 50; ++i) {
+      many.push_back(Sandbox("s" + std::to_string(i)));
+    }
+    ASSERT_TRUE(store->Apply(many, {}).ok());
+  }
+  // Keep the header (so it still looks like SQLite) and smash every page after the first.
+  std::fstream file(path_, std::ios::binary | std::ios::in | std::ios::out);
+  file.seekg(0, std::ios::end);
+  const auto size = static_cast<std::streamoff>(file.tellg());
+  ASSERT_GT(size, 4096);
+  file.seekp(4096);
+  file << std::string(static_cast<size_t>(size - 4096), '\x5a');
+  file.close();
+
+  auto store = SqliteStore::Open(path_);
+  Status status = store.status();
+  if (store.ok()) {
+    status = (*store)->List({}).status();
+  }
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.code(), AnyOf(StatusCode::kDataLoss, StatusCode::kFailedPrecondition));
+  EXPECT_THAT(status.message(), HasSubstr(path_));
+}
+
+TEST_F(SqliteStoreFileTest, ForeignSqliteDatabaseIsRefused) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE customers (id INTEGER)", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = SqliteStore::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+  EXPECT_THAT(store.status().message(), HasSubstr("not an sbx"));
+}
+
+TEST_F(SqliteStoreFileTest, NewerSchemaIsRefused) {
+  ASSERT_NE(MustOpen(), nullptr);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA user_version = 999", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  auto store = SqliteStore::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+  EXPECT_THAT(store.status().message(), HasSubstr("999"));
+}
+
+TEST_F(SqliteStoreFileTest, MissingDirectoryIsAClearError) {
+  const std::string missing = (dir_ / "no" / "such" / "dir" / "sbx.db").string();
+  auto store = SqliteStore::Open(missing);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr(missing));
+}
+
+TEST_F(SqliteStoreFileTest, LockedDatabaseIsUnavailableAfterTheBusyTimeout) {
+  SqliteStore::Options options;
+  options.busy_timeout = std::chrono::milliseconds(200);
+  auto store = MustOpen(options);
+  ASSERT_NE(store, nullptr);
+
+  sqlite3* locker = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &locker), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(locker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+
+  const auto start = std::chrono::steady_clock::now();
+  auto results = store->Apply({Sandbox("a")}, {});
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(results.ok());
+  EXPECT_EQ(results.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(results.status().message(), HasSubstr(path_));
+  EXPECT_GE(waited, std::chrono::milliseconds(150));
+  // Readers are not blocked by a writer in WAL mode.
+  EXPECT_TRUE(store->List({}).ok());
+
+  ASSERT_EQ(sqlite3_exec(locker, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(locker);
+  EXPECT_TRUE(store->Apply({Sandbox("a")}, {}).ok());
+}
+
+TEST_F(SqliteStoreFileTest, WatchSeesChangesFromAnotherInstance) {
+  auto writer = MustOpen();
+  auto watcher = MustOpen();
+  ASSERT_NE(writer, nullptr);
+  ASSERT_NE(watcher, nullptr);
+  auto none = watcher->WatchSince(0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  EXPECT_FALSE(watcher->WaitForChange(std::chrono::milliseconds(30)));
+
+  std::jthread write([&] { ASSERT_TRUE(writer->Apply({Sandbox("a"), Sandbox("b")}, {}).ok()); });
+  EXPECT_TRUE(watcher->WaitForChange(std::chrono::seconds(10)));
+  write.join();
+  // WaitForChange may wake between the two objects of one apply only if they were separate
+  // commits; they are one transaction, so one read sees both.
+  auto changes = watcher->WatchSince(0);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  ASSERT_EQ(changes->size(), 2u);
+  EXPECT_EQ((*changes)[0].key.name, "a");
+  EXPECT_EQ((*changes)[1].key.name, "b");
+  ASSERT_TRUE((*changes)[1].object.has_value());
+  EXPECT_EQ((*changes)[1].object->metadata.resource_version, 2);
+}
+
+// Two writer threads, each with its own store instance (its own connection, as two processes
+// would have), and a third instance watching: every revision appears exactly once, in order,
+// with no gap, and the watcher sees every object write.
+TEST_F(SqliteStoreFileTest, ConcurrentWritersLoseNoRevisionAndWatchSeesEachOnce) {
+  constexpr int kObjectsPerWriter = 60;
+  ASSERT_NE(MustOpen(), nullptr);  // create the schema once
+
+  auto writer_body = [&](const std::string& prefix) {
+    auto store = MustOpen();
+    ASSERT_NE(store, nullptr);
+    for (int i = 0; i < kObjectsPerWriter; ++i) {
+      auto applied = store->Apply({Sandbox(prefix + std::to_string(i))}, {});
+      ASSERT_TRUE(applied.ok()) << applied.status();
+      Object object = (*applied)[0].object;
+      object.sandbox_status().state = "RUNNING";
+      ASSERT_TRUE(store->UpdateStatus(object).ok());
+    }
+  };
+  constexpr int kTotal = 2 * kObjectsPerWriter * 2;  // two writers × (create + status)
+
+  auto watcher = MustOpen();
+  ASSERT_NE(watcher, nullptr);
+  std::vector<Store::Change> seen;
+  {
+    std::jthread a(writer_body, "a");
+    std::jthread b(writer_body, "b");
+    int64_t since = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (static_cast<int>(seen.size()) < kTotal && std::chrono::steady_clock::now() < deadline) {
+      auto changes = watcher->WatchSince(since, 7);  // small pages on purpose
+      ASSERT_TRUE(changes.ok()) << changes.status();
+      for (auto& change : *changes) {
+        since = change.revision;
+        seen.push_back(std::move(change));
+      }
+      if (changes->empty()) {
+        watcher->WaitForChange(std::chrono::milliseconds(200));
+      }
+    }
+  }
+  ASSERT_EQ(static_cast<int>(seen.size()), kTotal);
+  std::map<std::string, int> added;
+  std::map<std::string, int> modified;
+  for (int i = 0; i < kTotal; ++i) {
+    EXPECT_EQ(seen[i].revision, i + 1) << "gap or duplicate at index " << i;
+    if (seen[i].type == Store::ChangeType::kAdded) {
+      ++added[seen[i].key.name];
+    }
+    if (seen[i].type == Store::ChangeType::kModified) {
+      ++modified[seen[i].key.name];
+      ASSERT_TRUE(seen[i].object.has_value());
+      EXPECT_EQ(seen[i].object->sandbox_status().state, "RUNNING");
+    }
+  }
+  EXPECT_EQ(added.size(), 2u * kObjectsPerWriter);
+  EXPECT_EQ(modified.size(), 2u * kObjectsPerWriter);
+  for (const auto& [name, count] : added) {
+    EXPECT_EQ(count, 1) << name;
+  }
+  for (const auto& [name, count] : modified) {
+    EXPECT_EQ(count, 1) << name;
+  }
+  EXPECT_EQ(*watcher->CurrentRevision(), kTotal);
+  auto after = watcher->WatchSince(kTotal);
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->empty());
+}
+
+TEST_F(SqliteStoreFileTest, LeaseIsExclusiveAcrossInstances) {
+  auto a = MustOpen();
+  auto b = MustOpen();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_TRUE(*a->TryAcquireLease("sbxd", "a", std::chrono::seconds(30)));
+  EXPECT_FALSE(*b->TryAcquireLease("sbxd", "b", std::chrono::seconds(30)));
+  ASSERT_TRUE(a->ReleaseLease("sbxd", "a").ok());
+  EXPECT_TRUE(*b->TryAcquireLease("sbxd", "b", std::chrono::seconds(30)));
+}
+
+}  // namespace
+}  // namespace sbx::controller
