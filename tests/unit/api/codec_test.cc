@@ -152,3 +152,262 @@ TEST(CodecTest, YamlRoundTripsThroughManifestDecoding) {
 
 }  // namespace
 }  // namespace sbx::api
+
+namespace sbx::api {
+namespace {
+
+constexpr char kHeader[] = "apiVersion: sbx.dev/v1alpha1\n";
+
+std::string DecodeError(const std::string& yaml) {
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(yaml, "workers/a.yaml");
+  if (ms.ok()) {
+    return "OK";
+  }
+  EXPECT_EQ(ms.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ms.status().message().find('\n'), std::string::npos) << "errors are one line";
+  return ms.status().message();
+}
+
+TEST(DecodeManifestsTest, DecodesMultipleDocumentsWithTheirLines) {
+  const std::string yaml = std::string("# leading comment\n---\n") + kHeader +
+                           "kind: Sandbox\n"
+                           "metadata:\n"
+                           "  name: a\n"
+                           "  namespace: team\n"
+                           "  labels: {app: x}\n"
+                           "spec:\n"
+                           "  inactivityTimeout: 1h30m\n"
+                           "  power: Stopped\n"
+                           "  setup:\n"
+                           "    - name: deps\n"
+                           "      run: |\n"
+                           "        echo hi\n"
+                           "      timeout: 90s\n"
+                           "---\n"
+                           "---\n" +
+                           kHeader + "kind: Workspace\nmetadata: {name: default}\n";
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(yaml, "f.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  ASSERT_EQ(ms->size(), 2u);
+  const Manifest& a = (*ms)[0];
+  EXPECT_EQ(a.file, "f.yaml");
+  EXPECT_EQ(a.line, 3);
+  EXPECT_EQ(a.object.kind, Kind::kSandbox);
+  EXPECT_EQ(a.object.metadata.namespace_, "team");
+  EXPECT_EQ(a.object.metadata.labels.at("app"), "x");
+  const SandboxSpec& s = a.object.sandbox_spec();
+  EXPECT_EQ(s.inactivity_timeout, seconds(5400));
+  EXPECT_EQ(s.power, Power::kStopped);
+  ASSERT_EQ(s.setup.size(), 1u);
+  EXPECT_EQ(s.setup[0].run, "echo hi\n");
+  EXPECT_EQ(s.setup[0].timeout, seconds(90));
+  EXPECT_EQ((*ms)[1].object.kind, Kind::kWorkspace);
+  EXPECT_EQ((*ms)[1].line, 19);
+}
+
+TEST(DecodeManifestsTest, AcceptsJson) {
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(
+      R"({"apiVersion": "sbx.dev/v1alpha1", "kind": "AgentWorker", "metadata": {"name": "w"},
+          "spec": {"sandboxRef": "box", "executor": {"args": ["a", "b"]}}})",
+      "w.json");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  ASSERT_EQ(ms->size(), 1u);
+  const AgentWorkerSpec& s = (*ms)[0].object.agent_worker_spec();
+  EXPECT_EQ(s.sandbox_ref, "box");
+  EXPECT_EQ(s.executor.args, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(s.executor.command, "codex");
+}
+
+TEST(DecodeManifestsTest, EmptyInputGivesNoObjects) {
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests("# nothing\n---\n", "e.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_TRUE(ms->empty());
+}
+
+TEST(DecodeManifestsTest, IgnoresServerSetMetadataAndStatus) {
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(std::string(kHeader) +
+                                                           "kind: Sandbox\n"
+                                                           "metadata:\n"
+                                                           "  name: a\n"
+                                                           "  uid: abc\n"
+                                                           "  resourceVersion: 7\n"
+                                                           "  finalizers: [x]\n"
+                                                           "status:\n"
+                                                           "  state: RUNNING\n"
+                                                           "  whatever: 1\n",
+                                                       "f.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  const Object& o = (*ms)[0].object;
+  EXPECT_EQ(o.metadata.uid, "");
+  EXPECT_EQ(o.metadata.resource_version, 0);
+  EXPECT_TRUE(o.metadata.finalizers.empty());
+  EXPECT_EQ(o.sandbox_status(), SandboxStatus{});
+}
+
+TEST(DecodeManifestsTest, NumbersAreAcceptedForStringFields) {
+  StatusOr<std::vector<Manifest>> ms =
+      DecodeManifests(std::string(kHeader) +
+                          "kind: Workspace\nmetadata: {name: w}\n"
+                          "spec: {databricks: {workspaceId: 1234567890123456}}\n",
+                      "f.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_EQ((*ms)[0].object.workspace_spec().databricks.workspace_id, "1234567890123456");
+}
+
+TEST(DecodeManifestsTest, MalformedYaml) {
+  EXPECT_EQ(DecodeError("kind: Sandbox\nmetadata: {name: a\n"),
+            "workers/a.yaml:3:1: invalid YAML: end of map flow not found");
+  EXPECT_EQ(DecodeError("a: b\n  c: d\n"), "workers/a.yaml:2:4: invalid YAML: illegal map value");
+}
+
+TEST(DecodeManifestsTest, UnknownFieldWithHint) {
+  EXPECT_EQ(DecodeError(std::string(kHeader) +
+                        "kind: Sandbox\nmetadata:\n  name: a\nspec:\n  dispalyName: x\n"),
+            "workers/a.yaml:6:3: spec.dispalyName: unknown field \"dispalyName\" (did you mean "
+            "\"displayName\"?)");
+  EXPECT_EQ(DecodeError(std::string(kHeader) +
+                        "kind: Sandbox\nmetadata:\n  name: a\nspec:\n  display_name: x\n"),
+            "workers/a.yaml:6:3: spec.display_name: unknown field \"display_name\" (did you "
+            "mean \"displayName\"?)");
+  // Nothing close: no hint.
+  EXPECT_EQ(DecodeError(std::string(kHeader) +
+                        "kind: Sandbox\nmetadata:\n  name: a\nspec:\n  colour: blue\n"),
+            "workers/a.yaml:6:3: spec.colour: unknown field \"colour\"");
+}
+
+TEST(DecodeManifestsTest, WrongType) {
+  EXPECT_EQ(DecodeError(std::string(kHeader) +
+                        "kind: Sandbox\nmetadata:\n  name: a\nspec:\n  setup: abc\n"),
+            "workers/a.yaml:6:3: spec.setup: expected a list, got \"abc\"");
+  EXPECT_EQ(DecodeError(std::string(kHeader) +
+                        "kind: Sandbox\nmetadata:\n  name: a\nspec:\n  image: {a: b}\n"),
+            "workers/a.yaml:6:3: spec.image: expected a string, got a mapping");
+  EXPECT_EQ(
+      DecodeError(std::string(kHeader) + "kind: Workspace\nmetadata:\n  name: a\nspec:\n  limits:\n"
+                                         "    maxSandboxes: lots\n"),
+      "workers/a.yaml:7:5: spec.limits.maxSandboxes: expected an integer, got \"lots\"");
+  EXPECT_EQ(DecodeError(std::string(kHeader) +
+                        "kind: Sandbox\nmetadata:\n  name: a\nspec:\n  displayName: true\n"),
+            "workers/a.yaml:6:3: spec.displayName: expected a string, got a boolean (quote "
+            "it: \"true\")");
+  EXPECT_EQ(
+      DecodeError(std::string(kHeader) + "kind: Workspace\nmetadata:\n  name: a\nspec:\n  openai:\n"
+                                         "    apiKeyFrom: OPENAI_API_KEY\n"),
+      "workers/a.yaml:7:5: spec.openai.apiKeyFrom: expected a mapping like {env: NAME} "
+      "or {file: /path}, got \"OPENAI_API_KEY\"");
+  EXPECT_EQ(DecodeError("- a\n"),
+            "workers/a.yaml:1:1: expected a mapping with apiVersion, kind, metadata and spec, "
+            "got a list");
+}
+
+TEST(DecodeManifestsTest, BadDuration) {
+  EXPECT_EQ(DecodeError(std::string(kHeader) +
+                        "kind: AgentWorker\nmetadata:\n  name: a\nspec:\n  sandbox:\n"
+                        "    inactivityTimeout: 15x\n"),
+            "workers/a.yaml:7:5: spec.sandbox.inactivityTimeout: invalid duration \"15x\" "
+            "(expected e.g. 90s, 15m, 1h30m)");
+}
+
+TEST(DecodeManifestsTest, BadEnum) {
+  EXPECT_EQ(DecodeError(std::string(kHeader) +
+                        "kind: Sandbox\nmetadata:\n  name: a\nspec:\n  power: running\n"),
+            "workers/a.yaml:6:3: spec.power: unsupported value \"running\" (expected "
+            "Running|Stopped)");
+}
+
+TEST(DecodeManifestsTest, UnknownKind) {
+  EXPECT_EQ(DecodeError(std::string(kHeader) + "kind: Sandboxx\nmetadata:\n  name: a\n"),
+            "workers/a.yaml:2:1: kind: unknown kind \"Sandboxx\" (expected one of: Workspace, "
+            "Sandbox, AgentWorker; did you mean \"Sandbox\"?)");
+  EXPECT_EQ(DecodeError(std::string(kHeader) + "metadata:\n  name: a\n"),
+            "workers/a.yaml:1:1: kind: required field is missing (expected one of: Workspace, "
+            "Sandbox, AgentWorker)");
+}
+
+TEST(DecodeManifestsTest, WrongApiVersion) {
+  EXPECT_EQ(DecodeError("apiVersion: sbx.dev/v1\nkind: Sandbox\nmetadata:\n  name: a\n"),
+            "workers/a.yaml:1:1: apiVersion: unsupported apiVersion \"sbx.dev/v1\" (expected "
+            "sbx.dev/v1alpha1)");
+  EXPECT_EQ(DecodeError("kind: Sandbox\nmetadata:\n  name: a\n"),
+            "workers/a.yaml:1:1: apiVersion: required field is missing (expected "
+            "sbx.dev/v1alpha1)");
+}
+
+TEST(DecodeManifestsTest, MissingName) {
+  EXPECT_EQ(DecodeError(std::string(kHeader) + "kind: Sandbox\nmetadata:\n  labels: {}\n"),
+            "workers/a.yaml:3:1: metadata.name: required field is missing");
+  EXPECT_EQ(DecodeError(std::string(kHeader) + "kind: Sandbox\n"),
+            "workers/a.yaml:1:1: metadata.name: required field is missing");
+}
+
+TEST(DecodeManifestsTest, DuplicateField) {
+  EXPECT_EQ(DecodeError(std::string(kHeader) + "kind: Sandbox\nmetadata:\n  name: a\n  name: b\n"),
+            "workers/a.yaml:5:3: metadata.name: duplicate field");
+}
+
+TEST(DecodeManifestsTest, ErrorsPointIntoLaterDocuments) {
+  EXPECT_EQ(DecodeError(std::string(kHeader) + "kind: Sandbox\nmetadata: {name: a}\n---\n" +
+                        kHeader + "kind: Sandbox\nmetadata: {name: b}\nspec:\n  imagee: x\n"),
+            "workers/a.yaml:9:3: spec.imagee: unknown field \"imagee\" (did you mean \"image\"?)");
+}
+
+TEST(DecodeManifestsTest, LocateErrorUsesTheDeepestKnownField) {
+  StatusOr<std::vector<Manifest>> ms =
+      DecodeManifests(std::string(kHeader) +
+                          "kind: Sandbox\nmetadata:\n  name: a\nspec:\n  setup:\n"
+                          "    - name: x\n      run: echo\n",
+                      "f.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  const Manifest& m = (*ms)[0];
+  EXPECT_EQ(LocateError(m, InvalidArgumentError("spec.setup[0].run: must not be empty")).message(),
+            "f.yaml:8:7: spec.setup[0].run: must not be empty");
+  EXPECT_EQ(LocateError(m, InvalidArgumentError("spec.setup[0].timeout: bad")).message(),
+            "f.yaml:7:7: spec.setup[0].timeout: bad");
+  EXPECT_EQ(LocateError(m, InvalidArgumentError("spec.image: bad")).message(),
+            "f.yaml:5:1: spec.image: bad");
+  EXPECT_EQ(LocateError(m, InvalidArgumentError("other: bad")).message(), "f.yaml:1:1: other: bad");
+  EXPECT_TRUE(LocateError(m, OkStatus()).ok());
+}
+
+TEST(DecodeManifestsTest, TrickyStringsRoundTripThroughYaml) {
+  const std::string tricky[] = {
+      "",         "true",     "null",      "~",        "123",     "1.5",          "0x1F", "1:30",
+      "-",        "- a",      "a: b",      "#x",       "  lead",  "trail ",       "a\nb", "a\nb\n",
+      "a\n\nb\n", "a\nb\n\n", "tab\there", "quote\"s", "ünïcode", "{x}",          "[y]",  "*a",
+      "&b",       "!t",       "%p",        "@q",       "`r",      "line\r\nbreak"};
+  for (const std::string& s : tricky) {
+    Object o = MakeObject(Kind::kAgentWorker, "w");
+    o.agent_worker_spec().agent.instructions = s;
+    o.agent_worker_spec().agent.model = s;
+    o.metadata.labels = {{"k", s}};
+    const std::string yaml = EncodeObjectYaml(o);
+    StatusOr<std::vector<Manifest>> ms = DecodeManifests(yaml, "x.yaml");
+    ASSERT_TRUE(ms.ok()) << ms.status() << "\n" << yaml;
+    ASSERT_EQ(ms->size(), 1u);
+    EXPECT_EQ((*ms)[0].object.agent_worker_spec().agent.instructions, s) << yaml;
+    EXPECT_EQ((*ms)[0].object.agent_worker_spec().agent.model, s) << yaml;
+    EXPECT_EQ((*ms)[0].object.metadata.labels.at("k"), s) << yaml;
+  }
+}
+
+TEST(DecodeManifestsTest, ThousandManifestsDecodeWellUnderASecond) {
+  std::string yaml;
+  for (int i = 0; i < 1000; ++i) {
+    yaml += std::string("---\n") + kHeader + "kind: Sandbox\nmetadata:\n  name: box-" +
+            std::to_string(i) +
+            "\n  labels: {app: agents}\nspec:\n  displayName: Box\n  inactivityTimeout: 15m\n"
+            "  setup:\n    - name: deps\n      run: echo hi\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(yaml, "many.yaml");
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_EQ(ms->size(), 1000u);
+  EXPECT_LT(elapsed, std::chrono::milliseconds(1000));
+  std::printf("decoded 1000 manifests in %lld ms\n",
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()));
+}
+
+}  // namespace
+}  // namespace sbx::api
