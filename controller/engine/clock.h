@@ -8,8 +8,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 
 namespace sbx::controller {
 
@@ -37,5 +39,8 @@ class SystemClock final : public Clock {
 
 // RFC 3339 UTC with second precision, e.g. "2026-09-01T12:00:00Z".
 std::string FormatRfc3339(Clock::WallTime t);
+// Parses what FormatRfc3339 writes, plus fractional seconds and numeric offsets
+// ("2026-09-01T12:00:00.5+02:00"). nullopt when malformed.
+std::optional<Clock::WallTime> ParseRfc3339(std::string_view text);
 
 }  // namespace sbx::controller

@@ -1,0 +1,33 @@
+// CloudClients: hands out the API clients of one Workspace (DESIGN §2 Workspace, §3).
+//
+// A Workspace object names a Databricks workspace (host + credentials) and an OpenAI project.
+// Reconcilers ask for the client of the workspace a Sandbox refers to; the implementation
+// resolves credentials at the moment of use (secret references, never stored), builds one client
+// per workspace with its own request token bucket, and rebuilds it when the Workspace changes.
+// A Workspace named "default" that does not exist falls back to the controller's environment.
+// Thread-safe; returned pointers stay valid for the lifetime of the CloudClients.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "api/status.h"
+#include "controller/cloud/databricks/sandbox_api.h"
+
+namespace sbx::controller {
+
+// Identity of a workspace in inventory and caches: "<namespace>/<workspaceRef>".
+std::string WorkspaceId(const std::string& namespace_, const std::string& workspace_ref);
+
+class CloudClients {
+ public:
+  virtual ~CloudClients() = default;
+
+  // The Sandbox API of workspace `workspace_ref` in `namespace_`. kNotFound when there is no such
+  // Workspace (and it is not the env-backed default); kFailedPrecondition when its credentials
+  // cannot be resolved (message names the missing reference, never a secret value).
+  virtual api::StatusOr<databricks::SandboxApi*> Sandboxes(const std::string& namespace_,
+                                                           const std::string& workspace_ref) = 0;
+};
+
+}  // namespace sbx::controller

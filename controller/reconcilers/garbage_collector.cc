@@ -1,0 +1,75 @@
+#include "controller/reconcilers/garbage_collector.h"
+
+#include <algorithm>
+#include <set>
+
+namespace sbx::controller {
+
+GarbageCollector::GarbageCollector(Store& store, SandboxCache& cache, Clock& clock,
+                                   GarbageCollectorOptions options)
+    : store_(store), cache_(cache), clock_(clock), events_(store, clock), options_(options) {}
+
+bool GarbageCollector::IsOrphan(const Store::InventoryRecord& record) {
+  api::StatusOr<api::Object> owner = store_.Get(record.owner);
+  if (owner.status().code() == api::StatusCode::kNotFound) {
+    return true;
+  }
+  if (!owner.ok()) {
+    return false;  // cannot tell: keep it
+  }
+  if (owner->kind != api::Kind::kSandbox) {
+    return false;  // sessions and others are collected by their own collectors
+  }
+  const api::SandboxSpec& spec = owner->sandbox_spec();
+  return spec.sandbox_id != record.external_id ||
+         WorkspaceId(owner->metadata.namespace_, spec.workspace_ref) != record.workspace;
+}
+
+api::StatusOr<int> GarbageCollector::CollectSandboxes(
+    const std::string& workspace, databricks::SandboxApi& api,
+    const std::vector<databricks::Sandbox>& listed, std::stop_token stop) {
+  ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> records, store_.ListInventory(workspace));
+  std::set<std::string> live_ids;
+  for (const databricks::Sandbox& sb : listed) {
+    live_ids.insert(sb.sandbox_id);
+  }
+  const auto now = clock_.Now();
+  const int budget = std::max<int>(1, static_cast<int>(listed.size() * options_.max_fraction));
+  int deleted = 0;
+  for (Store::InventoryRecord& record : records) {
+    if (record.resource_type != "sandbox" || stop.stop_requested()) {
+      continue;
+    }
+    const std::optional<Clock::WallTime> changed = ParseRfc3339(record.updated_at);
+    if (changed && now - *changed < options_.grace) {
+      continue;
+    }
+    if (!IsOrphan(record)) {
+      continue;
+    }
+    if (live_ids.count(record.external_id) == 0) {
+      RETURN_IF_ERROR(store_.DeleteInventory(workspace, "sandbox", record.external_id));
+      continue;  // nothing out there to leak
+    }
+    if (deleted >= budget) {
+      break;  // the rest waits for the next pass
+    }
+    record.state = Store::InventoryState::kDeleting;
+    record.updated_at = FormatRfc3339(now);
+    RETURN_IF_ERROR(store_.PutInventory(record));
+    api::Status status = api.Delete(record.external_id, stop);
+    if (!status.ok() && status.code() != api::StatusCode::kNotFound) {
+      return status;
+    }
+    cache_.Forget(workspace, record.external_id);
+    RETURN_IF_ERROR(store_.DeleteInventory(workspace, "sandbox", record.external_id));
+    ++deleted;
+    deleted_total_.fetch_add(1);
+    events_.Warning(record.owner, "GarbageCollected",
+                    "deleted orphaned sandbox " + record.external_id + " in workspace " +
+                        workspace + " (its owner no longer wants it)");
+  }
+  return deleted;
+}
+
+}  // namespace sbx::controller

@@ -1,0 +1,61 @@
+// GarbageCollector: deletes external resources that sbx created and nobody wants any more
+// (DESIGN §3 Garbage collection).
+//
+// Safety rules, each of which a test pins down:
+//  * only resources recorded in the inventory are candidates — never anything sbx did not create;
+//  * a record is an orphan when its owner object is gone, or now points at another sandbox id
+//    or workspace; and only after `grace` since the record last changed;
+//  * it runs only with a complete, successful LIST of the workspace (never on a failed or
+//    partial one), passed in by the sweeper;
+//  * at most max(1, ⌊fraction·N⌋) deletions per pass for a workspace of N listed sandboxes;
+//  * every deletion is an event on the former owner.
+// Records of orphans that the LIST does not show any more are simply dropped.
+// Thread-safe as long as one workspace is collected by one thread at a time (the sweeper).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "controller/cloud/cloud_clients.h"
+#include "controller/cloud/databricks/sandbox_api.h"
+#include "controller/engine/clock.h"
+#include "controller/engine/event_recorder.h"
+#include "controller/reconcilers/sandbox_cache.h"
+#include "controller/store/store.h"
+
+namespace sbx::controller {
+
+struct GarbageCollectorOptions {
+  std::chrono::milliseconds grace{std::chrono::minutes(5)};
+  double max_fraction = 0.1;
+};
+
+class GarbageCollector {
+ public:
+  GarbageCollector(Store& store, SandboxCache& cache, Clock& clock,
+                   GarbageCollectorOptions options = {});
+
+  // `listed` must be the complete LIST of `workspace` just taken with `api`. Returns the number
+  // of sandboxes deleted in this pass; the first failing delete ends the pass with its error.
+  api::StatusOr<int> CollectSandboxes(const std::string& workspace, databricks::SandboxApi& api,
+                                      const std::vector<databricks::Sandbox>& listed,
+                                      std::stop_token stop);
+
+  int64_t deleted_total() const { return deleted_total_.load(); }
+
+ private:
+  bool IsOrphan(const Store::InventoryRecord& record);
+
+  Store& store_;
+  SandboxCache& cache_;
+  Clock& clock_;
+  EventRecorder events_;
+  const GarbageCollectorOptions options_;
+  std::atomic<int64_t> deleted_total_{0};
+};
+
+}  // namespace sbx::controller

@@ -1,0 +1,485 @@
+#include "controller/reconcilers/sandbox_reconciler.h"
+
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+#include "controller/engine/classify_error.h"
+
+namespace sbx::controller {
+namespace {
+
+using api::ConditionStatus;
+using api::Object;
+using api::Status;
+using api::StatusCode;
+using api::StatusOr;
+using databricks::SandboxState;
+
+constexpr char kResourceSandbox[] = "sandbox";
+
+bool HasFinalizer(const Object& o) {
+  const auto& f = o.metadata.finalizers;
+  return std::find(f.begin(), f.end(), api::kControllerFinalizer) != f.end();
+}
+
+std::string Tail(const std::string& text, size_t max_bytes) {
+  if (text.size() <= max_bytes) {
+    return text;
+  }
+  return "…" + text.substr(text.size() - max_bytes);
+}
+
+}  // namespace
+
+// Everything one reconcile works on. `object` is the store's copy with the status being built.
+struct SandboxReconciler::Target {
+  Object object;
+  api::SandboxStatus original_status;
+  databricks::SandboxApi* api = nullptr;
+  std::string workspace;  // WorkspaceId(namespace, workspaceRef)
+  std::string sandbox_id;
+  std::stop_token stop;
+  bool gone = false;  // the object row was removed (finalized)
+
+  const api::SandboxSpec& spec() const { return object.sandbox_spec(); }
+  api::SandboxStatus& status() { return object.sandbox_status(); }
+  api::ObjectKey key() const { return api::KeyOf(object); }
+};
+
+SandboxReconciler::SandboxReconciler(Store& store, CloudClients& clouds, SandboxCache& cache,
+                                     Clock& clock, SandboxReconcilerOptions options)
+    : store_(store),
+      clouds_(clouds),
+      cache_(cache),
+      clock_(clock),
+      events_(store, clock),
+      options_(std::move(options)) {}
+
+StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key,
+                                                       std::stop_token stop) {
+  StatusOr<Object> object = store_.Get(key);
+  if (object.status().code() == StatusCode::kNotFound) {
+    return ReconcileResult::Done();  // deleted and finalized already
+  }
+  RETURN_IF_ERROR(object.status());
+
+  Target t;
+  t.object = *std::move(object);
+  t.original_status = t.object.sandbox_status();
+  t.workspace = WorkspaceId(t.object.metadata.namespace_, t.spec().workspace_ref);
+  t.sandbox_id = t.spec().sandbox_id;
+  t.stop = stop;
+
+  StatusOr<ReconcileResult> result = Converge(t);
+  if (t.gone) {
+    return result;
+  }
+  if (!result.ok()) {
+    // Synced tells the user why the last attempt failed; the Manager decides about retrying.
+    const ErrorClass error = ClassifyError(result.status());
+    SetSynced(t, ConditionStatus::kFalse, error.reason, result.status().message());
+  }
+  t.status().observed_generation = t.object.metadata.generation;
+  Status written = WriteStatus(t);
+  if (!written.ok()) {
+    return written;
+  }
+  return result;
+}
+
+// The contract table of DESIGN §3, top to bottom.
+StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
+  if (!t.object.metadata.deletion_timestamp.empty()) {
+    return Finalize(t);
+  }
+  RETURN_IF_ERROR(EnsureFinalizer(t));
+  ASSIGN_OR_RETURN(t.api, clouds_.Sandboxes(t.object.metadata.namespace_, t.spec().workspace_ref));
+
+  ASSIGN_OR_RETURN(std::optional<databricks::Sandbox> live, Observe(t));
+  if (!live) {
+    return Create(t);
+  }
+  ASSIGN_OR_RETURN(bool ours, ClaimOwnership(t));
+  if (!ours) {
+    return ReconcileResult::Done();  // conditions say why; wait for a spec change
+  }
+
+  t.status().sandbox_name = live->name;
+  t.status().state = std::string(databricks::SandboxStateName(live->state));
+  t.status().create_time = live->create_time;
+
+  if (!t.spec().image.empty() && live->image_uri != t.spec().image) {
+    const std::string message = "spec.image is \"" + t.spec().image + "\" but sandbox " +
+                                t.sandbox_id + " runs \"" + live->image_uri +
+                                "\"; the image cannot change after creation (delete and "
+                                "re-create the Sandbox to change it)";
+    SetSynced(t, ConditionStatus::kFalse, "ImmutableFieldChanged", message);
+    SetReady(t, ConditionStatus::kFalse, "ImmutableFieldChanged", message);
+    return ReconcileResult::Done();
+  }
+
+  const bool want_running = t.spec().power == api::Power::kRunning;
+  switch (live->state) {
+    case SandboxState::kPending:
+    case SandboxState::kStopping: {
+      const bool pending = live->state == SandboxState::kPending;
+      SetReady(t, ConditionStatus::kFalse, pending ? "Pending" : "Stopping",
+               "sandbox is " + t.status().state);
+      SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+      return ReconcileResult::RequeueAfter(options_.transition_requeue);
+    }
+    case SandboxState::kStopped: {
+      if (want_running) {
+        // Auto-stop after inactivity is normal operation, not an error: start it again.
+        StatusOr<databricks::Sandbox> started = t.api->Start(t.sandbox_id, t.stop);
+        if (started.status().code() == StatusCode::kNotFound) {
+          // Start answers 404 unless the sandbox is STOPPED: our view was stale. Look again.
+          ASSIGN_OR_RETURN(databricks::Sandbox fresh, t.api->Get(t.sandbox_id, t.stop));
+          cache_.Observe(t.workspace, fresh);
+          return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
+        }
+        RETURN_IF_ERROR(started.status());
+        cache_.Observe(t.workspace, *started);
+        t.status().state = std::string(databricks::SandboxStateName(started->state));
+        events_.Normal(t.key(), "Starting",
+                       "sandbox " + t.sandbox_id + " was STOPPED (auto-stop or external); started");
+        SetReady(t, ConditionStatus::kFalse, "Starting", "sandbox is starting");
+        SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+        return ReconcileResult::RequeueAfter(options_.transition_requeue);
+      }
+      RETURN_IF_ERROR(PatchDrift(t, *live));
+      SetReady(t, ConditionStatus::kTrue, "Stopped", "sandbox is stopped, as spec.power asks");
+      SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+      return ReconcileResult::Done();
+    }
+    case SandboxState::kRunning: {
+      if (!want_running) {
+        ASSIGN_OR_RETURN(databricks::Sandbox stopped, t.api->Stop(t.sandbox_id, t.stop));
+        cache_.Observe(t.workspace, stopped);
+        t.status().state = std::string(databricks::SandboxStateName(stopped.state));
+        events_.Normal(t.key(), "Stopping", "spec.power is Stopped; stopping sandbox");
+        SetReady(t, ConditionStatus::kFalse, "Stopping", "sandbox is stopping");
+        SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+        return ReconcileResult::RequeueAfter(options_.transition_requeue);
+      }
+      RETURN_IF_ERROR(PatchDrift(t, *live));
+      SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+      return RunSetup(t, *live);
+    }
+    case SandboxState::kUnspecified:
+    case SandboxState::kUnknown:
+      break;
+  }
+  SetReady(t, ConditionStatus::kUnknown, "UnknownState",
+           "the API reports state \"" + live->state_raw + "\"");
+  SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+  return ReconcileResult::RequeueAfter(options_.transition_requeue);
+}
+
+Status SandboxReconciler::EnsureFinalizer(Target& t) {
+  if (HasFinalizer(t.object)) {
+    return api::OkStatus();
+  }
+  Object updated = t.object;
+  updated.metadata.finalizers.emplace_back(api::kControllerFinalizer);
+  ASSIGN_OR_RETURN(Object stored, store_.UpdateControllerMetadata(updated));
+  // Keep the status being built; take the new metadata (resourceVersion) for the CAS later.
+  stored.status = t.object.status;
+  t.object = std::move(stored);
+  return api::OkStatus();
+}
+
+// The cache answers in steady state; a GET only when it does not know, and always before a
+// create (a create is expensive and must not act on a stale "absent").
+StatusOr<std::optional<databricks::Sandbox>> SandboxReconciler::Observe(Target& t) {
+  SandboxCache::Lookup cached = cache_.Get(t.workspace, t.sandbox_id);
+  if (cached.knowledge == SandboxCache::Knowledge::kPresent) {
+    return std::optional<databricks::Sandbox>(cached.sandbox);
+  }
+  StatusOr<databricks::Sandbox> got = t.api->Get(t.sandbox_id, t.stop);
+  if (got.status().code() == StatusCode::kNotFound) {
+    cache_.Forget(t.workspace, t.sandbox_id);
+    return std::optional<databricks::Sandbox>();
+  }
+  RETURN_IF_ERROR(got.status());
+  cache_.Observe(t.workspace, *got);
+  return std::optional<databricks::Sandbox>(*std::move(got));
+}
+
+StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
+  ASSIGN_OR_RETURN(std::optional<Store::InventoryRecord> prior,
+                   store_.GetInventory(t.workspace, kResourceSandbox, t.sandbox_id));
+  if (prior && prior->owner_uid != t.object.metadata.uid) {
+    StatusOr<Object> other = store_.Get(prior->owner);
+    if (other.ok() && other->metadata.uid == prior->owner_uid) {
+      const std::string message = "sandboxId " + t.sandbox_id + " is already used by " +
+                                  prior->owner.ToString() + "; choose another spec.sandboxId";
+      SetSynced(t, ConditionStatus::kFalse, "SandboxIdConflict", message);
+      SetReady(t, ConditionStatus::kFalse, "SandboxIdConflict", message);
+      return ReconcileResult::Done();
+    }
+  }
+  if (prior && prior->state == Store::InventoryState::kLive) {
+    events_.Warning(t.key(), "ExternalDeletion",
+                    "sandbox " + t.sandbox_id + " was deleted outside sbx; creating it again");
+  }
+
+  // The intent row goes in BEFORE the call: if we crash after the API created the sandbox, the
+  // next reconcile finds the row, GETs the sandbox and adopts it instead of leaking it.
+  const std::string now = FormatRfc3339(clock_.Now());
+  Store::InventoryRecord intent;
+  intent.workspace = t.workspace;
+  intent.resource_type = kResourceSandbox;
+  intent.external_id = t.sandbox_id;
+  intent.state = Store::InventoryState::kIntent;
+  intent.owner = t.key();
+  intent.owner_uid = t.object.metadata.uid;
+  intent.created_at = prior ? prior->created_at : now;
+  intent.updated_at = now;
+  RETURN_IF_ERROR(store_.PutInventory(intent));
+
+  databricks::Sandbox desired;
+  desired.display_name = t.spec().display_name;
+  desired.inactivity_timeout = t.spec().inactivity_timeout;
+  desired.image_uri = t.spec().image;
+  StatusOr<databricks::Sandbox> created = t.api->Create(t.sandbox_id, desired, t.stop);
+  if (created.status().code() == StatusCode::kAlreadyExists) {
+    if (prior) {
+      // Ours from an earlier attempt whose answer we never saw (or a retried create): adopt it.
+      ASSIGN_OR_RETURN(databricks::Sandbox live, t.api->Get(t.sandbox_id, t.stop));
+      cache_.Observe(t.workspace, live);
+      return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
+    }
+    // Somebody else's sandbox: never touch it.
+    RETURN_IF_ERROR(store_.DeleteInventory(t.workspace, kResourceSandbox, t.sandbox_id));
+    const std::string message = "a sandbox with id " + t.sandbox_id +
+                                " already exists and was not created by sbx; choose another "
+                                "spec.sandboxId";
+    events_.Warning(t.key(), "AlreadyExists", message);
+    SetSynced(t, ConditionStatus::kFalse, "AlreadyExists", message);
+    SetReady(t, ConditionStatus::kFalse, "AlreadyExists", message);
+    return ReconcileResult::Done();
+  }
+  RETURN_IF_ERROR(created.status());
+
+  intent.state = Store::InventoryState::kLive;
+  intent.updated_at = FormatRfc3339(clock_.Now());
+  RETURN_IF_ERROR(store_.PutInventory(intent));
+  cache_.Observe(t.workspace, *created);
+
+  t.status().sandbox_name = created->name;
+  t.status().state = std::string(databricks::SandboxStateName(created->state));
+  t.status().create_time = created->create_time;
+  events_.Normal(t.key(), "Created", "created sandbox " + t.sandbox_id);
+  SetReady(t, ConditionStatus::kFalse, "Creating", "sandbox is being created");
+  SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+  return ReconcileResult::RequeueAfter(options_.transition_requeue);
+}
+
+// A live sandbox is ours only if inventory says so. Settles an intent left by a crash.
+StatusOr<bool> SandboxReconciler::ClaimOwnership(Target& t) {
+  ASSIGN_OR_RETURN(std::optional<Store::InventoryRecord> record,
+                   store_.GetInventory(t.workspace, kResourceSandbox, t.sandbox_id));
+  if (!record) {
+    const std::string message = "sandbox " + t.sandbox_id +
+                                " exists but was not created by sbx; it is left untouched "
+                                "(choose another spec.sandboxId)";
+    if (const api::Condition* c = api::FindCondition(t.status().conditions, "Synced");
+        c == nullptr || c->reason != "AlreadyExists") {
+      events_.Warning(t.key(), "AlreadyExists", message);
+    }
+    SetSynced(t, ConditionStatus::kFalse, "AlreadyExists", message);
+    SetReady(t, ConditionStatus::kFalse, "AlreadyExists", message);
+    return false;
+  }
+  if (record->owner_uid != t.object.metadata.uid) {
+    StatusOr<Object> other = store_.Get(record->owner);
+    if (other.ok() && other->metadata.uid == record->owner_uid) {
+      const std::string message = "sandboxId " + t.sandbox_id + " is already used by " +
+                                  record->owner.ToString() + "; choose another spec.sandboxId";
+      SetSynced(t, ConditionStatus::kFalse, "SandboxIdConflict", message);
+      SetReady(t, ConditionStatus::kFalse, "SandboxIdConflict", message);
+      return false;
+    }
+    // The previous owner object is gone (removed without finalizing); this one takes over.
+  }
+  if (record->state != Store::InventoryState::kLive || record->owner_uid != t.object.metadata.uid) {
+    record->state = Store::InventoryState::kLive;
+    record->owner = t.key();
+    record->owner_uid = t.object.metadata.uid;
+    record->updated_at = FormatRfc3339(clock_.Now());
+    RETURN_IF_ERROR(store_.PutInventory(*record));
+  }
+  return true;
+}
+
+// One PATCH whose update_mask holds exactly the fields that differ.
+Status SandboxReconciler::PatchDrift(Target& t, const databricks::Sandbox& live) {
+  std::vector<std::string> mask;
+  databricks::Sandbox desired;
+  if (!t.spec().display_name.empty() && t.spec().display_name != live.display_name) {
+    mask.emplace_back(databricks::kMaskDisplayName);
+    desired.display_name = t.spec().display_name;
+  }
+  if (t.spec().inactivity_timeout && t.spec().inactivity_timeout != live.inactivity_timeout) {
+    mask.emplace_back(databricks::kMaskInactivityTimeout);
+    desired.inactivity_timeout = t.spec().inactivity_timeout;
+  }
+  if (mask.empty()) {
+    return api::OkStatus();
+  }
+  ASSIGN_OR_RETURN(databricks::Sandbox updated, t.api->Update(t.sandbox_id, desired, mask, t.stop));
+  cache_.Observe(t.workspace, updated);
+  std::string fields;
+  for (const std::string& m : mask) {
+    fields += (fields.empty() ? "" : ", ") + m;
+  }
+  events_.Normal(t.key(), "Updated", "updated " + fields);
+  return api::OkStatus();
+}
+
+// After every boot: learn the boot id from a marker outside the home directory (a stop wipes
+// it), then run spec.setup in order, skipping steps that already succeeded in this boot.
+StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databricks::Sandbox& live) {
+  const bool maybe_rebooted = t.original_status.state != "RUNNING" ||
+                              t.original_status.create_time != live.create_time ||
+                              t.status().boot_id.empty();
+  if (maybe_rebooted) {
+    databricks::ExecRequest probe;
+    probe.cmd = "/bin/bash";
+    probe.args = {"-c",
+                  "m=" + options_.boot_marker +
+                      "; if [ ! -s \"$m\" ]; then (cat /proc/sys/kernel/random/uuid 2>/dev/null "
+                      "|| date +%s%N) > \"$m.tmp\" && mv \"$m.tmp\" \"$m\"; fi; cat \"$m\""};
+    probe.execution_timeout = std::chrono::seconds(30);
+    ASSIGN_OR_RETURN(databricks::ExecResult r, t.api->ExecSync(t.sandbox_id, probe, t.stop));
+    if (r.status != databricks::ExecStatus::kCompleted || r.exit_code != 0) {
+      return api::UnavailableError("boot probe in sandbox " + t.sandbox_id +
+                                   " failed: " + Tail(r.stderr_text, 200));
+    }
+    std::string boot = r.stdout_text;
+    boot.erase(std::remove_if(boot.begin(), boot.end(),
+                              [](unsigned char c) { return std::isspace(c) != 0; }),
+               boot.end());
+    if (boot != t.status().boot_id) {
+      if (!t.status().boot_id.empty()) {
+        events_.Normal(t.key(), "Rebooted", "sandbox " + t.sandbox_id + " booted again");
+      }
+      t.status().boot_id = boot;
+    }
+  }
+  const std::string& boot = t.status().boot_id;
+  std::vector<api::SetupResult>& results = t.status().setup;
+  // Results of other boots, and of steps no longer in the spec, are dropped.
+  std::erase_if(results, [&](const api::SetupResult& r) {
+    return r.boot_id != boot ||
+           std::none_of(t.spec().setup.begin(), t.spec().setup.end(),
+                        [&](const api::SetupStep& s) { return s.name == r.name; });
+  });
+
+  for (const api::SetupStep& step : t.spec().setup) {
+    auto done = std::find_if(results.begin(), results.end(), [&](const api::SetupResult& r) {
+      return r.name == step.name && r.succeeded;
+    });
+    if (done != results.end()) {
+      continue;
+    }
+    SetReady(t, ConditionStatus::kFalse, "SetupRunning", "running setup step " + step.name);
+    databricks::ExecRequest run;
+    run.cmd = "/bin/bash";
+    run.args = {"-c", step.run};
+    run.execution_timeout = step.timeout;
+    ASSIGN_OR_RETURN(databricks::ExecResult r, t.api->ExecSync(t.sandbox_id, run, t.stop));
+
+    api::SetupResult result;
+    result.name = step.name;
+    result.boot_id = boot;
+    result.exit_code = r.exit_code.value_or(-1);
+    result.succeeded = r.status == databricks::ExecStatus::kCompleted && r.exit_code == 0;
+    result.finished_at = FormatRfc3339(clock_.Now());
+    if (!result.succeeded) {
+      result.message = r.status == databricks::ExecStatus::kTimedOut
+                           ? "timed out after " + std::to_string(step.timeout.count()) + "s"
+                           : Tail(r.stderr_text.empty() ? r.stdout_text : r.stderr_text, 400);
+    }
+    std::erase_if(results, [&](const api::SetupResult& x) { return x.name == step.name; });
+    results.push_back(result);
+    if (!result.succeeded) {
+      const std::string message = "setup step " + step.name + " failed (exit " +
+                                  std::to_string(result.exit_code) + "): " + result.message;
+      events_.Warning(t.key(), "SetupFailed", message);
+      SetReady(t, ConditionStatus::kFalse, "SetupFailed", message);
+      // Rate-limited requeue: the step is retried with per-key backoff, not in a hot loop.
+      return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
+    }
+  }
+  SetReady(t, ConditionStatus::kTrue, "Running", "sandbox is running and set up");
+  return ReconcileResult::Done();
+}
+
+StatusOr<ReconcileResult> SandboxReconciler::Finalize(Target& t) {
+  if (!HasFinalizer(t.object)) {
+    return ReconcileResult::Done();  // nothing of ours to clean up; the store removes the row
+  }
+  ASSIGN_OR_RETURN(std::optional<Store::InventoryRecord> record,
+                   store_.GetInventory(t.workspace, kResourceSandbox, t.sandbox_id));
+  const bool ours = record && record->owner_uid == t.object.metadata.uid;
+  if (ours && t.spec().deletion_policy == api::DeletionPolicy::kDelete) {
+    ASSIGN_OR_RETURN(t.api,
+                     clouds_.Sandboxes(t.object.metadata.namespace_, t.spec().workspace_ref));
+    record->state = Store::InventoryState::kDeleting;
+    record->updated_at = FormatRfc3339(clock_.Now());
+    RETURN_IF_ERROR(store_.PutInventory(*record));
+    Status deleted = t.api->Delete(t.sandbox_id, t.stop);
+    if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
+      return deleted;  // retried; the row stays "deleting" so GC and restarts know
+    }
+    cache_.Forget(t.workspace, t.sandbox_id);
+    RETURN_IF_ERROR(store_.DeleteInventory(t.workspace, kResourceSandbox, t.sandbox_id));
+    events_.Normal(t.key(), "Deleted", "deleted sandbox " + t.sandbox_id);
+  } else if (ours) {
+    // Orphan: forget it, so garbage collection never deletes it either.
+    RETURN_IF_ERROR(store_.DeleteInventory(t.workspace, kResourceSandbox, t.sandbox_id));
+    events_.Normal(t.key(), "Orphaned",
+                   "deletionPolicy Orphan: sandbox " + t.sandbox_id + " left running");
+  }
+  Object updated = t.object;
+  std::erase(updated.metadata.finalizers, std::string(api::kControllerFinalizer));
+  StatusOr<Object> stored = store_.UpdateControllerMetadata(updated);
+  if (!stored.ok() && stored.status().code() != StatusCode::kNotFound) {
+    return stored.status();
+  }
+  t.gone = true;
+  return ReconcileResult::Done();
+}
+
+void SandboxReconciler::SetReady(Target& t, ConditionStatus status, std::string reason,
+                                 std::string message) {
+  api::SetCondition(
+      t.status().conditions,
+      {"Ready", status, std::move(reason), std::move(message), "", t.object.metadata.generation},
+      FormatRfc3339(clock_.Now()));
+}
+
+void SandboxReconciler::SetSynced(Target& t, ConditionStatus status, std::string reason,
+                                  std::string message) {
+  api::SetCondition(
+      t.status().conditions,
+      {"Synced", status, std::move(reason), std::move(message), "", t.object.metadata.generation},
+      FormatRfc3339(clock_.Now()));
+}
+
+// Writes status only when it changed: a no-op reconcile writes nothing (and so wakes nobody).
+Status SandboxReconciler::WriteStatus(Target& t) {
+  if (t.status() == t.original_status) {
+    return api::OkStatus();
+  }
+  StatusOr<Object> stored = store_.UpdateStatus(t.object);
+  if (stored.status().code() == StatusCode::kNotFound) {
+    return api::OkStatus();  // deleted meanwhile
+  }
+  return stored.status();
+}
+
+}  // namespace sbx::controller

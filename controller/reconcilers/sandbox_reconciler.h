@@ -1,0 +1,77 @@
+// SandboxReconciler: makes one Databricks sandbox match a `Sandbox` object (DESIGN §3, the
+// Sandbox contract table).
+//
+// Level-based and idempotent: every call reads the object from the store and the live sandbox
+// from the SandboxCache (a GET only when the cache does not know, and before any create), acts
+// on the difference with at most one mutating call, records what it saw in status, and returns.
+// Crash safety: an `intent` inventory row is written before every create and settled (adopted
+// by GET) on the next reconcile, so a crash at any moment neither duplicates nor leaks a
+// sandbox; only sandboxes recorded in inventory as ours are ever adopted, changed or deleted.
+//
+// Conditions: Ready (live state matches spec and setup ran for this boot), Synced (the last
+// reconcile reached the API without error; reason names the error class or a terminal problem
+// such as ImmutableFieldChanged or AlreadyExists).
+//
+// Thread-safety: Reconcile may run on several workers at once for different keys. All
+// collaborators must outlive the reconciler.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+#include "api/resources.h"
+#include "controller/cloud/cloud_clients.h"
+#include "controller/cloud/databricks/sandbox_api.h"
+#include "controller/engine/clock.h"
+#include "controller/engine/event_recorder.h"
+#include "controller/engine/manager.h"
+#include "controller/reconcilers/sandbox_cache.h"
+#include "controller/store/store.h"
+
+namespace sbx::controller {
+
+struct SandboxReconcilerOptions {
+  // While a sandbox is PENDING or STOPPING: look again after this long at the latest. The
+  // sweeper's fast sweep usually enqueues it sooner, with one LIST for the whole workspace.
+  std::chrono::milliseconds transition_requeue{10'000};
+  // Marker file of the current boot; outside /home/sandbox-agent, so a stop wipes it.
+  std::string boot_marker = "/tmp/.sbx-boot-id";
+};
+
+class SandboxReconciler final : public Reconciler {
+ public:
+  SandboxReconciler(Store& store, CloudClients& clouds, SandboxCache& cache, Clock& clock,
+                    SandboxReconcilerOptions options = {});
+
+  api::Kind kind() const override { return api::Kind::kSandbox; }
+  api::StatusOr<ReconcileResult> Reconcile(const api::ObjectKey& key,
+                                           std::stop_token stop) override;
+
+ private:
+  struct Target;  // one reconcile's object, API client and identifiers
+
+  // The steps of one reconcile, in the order they run.
+  api::StatusOr<ReconcileResult> Converge(Target& t);
+  api::StatusOr<ReconcileResult> Finalize(Target& t);
+  api::Status EnsureFinalizer(Target& t);
+  api::StatusOr<std::optional<databricks::Sandbox>> Observe(Target& t);
+  api::StatusOr<ReconcileResult> Create(Target& t);
+  api::StatusOr<bool> ClaimOwnership(Target& t);
+  api::Status PatchDrift(Target& t, const databricks::Sandbox& live);
+  api::StatusOr<ReconcileResult> RunSetup(Target& t, const databricks::Sandbox& live);
+
+  void SetReady(Target& t, api::ConditionStatus status, std::string reason, std::string message);
+  void SetSynced(Target& t, api::ConditionStatus status, std::string reason, std::string message);
+  api::Status WriteStatus(Target& t);
+
+  Store& store_;
+  CloudClients& clouds_;
+  SandboxCache& cache_;
+  Clock& clock_;
+  EventRecorder events_;
+  const SandboxReconcilerOptions options_;
+};
+
+}  // namespace sbx::controller

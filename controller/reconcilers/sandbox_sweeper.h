@@ -1,0 +1,78 @@
+// SandboxSweeper: the Source that keeps the SandboxCache fresh with one paged LIST per workspace
+// (DESIGN §3 "Live state is observed, not remembered").
+//
+// Every `period` (±jitter) it lists each workspace that any Sandbox object or inventory record
+// refers to, installs the complete result in the cache, enqueues the Sandbox objects whose live
+// state changed (auto-stopped, deleted behind our back, finished starting), and then runs
+// garbage collection on that complete LIST. While any sandbox of a workspace is PENDING or
+// STOPPING it sweeps that workspace every `fast_period` instead: one LIST observes a whole page of
+// transitions, where per-object polling would cost a GET each. A failed or partial LIST changes
+// nothing and skips GC.
+//
+// Thread-safety: Run on one thread; counters from any. Collaborators must outlive it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "controller/cloud/cloud_clients.h"
+#include "controller/engine/backoff.h"
+#include "controller/engine/clock.h"
+#include "controller/engine/source.h"
+#include "controller/reconcilers/garbage_collector.h"
+#include "controller/reconcilers/sandbox_cache.h"
+#include "controller/store/store.h"
+
+namespace sbx::controller {
+
+struct SandboxSweeperOptions {
+  std::chrono::milliseconds period{std::chrono::seconds(60)};
+  double jitter = 0.1;
+  std::chrono::milliseconds fast_period{std::chrono::seconds(2)};
+  int page_size = 100;
+};
+
+class SandboxSweeper final : public Source {
+ public:
+  // `gc` may be null (no garbage collection).
+  SandboxSweeper(Store& store, CloudClients& clouds, SandboxCache& cache, GarbageCollector* gc,
+                 Clock& clock, SandboxSweeperOptions options = {});
+
+  std::string_view name() const override { return "sandbox-sweeper"; }
+  void Run(Enqueuer& out, std::stop_token stop) override;
+
+  // One sweep of every known workspace now (sbxd --once, tests). Returns the first error.
+  api::Status SweepAll(Enqueuer& out, std::stop_token stop);
+
+  int64_t sweeps_total() const { return sweeps_.load(); }
+  int64_t sweep_errors_total() const { return errors_.load(); }
+
+ private:
+  struct WorkspaceRef {
+    std::string namespace_;
+    std::string name;
+  };
+  // Workspaces to sweep, by WorkspaceId, and which Sandbox object wants each sandbox id.
+  struct Known {
+    std::map<std::string, WorkspaceRef> workspaces;
+    std::map<std::string, std::map<std::string, api::ObjectKey>> owners;  // ws → id → key
+  };
+  api::StatusOr<Known> Discover();
+  api::Status SweepOne(const std::string& workspace, const WorkspaceRef& ref, const Known& known,
+                       Enqueuer& out, std::stop_token stop);
+
+  Store& store_;
+  CloudClients& clouds_;
+  SandboxCache& cache_;
+  GarbageCollector* gc_;
+  Clock& clock_;
+  const SandboxSweeperOptions options_;
+  const Backoff jitter_;
+  std::atomic<int64_t> sweeps_{0};
+  std::atomic<int64_t> errors_{0};
+};
+
+}  // namespace sbx::controller

@@ -1,0 +1,51 @@
+// FakeCloudClients: CloudClients that hands out one FakeSandboxApi per workspace id, and can be
+// told that a workspace is missing or misconfigured. Thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "controller/cloud/cloud_clients.h"
+#include "tests/fakes/fake_sandbox_api.h"
+
+namespace sbx::testing {
+
+class FakeCloudClients final : public controller::CloudClients {
+ public:
+  api::StatusOr<controller::databricks::SandboxApi*> Sandboxes(
+      const std::string& namespace_, const std::string& workspace_ref) override {
+    std::lock_guard lock(mu_);
+    const std::string id = controller::WorkspaceId(namespace_, workspace_ref);
+    if (missing_.count(id) != 0) {
+      return api::NotFoundError("Workspace " + id + " not found");
+    }
+    auto& api = apis_[id];
+    if (!api) {
+      api = std::make_unique<FakeSandboxApi>();
+    }
+    return api.get();
+  }
+
+  FakeSandboxApi& api(const std::string& workspace_id = "default/default") {
+    std::lock_guard lock(mu_);
+    auto& api = apis_[workspace_id];
+    if (!api) {
+      api = std::make_unique<FakeSandboxApi>();
+    }
+    return *api;
+  }
+  void SetMissing(const std::string& workspace_id) {
+    std::lock_guard lock(mu_);
+    missing_.insert(workspace_id);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<FakeSandboxApi>> apis_;  // Guarded by mu_.
+  std::set<std::string> missing_;                                // Guarded by mu_.
+};
+
+}  // namespace sbx::testing

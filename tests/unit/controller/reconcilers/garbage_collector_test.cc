@@ -1,0 +1,121 @@
+#include "controller/reconcilers/garbage_collector.h"
+
+#include <gtest/gtest.h>
+
+#include "controller/store/sqlite_store.h"
+#include "tests/fakes/fake_sandbox_api.h"
+#include "tests/support/fake_clock.h"
+
+namespace sbx::controller {
+namespace {
+
+using std::chrono_literals::operator""min;
+constexpr char kWs[] = "default/default";
+
+class GarbageCollectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = *SqliteStore::Open(":memory:", SqliteStore::Options{});
+    gc_ = std::make_unique<GarbageCollector>(*store_, cache_, clock_,
+                                             GarbageCollectorOptions{5min, 0.1});
+  }
+  // A live sandbox in the fake API, with an inventory record owned by Sandbox `owner`.
+  void Ours(const std::string& id, const std::string& owner) {
+    databricks::Sandbox sb;
+    sb.sandbox_id = id;
+    sb.name = "sandboxes/" + id;
+    sb.state = databricks::SandboxState::kRunning;
+    api_.Put(sb);
+    Store::InventoryRecord r;
+    r.workspace = kWs;
+    r.resource_type = "sandbox";
+    r.external_id = id;
+    r.state = Store::InventoryState::kLive;
+    r.owner = {api::Kind::kSandbox, "default", owner};
+    r.owner_uid = "uid-" + owner;
+    r.created_at = r.updated_at = FormatRfc3339(clock_.Now());
+    ASSERT_TRUE(store_->PutInventory(r).ok());
+  }
+  void Foreign(const std::string& id) {
+    databricks::Sandbox sb;
+    sb.sandbox_id = id;
+    sb.state = databricks::SandboxState::kRunning;
+    api_.Put(sb);
+  }
+  void ApplyOwner(const std::string& name, const std::string& sandbox_id) {
+    api::Object o = api::MakeObject(api::Kind::kSandbox, name);
+    o.sandbox_spec().sandbox_id = sandbox_id;
+    ASSERT_TRUE(store_->Apply({o}, {}).ok());
+  }
+  int Collect() {
+    auto listed = api_.ListAll(100, {});
+    auto n = gc_->CollectSandboxes(kWs, api_, *listed, {});
+    EXPECT_TRUE(n.ok()) << n.status();
+    return n.ok() ? *n : -1;
+  }
+
+  testing::FakeClock clock_;
+  testing::FakeSandboxApi api_;
+  SandboxCache cache_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<GarbageCollector> gc_;
+};
+
+TEST_F(GarbageCollectorTest, DeletesOrphansOnlyAfterTheGracePeriod) {
+  Ours("orphan", "gone");
+  clock_.Advance(4min);
+  EXPECT_EQ(Collect(), 0);
+  EXPECT_TRUE(api_.Peek("orphan").has_value());
+  clock_.Advance(2min);
+  EXPECT_EQ(Collect(), 1);
+  EXPECT_FALSE(api_.Peek("orphan").has_value());
+  EXPECT_FALSE(store_->GetInventory(kWs, "sandbox", "orphan")->has_value());
+  auto events = *store_->ListEvents(std::nullopt);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].reason, "GarbageCollected");
+  EXPECT_EQ(events[0].involved.name, "gone");
+}
+
+TEST_F(GarbageCollectorTest, NeverTouchesWhatIsNotInInventoryOrStillWanted) {
+  Foreign("someone-elses");
+  ApplyOwner("keeper", "kept");
+  Ours("kept", "keeper");
+  clock_.Advance(10min);
+  EXPECT_EQ(Collect(), 0);
+  EXPECT_TRUE(api_.Peek("someone-elses").has_value());
+  EXPECT_TRUE(api_.Peek("kept").has_value());
+  EXPECT_EQ(api_.Calls("delete"), 0);
+}
+
+TEST_F(GarbageCollectorTest, CollectsASandboxWhoseOwnerNowWantsAnotherId) {
+  ApplyOwner("renamed", "new-id");
+  Ours("old-id", "renamed");
+  clock_.Advance(10min);
+  EXPECT_EQ(Collect(), 1);
+  EXPECT_FALSE(api_.Peek("old-id").has_value());
+}
+
+TEST_F(GarbageCollectorTest, DeletesAtMostTenPercentOfTheWorkspacePerPass) {
+  for (int i = 0; i < 20; ++i) {
+    Foreign("foreign-" + std::to_string(i));
+  }
+  for (int i = 0; i < 10; ++i) {
+    Ours("orphan-" + std::to_string(i), "gone-" + std::to_string(i));
+  }
+  clock_.Advance(10min);
+  EXPECT_EQ(Collect(), 3);  // 30 listed → 3 per pass
+  EXPECT_EQ(Collect(), 2);  // 27 listed → 2
+  EXPECT_EQ(api_.Calls("delete"), 5);
+}
+
+TEST_F(GarbageCollectorTest, DropsRecordsOfOrphansThatNoLongerExist) {
+  Ours("vanished", "gone");
+  api_.Remove("vanished");
+  clock_.Advance(10min);
+  EXPECT_EQ(Collect(), 0);
+  EXPECT_EQ(api_.Calls("delete"), 0);
+  EXPECT_FALSE(store_->GetInventory(kWs, "sandbox", "vanished")->has_value());
+}
+
+}  // namespace
+}  // namespace sbx::controller

@@ -1,0 +1,393 @@
+#include "controller/reconcilers/sandbox_reconciler.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "controller/store/sqlite_store.h"
+#include "tests/fakes/fake_cloud_clients.h"
+#include "tests/support/fake_clock.h"
+
+namespace sbx::controller {
+namespace {
+
+using api::ConditionStatus;
+using databricks::SandboxState;
+using std::chrono_literals::operator""s;
+
+constexpr char kWs[] = "default/default";
+
+class SandboxReconcilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = SqliteStore::Open(":memory:", SqliteStore::Options{});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    reconciler_ = std::make_unique<SandboxReconciler>(*store_, clouds_, cache_, clock_);
+  }
+
+  api::Object Apply(const std::string& name, std::function<void(api::SandboxSpec&)> edit = {}) {
+    api::Object o = api::MakeObject(api::Kind::kSandbox, name);
+    api::SandboxSpec& spec = o.sandbox_spec();
+    spec.sandbox_id = "default-" + name;
+    spec.display_name = name;
+    if (edit) {
+      edit(spec);
+    }
+    auto applied = store_->Apply({o}, {});
+    EXPECT_TRUE(applied.ok()) << applied.status();
+    return Get(name);
+  }
+  api::Object Get(const std::string& name) {
+    auto o = store_->Get({api::Kind::kSandbox, "default", name});
+    EXPECT_TRUE(o.ok()) << o.status();
+    return o.ok() ? *o : api::Object{};
+  }
+  api::StatusOr<ReconcileResult> Reconcile(const std::string& name) {
+    return reconciler_->Reconcile({api::Kind::kSandbox, "default", name}, {});
+  }
+  // What a LIST sweep would tell the cache.
+  void Sweep() {
+    auto& api = clouds_.api();
+    const uint64_t ticket = cache_.BeginSweep(kWs);
+    cache_.ReplaceSnapshot(kWs, ticket, *api.ListAll(100, {}));
+  }
+  void SetLiveState(const std::string& name, SandboxState state) {
+    clouds_.api().SetState("default-" + name, state);
+    Sweep();
+  }
+  const api::Condition& Cond(const std::string& name, const std::string& type) {
+    static api::Condition none;
+    last_ = Get(name);
+    const api::Condition* c = api::FindCondition(last_.conditions(), type);
+    return c != nullptr ? *c : none;
+  }
+  std::vector<Store::Event> Events() { return *store_->ListEvents(std::nullopt); }
+  bool HasEvent(const std::string& reason) {
+    for (const auto& e : Events()) {
+      if (e.reason == reason) {
+        return true;
+      }
+    }
+    return false;
+  }
+  // Creates `name` and brings it to Ready.
+  void MakeReady(const std::string& name) {
+    ASSERT_TRUE(Reconcile(name).ok());
+    SetLiveState(name, SandboxState::kRunning);
+    ASSERT_TRUE(Reconcile(name).ok());
+    ASSERT_EQ(Cond(name, "Ready").status, ConditionStatus::kTrue);
+  }
+
+  testing::FakeClock clock_;
+  testing::FakeCloudClients clouds_;
+  SandboxCache cache_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<SandboxReconciler> reconciler_;
+  api::Object last_;
+};
+
+TEST_F(SandboxReconcilerTest, CreatesOnceRecordingIntentThenLive) {
+  Apply("a");
+  auto r = Reconcile("a");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->action, ReconcileResult::Action::kRequeueAfter);
+  EXPECT_EQ(clouds_.api().Calls("create"), 1);
+  auto record = *store_->GetInventory(kWs, "sandbox", "default-a");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->state, Store::InventoryState::kLive);
+  EXPECT_EQ(record->owner_uid, Get("a").metadata.uid);
+  EXPECT_EQ(Cond("a", "Ready").reason, "Creating");
+  EXPECT_EQ(Cond("a", "Synced").status, ConditionStatus::kTrue);
+  EXPECT_EQ(last_.metadata.finalizers, std::vector<std::string>{"sbx.dev/controller"});
+  EXPECT_EQ(last_.sandbox_status().state, "PENDING");
+  EXPECT_TRUE(HasEvent("Created"));
+
+  // While PENDING, reconciling again creates nothing more.
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("create"), 1);
+}
+
+TEST_F(SandboxReconcilerTest, RunningSandboxGetsBootIdSetupAndReady) {
+  Apply("a", [](api::SandboxSpec& s) {
+    s.setup = {{"deps", "echo installing", 60s}, {"config", "echo configuring", 60s}};
+  });
+  ASSERT_TRUE(Reconcile("a").ok());
+  SetLiveState("a", SandboxState::kRunning);
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(last_.sandbox_status().boot_id, "boot-default-a");
+  ASSERT_EQ(last_.sandbox_status().setup.size(), 2u);
+  EXPECT_TRUE(last_.sandbox_status().setup[0].succeeded);
+  const auto execs = clouds_.api().execs();
+  ASSERT_EQ(execs.size(), 3u);  // boot probe + 2 steps
+  EXPECT_EQ(execs[1].cmd, "/bin/bash");
+  EXPECT_EQ(execs[1].args, (std::vector<std::string>{"-c", "echo installing"}));
+  EXPECT_EQ(execs[1].execution_timeout, 60s);
+}
+
+TEST_F(SandboxReconcilerTest, SteadyStateMakesNoApiCallsAndWritesNothing) {
+  Apply("a");
+  MakeReady("a");
+  const int64_t rv = Get("a").metadata.resource_version;
+  const int gets = clouds_.api().Calls("get");
+  const int execs = static_cast<int>(clouds_.api().execs().size());
+  for (int i = 0; i < 5; ++i) {
+    auto r = Reconcile("a");
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->action, ReconcileResult::Action::kDone);
+  }
+  EXPECT_EQ(clouds_.api().MutatingCalls(), 1);  // the create
+  EXPECT_EQ(clouds_.api().Calls("get"), gets);
+  EXPECT_EQ(static_cast<int>(clouds_.api().execs().size()), execs);
+  EXPECT_EQ(Get("a").metadata.resource_version, rv);
+}
+
+TEST_F(SandboxReconcilerTest, PatchesExactlyTheChangedFields) {
+  Apply("a", [](api::SandboxSpec& s) { s.inactivity_timeout = std::chrono::seconds(900); });
+  MakeReady("a");
+  Apply("a", [](api::SandboxSpec& s) {
+    s.inactivity_timeout = std::chrono::seconds(900);
+    s.display_name = "renamed";
+  });
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("update"), 1);
+  EXPECT_EQ(clouds_.api().last_mask(), std::vector<std::string>{"display_name"});
+  EXPECT_EQ(clouds_.api().Peek("default-a")->display_name, "renamed");
+
+  Apply("a", [](api::SandboxSpec& s) {
+    s.inactivity_timeout = std::chrono::seconds(1800);
+    s.display_name = "renamed";
+  });
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("update"), 2);
+  EXPECT_EQ(clouds_.api().last_mask(), std::vector<std::string>{"spec.compute.inactivity_timeout"});
+}
+
+TEST_F(SandboxReconcilerTest, StartsAgainAfterAutoStopAndRerunsSetupForTheNewBoot) {
+  Apply("a", [](api::SandboxSpec& s) { s.setup = {{"deps", "echo hi", 60s}}; });
+  MakeReady("a");
+  int boot = 0;
+  clouds_.api().SetExecHandler([&](const std::string&, const databricks::ExecRequest& req) {
+    databricks::ExecResult r;
+    r.status = databricks::ExecStatus::kCompleted;
+    r.exit_code = 0;
+    if (req.args.size() == 2 && req.args[1].find("boot-id") != std::string::npos) {
+      r.stdout_text = "second-boot-" + std::to_string(boot) + "\n";
+    }
+    return r;
+  });
+  SetLiveState("a", SandboxState::kStopped);  // inactivity auto-stop
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("start"), 1);
+  EXPECT_EQ(Cond("a", "Ready").reason, "Starting");
+  EXPECT_TRUE(HasEvent("Starting"));
+  EXPECT_EQ(Cond("a", "Synced").status, ConditionStatus::kTrue);  // normal, not an error
+
+  SetLiveState("a", SandboxState::kRunning);
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(last_.sandbox_status().boot_id, "second-boot-0");
+  ASSERT_EQ(last_.sandbox_status().setup.size(), 1u);
+  EXPECT_EQ(last_.sandbox_status().setup[0].boot_id, "second-boot-0");
+  EXPECT_TRUE(HasEvent("Rebooted"));
+}
+
+TEST_F(SandboxReconcilerTest, PowerStoppedStopsAndIsReadyWhenStopped) {
+  Apply("a");
+  MakeReady("a");
+  Apply("a", [](api::SandboxSpec& s) { s.power = api::Power::kStopped; });
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("stop"), 1);
+  EXPECT_EQ(Cond("a", "Ready").reason, "Stopping");
+  SetLiveState("a", SandboxState::kStopped);
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("a", "Ready").reason, "Stopped");
+  EXPECT_EQ(clouds_.api().Calls("start"), 0);
+
+  Apply("a");  // power back to Running
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("start"), 1);
+}
+
+TEST_F(SandboxReconcilerTest, ImageChangeIsRefusedNotSilentlyRecreated) {
+  Apply("a", [](api::SandboxSpec& s) { s.image = "main.images.agent:v1"; });
+  MakeReady("a");
+  Apply("a", [](api::SandboxSpec& s) { s.image = "main.images.agent:v2"; });
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Synced").status, ConditionStatus::kFalse);
+  EXPECT_EQ(Cond("a", "Synced").reason, "ImmutableFieldChanged");
+  EXPECT_EQ(Cond("a", "Ready").reason, "ImmutableFieldChanged");
+  EXPECT_EQ(last_.sandbox_status().observed_generation, last_.metadata.generation);
+  EXPECT_EQ(clouds_.api().Calls("create"), 1);
+  EXPECT_EQ(clouds_.api().Calls("delete"), 0);
+}
+
+TEST_F(SandboxReconcilerTest, RecreatesAfterExternalDeletionWithWarningEvent) {
+  Apply("a");
+  MakeReady("a");
+  clouds_.api().Remove("default-a");
+  Sweep();
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("create"), 2);
+  bool warned = false;
+  for (const auto& e : Events()) {
+    warned |= e.reason == "ExternalDeletion" && e.type == "Warning";
+  }
+  EXPECT_TRUE(warned);
+}
+
+TEST_F(SandboxReconcilerTest, NeverTouchesASandboxItDidNotCreate) {
+  databricks::Sandbox foreign;
+  foreign.sandbox_id = "default-a";
+  foreign.name = "sandboxes/default-a";
+  foreign.state = SandboxState::kRunning;
+  clouds_.api().Put(foreign);
+  Apply("a", [](api::SandboxSpec& s) { s.display_name = "mine"; });
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Synced").reason, "AlreadyExists");
+  EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kFalse);
+  EXPECT_EQ(clouds_.api().MutatingCalls(), 0);
+  EXPECT_EQ(clouds_.api().execs().size(), 0u);
+
+  ASSERT_TRUE(store_->Delete({api::Kind::kSandbox, "default", "a"}).ok());
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("delete"), 0);
+  EXPECT_TRUE(clouds_.api().Peek("default-a").has_value());
+  EXPECT_EQ(store_->Get({api::Kind::kSandbox, "default", "a"}).status().code(),
+            api::StatusCode::kNotFound);
+}
+
+TEST_F(SandboxReconcilerTest, CreateRejectedAs409ForAForeignSandboxLeavesNoIntent) {
+  Apply("a");
+  ASSERT_TRUE(Reconcile("a").ok());  // finalizer + create
+  // Simulate: our GET said absent, but somebody created it meanwhile.
+  api::Object b = Apply("b", [](api::SandboxSpec& s) { s.sandbox_id = "taken"; });
+  databricks::Sandbox foreign;
+  foreign.sandbox_id = "taken";
+  foreign.name = "sandboxes/taken";
+  clouds_.api().FailNext("get", api::NotFoundError("gone"));
+  clouds_.api().Put(foreign);
+  ASSERT_TRUE(Reconcile("b").ok());
+  EXPECT_EQ(Cond("b", "Synced").reason, "AlreadyExists");
+  EXPECT_FALSE(store_->GetInventory(kWs, "sandbox", "taken")->has_value());
+}
+
+TEST_F(SandboxReconcilerTest, AdoptsWhatACrashedCreateLeftBehind) {
+  api::Object a = Apply("a");
+  // A previous run wrote the intent, the API created the sandbox, then the process died.
+  Store::InventoryRecord intent;
+  intent.workspace = kWs;
+  intent.resource_type = "sandbox";
+  intent.external_id = "default-a";
+  intent.state = Store::InventoryState::kIntent;
+  intent.owner = api::KeyOf(a);
+  intent.owner_uid = a.metadata.uid;
+  ASSERT_TRUE(store_->PutInventory(intent).ok());
+  ASSERT_TRUE(clouds_.api().Create("default-a", {}, {}).ok());
+  const int creates_before = clouds_.api().Calls("create");
+
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("create"), creates_before);
+  EXPECT_EQ((*store_->GetInventory(kWs, "sandbox", "default-a"))->state,
+            Store::InventoryState::kLive);
+  EXPECT_EQ(Cond("a", "Synced").status, ConditionStatus::kTrue);
+}
+
+TEST_F(SandboxReconcilerTest, DeletePolicyDeletesThenDropsFinalizer) {
+  Apply("a");
+  MakeReady("a");
+  ASSERT_TRUE(store_->Delete({api::Kind::kSandbox, "default", "a"}).ok());
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("delete"), 1);
+  EXPECT_FALSE(clouds_.api().Peek("default-a").has_value());
+  EXPECT_FALSE(store_->GetInventory(kWs, "sandbox", "default-a")->has_value());
+  EXPECT_EQ(store_->Get({api::Kind::kSandbox, "default", "a"}).status().code(),
+            api::StatusCode::kNotFound);
+}
+
+TEST_F(SandboxReconcilerTest, DeleteToleratesAnAlreadyDeletedSandbox) {
+  Apply("a");
+  MakeReady("a");
+  clouds_.api().Remove("default-a");
+  ASSERT_TRUE(store_->Delete({api::Kind::kSandbox, "default", "a"}).ok());
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(store_->Get({api::Kind::kSandbox, "default", "a"}).status().code(),
+            api::StatusCode::kNotFound);
+}
+
+TEST_F(SandboxReconcilerTest, OrphanPolicyLeavesSandboxAndForgetsIt) {
+  Apply("a", [](api::SandboxSpec& s) { s.deletion_policy = api::DeletionPolicy::kOrphan; });
+  MakeReady("a");
+  ASSERT_TRUE(store_->Delete({api::Kind::kSandbox, "default", "a"}).ok());
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("delete"), 0);
+  EXPECT_TRUE(clouds_.api().Peek("default-a").has_value());
+  EXPECT_FALSE(store_->GetInventory(kWs, "sandbox", "default-a")->has_value());
+  EXPECT_EQ(store_->Get({api::Kind::kSandbox, "default", "a"}).status().code(),
+            api::StatusCode::kNotFound);
+}
+
+TEST_F(SandboxReconcilerTest, FailedSetupStepIsReportedAndRetriedWithBackoff) {
+  Apply("a", [](api::SandboxSpec& s) { s.setup = {{"deps", "exit 3", 60s}}; });
+  ASSERT_TRUE(Reconcile("a").ok());
+  SetLiveState("a", SandboxState::kRunning);
+  bool fail = true;
+  clouds_.api().SetExecHandler([&](const std::string&, const databricks::ExecRequest& req) {
+    databricks::ExecResult r;
+    r.status = databricks::ExecStatus::kCompleted;
+    const bool step = req.args.size() == 2 && req.args[1] == "exit 3";
+    r.exit_code = step && fail ? 3 : 0;
+    r.stderr_text = step && fail ? "apt failed" : "";
+    r.stdout_text = step ? "" : "boot-1";
+    return r;
+  });
+  auto r = Reconcile("a");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->action, ReconcileResult::Action::kRequeueAfter);
+  EXPECT_LE(r->after.count(), 0);  // rate-limited requeue, not a hot loop
+  EXPECT_EQ(Cond("a", "Ready").reason, "SetupFailed");
+  EXPECT_NE(Cond("a", "Ready").message.find("apt failed"), std::string::npos);
+  EXPECT_EQ(last_.sandbox_status().setup.at(0).exit_code, 3);
+
+  fail = false;
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kTrue);
+}
+
+TEST_F(SandboxReconcilerTest, TransientApiErrorSetsSyncedFalseAndIsReturned) {
+  Apply("a");
+  clouds_.api().FailNext("create", api::UnavailableError("HTTP 503 TEMPORARILY_UNAVAILABLE"));
+  auto r = Reconcile("a");
+  EXPECT_EQ(r.status().code(), api::StatusCode::kUnavailable);
+  EXPECT_EQ(Cond("a", "Synced").status, ConditionStatus::kFalse);
+  EXPECT_EQ(Cond("a", "Synced").reason, "Unavailable");
+  // The intent stays: the next attempt GETs before creating again.
+  EXPECT_EQ((*store_->GetInventory(kWs, "sandbox", "default-a"))->state,
+            Store::InventoryState::kIntent);
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("create"), 2);
+  EXPECT_EQ(Cond("a", "Synced").status, ConditionStatus::kTrue);
+}
+
+TEST_F(SandboxReconcilerTest, TwoObjectsWithOneSandboxIdConflict) {
+  Apply("a", [](api::SandboxSpec& s) { s.sandbox_id = "shared"; });
+  ASSERT_TRUE(Reconcile("a").ok());
+  Apply("b", [](api::SandboxSpec& s) { s.sandbox_id = "shared"; });
+  ASSERT_TRUE(Reconcile("b").ok());
+  EXPECT_EQ(Cond("b", "Synced").reason, "SandboxIdConflict");
+  EXPECT_EQ(clouds_.api().Calls("create"), 1);
+}
+
+TEST_F(SandboxReconcilerTest, MissingWorkspaceIsReportedOnSynced) {
+  clouds_.SetMissing("default/other");
+  Apply("a", [](api::SandboxSpec& s) { s.workspace_ref = "other"; });
+  auto r = Reconcile("a");
+  EXPECT_EQ(r.status().code(), api::StatusCode::kNotFound);
+  EXPECT_EQ(Cond("a", "Synced").status, ConditionStatus::kFalse);
+  EXPECT_NE(Cond("a", "Synced").message.find("default/other"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sbx::controller

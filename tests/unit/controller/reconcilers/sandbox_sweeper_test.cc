@@ -1,0 +1,133 @@
+#include "controller/reconcilers/sandbox_sweeper.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <thread>
+
+#include "controller/store/sqlite_store.h"
+#include "tests/fakes/fake_cloud_clients.h"
+#include "tests/support/fake_clock.h"
+
+namespace sbx::controller {
+namespace {
+
+using namespace std::chrono_literals;
+
+class RecordingEnqueuer final : public Enqueuer {
+ public:
+  void Enqueue(const api::ObjectKey& key) override {
+    std::lock_guard lock(mu_);
+    keys_.push_back(key);
+  }
+  std::vector<api::ObjectKey> Take() {
+    std::lock_guard lock(mu_);
+    return std::exchange(keys_, {});
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<api::ObjectKey> keys_;
+};
+
+class SandboxSweeperTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = *SqliteStore::Open(":memory:", SqliteStore::Options{});
+    gc_ = std::make_unique<GarbageCollector>(*store_, cache_, clock_,
+                                             GarbageCollectorOptions{1min, 0.1});
+    sweeper_ = std::make_unique<SandboxSweeper>(*store_, clouds_, cache_, gc_.get(), clock_,
+                                                SandboxSweeperOptions{60s, 0.1, 2s, 2});
+  }
+  void AddSandbox(const std::string& name, databricks::SandboxState state) {
+    api::Object o = api::MakeObject(api::Kind::kSandbox, name);
+    o.sandbox_spec().sandbox_id = "default-" + name;
+    ASSERT_TRUE(store_->Apply({o}, {}).ok());
+    databricks::Sandbox sb;
+    sb.sandbox_id = "default-" + name;
+    sb.state = state;
+    clouds_.api().Put(sb);
+  }
+
+  testing::FakeClock clock_;
+  testing::FakeCloudClients clouds_;
+  SandboxCache cache_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<GarbageCollector> gc_;
+  std::unique_ptr<SandboxSweeper> sweeper_;
+  RecordingEnqueuer out_;
+};
+
+TEST_F(SandboxSweeperTest, ListsInPagesAndEnqueuesOnlyWhatChanged) {
+  for (const char* n : {"a", "b", "c", "d", "e"}) {
+    AddSandbox(n, databricks::SandboxState::kRunning);
+  }
+  ASSERT_TRUE(sweeper_->SweepAll(out_, {}).ok());
+  EXPECT_EQ(clouds_.api().Calls("list"), 3);  // ⌈5 / page size 2⌉
+  EXPECT_EQ(out_.Take().size(), 5u);          // first sight of each
+  ASSERT_TRUE(sweeper_->SweepAll(out_, {}).ok());
+  EXPECT_TRUE(out_.Take().empty());
+
+  clouds_.api().SetState("default-c", databricks::SandboxState::kStopped);  // auto-stop
+  ASSERT_TRUE(sweeper_->SweepAll(out_, {}).ok());
+  auto keys = out_.Take();
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_EQ(keys[0].name, "c");
+  EXPECT_EQ(clouds_.api().Calls("get"), 0);
+}
+
+TEST_F(SandboxSweeperTest, AFailedListChangesNothingAndSkipsGarbageCollection) {
+  AddSandbox("a", databricks::SandboxState::kRunning);
+  Store::InventoryRecord r;
+  r.workspace = "default/default";
+  r.resource_type = "sandbox";
+  r.external_id = "default-orphan";
+  r.state = Store::InventoryState::kLive;
+  r.owner = {api::Kind::kSandbox, "default", "orphan"};
+  r.updated_at = FormatRfc3339(clock_.Now());
+  ASSERT_TRUE(store_->PutInventory(r).ok());
+  databricks::Sandbox orphan;
+  orphan.sandbox_id = "default-orphan";
+  clouds_.api().Put(orphan);
+  clock_.Advance(10min);
+
+  clouds_.api().FailNext("list", api::UnavailableError("503"));
+  EXPECT_FALSE(sweeper_->SweepAll(out_, {}).ok());
+  EXPECT_EQ(cache_.Get("default/default", "default-a").knowledge,
+            SandboxCache::Knowledge::kUnknown);
+  EXPECT_TRUE(clouds_.api().Peek("default-orphan").has_value());
+  EXPECT_EQ(sweeper_->sweep_errors_total(), 1);
+
+  ASSERT_TRUE(sweeper_->SweepAll(out_, {}).ok());
+  EXPECT_FALSE(clouds_.api().Peek("default-orphan").has_value());
+}
+
+TEST_F(SandboxSweeperTest, SweepsFastOnlyWhileSomethingIsInTransition) {
+  AddSandbox("a", databricks::SandboxState::kRunning);
+  std::jthread runner([&](std::stop_token stop) { sweeper_->Run(out_, stop); });
+  auto wait_for_lists = [&](int n) {
+    for (int i = 0; i < 2000 && clouds_.api().Calls("list") < n; ++i) {
+      std::this_thread::sleep_for(1ms);
+    }
+    return clouds_.api().Calls("list");
+  };
+  ASSERT_EQ(wait_for_lists(1), 1);
+  // Steady: 10 fast periods (20 s) pass without another LIST (period is 60 s).
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(clock_.WaitForSleepers(1));
+    clock_.Advance(2s);
+  }
+  ASSERT_TRUE(clock_.WaitForSleepers(1));
+  EXPECT_EQ(clouds_.api().Calls("list"), 1);
+
+  databricks::Sandbox pending;
+  pending.sandbox_id = "default-a";
+  pending.state = databricks::SandboxState::kPending;
+  cache_.Observe("default/default", pending);  // as after our own start
+  clock_.Advance(2s);
+  EXPECT_EQ(wait_for_lists(2), 2);
+  runner.request_stop();
+}
+
+}  // namespace
+}  // namespace sbx::controller
