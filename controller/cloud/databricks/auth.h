@@ -1,0 +1,138 @@
+// Databricks authentication (reference/databricks-sandbox-api.md §9): configuration resolved the
+// way the SDKs do it, and credential providers that produce the Authorization header.
+//
+// ResolveConfig follows §9.3: explicit values (a Workspace spec, secrets already resolved) →
+// environment (through an injected Env, so tests never touch the real one) →
+// ~/.databrickscfg, then host normalisation and validation. FetchHostMetadata/BackfillHostMetadata
+// do the best-effort `/.well-known/databricks-config` lookup.
+//
+// Secrets (token, client secret, access tokens) never appear in logs or Status messages.
+// Functions are thread-safe; providers are thread-safe and borrow their transport and clock,
+// which must outlive them.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+
+#include "api/status.h"
+#include "controller/cloud/databricks/http_transport.h"
+#include "controller/engine/clock.h"
+
+namespace sbx::controller::databricks {
+
+using api::Status;
+using api::StatusOr;
+
+// Named like the config attributes / .databrickscfg keys. Empty = unset.
+struct DatabricksConfig {
+  std::string host{};
+  std::string token{};  // PAT
+  std::string client_id{};
+  std::string client_secret{};
+  std::string auth_type{};  // "", "pat", "oauth-m2m"
+  std::string profile{};
+  std::string config_file{};
+  std::string workspace_id{};
+  std::string account_id{};
+  std::string discovery_url{};
+  std::string scopes{};  // space-separated; default "all-apis"
+};
+
+// Looks up an environment variable; nullopt when unset. Also asked for "HOME".
+using Env = std::function<std::optional<std::string>(std::string_view name)>;
+// The process environment (for the mains only).
+Env ProcessEnv();
+
+// §9.3 steps 1–4 and 6. Errors: kInvalidArgument for a missing named profile, an unreadable
+// config file that was asked for, "more than one authorization method configured", an unknown
+// auth_type or a pinned auth_type without its inputs, or no host at all.
+StatusOr<DatabricksConfig> ResolveConfig(const DatabricksConfig& explicit_values, const Env& env);
+
+// "dbc-1.cloud.databricks.com/" → "https://dbc-1.cloud.databricks.com"; drops ":443".
+std::string NormalizeHost(std::string_view host);
+
+// Response of GET {host}/.well-known/databricks-config.
+struct HostMetadata {
+  std::string oidc_endpoint;
+  std::string account_id;
+  std::string workspace_id;
+  std::string cloud;
+};
+StatusOr<HostMetadata> FetchHostMetadata(HttpTransport& transport, const std::string& host,
+                                         std::stop_token stop = {});
+// §9.3 step 5: fills workspace_id, account_id and discovery_url when unset. A failure is only
+// logged (returns the config unchanged).
+void BackfillHostMetadata(DatabricksConfig& config, HttpTransport& transport,
+                          std::stop_token stop = {});
+
+// Produces the Authorization header value for each request.
+class CredentialsProvider {
+ public:
+  virtual ~CredentialsProvider() = default;
+  // "pat", "oauth-m2m".
+  virtual std::string_view name() const = 0;
+  // E.g. "Bearer dapi…". kUnauthenticated when credentials are rejected; kUnavailable when the
+  // token endpoint cannot be reached (the request was not sent: safe to retry); kCancelled.
+  virtual StatusOr<std::string> Authorization(std::stop_token stop) = 0;
+  // Drops a cached token (after a 401), so the next call fetches a fresh one.
+  virtual void Invalidate() {}
+};
+
+class PatCredentials final : public CredentialsProvider {
+ public:
+  explicit PatCredentials(std::string token) : token_(std::move(token)) {}
+  std::string_view name() const override { return "pat"; }
+  StatusOr<std::string> Authorization(std::stop_token) override { return "Bearer " + token_; }
+
+ private:
+  const std::string token_;
+};
+
+// OAuth M2M (client credentials, §9.5): discovery (discovery_url, else
+// {host}/oidc/.well-known/oauth-authorization-server), then POST token_endpoint with Basic auth
+// and grant_type=client_credentials&scope=<scopes>. The token is cached; it is refreshed when
+// min(TTL/2, 20 min) of its lifetime is left (as the Python SDK does) and never used within 40 s
+// of expiry. If a refresh fails while the old token is still usable, the old one is returned.
+class OAuthM2MCredentials final : public CredentialsProvider {
+ public:
+  OAuthM2MCredentials(const DatabricksConfig& config, HttpTransport& transport, Clock& clock);
+  std::string_view name() const override { return "oauth-m2m"; }
+  StatusOr<std::string> Authorization(std::stop_token stop) override;
+  void Invalidate() override;
+
+ private:
+  struct Token {
+    std::string header;  // "<token_type> <access_token>"
+    Clock::SteadyTime refresh_at;
+    Clock::SteadyTime expires_at;  // 40 s before the real expiry
+  };
+  StatusOr<std::string> TokenEndpoint(std::stop_token stop);  // requires fetch_mu_
+  StatusOr<Token> FetchToken(std::stop_token stop);           // requires fetch_mu_
+
+  const std::string host_;
+  const std::string client_id_;
+  const std::string client_secret_;
+  const std::string discovery_url_;
+  const std::string scopes_;
+  HttpTransport& transport_;
+  Clock& clock_;
+  std::chrono::milliseconds timeout_{60'000};
+
+  std::mutex fetch_mu_;         // serialises discovery and token requests
+  std::string token_endpoint_;  // Guarded by fetch_mu_.
+  std::mutex mu_;
+  std::optional<Token> token_;  // Guarded by mu_.
+};
+
+// The provider for a resolved config: auth_type pins one; otherwise PAT if a token is set, else
+// OAuth M2M if client id and secret are set. kUnauthenticated when nothing is configured.
+StatusOr<std::unique_ptr<CredentialsProvider>> MakeCredentialsProvider(
+    const DatabricksConfig& config, HttpTransport& transport, Clock& clock);
+
+}  // namespace sbx::controller::databricks
