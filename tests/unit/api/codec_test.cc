@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <string>
 
 namespace sbx::api {
@@ -398,15 +400,19 @@ TEST(DecodeManifestsTest, ThousandManifestsDecodeWellUnderASecond) {
             "\n  labels: {app: agents}\nspec:\n  displayName: Box\n  inactivityTimeout: 15m\n"
             "  setup:\n    - name: deps\n      run: echo hi\n";
   }
-  const auto start = std::chrono::steady_clock::now();
+  // CPU time, not wall time: other builds share the 2-core CI machine.
+  const std::clock_t start = std::clock();
   StatusOr<std::vector<Manifest>> ms = DecodeManifests(yaml, "many.yaml");
-  const auto elapsed = std::chrono::steady_clock::now() - start;
+  const double elapsed_ms = 1000.0 * static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
   ASSERT_TRUE(ms.ok()) << ms.status();
   EXPECT_EQ(ms->size(), 1000u);
-  EXPECT_LT(elapsed, std::chrono::milliseconds(1000));
-  std::printf("decoded 1000 manifests in %lld ms\n",
-              static_cast<long long>(
-                  std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()));
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr double kBudgetMs = 3000;  // ASan makes allocation-heavy parsing ~3x slower.
+#else
+  constexpr double kBudgetMs = 1000;
+#endif
+  EXPECT_LT(elapsed_ms, kBudgetMs);
+  std::printf("decoded 1000 manifests in %.0f ms of CPU\n", elapsed_ms);
 }
 
 }  // namespace

@@ -1,0 +1,328 @@
+#include "api/validation.h"
+
+#include <cmath>
+#include <set>
+#include <string>
+
+namespace sbx::api {
+namespace {
+
+bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool IsAlnum(char c) { return IsLowerAlnum(c) || (c >= 'A' && c <= 'Z'); }
+
+std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+Status Invalid(std::string_view path, std::string_view problem) {
+  return InvalidArgumentError(std::string(path) + ": " + std::string(problem));
+}
+
+bool HasControlChars(std::string_view s, bool allow_newlines) {
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u == 0x7f || (u < 0x20 && !(allow_newlines && (c == '\n' || c == '\t' || c == '\r')))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Label name part: 1–63 of [A-Za-z0-9-_.], starting and ending alphanumeric (Kubernetes).
+std::string ValidateQualifiedNamePart(std::string_view s) {
+  if (s.empty() || s.size() > 63) {
+    return "must be 1–63 characters";
+  }
+  if (!IsAlnum(s.front()) || !IsAlnum(s.back())) {
+    return "must start and end with a letter or digit";
+  }
+  for (char c : s) {
+    if (!IsAlnum(c) && c != '-' && c != '_' && c != '.') {
+      return "may contain only letters, digits, '-', '_' and '.'";
+    }
+  }
+  return "";
+}
+
+// DNS-1123 subdomain: dot-separated labels, ≤ 253 characters.
+std::string ValidateDnsSubdomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) {
+    return "must be 1–253 characters";
+  }
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t dot = s.find('.', start);
+    const std::string_view label =
+        s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (!ValidateDnsLabel(label).empty()) {
+      return "must be a DNS subdomain (lowercase labels separated by '.')";
+    }
+    if (dot == std::string_view::npos) {
+      break;
+    }
+    start = dot + 1;
+  }
+  return "";
+}
+
+// Label/annotation key: [prefix/]name as in Kubernetes.
+std::string ValidateKey(std::string_view key) {
+  const size_t slash = key.find('/');
+  if (slash != std::string_view::npos) {
+    if (std::string p = ValidateDnsSubdomain(key.substr(0, slash)); !p.empty()) {
+      return "invalid key prefix " + Quote(key.substr(0, slash)) + ": " + p;
+    }
+    key = key.substr(slash + 1);
+  }
+  if (std::string p = ValidateQualifiedNamePart(key); !p.empty()) {
+    return "invalid key " + Quote(key) + ": " + p;
+  }
+  return "";
+}
+
+Status ValidateMeta(const ObjectMeta& m) {
+  if (m.name.empty()) {
+    return Invalid("metadata.name", "is required");
+  }
+  if (std::string p = ValidateDnsLabel(m.name); !p.empty()) {
+    return Invalid("metadata.name", "invalid name " + Quote(m.name) + ": " + p);
+  }
+  if (std::string p = ValidateDnsLabel(m.namespace_); !p.empty()) {
+    return Invalid("metadata.namespace", "invalid namespace " + Quote(m.namespace_) + ": " + p);
+  }
+  for (const auto& [key, value] : m.labels) {
+    const std::string path = "metadata.labels." + key;
+    if (std::string p = ValidateKey(key); !p.empty()) {
+      return Invalid(path, p);
+    }
+    if (!value.empty()) {
+      if (std::string p = ValidateQualifiedNamePart(value); !p.empty()) {
+        return Invalid(path, "invalid value " + Quote(value) + ": " + p);
+      }
+    }
+  }
+  size_t annotation_bytes = 0;
+  for (const auto& [key, value] : m.annotations) {
+    if (std::string p = ValidateKey(key); !p.empty()) {
+      return Invalid("metadata.annotations." + key, p);
+    }
+    annotation_bytes += key.size() + value.size();
+  }
+  constexpr size_t kMaxAnnotationBytes = 256 * 1024;  // as Kubernetes
+  if (annotation_bytes > kMaxAnnotationBytes) {
+    return Invalid("metadata.annotations", "total size must be at most 256 KiB");
+  }
+  return OkStatus();
+}
+
+bool IsEnvName(std::string_view s) {
+  if (s.empty() || (s.front() >= '0' && s.front() <= '9')) {
+    return false;
+  }
+  for (char c : s) {
+    if (!IsAlnum(c) && c != '_') {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status ValidateSecretRef(std::string_view path, const SecretRef& ref) {
+  if (ref.empty()) {
+    return OkStatus();  // unset: the optional reference falls back as documented
+  }
+  if (!ref.env.empty() && !ref.file.empty()) {
+    return Invalid(path, "set exactly one of env or file, not both");
+  }
+  if (!ref.env.empty() && !IsEnvName(ref.env)) {
+    return Invalid(std::string(path) + ".env",
+                   "invalid environment variable name " + Quote(ref.env) +
+                       " (expected letters, digits and '_', not starting with a digit)");
+  }
+  if (!ref.file.empty()) {
+    if (ref.file.front() != '/') {
+      return Invalid(std::string(path) + ".file",
+                     "must be an absolute path, got " + Quote(ref.file));
+    }
+    if (HasControlChars(ref.file, false)) {
+      return Invalid(std::string(path) + ".file", "must not contain control characters");
+    }
+  }
+  return OkStatus();
+}
+
+Status ValidateUrl(std::string_view path, std::string_view url) {
+  if (url.empty()) {
+    return OkStatus();
+  }
+  // http:// is allowed for the local emulator and test servers.
+  if (url.rfind("https://", 0) != 0 && url.rfind("http://", 0) != 0) {
+    return Invalid(path,
+                   "must start with https:// (or http:// for a local emulator), got " + Quote(url));
+  }
+  for (char c : url) {
+    if (c == ' ' || static_cast<unsigned char>(c) < 0x20) {
+      return Invalid(path, "must not contain spaces or control characters");
+    }
+  }
+  return OkStatus();
+}
+
+Status ValidateWorkspace(const WorkspaceSpec& s) {
+  RETURN_IF_ERROR(ValidateUrl("spec.databricks.host", s.databricks.host));
+  RETURN_IF_ERROR(ValidateSecretRef("spec.databricks.tokenFrom", s.databricks.token_from));
+  RETURN_IF_ERROR(ValidateSecretRef("spec.databricks.clientIdFrom", s.databricks.client_id_from));
+  RETURN_IF_ERROR(
+      ValidateSecretRef("spec.databricks.clientSecretFrom", s.databricks.client_secret_from));
+  if (s.databricks.client_id_from.empty() != s.databricks.client_secret_from.empty()) {
+    return Invalid(s.databricks.client_id_from.empty() ? "spec.databricks.clientIdFrom"
+                                                       : "spec.databricks.clientSecretFrom",
+                   "OAuth machine-to-machine needs both clientIdFrom and clientSecretFrom");
+  }
+  RETURN_IF_ERROR(ValidateUrl("spec.openai.baseUrl", s.openai.base_url));
+  RETURN_IF_ERROR(ValidateSecretRef("spec.openai.apiKeyFrom", s.openai.api_key_from));
+  if (!std::isfinite(s.limits.requests_per_second) || s.limits.requests_per_second < 0) {
+    return Invalid("spec.limits.requestsPerSecond", "must be a non-negative number (0 = default)");
+  }
+  if (s.limits.max_sandboxes < 0) {
+    return Invalid("spec.limits.maxSandboxes", "must not be negative (0 = no limit of ours)");
+  }
+  return OkStatus();
+}
+
+// Setup step names name status entries and marker files in the sandbox: a path-safe set.
+std::string ValidateStepName(std::string_view s) {
+  if (s.empty()) {
+    return "is required";
+  }
+  if (s.size() > 63) {
+    return "must be at most 63 characters";
+  }
+  for (char c : s) {
+    if (!IsAlnum(c) && c != '-' && c != '_' && c != '.') {
+      return "invalid step name " + Quote(s) +
+             ": may contain only letters, digits, '-', '_' and '.'";
+    }
+  }
+  return "";
+}
+
+Status ValidateSandbox(std::string_view prefix, const SandboxSpec& s) {
+  const std::string p(prefix);
+  if (std::string problem = ValidateDnsLabel(s.workspace_ref); !problem.empty()) {
+    return Invalid(p + ".workspaceRef",
+                   "invalid Workspace name " + Quote(s.workspace_ref) + ": " + problem);
+  }
+  // The characters the API allows in sandbox_id are undocumented (reference: "not
+  // documented"); the id travels in URL paths, so we accept only the safe DNS-1123 label set.
+  if (std::string problem = ValidateDnsLabel(s.sandbox_id); !problem.empty()) {
+    return Invalid(p + ".sandboxId",
+                   "invalid sandbox id " + Quote(s.sandbox_id) + ": " + problem +
+                       (s.sandbox_id.size() > 63 ? " (the default is <namespace>-<name>; set "
+                                                   "sandboxId explicitly)"
+                                                 : ""));
+  }
+  // The docs say 256 characters, the SDKs say bytes: bytes is the safe reading.
+  if (s.display_name.size() > 256) {
+    return Invalid(p + ".displayName", "must be at most 256 bytes");
+  }
+  if (HasControlChars(s.display_name, false)) {
+    return Invalid(p + ".displayName", "must not contain control characters");
+  }
+  // The API's minimum and maximum inactivity_timeout are not documented; we only require a
+  // positive value and let the API reject what it does not accept (Synced=False).
+  if (s.inactivity_timeout.has_value() && s.inactivity_timeout->count() <= 0) {
+    return Invalid(p + ".inactivityTimeout", "must be greater than 0");
+  }
+  for (char c : s.image) {
+    if (c == ' ' || static_cast<unsigned char>(c) < 0x20) {
+      return Invalid(p + ".image", "must not contain spaces or control characters");
+    }
+  }
+  std::set<std::string_view> names;
+  for (size_t i = 0; i < s.setup.size(); ++i) {
+    const SetupStep& step = s.setup[i];
+    const std::string sp = p + ".setup[" + std::to_string(i) + "]";
+    if (std::string problem = ValidateStepName(step.name); !problem.empty()) {
+      return Invalid(sp + ".name", problem);
+    }
+    if (!names.insert(step.name).second) {
+      return Invalid(sp + ".name", "duplicate step name " + Quote(step.name));
+    }
+    if (step.run.find_first_not_of(" \t\r\n") == std::string::npos) {
+      return Invalid(sp + ".run", "is required (a bash script)");
+    }
+    if (step.timeout.count() <= 0) {
+      return Invalid(sp + ".timeout", "must be greater than 0");
+    }
+  }
+  return OkStatus();
+}
+
+Status ValidateAgentWorker(const AgentWorkerSpec& s) {
+  const bool has_ref = !s.sandbox_ref.empty();
+  if (has_ref == s.sandbox.has_value()) {
+    return Invalid("spec", has_ref ? "set exactly one of sandboxRef or sandbox, not both"
+                                   : "set exactly one of sandboxRef or sandbox");
+  }
+  if (has_ref) {
+    if (std::string p = ValidateDnsLabel(s.sandbox_ref); !p.empty()) {
+      return Invalid("spec.sandboxRef", "invalid Sandbox name " + Quote(s.sandbox_ref) + ": " + p);
+    }
+  } else {
+    RETURN_IF_ERROR(ValidateSandbox("spec.sandbox", *s.sandbox));
+  }
+  if (s.workspace_directory.empty() || s.workspace_directory.front() != '/') {
+    return Invalid("spec.workspaceDirectory",
+                   "must be an absolute path, got " + Quote(s.workspace_directory));
+  }
+  if (HasControlChars(s.workspace_directory, false)) {
+    return Invalid("spec.workspaceDirectory", "must not contain control characters");
+  }
+  if (s.executor.command.empty()) {
+    return Invalid("spec.executor.command", "is required");
+  }
+  if (HasControlChars(s.executor.command, false)) {
+    return Invalid("spec.executor.command", "must not contain control characters");
+  }
+  for (size_t i = 0; i < s.executor.args.size(); ++i) {
+    if (s.executor.args[i].find('\0') != std::string::npos) {
+      return Invalid("spec.executor.args[" + std::to_string(i) + "]", "must not contain NUL");
+    }
+  }
+  RETURN_IF_ERROR(ValidateSecretRef("spec.executor.apiKeyFrom", s.executor.api_key_from));
+  return OkStatus();
+}
+
+}  // namespace
+
+std::string ValidateDnsLabel(std::string_view s) {
+  if (s.empty()) {
+    return "must not be empty";
+  }
+  if (s.size() > 63) {
+    return "must be at most 63 characters";
+  }
+  for (char c : s) {
+    if (!IsLowerAlnum(c) && c != '-') {
+      return "must consist of lowercase letters, digits and '-'";
+    }
+  }
+  if (s.front() == '-' || s.back() == '-') {
+    return "must start and end with a lowercase letter or digit";
+  }
+  return "";
+}
+
+Status Validate(const Object& object) {
+  RETURN_IF_ERROR(ValidateMeta(object.metadata));
+  switch (object.kind) {
+    case Kind::kWorkspace:
+      return ValidateWorkspace(object.workspace_spec());
+    case Kind::kSandbox:
+      return ValidateSandbox("spec", object.sandbox_spec());
+    case Kind::kAgentWorker:
+      return ValidateAgentWorker(object.agent_worker_spec());
+  }
+  return OkStatus();
+}
+
+}  // namespace sbx::api

@@ -1,0 +1,196 @@
+#include "api/validation.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+
+#include "api/defaults.h"
+
+namespace sbx::api {
+namespace {
+
+using std::chrono::seconds;
+
+Object Sandbox(std::string name = "box") {
+  Object o = MakeObject(Kind::kSandbox, std::move(name));
+  ApplyDefaults(o);
+  return o;
+}
+
+Object Worker() {
+  Object o = MakeObject(Kind::kAgentWorker, "w");
+  o.agent_worker_spec().sandbox_ref = "box";
+  ApplyDefaults(o);
+  return o;
+}
+
+std::string Error(const Object& o) {
+  Status s = Validate(o);
+  if (s.ok()) {
+    return "OK";
+  }
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  return s.message();
+}
+
+TEST(ValidationTest, DefaultedObjectsAreValid) {
+  EXPECT_EQ(Error(Sandbox()), "OK");
+  EXPECT_EQ(Error(Worker()), "OK");
+  Object ws = MakeObject(Kind::kWorkspace, "default");
+  EXPECT_EQ(Error(ws), "OK");
+}
+
+TEST(ValidationTest, Names) {
+  EXPECT_EQ(Error(Sandbox("Box")),
+            "metadata.name: invalid name \"Box\": must consist of lowercase letters, digits and "
+            "'-'");
+  EXPECT_EQ(Error(Sandbox("-box")),
+            "metadata.name: invalid name \"-box\": must start and end with a lowercase letter or "
+            "digit");
+  EXPECT_EQ(Error(Sandbox(std::string(64, 'a'))), "metadata.name: invalid name \"" +
+                                                      std::string(64, 'a') +
+                                                      "\": must be at most 63 characters");
+  EXPECT_EQ(Error(Sandbox(std::string(63, 'a'))).find("metadata.name"), std::string::npos);
+  Object o = Sandbox();
+  o.metadata.name = "";
+  EXPECT_EQ(Error(o), "metadata.name: is required");
+  o = Sandbox();
+  o.metadata.namespace_ = "Team_A";
+  EXPECT_EQ(Error(o),
+            "metadata.namespace: invalid namespace \"Team_A\": must consist of lowercase letters, "
+            "digits and '-'");
+}
+
+TEST(ValidationTest, Labels) {
+  Object o = Sandbox();
+  o.metadata.labels = {{"app.kubernetes.io/name", "agent"}, {"tier", ""}};
+  EXPECT_EQ(Error(o), "OK");
+  o.metadata.labels = {{"bad key", "x"}};
+  EXPECT_EQ(Error(o),
+            "metadata.labels.bad key: invalid key \"bad key\": may contain only letters, digits, "
+            "'-', '_' and '.'");
+  o.metadata.labels = {{"Bad_Prefix/x", "x"}};
+  EXPECT_EQ(Error(o),
+            "metadata.labels.Bad_Prefix/x: invalid key prefix \"Bad_Prefix\": must be a DNS "
+            "subdomain (lowercase labels separated by '.')");
+  o.metadata.labels = {{"app", "has space"}};
+  EXPECT_EQ(Error(o),
+            "metadata.labels.app: invalid value \"has space\": may contain only letters, digits, "
+            "'-', '_' and '.'");
+}
+
+TEST(ValidationTest, SandboxId) {
+  Object o = Sandbox();
+  o.sandbox_spec().sandbox_id = "has_underscore";
+  EXPECT_EQ(Error(o),
+            "spec.sandboxId: invalid sandbox id \"has_underscore\": must consist of lowercase "
+            "letters, digits and '-'");
+  Object longer = MakeObject(Kind::kSandbox, std::string(40, 'b'), std::string(40, 'n'));
+  ApplyDefaults(longer);
+  EXPECT_NE(Error(longer).find("spec.sandboxId: invalid sandbox id"), std::string::npos);
+  EXPECT_NE(Error(longer).find("set sandboxId explicitly"), std::string::npos);
+}
+
+TEST(ValidationTest, DisplayNameAndTimeout) {
+  Object o = Sandbox();
+  o.sandbox_spec().display_name = std::string(256, 'x');
+  EXPECT_EQ(Error(o), "OK");
+  o.sandbox_spec().display_name = std::string(257, 'x');
+  EXPECT_EQ(Error(o), "spec.displayName: must be at most 256 bytes");
+  o = Sandbox();
+  o.sandbox_spec().inactivity_timeout = seconds(0);
+  EXPECT_EQ(Error(o), "spec.inactivityTimeout: must be greater than 0");
+}
+
+TEST(ValidationTest, SetupSteps) {
+  Object o = Sandbox();
+  o.sandbox_spec().setup = {{"deps", "apt-get install -y jq", seconds(60)},
+                            {"deps", "echo", seconds(60)}};
+  EXPECT_EQ(Error(o), "spec.setup[1].name: duplicate step name \"deps\"");
+  o.sandbox_spec().setup = {{"", "echo", seconds(60)}};
+  EXPECT_EQ(Error(o), "spec.setup[0].name: is required");
+  o.sandbox_spec().setup = {{"a/b", "echo", seconds(60)}};
+  EXPECT_EQ(Error(o),
+            "spec.setup[0].name: invalid step name \"a/b\": may contain only letters, digits, "
+            "'-', '_' and '.'");
+  o.sandbox_spec().setup = {{"a", "  \n", seconds(60)}};
+  EXPECT_EQ(Error(o), "spec.setup[0].run: is required (a bash script)");
+  o.sandbox_spec().setup = {{"a", "echo", seconds(0)}};
+  EXPECT_EQ(Error(o), "spec.setup[0].timeout: must be greater than 0");
+}
+
+TEST(ValidationTest, SecretRefs) {
+  Object o = MakeObject(Kind::kWorkspace, "default");
+  WorkspaceSpec& s = o.workspace_spec();
+  s.databricks.token_from = {"DATABRICKS_TOKEN", "/etc/token"};
+  EXPECT_EQ(Error(o), "spec.databricks.tokenFrom: set exactly one of env or file, not both");
+  s.databricks.token_from = {"1BAD", ""};
+  EXPECT_EQ(Error(o),
+            "spec.databricks.tokenFrom.env: invalid environment variable name \"1BAD\" (expected "
+            "letters, digits and '_', not starting with a digit)");
+  s.databricks.token_from = {"", "relative/token"};
+  EXPECT_EQ(Error(o),
+            "spec.databricks.tokenFrom.file: must be an absolute path, got \"relative/token\"");
+  s.databricks.token_from = {"", "/etc/token"};
+  EXPECT_EQ(Error(o), "OK");
+  s.databricks.client_id_from = {"CLIENT_ID", ""};
+  EXPECT_EQ(Error(o),
+            "spec.databricks.clientSecretFrom: OAuth machine-to-machine needs both clientIdFrom "
+            "and clientSecretFrom");
+}
+
+TEST(ValidationTest, WorkspaceLimitsAndUrls) {
+  Object o = MakeObject(Kind::kWorkspace, "default");
+  o.workspace_spec().limits.max_sandboxes = -1;
+  EXPECT_EQ(Error(o), "spec.limits.maxSandboxes: must not be negative (0 = no limit of ours)");
+  o.workspace_spec().limits = {-0.5, 0};
+  EXPECT_EQ(Error(o), "spec.limits.requestsPerSecond: must be a non-negative number (0 = default)");
+  o.workspace_spec().limits = {std::numeric_limits<double>::quiet_NaN(), 0};
+  EXPECT_NE(Error(o), "OK");
+  o.workspace_spec().limits = {};
+  o.workspace_spec().databricks.host = "x.cloud.databricks.com";
+  EXPECT_EQ(Error(o),
+            "spec.databricks.host: must start with https:// (or http:// for a local emulator), "
+            "got \"x.cloud.databricks.com\"");
+}
+
+TEST(ValidationTest, AgentWorkerNeedsExactlyOneSandboxSource) {
+  Object o = Worker();
+  o.agent_worker_spec().sandbox_ref = "";
+  EXPECT_EQ(Error(o), "spec: set exactly one of sandboxRef or sandbox");
+  o = Worker();
+  o.agent_worker_spec().sandbox = SandboxSpec{};
+  EXPECT_EQ(Error(o), "spec: set exactly one of sandboxRef or sandbox, not both");
+}
+
+TEST(ValidationTest, InlineSandboxIsValidatedUnderItsPath) {
+  Object o = MakeObject(Kind::kAgentWorker, "w");
+  o.agent_worker_spec().sandbox = SandboxSpec{};
+  o.agent_worker_spec().sandbox->inactivity_timeout = seconds(0);
+  ApplyDefaults(o);
+  EXPECT_EQ(Error(o), "spec.sandbox.inactivityTimeout: must be greater than 0");
+}
+
+TEST(ValidationTest, WorkspaceDirectoryAndExecutor) {
+  Object o = Worker();
+  o.agent_worker_spec().workspace_directory = "workspace";
+  EXPECT_EQ(Error(o), "spec.workspaceDirectory: must be an absolute path, got \"workspace\"");
+  o = Worker();
+  o.agent_worker_spec().executor.command = "";
+  EXPECT_EQ(Error(o), "spec.executor.command: is required");
+  o = Worker();
+  o.agent_worker_spec().executor.api_key_from = {"", "key"};
+  EXPECT_EQ(Error(o), "spec.executor.apiKeyFrom.file: must be an absolute path, got \"key\"");
+}
+
+TEST(ValidationTest, DnsLabelHelper) {
+  EXPECT_EQ(ValidateDnsLabel("a"), "");
+  EXPECT_EQ(ValidateDnsLabel("a-1"), "");
+  EXPECT_EQ(ValidateDnsLabel(""), "must not be empty");
+  EXPECT_NE(ValidateDnsLabel("a.b"), "");
+  EXPECT_NE(ValidateDnsLabel("a-"), "");
+}
+
+}  // namespace
+}  // namespace sbx::api
