@@ -280,6 +280,42 @@ TEST_F(SqliteStoreFileTest, ConcurrentWritersLoseNoRevisionAndWatchSeesEachOnce)
   EXPECT_TRUE(after->empty());
 }
 
+TEST_F(SqliteStoreFileTest, ConcurrentOpensOfAFreshFileMigrateOnce) {
+  std::vector<std::unique_ptr<SqliteStore>> stores(4);
+  {
+    std::vector<std::jthread> openers;
+    for (auto& store : stores) {
+      openers.emplace_back([&] { store = MustOpen(); });
+    }
+  }
+  for (const auto& store : stores) {
+    ASSERT_NE(store, nullptr);
+  }
+  ASSERT_TRUE(stores[0]->Apply({Sandbox("a")}, {}).ok());
+  auto seen = stores[3]->Get(ObjectKey{Kind::kSandbox, "default", "a"});
+  EXPECT_TRUE(seen.ok()) << seen.status();
+}
+
+// Several threads sharing one instance (one connection behind its mutex).
+TEST_F(SqliteStoreFileTest, OneInstanceIsSafeFromSeveralThreads) {
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 25; ++i) {
+          auto applied =
+              store->Apply({Sandbox("t" + std::to_string(t) + "-" + std::to_string(i))}, {});
+          EXPECT_TRUE(applied.ok()) << applied.status();
+        }
+      });
+    }
+  }
+  EXPECT_EQ(*store->CurrentRevision(), 100);
+  EXPECT_EQ(store->List({})->size(), 100u);
+}
+
 TEST_F(SqliteStoreFileTest, LeaseIsExclusiveAcrossInstances) {
   auto a = MustOpen();
   auto b = MustOpen();
