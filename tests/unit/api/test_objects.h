@@ -1,0 +1,79 @@
+// Fully populated sbx objects for codec and schema tests: every field set to a non-default
+// value, so a field the codec drops or a schema forgets shows up as a difference.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "api/resources.h"
+
+namespace sbx::api::test_objects {
+
+inline Object FullSandbox() {
+  Object o = MakeObject(Kind::kSandbox, "dev-box", "team-a");
+  o.metadata.labels = {{"app", "agent"}, {"tier", "dev"}};
+  o.metadata.annotations = {{"note", "hello: world"}};
+  o.metadata.uid = "4a1e";
+  o.metadata.generation = 3;
+  o.metadata.resource_version = 42;
+  o.metadata.creation_timestamp = "2024-01-02T03:04:05Z";
+  o.metadata.deletion_timestamp = "2024-01-03T03:04:05Z";
+  o.metadata.finalizers = {std::string(kControllerFinalizer)};
+  o.metadata.owner_references = {{Kind::kAgentWorker, "w1", "u1", false}};
+  SandboxSpec& s = o.sandbox_spec();
+  s.workspace_ref = "prod";
+  s.sandbox_id = "team-a-dev-box";
+  s.display_name = "Dev box";
+  s.inactivity_timeout = std::chrono::seconds(5400);
+  s.image = "ubuntu:22.04";
+  s.power = Power::kStopped;
+  s.setup = {{"deps", "apt-get install -y jq\necho done\n", std::chrono::seconds(600)},
+             {"one-liner", "true", std::chrono::seconds(90)}};
+  s.deletion_policy = DeletionPolicy::kOrphan;
+  SandboxStatus& st = o.sandbox_status();
+  st.observed_generation = 3;
+  st.conditions = {{"Ready", ConditionStatus::kFalse, "Starting", "waiting for RUNNING",
+                    "2024-01-02T03:04:06Z", 3}};
+  st.sandbox_name = "sandboxes/team-a-dev-box";
+  st.state = "RUNNING";
+  st.create_time = "2024-01-02T03:04:05Z";
+  st.boot_id = "b1";
+  st.setup = {{"deps", "b1", 0, true, "", "2024-01-02T03:05:00Z"},
+              {"one-liner", "b1", 2, false, "boom", ""}};
+  return o;
+}
+
+inline Object FullWorkspace() {
+  Object o = MakeObject(Kind::kWorkspace, "default");
+  WorkspaceSpec& s = o.workspace_spec();
+  s.databricks = {"https://x.cloud.databricks.com",
+                  "DEFAULT",
+                  "1234567890",
+                  {"DATABRICKS_TOKEN", ""},
+                  {"", "/etc/sbx/client-id"},
+                  {"CLIENT_SECRET", ""}};
+  s.openai = {"https://api.openai.com/v1", {"OPENAI_API_KEY", ""}};
+  s.limits = {2.5, 40};
+  o.workspace_status().observed_generation = 1;
+  o.workspace_status().conditions = {{"Ready", ConditionStatus::kTrue, "Ok", "", "t", 1}};
+  return o;
+}
+
+inline Object FullWorker() {
+  Object o = MakeObject(Kind::kAgentWorker, "w1");
+  AgentWorkerSpec& s = o.agent_worker_spec();
+  s.sandbox = FullSandbox().sandbox_spec();
+  s.agent = {"gpt-5", "Fix the bug.\nThen stop.\n"};
+  s.workspace_directory = "/home/sandbox-agent/repo";
+  s.executor = {"codex", {"exec-server", "--verbose"}, {"", "/run/secrets/key"}};
+  s.restart_policy = RestartPolicy::kNever;
+  AgentWorkerStatus& st = o.agent_worker_status();
+  st.session_id = "sess_1";
+  st.environment_id = "env_1";
+  st.remote_url = "wss://x";
+  st.executor = {1234, "2024-01-02T03:04:05Z", 2, "IPNotAuthorized"};
+  st.environment_status = "connected";
+  return o;
+}
+
+}  // namespace sbx::api::test_objects
