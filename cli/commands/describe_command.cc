@@ -1,0 +1,237 @@
+#include "cli/commands/describe_command.h"
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "api/codec.h"
+#include "cli/commands/object_printer.h"
+#include "cli/commands/table_printer.h"
+
+namespace sbx::cli {
+namespace {
+
+constexpr int kLabelWidth = 20;
+
+void Field(std::ostream& out, std::string_view label, std::string_view value, int indent = 0) {
+  std::string line(static_cast<size_t>(indent), ' ');
+  line += label;
+  line += ":";
+  const size_t pad = kLabelWidth > static_cast<int>(line.size())
+                         ? static_cast<size_t>(kLabelWidth) - line.size()
+                         : 1;
+  line.append(pad, ' ');
+  line += value.empty() ? "<none>" : value;
+  out << line << "\n";
+}
+
+void MapField(std::ostream& out, std::string_view label,
+              const std::map<std::string, std::string>& values) {
+  if (values.empty()) {
+    Field(out, label, "<none>");
+    return;
+  }
+  bool first = true;
+  for (const auto& [k, v] : values) {
+    if (first) {
+      Field(out, label, k + "=" + v);
+      first = false;
+    } else {
+      out << std::string(kLabelWidth, ' ') << k << "=" << v << "\n";
+    }
+  }
+}
+
+void Indented(std::ostream& out, std::string_view block, int indent) {
+  size_t start = 0;
+  while (start < block.size()) {
+    size_t nl = block.find('\n', start);
+    if (nl == std::string_view::npos) {
+      nl = block.size();
+    }
+    out << std::string(static_cast<size_t>(indent), ' ') << block.substr(start, nl - start) << "\n";
+    start = nl + 1;
+  }
+}
+
+void StatusFields(std::ostream& out, const api::Object& o) {
+  switch (o.kind) {
+    case api::Kind::kSandbox: {
+      const auto& s = o.sandbox_status();
+      Field(out, "Sandbox Name", s.sandbox_name, 2);
+      Field(out, "State", s.state, 2);
+      Field(out, "Create Time", s.create_time, 2);
+      Field(out, "Boot ID", s.boot_id, 2);
+      Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
+      for (const api::SetupResult& r : s.setup) {
+        Field(out, "Setup " + r.name,
+              (r.succeeded ? "Succeeded" : "Failed (exit " + std::to_string(r.exit_code) + ")") +
+                  (r.message.empty() ? "" : ": " + r.message),
+              2);
+      }
+      break;
+    }
+    case api::Kind::kAgentWorker: {
+      const auto& s = o.agent_worker_status();
+      Field(out, "Session ID", s.session_id, 2);
+      Field(out, "Environment ID", s.environment_id, 2);
+      Field(out, "Environment", s.environment_status, 2);
+      Field(out, "Remote URL", s.remote_url, 2);
+      Field(out, "Executor PID", s.executor.pid == 0 ? "" : std::to_string(s.executor.pid), 2);
+      Field(out, "Launched At", s.executor.launched_at, 2);
+      Field(out, "Restarts", std::to_string(s.executor.restarts), 2);
+      Field(out, "Last Exit", s.executor.last_exit_reason, 2);
+      Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
+      break;
+    }
+    case api::Kind::kWorkspace:
+      Field(out, "Observed Gen", std::to_string(o.workspace_status().observed_generation), 2);
+      break;
+  }
+}
+
+}  // namespace
+
+void Describe(std::ostream& out, const api::Object& o,
+              const std::vector<controller::Store::Event>& events,
+              std::chrono::system_clock::time_point now) {
+  Field(out, "Name", o.metadata.name);
+  Field(out, "Namespace", o.metadata.namespace_);
+  Field(out, "Kind", api::KindName(o.kind));
+  MapField(out, "Labels", o.metadata.labels);
+  MapField(out, "Annotations", o.metadata.annotations);
+  Field(out, "UID", o.metadata.uid);
+  Field(out, "Generation", std::to_string(o.metadata.generation));
+  Field(out, "Resource Version", std::to_string(o.metadata.resource_version));
+  Field(out, "Created",
+        o.metadata.creation_timestamp.empty()
+            ? ""
+            : o.metadata.creation_timestamp + " (" + AgeSince(o.metadata.creation_timestamp, now) +
+                  " ago)");
+  if (!o.metadata.deletion_timestamp.empty()) {
+    Field(out, "Deleting Since", o.metadata.deletion_timestamp);
+  }
+  std::string finalizers;
+  for (const std::string& f : o.metadata.finalizers) {
+    finalizers += (finalizers.empty() ? "" : ", ") + f;
+  }
+  Field(out, "Finalizers", finalizers);
+  std::string owners;
+  for (const api::OwnerReference& r : o.metadata.owner_references) {
+    owners += (owners.empty() ? "" : ", ") + TypeName(r.kind) + "/" + r.name;
+  }
+  Field(out, "Controlled By", owners);
+
+  out << "Spec:\n";
+  const std::string spec = YamlBlock(api::EncodeObjectYaml(o), "spec");
+  if (spec.empty()) {
+    out << "  <none>\n";
+  } else {
+    Indented(out, spec, 0);
+  }
+  out << "Status:\n";
+  StatusFields(out, o);
+
+  out << "Conditions:\n";
+  if (o.conditions().empty()) {
+    out << "  <none>\n";
+  } else {
+    TablePrinter t({"  TYPE", "STATUS", "REASON", "MESSAGE", "LAST TRANSITION"});
+    for (const api::Condition& c : o.conditions()) {
+      std::string when = c.last_transition_time;
+      if (!when.empty()) {
+        when += " (" + AgeSince(c.last_transition_time, now) + " ago)";
+      }
+      t.AddRow({"  " + c.type, std::string(api::ConditionStatusName(c.status)), c.reason, c.message,
+                when});
+    }
+    t.Print(out);
+  }
+
+  out << "Events:\n";
+  if (events.empty()) {
+    out << "  <none>\n";
+  } else {
+    TablePrinter t({"  TYPE", "REASON", "AGE", "MESSAGE"});
+    for (const controller::Store::Event& e : events) {
+      std::string age = AgeSince(e.last_seen, now);
+      if (e.count > 1) {
+        age += " (x" + std::to_string(e.count) + " over " + AgeSince(e.first_seen, now) + ")";
+      }
+      t.AddRow({"  " + e.type, e.reason, age, e.message});
+    }
+    t.Print(out);
+  }
+}
+
+int RunDescribe(CommandContext& ctx, const DescribeCommandOptions& options) {
+  if (options.args.empty()) {
+    return ctx.Fail(
+        api::InvalidArgumentError("you must specify the type of resource to "
+                                  "describe"));
+  }
+  auto store = ctx.store();
+  if (!store.ok()) {
+    return ctx.Fail(store.status());
+  }
+  std::vector<api::Object> objects;
+  bool not_found = false;
+  if (options.args.size() == 1 && options.args[0].find('/') == std::string::npos) {
+    auto kind = api::ParseKind(options.args[0]);
+    if (!kind.ok()) {
+      return ctx.Fail(kind.status());
+    }
+    controller::ListOptions list;
+    list.kind = *kind;
+    list.namespace_ = ctx.ListNamespace();
+    auto listed = (*store)->List(list);
+    if (!listed.ok()) {
+      return ctx.Fail(listed.status());
+    }
+    objects = std::move(listed).value();
+    if (objects.empty()) {
+      ctx.err() << (list.namespace_ ? "No resources found in " + *list.namespace_ + " namespace."
+                                    : std::string("No resources found"))
+                << "\n";
+      return kExitOk;
+    }
+  } else {
+    auto keys = ResolveTargets(options.args, ctx.options().namespace_);
+    if (!keys.ok()) {
+      return ctx.Fail(keys.status());
+    }
+    for (const api::ObjectKey& key : *keys) {
+      auto got = (*store)->Get(key);
+      if (got.ok()) {
+        objects.push_back(std::move(got).value());
+      } else if (got.status().code() == api::StatusCode::kNotFound) {
+        ctx.err() << NotFoundMessage(key) << "\n";
+        not_found = true;
+      } else {
+        return ctx.Fail(got.status());
+      }
+    }
+  }
+  bool first = true;
+  for (const api::Object& o : objects) {
+    auto events = (*store)->ListEvents(api::KeyOf(o));
+    if (!events.ok()) {
+      return ctx.Fail(events.status());
+    }
+    if (!first) {
+      ctx.out() << "\n\n";
+    }
+    first = false;
+    Describe(ctx.out(), o, *events, ctx.clock().Now());
+  }
+  return ctx.exit_code = not_found ? kExitError : kExitOk;
+}
+
+void AddDescribeCommand(CLI::App& app, CommandContext& ctx) {
+  auto options = std::make_shared<DescribeCommandOptions>();
+  CLI::App* sub = app.add_subcommand("describe", "Show details of objects and their events");
+  sub->add_option("args", options->args, "KIND [NAME…] or KIND/NAME…");
+  sub->callback(
+      [&ctx, options] { ctx.action = [&ctx, options] { return RunDescribe(ctx, *options); }; });
+}
+
+}  // namespace sbx::cli

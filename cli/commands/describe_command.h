@@ -1,0 +1,31 @@
+// `sbxctl describe KIND [NAME…] | KIND/NAME…`: a human summary of objects, like kubectl
+// describe — metadata, spec (YAML), status fields, a Conditions table and the Events of the
+// object. Without a name, describes every object of the kind in the namespace. Not thread-safe.
+#pragma once
+
+#include <chrono>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "cli/commands/command_context.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace sbx::cli {
+
+struct DescribeCommandOptions {
+  std::vector<std::string> args;
+};
+
+int RunDescribe(CommandContext& ctx, const DescribeCommandOptions& options);
+void AddDescribeCommand(CLI::App& app, CommandContext& ctx);
+
+// Writes the description of one object and its events.
+void Describe(std::ostream& out, const api::Object& object,
+              const std::vector<controller::Store::Event>& events,
+              std::chrono::system_clock::time_point now);
+
+}  // namespace sbx::cli

@@ -1,0 +1,282 @@
+#include "cli/commands/get_command.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "api/codec.h"
+#include "cli/commands/object_printer.h"
+#include "cli/commands/table_printer.h"
+
+namespace sbx::cli {
+namespace {
+
+constexpr std::chrono::milliseconds kMaxBlock{200};
+
+struct Query {
+  std::vector<api::Kind> kinds;
+  std::vector<std::string> names;  // empty = all
+  // Explicit KIND/NAME pairs (when given in that form).
+  std::vector<api::ObjectKey> keys;
+  std::map<std::string, std::string> selector;
+};
+
+api::StatusOr<Query> ParseQuery(const std::vector<std::string>& args, const std::string& ns) {
+  Query q;
+  if (args.empty()) {
+    return api::InvalidArgumentError(
+        "you must specify the type of resource to get (sandbox|sb, agentworker|aw, "
+        "workspace|ws)");
+  }
+  if (args[0].find('/') != std::string::npos) {
+    ASSIGN_OR_RETURN(q.keys, ResolveTargets(args, ns));
+    for (const api::ObjectKey& k : q.keys) {
+      if (std::find(q.kinds.begin(), q.kinds.end(), k.kind) == q.kinds.end()) {
+        q.kinds.push_back(k.kind);
+      }
+    }
+    return q;
+  }
+  std::string_view kinds = args[0];
+  while (!kinds.empty()) {
+    const size_t comma = kinds.find(',');
+    const std::string_view one = kinds.substr(0, comma);
+    kinds = comma == std::string_view::npos ? std::string_view() : kinds.substr(comma + 1);
+    if (one == "all") {
+      q.kinds = {api::Kind::kWorkspace, api::Kind::kSandbox, api::Kind::kAgentWorker};
+      continue;
+    }
+    ASSIGN_OR_RETURN(api::Kind kind, api::ParseKind(one));
+    if (std::find(q.kinds.begin(), q.kinds.end(), kind) == q.kinds.end()) {
+      q.kinds.push_back(kind);
+    }
+  }
+  q.names.assign(args.begin() + 1, args.end());
+  for (api::Kind kind : q.kinds) {
+    for (const std::string& name : q.names) {
+      q.keys.push_back(api::ObjectKey{kind, ns, name});
+    }
+  }
+  return q;
+}
+
+bool Matches(const Query& q, const std::optional<std::string>& ns, const api::ObjectKey& key,
+             const api::Object* object) {
+  if (std::find(q.kinds.begin(), q.kinds.end(), key.kind) == q.kinds.end()) {
+    return false;
+  }
+  if (!q.keys.empty() && std::find(q.keys.begin(), q.keys.end(), key) == q.keys.end()) {
+    return false;
+  }
+  if (ns && key.namespace_ != *ns) {
+    return false;
+  }
+  if (object != nullptr) {
+    for (const auto& [k, v] : q.selector) {
+      auto it = object->metadata.labels.find(k);
+      if (it == object->metadata.labels.end() || it->second != v) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+std::string NoResourcesMessage(const std::optional<std::string>& ns) {
+  return ns ? "No resources found in " + *ns + " namespace." : "No resources found";
+}
+
+int Watch(CommandContext& ctx, controller::Store& store, const Query& q,
+          const std::optional<std::string>& ns, OutputFormat format, int64_t since,
+          std::vector<api::Object> initial, std::chrono::seconds timeout) {
+  const bool with_namespace = !ns.has_value();
+  const bool wide = format == OutputFormat::kWide;
+  const bool table = format == OutputFormat::kTable || wide;
+  // Widths of the table already printed, so that later rows line up (per kind).
+  std::map<api::Kind, std::vector<size_t>> widths;
+  std::map<api::ObjectKey, api::Object> last_seen;
+  for (api::Object& o : initial) {
+    last_seen[api::KeyOf(o)] = std::move(o);
+  }
+  if (table) {
+    std::map<api::Kind, TablePrinter> tables;
+    for (const auto& [key, o] : last_seen) {
+      auto it = tables.try_emplace(key.kind, TableHeaders(key.kind, wide, with_namespace)).first;
+      it->second.AddRow(TableRow(o, wide, with_namespace, ctx.clock().Now()));
+    }
+    for (auto& [kind, t] : tables) {
+      t.Print(ctx.out());
+      widths[kind] = t.Widths();
+    }
+  } else {
+    std::vector<api::Object> all;
+    for (const auto& [key, o] : last_seen) {
+      all.push_back(o);
+    }
+    PrintObjects(ctx.out(), all, format, /*single=*/false, with_namespace, ctx.clock().Now());
+  }
+  ctx.out().flush();
+
+  const auto deadline = timeout.count() > 0 ? std::optional(ctx.clock().Steady() + timeout)
+                                            : std::optional<controller::Clock::SteadyTime>();
+  while (!ctx.interrupted()) {
+    auto block = kMaxBlock;
+    if (deadline) {
+      const auto now = ctx.clock().Steady();
+      if (now >= *deadline) {
+        break;
+      }
+      block =
+          std::min(block, std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - now));
+    }
+    if (!store.WaitForChange(block)) {
+      continue;
+    }
+    auto changes = store.WatchSince(since);
+    if (!changes.ok()) {
+      return ctx.Fail(changes.status());
+    }
+    for (const controller::Store::Change& change : *changes) {
+      since = std::max(since, change.revision);
+      const api::Object* object = nullptr;
+      if (change.object) {
+        object = &*change.object;
+        last_seen[change.key] = *change.object;
+      } else if (auto it = last_seen.find(change.key); it != last_seen.end()) {
+        object = &it->second;
+      }
+      if (object == nullptr || !Matches(q, ns, change.key, object)) {
+        continue;
+      }
+      if (table) {
+        std::vector<std::string> row = TableRow(*object, wide, with_namespace, ctx.clock().Now());
+        auto [it, fresh] = widths.try_emplace(change.key.kind);
+        if (fresh) {
+          TablePrinter header(TableHeaders(change.key.kind, wide, with_namespace));
+          header.AddRow(row);
+          it->second = header.Widths();
+          header.Print(ctx.out());
+        } else {
+          TablePrinter::PrintRow(ctx.out(), row, it->second);
+        }
+      } else {
+        PrintObjects(ctx.out(), {*object}, format, /*single=*/true, with_namespace,
+                     ctx.clock().Now());
+        if (format == OutputFormat::kYaml) {
+          ctx.out() << "---\n";
+        }
+      }
+      if (change.type == controller::Store::ChangeType::kDeleted) {
+        last_seen.erase(change.key);
+      }
+    }
+    ctx.out().flush();
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunGet(CommandContext& ctx, const GetCommandOptions& options) {
+  auto format = ParseOutputFormat(options.output);
+  if (!format.ok()) {
+    return ctx.Fail(format.status());
+  }
+  auto query = ParseQuery(options.args, ctx.options().namespace_);
+  if (!query.ok()) {
+    return ctx.Fail(query.status());
+  }
+  auto selector = ParseLabelSelector(options.selector);
+  if (!selector.ok()) {
+    return ctx.Fail(selector.status());
+  }
+  query->selector = *selector;
+  auto timeout = ParseTimeout(options.timeout);
+  if (!timeout.ok()) {
+    return ctx.Fail(timeout.status());
+  }
+  auto store = ctx.store();
+  if (!store.ok()) {
+    return ctx.Fail(store.status());
+  }
+  const std::optional<std::string> ns =
+      query->keys.empty() ? ctx.ListNamespace() : ctx.options().namespace_;
+  const bool with_namespace = !ns.has_value();
+
+  // The revision before reading, so a watch misses nothing written after the read.
+  int64_t since = 0;
+  if (options.watch) {
+    auto rev = (*store)->CurrentRevision();
+    if (!rev.ok()) {
+      return ctx.Fail(rev.status());
+    }
+    since = *rev;
+  }
+
+  std::vector<api::Object> objects;
+  bool not_found = false;
+  if (!query->keys.empty()) {
+    for (const api::ObjectKey& key : query->keys) {
+      auto got = (*store)->Get(key);
+      if (got.ok()) {
+        if (Matches(*query, ns, key, &*got)) {
+          objects.push_back(std::move(got).value());
+        }
+      } else if (got.status().code() == api::StatusCode::kNotFound) {
+        ctx.err() << NotFoundMessage(key) << "\n";
+        not_found = true;
+      } else {
+        return ctx.Fail(got.status());
+      }
+    }
+  } else {
+    for (api::Kind kind : query->kinds) {
+      controller::ListOptions list;
+      list.kind = kind;
+      list.namespace_ = ns;
+      list.label_selector = query->selector;
+      auto listed = (*store)->List(list);
+      if (!listed.ok()) {
+        return ctx.Fail(listed.status());
+      }
+      for (api::Object& o : *listed) {
+        objects.push_back(std::move(o));
+      }
+    }
+  }
+
+  if (options.watch) {
+    return Watch(ctx, **store, *query, ns, *format, since, std::move(objects), *timeout);
+  }
+  const bool single = !query->keys.empty() && query->keys.size() == 1;
+  if (objects.empty()) {
+    if (not_found) {
+      return ctx.exit_code = kExitError;
+    }
+    if (*format == OutputFormat::kJson) {
+      ctx.out() << JsonList({});
+    } else {
+      ctx.err() << NoResourcesMessage(ns) << "\n";
+    }
+    return kExitOk;
+  }
+  PrintObjects(ctx.out(), objects, *format, single, with_namespace, ctx.clock().Now());
+  return ctx.exit_code = not_found ? kExitError : kExitOk;
+}
+
+void AddGetCommand(CLI::App& app, CommandContext& ctx) {
+  auto options = std::make_shared<GetCommandOptions>();
+  CLI::App* sub = app.add_subcommand("get", "Display one or many objects");
+  sub->add_option("args", options->args, "KIND[,KIND…] [NAME…] or KIND/NAME…");
+  sub->add_option("-l,--selector", options->selector, "label selector, e.g. app=x,tier=y");
+  sub->add_option("-o,--output", options->output, "output format: wide|yaml|json|name");
+  sub->add_flag("-w,--watch", options->watch, "after listing, watch for changes");
+  sub->add_option("--timeout", options->timeout, "stop watching after this long (0 = never)")
+      ->capture_default_str();
+  sub->callback(
+      [&ctx, options] { ctx.action = [&ctx, options] { return RunGet(ctx, *options); }; });
+}
+
+}  // namespace sbx::cli

@@ -1,0 +1,32 @@
+// `sbxctl get KIND[,KIND…] [NAME…] [-n NS|-A] [-l k=v,…] [-o wide|yaml|json|name] [-w]`.
+//
+// Also accepts KIND/NAME… . Prints a kubectl-style table by default (see object_printer.h).
+// A named object that does not exist prints `Error from server (NotFound): sandboxes "foo" not
+// found` and exits 1; an empty list prints `No resources found in default namespace.` on
+// stderr and exits 0. -w prints the current state, then one row per change (of any process),
+// until SIGINT/SIGTERM or --timeout; both exit 0. Not thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/commands/command_context.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace sbx::cli {
+
+struct GetCommandOptions {
+  std::vector<std::string> args;  // KIND [NAME…] or KIND/NAME…
+  std::string selector;           // -l
+  std::string output;             // -o
+  bool watch = false;             // -w
+  std::string timeout = "0";      // --timeout for -w; 0 = until interrupted
+};
+
+int RunGet(CommandContext& ctx, const GetCommandOptions& options);
+void AddGetCommand(CLI::App& app, CommandContext& ctx);
+
+}  // namespace sbx::cli

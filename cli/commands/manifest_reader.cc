@@ -1,0 +1,155 @@
+#include "cli/commands/manifest_reader.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <system_error>
+
+#include "api/defaults.h"
+#include "api/validation.h"
+#include "cli/commands/command_context.h"
+
+namespace sbx::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsManifestFile(const fs::path& p) {
+  const std::string ext = p.extension().string();
+  return ext == ".yaml" || ext == ".yml" || ext == ".json";
+}
+
+// Expands one -f argument into the files to read, or an error line.
+std::vector<std::string> ExpandPath(const std::string& path, bool recursive,
+                                    std::vector<std::string>& errors) {
+  if (path == "-") {
+    return {path};
+  }
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) {
+    errors.push_back("the path \"" + path + "\" does not exist");
+    return {};
+  }
+  if (!fs::is_directory(st)) {
+    return {path};
+  }
+  std::vector<std::string> files;
+  const auto add = [&files](const fs::directory_entry& e) {
+    std::error_code ec2;
+    if (e.is_regular_file(ec2) && IsManifestFile(e.path())) {
+      files.push_back(e.path().string());
+    }
+  };
+  if (recursive) {
+    for (auto it = fs::recursive_directory_iterator(path, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      add(*it);
+    }
+  } else {
+    for (auto it = fs::directory_iterator(path, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      add(*it);
+    }
+  }
+  if (ec) {
+    errors.push_back("cannot read directory \"" + path + "\": " + ec.message());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+bool ReadFile(const std::string& path, std::istream& stdin_stream, std::string& content,
+              std::vector<std::string>& errors) {
+  if (path == "-") {
+    content.assign(std::istreambuf_iterator<char>(stdin_stream), std::istreambuf_iterator<char>());
+    return true;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    errors.push_back("cannot read \"" + path + "\"");
+    return false;
+  }
+  content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
+void AddLines(const api::Status& status, std::vector<std::string>& errors) {
+  std::istringstream lines(status.message());
+  std::string line;
+  bool any = false;
+  while (std::getline(lines, line)) {
+    if (!line.empty()) {
+      errors.push_back(line);
+      any = true;
+    }
+  }
+  if (!any) {
+    errors.push_back(status.ToString());
+  }
+}
+
+}  // namespace
+
+std::string Location(const api::Manifest& manifest) {
+  return manifest.file + ":" + std::to_string(manifest.line);
+}
+
+ManifestSet ReadManifests(const ManifestReadOptions& options, std::istream& stdin_stream) {
+  ManifestSet set;
+  std::vector<std::string> files;
+  for (const std::string& path : options.paths) {
+    for (std::string& f : ExpandPath(path, options.recursive, set.errors)) {
+      files.push_back(std::move(f));
+    }
+  }
+  for (const std::string& file : files) {
+    std::string content;
+    if (!ReadFile(file, stdin_stream, content, set.errors)) {
+      continue;
+    }
+    auto decoded = api::DecodeManifests(content, file);
+    if (!decoded.ok()) {
+      AddLines(decoded.status(), set.errors);
+      continue;
+    }
+    for (api::Manifest& m : *decoded) {
+      set.manifests.push_back(std::move(m));
+    }
+  }
+
+  std::map<api::ObjectKey, const api::Manifest*> seen;
+  for (api::Manifest& m : set.manifests) {
+    if (options.namespace_override &&
+        m.object.metadata.namespace_ == std::string(api::kDefaultNamespace)) {
+      m.object.metadata.namespace_ = *options.namespace_override;
+    }
+    if (options.validate) {
+      api::ApplyDefaults(m.object);
+      const api::Status valid = api::Validate(m.object);
+      if (!valid.ok()) {
+        // Validate may report several problems, one per line: place each one.
+        std::istringstream lines(valid.message());
+        std::string line;
+        while (std::getline(lines, line)) {
+          if (!line.empty()) {
+            AddLines(api::LocateError(m, api::Status(valid.code(), line)), set.errors);
+          }
+        }
+        continue;
+      }
+    }
+    const api::ObjectKey key = api::KeyOf(m.object);
+    auto [it, inserted] = seen.emplace(key, &m);
+    if (!inserted) {
+      set.errors.push_back(Location(m) + ": " + TypeName(key.kind) + " \"" + key.namespace_ + "/" +
+                           key.name + "\" is also defined at " + Location(*it->second));
+    }
+  }
+  return set;
+}
+
+}  // namespace sbx::cli

@@ -1,0 +1,37 @@
+// ManifestReader: reads the manifests named by `-f` (files, directories, `-` for stdin) the way
+// apply, diff and delete need them — decoded, defaulted and validated, with EVERY error found
+// (not just the first), each one line "file:line:col: field.path: problem".
+//
+// Directories contribute their *.yaml, *.yml and *.json files in sorted order (recursively with
+// -R). The same object (kind, namespace, name) twice, even across files, is an error naming
+// both places. Stateless functions; thread-safe apart from reading `stdin_stream`.
+#pragma once
+
+#include <istream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/codec.h"
+
+namespace sbx::cli {
+
+struct ManifestReadOptions {
+  std::vector<std::string> paths;  // -f, in order; "-" is stdin
+  bool recursive = false;          // -R
+  // -n given explicitly: objects that name no other namespace are put there.
+  std::optional<std::string> namespace_override;
+  bool validate = true;  // default + validate (delete -f only needs identities)
+};
+
+struct ManifestSet {
+  std::vector<api::Manifest> manifests;  // in file order, defaulted (and validated)
+  std::vector<std::string> errors;       // one line each; non-empty = nothing may be applied
+};
+
+ManifestSet ReadManifests(const ManifestReadOptions& options, std::istream& stdin_stream);
+
+// "file:line" of a manifest, for messages.
+std::string Location(const api::Manifest& manifest);
+
+}  // namespace sbx::cli

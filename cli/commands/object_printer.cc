@@ -1,0 +1,273 @@
+#include "cli/commands/object_printer.h"
+
+#include <map>
+#include <sstream>
+
+#include "api/codec.h"
+#include "cli/commands/command_context.h"
+#include "cli/commands/table_printer.h"
+
+namespace sbx::cli {
+namespace {
+
+std::string OrNone(std::string_view s) { return s.empty() ? "<none>" : std::string(s); }
+
+std::string OneLine(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c == '\n' || c == '\r' || c == '\t') {
+      c = ' ';
+    }
+  }
+  return out;
+}
+
+std::string ReadyReason(const api::Object& o) {
+  const api::Condition* c = api::FindCondition(o.conditions(), "Ready");
+  return c == nullptr ? "" : c->reason;
+}
+std::string ReadyMessage(const api::Object& o) {
+  const api::Condition* c = api::FindCondition(o.conditions(), "Ready");
+  return c == nullptr ? "" : OneLine(c->message);
+}
+
+std::string ExecutorCell(const api::Object& o) {
+  const auto& conditions = o.conditions();
+  const api::Condition* connected = api::FindCondition(conditions, "ExecutorConnected");
+  if (connected != nullptr && connected->status == api::ConditionStatus::kTrue) {
+    return "Connected";
+  }
+  const api::Condition* running = api::FindCondition(conditions, "ExecutorRunning");
+  if (running != nullptr && running->status == api::ConditionStatus::kTrue) {
+    return "Running";
+  }
+  if (running != nullptr && !running->reason.empty()) {
+    return running->reason;
+  }
+  return OrNone(o.agent_worker_status().executor.last_exit_reason);
+}
+
+}  // namespace
+
+api::StatusOr<OutputFormat> ParseOutputFormat(std::string_view text) {
+  if (text.empty()) {
+    return OutputFormat::kTable;
+  }
+  if (text == "wide") {
+    return OutputFormat::kWide;
+  }
+  if (text == "yaml") {
+    return OutputFormat::kYaml;
+  }
+  if (text == "json") {
+    return OutputFormat::kJson;
+  }
+  if (text == "name") {
+    return OutputFormat::kName;
+  }
+  return api::InvalidArgumentError("unable to match a printer suitable for the output format \"" +
+                                   std::string(text) +
+                                   "\", allowed formats are: json,name,wide,yaml");
+}
+
+std::string ConditionCell(const api::Object& object, std::string_view type) {
+  const api::Condition* c = api::FindCondition(object.conditions(), type);
+  return c == nullptr ? "Unknown" : std::string(api::ConditionStatusName(c->status));
+}
+
+std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_namespace) {
+  std::vector<std::string> h;
+  if (with_namespace) {
+    h.push_back("NAMESPACE");
+  }
+  h.push_back("NAME");
+  switch (kind) {
+    case api::Kind::kSandbox:
+      h.insert(h.end(), {"READY", "STATE", "SANDBOX-ID", "AGE"});
+      if (wide) {
+        h.insert(h.end(), {"POWER", "WORKSPACE", "SYNCED", "REASON", "MESSAGE"});
+      }
+      break;
+    case api::Kind::kAgentWorker:
+      h.insert(h.end(), {"READY", "SANDBOX", "SESSION", "EXECUTOR", "AGE"});
+      if (wide) {
+        h.insert(h.end(), {"RESTARTS", "ENVIRONMENT", "REASON", "MESSAGE"});
+      }
+      break;
+    case api::Kind::kWorkspace:
+      h.insert(h.end(), {"HOST", "AGE"});
+      if (wide) {
+        h.insert(h.end(), {"READY", "PROFILE", "REASON", "MESSAGE"});
+      }
+      break;
+  }
+  return h;
+}
+
+std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_namespace,
+                                  std::chrono::system_clock::time_point now) {
+  std::vector<std::string> r;
+  if (with_namespace) {
+    r.push_back(o.metadata.namespace_);
+  }
+  r.push_back(o.metadata.name);
+  const std::string age = AgeSince(o.metadata.creation_timestamp, now);
+  switch (o.kind) {
+    case api::Kind::kSandbox: {
+      const auto& spec = o.sandbox_spec();
+      const auto& status = o.sandbox_status();
+      r.insert(r.end(),
+               {ConditionCell(o, "Ready"), OrNone(status.state), OrNone(spec.sandbox_id), age});
+      if (wide) {
+        r.insert(r.end(),
+                 {spec.power == api::Power::kRunning ? "Running" : "Stopped", spec.workspace_ref,
+                  ConditionCell(o, "Synced"), OrNone(ReadyReason(o)), ReadyMessage(o)});
+      }
+      break;
+    }
+    case api::Kind::kAgentWorker: {
+      const auto& spec = o.agent_worker_spec();
+      const auto& status = o.agent_worker_status();
+      const std::string sandbox = !spec.sandbox_ref.empty() ? spec.sandbox_ref : o.metadata.name;
+      r.insert(r.end(), {ConditionCell(o, "Ready"), sandbox, OrNone(status.session_id),
+                         ExecutorCell(o), age});
+      if (wide) {
+        r.insert(r.end(), {std::to_string(status.executor.restarts), OrNone(status.environment_id),
+                           OrNone(ReadyReason(o)), ReadyMessage(o)});
+      }
+      break;
+    }
+    case api::Kind::kWorkspace: {
+      const auto& spec = o.workspace_spec();
+      r.insert(r.end(), {OrNone(spec.databricks.host), age});
+      if (wide) {
+        r.insert(r.end(), {ConditionCell(o, "Ready"), OrNone(spec.databricks.profile),
+                           OrNone(ReadyReason(o)), ReadyMessage(o)});
+      }
+      break;
+    }
+  }
+  return r;
+}
+
+std::string JsonList(const std::vector<std::string>& encoded_objects) {
+  std::string out = "{\n    \"apiVersion\": \"v1\",\n    \"items\": [";
+  for (size_t i = 0; i < encoded_objects.size(); ++i) {
+    out += i == 0 ? "\n" : ",\n";
+    std::istringstream lines(encoded_objects[i]);
+    std::string line;
+    bool first = true;
+    while (std::getline(lines, line)) {
+      if (!first) {
+        out += "\n";
+      }
+      out += "        " + line;
+      first = false;
+    }
+  }
+  out += encoded_objects.empty() ? "],\n" : "\n    ],\n";
+  out += "    \"kind\": \"List\"\n}\n";
+  return out;
+}
+
+void PrintObjects(std::ostream& out, const std::vector<api::Object>& objects, OutputFormat format,
+                  bool single, bool with_namespace, std::chrono::system_clock::time_point now) {
+  switch (format) {
+    case OutputFormat::kName:
+      for (const api::Object& o : objects) {
+        out << QualifiedName(api::KeyOf(o)) << "\n";
+      }
+      return;
+    case OutputFormat::kYaml:
+      for (size_t i = 0; i < objects.size(); ++i) {
+        if (i > 0) {
+          out << "---\n";
+        }
+        std::string yaml = api::EncodeObjectYaml(objects[i]);
+        if (!yaml.empty() && yaml.back() != '\n') {
+          yaml += "\n";
+        }
+        out << yaml;
+      }
+      return;
+    case OutputFormat::kJson: {
+      if (single && objects.size() == 1) {
+        std::string json = api::EncodeObjectJson(objects[0], /*pretty=*/true);
+        if (!json.empty() && json.back() != '\n') {
+          json += "\n";
+        }
+        out << json;
+        return;
+      }
+      std::vector<std::string> encoded;
+      encoded.reserve(objects.size());
+      for (const api::Object& o : objects) {
+        encoded.push_back(api::EncodeObjectJson(o, /*pretty=*/true));
+      }
+      out << JsonList(encoded);
+      return;
+    }
+    case OutputFormat::kTable:
+    case OutputFormat::kWide: {
+      const bool wide = format == OutputFormat::kWide;
+      std::map<api::Kind, std::vector<const api::Object*>> by_kind;
+      for (const api::Object& o : objects) {
+        by_kind[o.kind].push_back(&o);
+      }
+      const bool several_kinds = by_kind.size() > 1;
+      bool first = true;
+      for (const auto& [kind, list] : by_kind) {
+        if (!first) {
+          out << "\n";
+        }
+        first = false;
+        TablePrinter table(TableHeaders(kind, wide, with_namespace));
+        for (const api::Object* o : list) {
+          std::vector<std::string> row = TableRow(*o, wide, with_namespace, now);
+          if (several_kinds) {
+            row[with_namespace ? 1 : 0] = QualifiedName(api::KeyOf(*o));
+          }
+          table.AddRow(std::move(row));
+        }
+        table.Print(out);
+      }
+      return;
+    }
+  }
+}
+
+std::string YamlBlock(std::string_view yaml, std::string_view key) {
+  std::string out;
+  bool inside = false;
+  size_t start = 0;
+  while (start < yaml.size()) {
+    size_t nl = yaml.find('\n', start);
+    if (nl == std::string_view::npos) {
+      nl = yaml.size();
+    }
+    const std::string_view line = yaml.substr(start, nl - start);
+    start = nl + 1;
+    const bool top_level = !line.empty() && line.front() != ' ' && line.front() != '-';
+    if (top_level) {
+      if (inside) {
+        break;
+      }
+      inside =
+          line.substr(0, key.size()) == key && line.size() > key.size() && line[key.size()] == ':';
+      if (inside && line.size() > key.size() + 1) {
+        // Inline value such as "spec: {}".
+        out += "  ";
+        out += line.substr(key.size() + 1);
+        out += "\n";
+      }
+      continue;
+    }
+    if (inside) {
+      out += line;
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace sbx::cli

@@ -1,0 +1,149 @@
+#include "cli/commands/table_printer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace sbx::cli {
+
+TablePrinter::TablePrinter(std::vector<std::string> headers) : headers_(std::move(headers)) {}
+
+void TablePrinter::AddRow(std::vector<std::string> row) {
+  if (row.size() > headers_.size()) {
+    std::fprintf(stderr, "sbxctl: fatal: table row has %zu cells for %zu columns\n", row.size(),
+                 headers_.size());
+    std::abort();
+  }
+  row.resize(headers_.size());
+  rows_.push_back(std::move(row));
+}
+
+std::vector<size_t> TablePrinter::Widths() const {
+  std::vector<size_t> widths(headers_.size(), 0);
+  for (size_t c = 0; c < headers_.size(); ++c) {
+    widths[c] = headers_[c].size();
+    for (const auto& row : rows_) {
+      widths[c] = std::max(widths[c], row[c].size());
+    }
+  }
+  return widths;
+}
+
+void TablePrinter::PrintRow(std::ostream& out, const std::vector<std::string>& row,
+                            const std::vector<size_t>& widths) {
+  std::string line;
+  for (size_t c = 0; c < row.size(); ++c) {
+    line += row[c];
+    if (c + 1 < row.size()) {
+      const size_t width = c < widths.size() ? widths[c] : row[c].size();
+      line.append(width > row[c].size() ? width - row[c].size() : 0, ' ');
+      line += "   ";
+    }
+  }
+  while (!line.empty() && line.back() == ' ') {
+    line.pop_back();
+  }
+  out << line << "\n";
+}
+
+void TablePrinter::Print(std::ostream& out, bool with_header) const {
+  const std::vector<size_t> widths = Widths();
+  if (with_header) {
+    PrintRow(out, headers_, widths);
+  }
+  for (const auto& row : rows_) {
+    PrintRow(out, row, widths);
+  }
+}
+
+std::string FormatAge(std::chrono::seconds age) {
+  const long long seconds = age.count();
+  if (seconds < -1) {
+    return "<invalid>";
+  }
+  if (seconds < 0) {
+    return "0s";
+  }
+  if (seconds < 60 * 2) {
+    return std::to_string(seconds) + "s";
+  }
+  const long long minutes = seconds / 60;
+  if (minutes < 10) {
+    const long long s = seconds % 60;
+    return s == 0 ? std::to_string(minutes) + "m"
+                  : std::to_string(minutes) + "m" + std::to_string(s) + "s";
+  }
+  if (minutes < 60 * 3) {
+    return std::to_string(minutes) + "m";
+  }
+  const long long hours = seconds / 3600;
+  if (hours < 8) {
+    const long long m = minutes % 60;
+    return m == 0 ? std::to_string(hours) + "h"
+                  : std::to_string(hours) + "h" + std::to_string(m) + "m";
+  }
+  if (hours < 48) {
+    return std::to_string(hours) + "h";
+  }
+  if (hours < 24 * 8) {
+    const long long h = hours % 24;
+    return h == 0 ? std::to_string(hours / 24) + "d"
+                  : std::to_string(hours / 24) + "d" + std::to_string(h) + "h";
+  }
+  if (hours < 24 * 365 * 2) {
+    return std::to_string(hours / 24) + "d";
+  }
+  if (hours < 24 * 365 * 8) {
+    const long long dy = (hours / 24) % 365;
+    return dy == 0 ? std::to_string(hours / 24 / 365) + "y"
+                   : std::to_string(hours / 24 / 365) + "y" + std::to_string(dy) + "d";
+  }
+  return std::to_string(hours / 24 / 365) + "y";
+}
+
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_view text) {
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
+  int consumed = 0;
+  const std::string str(text);
+  if (std::sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s, &consumed) !=
+          6 ||
+      consumed != 19) {
+    return std::nullopt;
+  }
+  std::string_view rest = text.substr(19);
+  if (!rest.empty() && rest.front() == '.') {
+    rest.remove_prefix(1);
+    while (!rest.empty() && rest.front() >= '0' && rest.front() <= '9') {
+      rest.remove_prefix(1);
+    }
+  }
+  int offset_minutes = 0;
+  if (rest == "Z" || rest == "z") {
+    offset_minutes = 0;
+  } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':') {
+    int oh = 0, om = 0;
+    if (std::sscanf(std::string(rest.substr(1)).c_str(), "%2d:%2d", &oh, &om) != 2) {
+      return std::nullopt;
+    }
+    offset_minutes = (rest[0] == '-' ? -1 : 1) * (oh * 60 + om);
+  } else {
+    return std::nullopt;
+  }
+  const std::chrono::year_month_day ymd{std::chrono::year(y), std::chrono::month(mo),
+                                        std::chrono::day(d)};
+  if (!ymd.ok() || h > 23 || mi > 59 || s > 60) {
+    return std::nullopt;
+  }
+  return std::chrono::sys_days(ymd) + std::chrono::hours(h) + std::chrono::minutes(mi) +
+         std::chrono::seconds(s) - std::chrono::minutes(offset_minutes);
+}
+
+std::string AgeSince(std::string_view rfc3339, std::chrono::system_clock::time_point now) {
+  const auto t = ParseRfc3339(rfc3339);
+  if (!t) {
+    return "<unknown>";
+  }
+  return FormatAge(std::chrono::duration_cast<std::chrono::seconds>(now - *t));
+}
+
+}  // namespace sbx::cli

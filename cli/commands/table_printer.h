@@ -1,0 +1,47 @@
+// TablePrinter: kubectl-style plain tables (upper-case headers, columns left-aligned and
+// separated by three spaces, no trailing blanks) and the AGE column's human durations.
+//
+// A value type; not thread-safe.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sbx::cli {
+
+class TablePrinter {
+ public:
+  explicit TablePrinter(std::vector<std::string> headers);
+
+  // Rows shorter than the header are padded with empty cells; longer rows abort (a bug).
+  void AddRow(std::vector<std::string> row);
+  bool empty() const { return rows_.empty(); }
+
+  // Writes the header (unless `with_header` is false) and all rows.
+  void Print(std::ostream& out, bool with_header = true) const;
+  // The column widths that Print uses, so that later rows (get -w) can line up.
+  std::vector<size_t> Widths() const;
+  // Writes one row with the given widths (as get -w does for rows that arrive later).
+  static void PrintRow(std::ostream& out, const std::vector<std::string>& row,
+                       const std::vector<size_t>& widths);
+
+ private:
+  std::vector<std::string> headers_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// kubectl's HumanDuration: "0s", "45s", "119s", "2m", "3m20s", "12m", "2h", "5h10m", "30h",
+// "4d", "3d4h", "20d", "2y30d", "9y". Negative beyond -1 s is "<invalid>".
+std::string FormatAge(std::chrono::seconds age);
+
+// Parses RFC 3339 ("2026-09-01T12:00:00Z", with optional fraction and ±hh:mm offset).
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_view text);
+
+// FormatAge(now - timestamp), or "<unknown>" for an empty or malformed timestamp.
+std::string AgeSince(std::string_view rfc3339, std::chrono::system_clock::time_point now);
+
+}  // namespace sbx::cli

@@ -1,0 +1,76 @@
+// sbxctl: the user's CLI (DESIGN §4). Wires the verbs of cli/commands/ into one CLI11 app and
+// runs the chosen one against the store named by --db / $SBX_DB.
+//
+// To add a verb (exec, logs, …): write cli/commands/<verb>_command.{h,cc} with a
+// Run<Verb>(CommandContext&, const <Verb>CommandOptions&) and an Add<Verb>Command(app, ctx)
+// that sets ctx.action, list the .cc in cli/CMakeLists.txt, and add one line below.
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <iostream>
+
+#include "cli/commands/apply_command.h"
+#include "cli/commands/command_context.h"
+#include "cli/commands/delete_command.h"
+#include "cli/commands/describe_command.h"
+#include "cli/commands/diff_command.h"
+#include "cli/commands/events_command.h"
+#include "cli/commands/get_command.h"
+#include "cli/commands/version_command.h"
+#include "cli/commands/wait_command.h"
+
+namespace {
+
+// Set by SIGINT/SIGTERM; long-running verbs (get -w, wait) poll it and exit cleanly.
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void OnSignal(int) { g_interrupted = 1; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+
+  sbx::controller::SystemClock clock;
+  sbx::cli::CommandContext ctx(std::cout, std::cerr, clock, [] { return g_interrupted != 0; });
+
+  CLI::App app("sbxctl controls sbx objects: Sandboxes, AgentWorkers and Workspaces.", "sbxctl");
+  app.fallthrough();
+  app.require_subcommand(1);
+  auto& global = ctx.options();
+  app.add_option("--db", global.db_path,
+                 "database file (env SBX_DB; default $XDG_STATE_HOME/sbx/sbx.db)");
+  app.add_option("-n,--namespace", global.namespace_, "namespace (default \"default\")");
+  app.add_flag("-A,--all-namespaces", global.all_namespaces, "list across all namespaces");
+
+  sbx::cli::AddApplyCommand(app, ctx);
+  sbx::cli::AddDiffCommand(app, ctx);
+  sbx::cli::AddGetCommand(app, ctx);
+  sbx::cli::AddDescribeCommand(app, ctx);
+  sbx::cli::AddDeleteCommand(app, ctx);
+  sbx::cli::AddWaitCommand(app, ctx);
+  sbx::cli::AddEventsCommand(app, ctx);
+  sbx::cli::AddVersionCommand(app, ctx);
+
+  if (argc <= 1) {
+    std::cout << app.help();
+    return sbx::cli::kExitOk;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) {  // --help
+      return app.exit(e);
+    }
+    std::cerr << "error: " << e.what() << "\n";
+    return app.got_subcommand("diff") ? sbx::cli::kExitDiffError : sbx::cli::kExitError;
+  }
+  global.namespace_given = app.count("--namespace") > 0;
+  if (!ctx.action) {
+    std::cerr << "error: no command given (see sbxctl --help)\n";
+    return sbx::cli::kExitError;
+  }
+  const int code = ctx.action();
+  std::cout.flush();
+  return code;
+}

@@ -1,0 +1,498 @@
+// End-to-end tests of the BUILT sbxctl binary, driven like a user: each test gets a temp
+// directory with its own database and manifests, runs `sbxctl …` as a real process and checks
+// stdout, stderr, the exit code and the resulting store (read back with `get -o json`, and for
+// controller-side writes through a second SqliteStore on the same file, as sbxd would).
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller/store/sqlite_store.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void WriteFile(const fs::path& p, const std::string& content) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << content;
+}
+
+int CountLines(const std::string& s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
+
+class SbxctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = fs::temp_directory_path() / ("sbxctl-e2e-" + std::to_string(rd()));
+    fs::create_directories(dir_);
+    db_ = dir_ / "state" / "sbx.db";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // Starts sbxctl with `args` (after --db), stdin from `input`; returns the pid.
+  pid_t Start(const std::vector<std::string>& args, const std::string& input, int n) {
+    const fs::path in = dir_ / ("stdin" + std::to_string(n));
+    WriteFile(in, input);
+    std::vector<std::string> argv_s = {SBXCTL_PATH, "--db", db_.string()};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : argv_s) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, in.c_str(), O_RDONLY, 0);
+    const std::string out = (dir_ / ("stdout" + std::to_string(n))).string();
+    const std::string err = (dir_ / ("stderr" + std::to_string(n))).string();
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, SBXCTL_PATH, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    EXPECT_EQ(rc, 0) << "cannot start " << SBXCTL_PATH;
+    return pid;
+  }
+
+  Result Finish(pid_t pid, int n) {
+    Result r;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = ReadAll(dir_ / ("stdout" + std::to_string(n)));
+    r.err = ReadAll(dir_ / ("stderr" + std::to_string(n)));
+    return r;
+  }
+
+  Result Run(const std::vector<std::string>& args, const std::string& input = "") {
+    const int n = ++runs_;
+    return Finish(Start(args, input, n), n);
+  }
+
+  // Everything in the store, as JSON text (for before/after comparisons).
+  std::string Snapshot() {
+    const Result r = Run({"get", "ws,sb,aw", "-A", "-o", "json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  }
+
+  std::unique_ptr<sbx::controller::SqliteStore> OpenStore() {
+    auto store = sbx::controller::SqliteStore::Open(db_.string());
+    EXPECT_TRUE(store.ok()) << store.status();
+    return std::move(store).value();
+  }
+
+  // Sets a condition on a stored object as the controller would.
+  void SetCondition(const std::string& name, const std::string& type,
+                    sbx::api::ConditionStatus status, const std::string& reason) {
+    auto store = OpenStore();
+    auto object = store->Get({sbx::api::Kind::kSandbox, "default", name});
+    ASSERT_TRUE(object.ok()) << object.status();
+    sbx::api::Condition c;
+    c.type = type;
+    c.status = status;
+    c.reason = reason;
+    c.message = reason + " happened";
+    c.observed_generation = object->metadata.generation;
+    sbx::api::SetCondition(object->conditions(), c, "2026-01-01T00:00:00Z");
+    object->sandbox_status().observed_generation = object->metadata.generation;
+    object->sandbox_status().state = "RUNNING";
+    ASSERT_TRUE(store->UpdateStatus(*object).ok());
+  }
+
+  fs::path dir_;
+  fs::path db_;
+  int runs_ = 0;
+};
+
+std::string SandboxManifest(const std::string& name, const std::string& display_name) {
+  return "apiVersion: sbx.dev/v1alpha1\n"
+         "kind: Sandbox\n"
+         "metadata:\n"
+         "  name: " +
+         name +
+         "\n"
+         "  labels:\n"
+         "    app: demo\n"
+         "spec:\n"
+         "  displayName: " +
+         display_name +
+         "\n"
+         "  inactivityTimeout: 15m\n";
+}
+
+std::string WorkerManifest(const std::string& name, const std::string& sandbox) {
+  return "apiVersion: sbx.dev/v1alpha1\n"
+         "kind: AgentWorker\n"
+         "metadata:\n"
+         "  name: " +
+         name +
+         "\n"
+         "spec:\n"
+         "  sandboxRef: " +
+         sandbox +
+         "\n"
+         "  agent:\n"
+         "    model: gpt-5\n"
+         "    instructions: Be helpful.\n";
+}
+
+std::map<std::string, int64_t> ResourceVersions(const std::string& list_json) {
+  std::map<std::string, int64_t> out;
+  const auto j = nlohmann::json::parse(list_json);
+  for (const auto& item : j.at("items")) {
+    out[item.at("kind").get<std::string>() + "/" +
+        item.at("metadata").at("name").get<std::string>()] =
+        item.at("metadata").at("resourceVersion").get<int64_t>();
+  }
+  return out;
+}
+
+TEST_F(SbxctlTest, ApplyGetDiffPruneDeleteLifecycle) {
+  const fs::path m = dir_ / "manifests";
+  WriteFile(m / "a.yaml", SandboxManifest("sb-a", "Sandbox A"));
+  WriteFile(m / "b.yml",
+            SandboxManifest("sb-b", "Sandbox B") + "---\n" + WorkerManifest("w1", "sb-a"));
+  WriteFile(m / "notes.txt", "not a manifest");
+
+  Result r = Run({"apply", "-f", m.string(), "--applyset", "demo"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("sandbox/sb-a created\n"));
+  EXPECT_THAT(r.out, HasSubstr("sandbox/sb-b created\n"));
+  EXPECT_THAT(r.out, HasSubstr("agentworker/w1 created\n"));
+  EXPECT_EQ(r.err, "");
+
+  // Table.
+  r = Run({"get", "sb"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("NAME   READY     STATE    SANDBOX-ID     AGE\n"));
+  EXPECT_THAT(r.out, HasSubstr("sb-a   Unknown   <none>   default-sb-a   "));
+  r = Run({"get", "sb", "-A", "-o", "wide"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("NAMESPACE"));
+  EXPECT_THAT(r.out, HasSubstr("POWER"));
+  r = Run({"get", "aw"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("w1     Unknown   sb-a"));
+
+  // Output formats.
+  r = Run({"get", "sandbox", "sb-a", "-o", "yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("kind: Sandbox"));
+  EXPECT_THAT(r.out, HasSubstr("name: sb-a"));
+  EXPECT_THAT(r.out, HasSubstr("displayName: Sandbox A"));
+  r = Run({"get", "sb/sb-a", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("metadata").at("name"), "sb-a");
+  r = Run({"get", "sandboxes", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("kind"), "List");
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("items").size(), 2u);
+  r = Run({"get", "sb", "-o", "name"});
+  EXPECT_EQ(r.out, "sandbox/sb-a\nsandbox/sb-b\n");
+  r = Run({"get", "sb", "-l", "app=demo", "-o", "name"});
+  EXPECT_EQ(r.out, "sandbox/sb-a\nsandbox/sb-b\n");
+  r = Run({"get", "sb", "-l", "app=other"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "No resources found in default namespace.\n");
+
+  // Re-apply: nothing changes, not even a revision.
+  const std::string before = Snapshot();
+  r = Run({"apply", "-f", m.string(), "--applyset", "demo"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/sb-a unchanged\nsandbox/sb-b unchanged\nagentworker/w1 unchanged\n");
+  EXPECT_EQ(ResourceVersions(Snapshot()), ResourceVersions(before));
+
+  // Diff, then apply the change.
+  r = Run({"diff", "-f", m.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "");
+  WriteFile(m / "a.yaml", SandboxManifest("sb-a", "Sandbox A2"));
+  r = Run({"diff", "-f", m.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.out,
+              HasSubstr("--- live/sandbox/default/sb-a\n+++ manifest/sandbox/default/sb-a\n"));
+  EXPECT_THAT(r.out, HasSubstr("\n-  displayName: Sandbox A\n+  displayName: Sandbox A2\n"));
+  EXPECT_THAT(r.out, Not(HasSubstr("sb-b")));
+  r = Run({"apply", "-f", m.string(), "--applyset", "demo", "--dry-run"});
+  EXPECT_THAT(r.out, HasSubstr("sandbox/sb-a configured (dry run)\n"));
+  r = Run({"diff", "-f", m.string()});
+  EXPECT_EQ(r.exit_code, 1) << "a dry run must not change anything";
+  r = Run({"apply", "-f", m.string(), "--applyset", "demo"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/sb-a configured\nsandbox/sb-b unchanged\nagentworker/w1 unchanged\n");
+  r = Run({"diff", "-f", m.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+
+  // Prune: drop sb-b from the set.
+  WriteFile(m / "b.yml", WorkerManifest("w1", "sb-a"));
+  r = Run({"diff", "-f", m.string(), "--prune", "--applyset", "demo"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.out, HasSubstr("--- live/sandbox/default/sb-b\n+++ /dev/null\n"));
+  r = Run({"apply", "-f", m.string(), "--prune"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--prune requires --applyset"));
+  r = Run({"apply", "-f", m.string(), "--prune", "--applyset", "demo"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("sandbox/sb-b pruned\n"));
+  r = Run({"get", "sb", "-o", "name"});
+  EXPECT_EQ(r.out, "sandbox/sb-a\n");
+
+  // Describe and events.
+  r = Run({"describe", "sb", "sb-a"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Name:"));
+  EXPECT_THAT(r.out, HasSubstr("app=demo"));
+  EXPECT_THAT(r.out, HasSubstr("displayName: Sandbox A2"));
+  EXPECT_THAT(r.out, HasSubstr("Events:"));
+
+  // Delete.
+  r = Run({"delete", "sb", "sb-a"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox \"sb-a\" deleted\n");
+  r = Run({"get", "sb", "sb-a"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "Error from server (NotFound): sandboxes \"sb-a\" not found\n");
+  r = Run({"delete", "sb", "sb-a"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "Error from server (NotFound): sandboxes \"sb-a\" not found\n");
+  r = Run({"delete", "sb", "sb-a", "--ignore-not-found"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Run({"delete", "-f", (m / "b.yml").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "agentworker \"w1\" deleted\n");
+  r = Run({"get", "sb,aw"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "No resources found in default namespace.\n");
+}
+
+TEST_F(SbxctlTest, ApplyReadsStdinAndNamespaces) {
+  Result r = Run({"apply", "-f", "-", "-n", "team"}, SandboxManifest("s", "S"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/s created\n");
+  r = Run({"get", "sb", "-o", "name"});
+  EXPECT_EQ(r.err, "No resources found in default namespace.\n");
+  r = Run({"get", "sb", "-n", "team", "-o", "name"});
+  EXPECT_EQ(r.out, "sandbox/s\n");
+  r = Run({"get", "sb", "-A"});
+  EXPECT_THAT(r.out, HasSubstr("NAMESPACE   NAME"));
+  EXPECT_THAT(r.out, HasSubstr("team        s "));
+}
+
+// Each bad input: one clear line on stderr, a non-zero exit and an unchanged store.
+TEST_F(SbxctlTest, BadInputIsReportedAndChangesNothing) {
+  const fs::path m = dir_ / "bad";
+  WriteFile(dir_ / "good.yaml", SandboxManifest("keep", "Keep"));
+  ASSERT_EQ(Run({"apply", "-f", (dir_ / "good.yaml").string()}).exit_code, 0);
+  const std::string before = Snapshot();
+
+  struct Case {
+    std::string name;
+    std::string content;
+    std::string expect;  // substring of the error line
+  };
+  const std::vector<Case> cases = {
+      {"malformed.yaml", "kind: Sandbox\nmetadata: [unclosed\n", "malformed.yaml:"},
+      {"unknown-field.yaml",
+       "apiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata:\n  name: x\nspec:\n  displayNme: "
+       "y\n",
+       "displayName"},
+      {"unknown-kind.yaml", "apiVersion: sbx.dev/v1alpha1\nkind: Pod\nmetadata:\n  name: x\n",
+       "Pod"},
+      {"invalid-name.yaml", SandboxManifest("Bad_Name", "x"), "metadata.name"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const fs::path file = m / c.name;
+    // A valid object in the same apply must not be applied either.
+    WriteFile(file, SandboxManifest("new-one", "New") + "---\n" + c.content);
+    const Result r = Run({"apply", "-f", file.string()});
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("error: "));
+    EXPECT_THAT(r.err, HasSubstr(c.name + ":"));
+    EXPECT_THAT(r.err, HasSubstr(c.expect));
+    EXPECT_EQ(Snapshot(), before);
+  }
+
+  // The same object twice, across files: one error naming both places.
+  WriteFile(m / "dup" / "1.yaml", SandboxManifest("twin", "One"));
+  WriteFile(m / "dup" / "2.yaml", SandboxManifest("twin", "Two"));
+  Result r = Run({"apply", "-f", (m / "dup").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("1.yaml:"));
+  EXPECT_THAT(r.err, HasSubstr("2.yaml:"));
+  EXPECT_THAT(r.err, HasSubstr("twin"));
+  EXPECT_EQ(Snapshot(), before);
+
+  // Several broken files: every error is reported, one line each.
+  r = Run({"apply", "-f", (m / "unknown-kind.yaml").string(), "-f",
+           (m / "invalid-name.yaml").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(CountLines(r.err), 2) << r.err;
+
+  r = Run({"apply", "-f", (dir_ / "missing.yaml").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("does not exist"));
+
+  r = Run({"get", "pods"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("unknown kind \"pods\""));
+
+  r = Run({"get", "sb", "-o", "xml"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+
+  r = Run({"diff", "-f", (m / "malformed.yaml").string()});
+  EXPECT_GT(r.exit_code, 1) << "diff errors exit > 1";
+  EXPECT_EQ(Snapshot(), before);
+}
+
+TEST_F(SbxctlTest, NonDatabaseFileIsOneLineNamingThePath) {
+  const std::string garbage(8192, 'x');
+  fs::create_directories(db_.parent_path());
+  WriteFile(db_, garbage);
+  WriteFile(dir_ / "good.yaml", SandboxManifest("x", "X"));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"apply", "-f", (dir_ / "good.yaml").string()},
+        std::vector<std::string>{"get", "sb"}}) {
+    const Result r = Run(args);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("error: "));
+    EXPECT_THAT(r.err, HasSubstr(db_.string()));
+  }
+  EXPECT_EQ(ReadAll(db_), garbage);
+}
+
+TEST_F(SbxctlTest, WaitSeesControllerWritesAndFailsFastOnTerminalErrors) {
+  WriteFile(dir_ / "s.yaml", SandboxManifest("s", "S"));
+  ASSERT_EQ(Run({"apply", "-f", (dir_ / "s.yaml").string()}).exit_code, 0);
+
+  Result r = Run({"wait", "sb/s", "--for=condition=Ready", "--timeout", "1s"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: timed out waiting for the condition on sandboxes/s\n");
+
+  // A waiter started first sees the controller's write from another process.
+  const int n = ++runs_;
+  const pid_t waiter =
+      Start({"wait", "sb", "s", "--for=condition=Ready", "--timeout", "60s"}, "", n);
+  const int m = ++runs_;
+  const pid_t watcher = Start({"get", "sb", "-w", "--timeout", "60s"}, "", m);
+  // Give both a chance to be blocked in WaitForChange (they succeed either way).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  SetCondition("s", "Ready", sbx::api::ConditionStatus::kTrue, "Running");
+  r = Finish(waiter, n);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/s condition met\n");
+  kill(watcher, SIGTERM);
+  r = Finish(watcher, m);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("NAME   READY"));
+  EXPECT_THAT(r.out, HasSubstr("s      True      RUNNING"));
+
+  r = Run({"wait", "sb", "s", "--for=condition=Ready=True", "--timeout", "5s"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  SetCondition("s", "Synced", sbx::api::ConditionStatus::kFalse, "ImmutableFieldChanged");
+  SetCondition("s", "Ready", sbx::api::ConditionStatus::kFalse, "ImmutableFieldChanged");
+  const auto start = std::chrono::steady_clock::now();
+  r = Run({"wait", "sb", "s", "--for=condition=Ready", "--timeout", "60s"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("ImmutableFieldChanged"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+
+  r = Run({"describe", "sb", "s"});
+  EXPECT_THAT(r.out, HasSubstr("ImmutableFieldChanged"));
+  EXPECT_THAT(r.out, HasSubstr("RUNNING"));
+}
+
+TEST_F(SbxctlTest, EventsAreListed) {
+  WriteFile(dir_ / "s.yaml", SandboxManifest("s", "S"));
+  ASSERT_EQ(Run({"apply", "-f", (dir_ / "s.yaml").string()}).exit_code, 0);
+  Result r = Run({"events"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "No events found in default namespace.\n");
+  {
+    auto store = OpenStore();
+    sbx::controller::Store::Event e;
+    e.involved = {sbx::api::Kind::kSandbox, "default", "s"};
+    e.type = "Warning";
+    e.reason = "ExternalDeletion";
+    e.message = "sandbox was deleted behind our back";
+    ASSERT_TRUE(store->RecordEvent(e).ok());
+    ASSERT_TRUE(store->RecordEvent(e).ok());
+  }
+  r = Run({"events"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("LAST SEEN"));
+  EXPECT_THAT(r.out, HasSubstr("Warning   ExternalDeletion   sandbox/s   2       sandbox was"));
+  r = Run({"describe", "sb/s"});
+  EXPECT_THAT(r.out, HasSubstr("ExternalDeletion"));
+  EXPECT_THAT(r.out, HasSubstr("(x2 over"));
+}
+
+TEST_F(SbxctlTest, VersionNamesTheBuild) {
+  const Result r = Run({"version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("sbxctl v0.1.0\n"));
+  EXPECT_THAT(r.out, HasSubstr("store schema: "));
+}
+
+TEST_F(SbxctlTest, ExampleManifestsApply) {
+  const fs::path examples = fs::path(SBX_SOURCE_DIR) / "manifests" / "examples";
+  bool any = false;
+  for (const auto& e : fs::directory_iterator(examples)) {
+    any = any || e.path().extension() == ".yaml";
+  }
+  if (!any) {
+    GTEST_SKIP() << "no example manifests yet";
+  }
+  Result r = Run({"apply", "-R", "-f", examples.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Run({"diff", "-R", "-f", examples.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
+}  // namespace

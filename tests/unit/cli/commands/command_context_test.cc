@@ -1,0 +1,70 @@
+#include "cli/commands/command_context.h"
+
+#include <gtest/gtest.h>
+
+#include "cli/commands/wait_command.h"
+
+namespace sbx::cli {
+namespace {
+
+TEST(ParseLabelSelectorTest, ParsesEqualityTerms) {
+  auto s = ParseLabelSelector("app=web,tier==db");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(*s, (std::map<std::string, std::string>{{"app", "web"}, {"tier", "db"}}));
+  EXPECT_TRUE(ParseLabelSelector("")->empty());
+}
+
+TEST(ParseLabelSelectorTest, RejectsWhatItDoesNotSupport) {
+  EXPECT_FALSE(ParseLabelSelector("app!=web").ok());
+  EXPECT_FALSE(ParseLabelSelector("app").ok());
+  EXPECT_FALSE(ParseLabelSelector("=x").ok());
+}
+
+TEST(ResolveTargetsTest, AcceptsKindNameAndSlashForms) {
+  auto a = ResolveTargets({"sb", "x", "y"}, "ns");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->size(), 2u);
+  EXPECT_EQ((*a)[1], (api::ObjectKey{api::Kind::kSandbox, "ns", "y"}));
+  auto b = ResolveTargets({"agentworkers/w"}, "default");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->front(), (api::ObjectKey{api::Kind::kAgentWorker, "default", "w"}));
+  EXPECT_FALSE(ResolveTargets({"sb"}, "default").ok());
+  EXPECT_FALSE(ResolveTargets({"pods", "x"}, "default").ok());
+  EXPECT_FALSE(ResolveTargets({}, "default").ok());
+}
+
+TEST(NamingTest, LooksLikeKubectl) {
+  const api::ObjectKey key{api::Kind::kSandbox, "default", "foo"};
+  EXPECT_EQ(QualifiedName(key), "sandbox/foo");
+  EXPECT_EQ(NotFoundMessage(key), "Error from server (NotFound): sandboxes \"foo\" not found");
+}
+
+TEST(ParseTimeoutTest, AcceptsDurationsAndSeconds) {
+  EXPECT_EQ(*ParseTimeout("5m"), std::chrono::minutes(5));
+  EXPECT_EQ(*ParseTimeout("30"), std::chrono::seconds(30));
+  EXPECT_FALSE(ParseTimeout("soon").ok());
+}
+
+TEST(ParseWaitForTest, ParsesConditionsAndDelete) {
+  auto c = ParseWaitFor("condition=Ready");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->type, "Ready");
+  EXPECT_EQ(c->status, api::ConditionStatus::kTrue);
+  c = ParseWaitFor("condition=Synced=False");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->type, "Synced");
+  EXPECT_EQ(c->status, api::ConditionStatus::kFalse);
+  EXPECT_TRUE(ParseWaitFor("delete")->for_delete);
+  EXPECT_FALSE(ParseWaitFor("Ready").ok());
+  EXPECT_FALSE(ParseWaitFor("condition=Ready=maybe").ok());
+}
+
+TEST(IsTerminalReasonTest, KnowsTheTerminalReasons) {
+  EXPECT_TRUE(IsTerminalReason("ImmutableFieldChanged"));
+  EXPECT_TRUE(IsTerminalReason("PermissionDenied"));
+  EXPECT_FALSE(IsTerminalReason("Unavailable"));
+  EXPECT_FALSE(IsTerminalReason(""));
+}
+
+}  // namespace
+}  // namespace sbx::cli

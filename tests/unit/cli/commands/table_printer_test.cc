@@ -1,0 +1,77 @@
+#include "cli/commands/table_printer.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace sbx::cli {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+TEST(FormatAgeTest, FollowsKubectlHumanDuration) {
+  EXPECT_EQ(FormatAge(seconds(-5)), "<invalid>");
+  EXPECT_EQ(FormatAge(seconds(-1)), "0s");
+  EXPECT_EQ(FormatAge(seconds(0)), "0s");
+  EXPECT_EQ(FormatAge(seconds(5)), "5s");
+  EXPECT_EQ(FormatAge(seconds(119)), "119s");
+  EXPECT_EQ(FormatAge(minutes(3)), "3m");
+  EXPECT_EQ(FormatAge(minutes(3) + seconds(20)), "3m20s");
+  EXPECT_EQ(FormatAge(minutes(12) + seconds(20)), "12m");
+  EXPECT_EQ(FormatAge(hours(2)), "120m");
+  EXPECT_EQ(FormatAge(hours(3)), "3h");
+  EXPECT_EQ(FormatAge(hours(5) + minutes(10)), "5h10m");
+  EXPECT_EQ(FormatAge(hours(30)), "30h");
+  EXPECT_EQ(FormatAge(hours(24 * 4)), "4d");
+  EXPECT_EQ(FormatAge(hours(24 * 3 + 4)), "3d4h");
+  EXPECT_EQ(FormatAge(hours(24 * 20)), "20d");
+  EXPECT_EQ(FormatAge(hours(24 * (365 * 2 + 30))), "2y30d");
+  EXPECT_EQ(FormatAge(hours(24 * 365 * 9)), "9y");
+}
+
+TEST(ParseRfc3339Test, ParsesUtcFractionsAndOffsets) {
+  const auto base = ParseRfc3339("2026-09-01T12:00:00Z");
+  ASSERT_TRUE(base.has_value());
+  EXPECT_EQ(ParseRfc3339("2026-09-01T12:00:00.123456Z"), base);
+  EXPECT_EQ(ParseRfc3339("2026-09-01T14:00:00+02:00"), base);
+  EXPECT_EQ(ParseRfc3339("2026-09-01T10:30:00-01:30"), base);
+  EXPECT_EQ(*ParseRfc3339("2026-09-02T12:00:00Z") - *base, hours(24));
+  EXPECT_FALSE(ParseRfc3339("").has_value());
+  EXPECT_FALSE(ParseRfc3339("2026-02-30T00:00:00Z").has_value());
+  EXPECT_FALSE(ParseRfc3339("yesterday").has_value());
+  EXPECT_FALSE(ParseRfc3339("2026-09-01T12:00:00").has_value());
+}
+
+TEST(AgeSinceTest, MeasuresFromNow) {
+  const auto now = *ParseRfc3339("2026-09-01T12:05:00Z");
+  EXPECT_EQ(AgeSince("2026-09-01T12:00:00Z", now), "5m");
+  EXPECT_EQ(AgeSince("", now), "<unknown>");
+}
+
+TEST(TablePrinterTest, AlignsColumnsWithThreeSpacesAndNoTrailingBlanks) {
+  TablePrinter t({"NAME", "READY", "AGE"});
+  t.AddRow({"a", "True", "5s"});
+  t.AddRow({"longer-name", "Unknown", ""});
+  std::ostringstream out;
+  t.Print(out);
+  EXPECT_EQ(out.str(),
+            "NAME          READY     AGE\n"
+            "a             True      5s\n"
+            "longer-name   Unknown\n");
+}
+
+TEST(TablePrinterTest, PadsShortRowsAndPrintsLaterRowsWithTheSameWidths) {
+  TablePrinter t({"NAME", "STATE"});
+  t.AddRow({"x"});
+  std::ostringstream out;
+  t.Print(out, /*with_header=*/false);
+  EXPECT_EQ(out.str(), "x\n");
+  std::ostringstream later;
+  TablePrinter::PrintRow(later, {"y", "RUNNING"}, t.Widths());
+  EXPECT_EQ(later.str(), "y      RUNNING\n");
+}
+
+}  // namespace
+}  // namespace sbx::cli
