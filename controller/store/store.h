@@ -1,8 +1,9 @@
 // Store: the source of truth for desired state, shared by sbxctl and sbxd (DESIGN §3).
 //
 // One SQLite file in WAL mode (SqliteStore); sbxctl writes spec/metadata, the controller writes
-// status only. Every write bumps one global, monotonic revision; an object's resourceVersion is
-// the revision of its last write. Implementations are safe to use from several threads and
+// status only. Every object write bumps one global, monotonic revision; an object's
+// resourceVersion is the revision of its last write. Events, inventory and leases are not
+// object writes and bump no revision (a lease renewal must not wake every watcher). Implementations are safe to use from several threads and
 // several processes at once (each write is one transaction; a busy database is retried up to a
 // busy timeout, then kUnavailable naming the database path).
 #pragma once
