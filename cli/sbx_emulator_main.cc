@@ -4,6 +4,9 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -109,6 +112,8 @@ int main(int argc, char** argv) {
   // Room for --openai-port and the `executor` subcommand (stand-in codex), added later.
   CLI11_PARSE(app, argc, argv);
 
+  // stdout carries only the URL lines a caller parses; logs go to stderr.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("sbx-emulator"));
   if (!tokens.empty()) opts.tokens = tokens;
   opts.prefer_mount_namespace = !no_namespace;
   if (opts.root_dir.empty()) {
