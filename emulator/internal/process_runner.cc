@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <thread>
 
 namespace sbx::emulator::internal {
@@ -316,17 +317,17 @@ std::vector<pid_t> FindProcessesWithEnv(std::string_view marker) {
 }
 
 int KillProcessesWithEnv(std::string_view marker) {
-  int killed = 0;
+  std::set<pid_t> killed;
   for (int round = 0; round < 50; ++round) {
     auto pids = FindProcessesWithEnv(marker);
     if (pids.empty()) break;
     for (pid_t pid : pids) {
-      if (::kill(pid, SIGKILL) == 0) ++killed;
+      if (::kill(pid, SIGKILL) == 0) killed.insert(pid);
     }
     // A SIGKILLed process keeps its environ readable until it is gone; give it a moment.
     std::this_thread::sleep_for(std::chrono::milliseconds(round < 5 ? 1 : 10));
   }
-  return killed;
+  return static_cast<int>(killed.size());
 }
 
 }  // namespace sbx::emulator::internal

@@ -472,6 +472,83 @@ TEST_F(DatabricksEmulatorTest, StopKillsDetachedProcessesWipesTmpAndKeepsHome) {
   EXPECT_EQ(Bash("life", "test -e /tmp/y")["exit_code"], 1);
 }
 
+TEST_F(DatabricksEmulatorTest, PathRewriteFallbackMapsTheHomeToItsRealDirectory) {
+  Boot([](auto& o) { o.prefer_mount_namespace = false; });
+  ASSERT_EQ(emulator_->isolation_mechanism(), "path-rewrite");
+  CreateRunning("rw");
+  json r = Bash("rw", "echo kept > /home/sandbox-agent/x && pwd && echo $SBX_SANDBOX_HOME");
+  const std::string home = root_ + "/sandboxes/rw/home";
+  EXPECT_EQ(r["stdout"], home + "\n" + home + "\n") << r;
+  EXPECT_TRUE(std::filesystem::exists(home + "/x"));
+  ASSERT_EQ(client_->Post("/api/2.0/sandboxes/rw/stop").status, 200);
+  ASSERT_TRUE(WaitForState("rw", "STOPPED"));
+  ASSERT_EQ(client_->Post("/api/2.0/sandboxes/rw/start").status, 200);
+  ASSERT_TRUE(WaitForState("rw", "RUNNING"));
+  EXPECT_EQ(Bash("rw", "cat /home/sandbox-agent/x")["stdout"], "kept\n");
+}
+
+TEST_F(DatabricksEmulatorTest,
+       ExecSyncReturnsWhenTheCommandExitsEvenIfABackgroundChildHoldsItsOutput) {
+  Boot();
+  CreateRunning("bg");
+  auto start = std::chrono::steady_clock::now();
+  json r = Bash("bg", "sleep 20 & echo hi");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_EQ(r["exit_code"], 0);
+  EXPECT_EQ(r["stdout"], "hi\n");
+}
+
+TEST_F(DatabricksEmulatorTest, ExecSyncCallsRunConcurrently) {
+  Boot();
+  CreateRunning("c");
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  std::vector<json> results(3);
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] {
+      HttpTestClient c(emulator_->base_url());
+      c.SetHeader("Authorization", std::string("Bearer ") + kToken);
+      results[i] = Json(c.Post("/api/2.0/sandbox-exec/sandboxes/c/exec-sync",
+                               R"({"cmd":"sleep","args":["0.4"]})"));
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1100ms);
+  for (const auto& r : results) EXPECT_EQ(r["exit_code"], 0) << r;
+}
+
+TEST_F(DatabricksEmulatorTest, StopDuringExecSyncEndsTheCommand) {
+  Boot();
+  CreateRunning("s");
+  std::thread stopper([&] {
+    HttpTestClient c(emulator_->base_url());
+    c.SetHeader("Authorization", std::string("Bearer ") + kToken);
+    Eventually([&] {
+      json info = Json(admin_->Get("/_emulator/sandboxes/s"));
+      return info.value("running_execs", 0) == 1;
+    });
+    c.Post("/api/2.0/sandboxes/s/stop");
+  });
+  auto start = std::chrono::steady_clock::now();
+  json r = Exec("s", {{"cmd", "sleep"}, {"args", {"30"}}});
+  stopper.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_EQ(r["status"], "EXECUTE_COMMAND_STATUS_COMPLETED");
+  EXPECT_FALSE(r.contains("exit_code")) << r;  // killed by a signal
+  EXPECT_TRUE(WaitForState("s", "STOPPED"));
+}
+
+TEST_F(DatabricksEmulatorTest, DeleteViaStoppingShowsStoppingBeforeTheSandboxIsGone) {
+  Boot([](auto& o) {
+    o.delete_via_stopping = true;
+    o.stopping_delay = 200ms;
+  });
+  CreateRunning("d");
+  ASSERT_EQ(client_->Delete("/api/2.0/sandboxes/d").status, 200);
+  EXPECT_EQ(State("d"), "SANDBOX_STATE_STOPPING");
+  EXPECT_TRUE(Eventually([&] { return client_->Get("/api/2.0/sandboxes/d").status == 404; }));
+}
+
 TEST_F(DatabricksEmulatorTest, EmulatorStopKillsEverySandboxProcess) {
   Boot();
   CreateRunning("a");
