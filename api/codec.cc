@@ -324,7 +324,19 @@ Status Error(const Ctx& ctx, int line, int column, std::string_view path,
     m.append(path).append(": ");
   }
   m.append(problem);
-  return InvalidArgumentError(std::move(m));
+  // One line, whatever the input: keys and values may hold control characters.
+  std::string one_line;
+  one_line.reserve(m.size());
+  for (char c : m) {
+    if (c == '\n') {
+      one_line += "\\n";
+    } else if (c == '\r') {
+      one_line += "\\r";
+    } else {
+      one_line += c;
+    }
+  }
+  return InvalidArgumentError(std::move(one_line));
 }
 
 Status Error(const Ctx& ctx, const Field& f, std::string_view problem) {

@@ -5,6 +5,16 @@
 // form "<file>:<line>:<column>: <field.path>: <problem>". Decoding does not default or validate
 // (see api/defaults.h, api/validation.h). Encoding is canonical: the same object always gives
 // the same bytes (keys sorted), so the store can compare specs by their encoding.
+//
+// Canonical form: a field whose C++ default is empty/zero/false/unset is omitted while it has
+// that value (and so is a sub-object left empty); a field with a non-empty default
+// (metadata.namespace, workspaceRef, power, deletionPolicy, workspaceDirectory,
+// executor.command, restartPolicy, setup[].timeout, ownerReferences[].controller) is always
+// written. Durations are written in canonical form ("15m", "1h30m"; api/duration.h).
+// decode(encode(x)) == x for every object.
+//
+// Field positions: the <line>:<column> of an error is that of the field's key (of the list
+// item for list items, of the document for a missing top-level field).
 // Stateless functions; thread-safe.
 #pragma once
 

@@ -12,8 +12,19 @@ bool IsAlnum(char c) { return IsLowerAlnum(c) || (c >= 'A' && c <= 'Z'); }
 
 std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
+// One line, whatever the input: label keys and values may hold control characters.
 Status Invalid(std::string_view path, std::string_view problem) {
-  return InvalidArgumentError(std::string(path) + ": " + std::string(problem));
+  std::string line;
+  for (char c : std::string(path) + ": " + std::string(problem)) {
+    if (c == '\n') {
+      line += "\\n";
+    } else if (c == '\r') {
+      line += "\\r";
+    } else {
+      line += c;
+    }
+  }
+  return InvalidArgumentError(std::move(line));
 }
 
 bool HasControlChars(std::string_view s, bool allow_newlines) {
