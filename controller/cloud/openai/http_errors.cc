@@ -1,0 +1,152 @@
+#include "controller/cloud/openai/http_errors.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "controller/cloud/databricks/http_errors.h"
+#include "controller/cloud/openai/wire_format.h"
+
+namespace sbx::controller::openai {
+namespace {
+
+using api::Status;
+using api::StatusCode;
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+}  // namespace
+
+StatusCode StatusCodeForHttp(int http_status, std::string_view error_code) {
+  switch (http_status) {
+    case 400:
+    case 422:
+      return StatusCode::kInvalidArgument;
+    case 401:
+      return StatusCode::kUnauthenticated;
+    case 403:
+      return StatusCode::kPermissionDenied;
+    case 404:
+      return StatusCode::kNotFound;
+    case 408:
+      return StatusCode::kDeadlineExceeded;
+    case 409:
+      return Lower(error_code).find("already_exists") != std::string::npos
+                 ? StatusCode::kAlreadyExists
+                 : StatusCode::kAborted;
+    case 429:
+      return StatusCode::kResourceExhausted;
+    case 500:
+      return StatusCode::kInternal;
+    case 502:
+    case 503:
+    case 504:
+      return StatusCode::kUnavailable;
+    default:
+      break;
+  }
+  if (http_status >= 500) {
+    return StatusCode::kInternal;
+  }
+  return StatusCode::kInvalidArgument;
+}
+
+Status StatusFromHttpError(int http_status, std::string_view reason, std::string_view body,
+                           std::string_view request_id) {
+  std::string kind;  // type, or code when there is no type
+  std::string code;
+  std::string message;
+  std::string param;
+  const nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json* err = nullptr;
+  if (j.is_object()) {
+    if (auto it = j.find("error"); it != j.end() && it->is_object()) {
+      err = &*it;
+    }
+  }
+  auto str = [](const nlohmann::json& obj, const char* key) -> std::string {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) {
+      return "";
+    }
+    return it->is_string() ? it->get<std::string>() : it->dump();
+  };
+  if (err != nullptr) {
+    message = str(*err, "message");
+    code = str(*err, "code");
+    param = str(*err, "param");
+    kind = str(*err, "type");
+    if (kind.empty()) {
+      kind = code;
+    }
+  } else if (!Trim(body).empty()) {
+    message = Excerpt(Trim(body), 200);
+  }
+  if (message.empty()) {
+    message = reason.empty() ? "no error message" : std::string(reason);
+  }
+  std::string text = "HTTP " + std::to_string(http_status);
+  if (!kind.empty()) {
+    text += " " + kind;
+    if (!code.empty() && code != kind) {
+      text += "/" + code;
+    }
+  }
+  text += ": " + message;
+  if (!param.empty()) {
+    text += " (param " + param + ")";
+  }
+  if (!request_id.empty()) {
+    text += " (request_id " + std::string(request_id) + ")";
+  }
+  return Status(StatusCodeForHttp(http_status, code), std::move(text));
+}
+
+std::optional<std::chrono::milliseconds> RetryHint(const databricks::HttpResponse& response,
+                                                   std::chrono::system_clock::time_point now) {
+  if (const std::string* ms = response.Header("retry-after-ms")) {
+    const std::string text(Trim(*ms));
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(value) && value >= 0 &&
+        value < 1e12) {
+      return std::chrono::milliseconds(std::llround(value));
+    }
+  }
+  if (const std::string* header = response.Header("retry-after")) {
+    return databricks::ParseRetryAfter(*header, now);
+  }
+  return std::nullopt;
+}
+
+std::optional<bool> ShouldRetryHeader(const databricks::HttpResponse& response) {
+  if (const std::string* v = response.Header("x-should-retry")) {
+    const std::string value = Lower(Trim(*v));
+    if (value == "true") {
+      return true;
+    }
+    if (value == "false") {
+      return false;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace sbx::controller::openai

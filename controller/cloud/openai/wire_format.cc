@@ -1,0 +1,607 @@
+#include "controller/cloud/openai/wire_format.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "controller/cloud/databricks/wire_format.h"
+
+namespace sbx::controller::openai {
+namespace {
+
+using json = nlohmann::json;
+using api::InternalError;
+using api::InvalidArgumentError;
+using api::OkStatus;
+
+// Thrown inside this file only, turned into a Status by Decode*; carries a field path.
+struct FieldError {
+  std::string message;
+};
+
+const json* Find(const json& obj, const char* key) {
+  if (!obj.is_object()) {
+    return nullptr;
+  }
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) {
+    return nullptr;
+  }
+  return &*it;
+}
+
+std::optional<std::string> GetOptString(const json& obj, const char* key, const std::string& path) {
+  const json* v = Find(obj, key);
+  if (v == nullptr) {
+    return std::nullopt;
+  }
+  if (!v->is_string()) {
+    throw FieldError{path + key + ": expected a string"};
+  }
+  return v->get<std::string>();
+}
+
+std::string GetString(const json& obj, const char* key, const std::string& path) {
+  return GetOptString(obj, key, path).value_or("");
+}
+
+int64_t GetInt64(const json& obj, const char* key, const std::string& path) {
+  const json* v = Find(obj, key);
+  if (v == nullptr) {
+    return 0;
+  }
+  if (v->is_number_integer()) {
+    return v->get<int64_t>();
+  }
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (std::isfinite(d)) {
+      return static_cast<int64_t>(d);
+    }
+  }
+  throw FieldError{path + key + ": expected a number"};
+}
+
+bool GetBool(const json& obj, const char* key, const std::string& path) {
+  const json* v = Find(obj, key);
+  if (v == nullptr) {
+    return false;
+  }
+  if (!v->is_boolean()) {
+    throw FieldError{path + key + ": expected a boolean"};
+  }
+  return v->get<bool>();
+}
+
+const json* GetObject(const json& obj, const char* key, const std::string& path) {
+  const json* v = Find(obj, key);
+  if (v != nullptr && !v->is_object()) {
+    throw FieldError{path + key + ": expected an object"};
+  }
+  return v;
+}
+
+const json* GetArray(const json& obj, const char* key, const std::string& path) {
+  const json* v = Find(obj, key);
+  if (v != nullptr && !v->is_array()) {
+    throw FieldError{path + key + ": expected an array"};
+  }
+  return v;
+}
+
+std::vector<std::string> GetStringArray(const json& obj, const char* key, const std::string& path) {
+  std::vector<std::string> out;
+  if (const json* arr = GetArray(obj, key, path)) {
+    for (size_t i = 0; i < arr->size(); ++i) {
+      if (!(*arr)[i].is_string()) {
+        throw FieldError{path + key + "[" + std::to_string(i) + "]: expected a string"};
+      }
+      out.push_back((*arr)[i].get<std::string>());
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> GetStringMap(const json& obj, const char* key,
+                                                const std::string& path) {
+  std::map<std::string, std::string> out;
+  if (const json* m = GetObject(obj, key, path)) {
+    for (const auto& [k, v] : m->items()) {
+      if (!v.is_string()) {
+        throw FieldError{path + key + "." + k + ": expected a string"};
+      }
+      out[k] = v.get<std::string>();
+    }
+  }
+  return out;
+}
+
+json Parse(std::string_view body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    throw FieldError{"not JSON: " + Excerpt(body)};
+  }
+  if (!j.is_object()) {
+    throw FieldError{"expected a JSON object: " + Excerpt(body)};
+  }
+  return j;
+}
+
+template <typename Fn>
+auto Decoding(std::string_view what, std::string_view body, Fn fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const FieldError& e) {
+    return InternalError("cannot read " + std::string(what) + ": " + e.message);
+  } catch (const json::exception& e) {
+    return InternalError("cannot read " + std::string(what) + ": " + e.what() + " in " +
+                         Excerpt(body));
+  }
+}
+
+ApiError DecodeApiError(const json& j, const std::string& path) {
+  ApiError e;
+  e.type = GetString(j, "type", path);
+  e.message = GetString(j, "message", path);
+  // `code` is a string on the wire, but be lenient about a number.
+  if (const json* code = Find(j, "code")) {
+    e.code = code->is_string() ? code->get<std::string>() : code->dump();
+  }
+  e.param = GetString(j, "param", path);
+  return e;
+}
+
+SessionEnvironment DecodeSessionEnvironment(const json& j, const std::string& path) {
+  SessionEnvironment env;
+  env.type_raw = GetString(j, "type", path);
+  env.type = ParseEnvironmentType(env.type_raw);
+  env.id = GetString(j, "id", path);
+  env.remote_url = GetString(j, "remote_url", path);
+  env.workspace_directory = GetString(j, "workspace_directory", path);
+  env.capability_directories = GetStringArray(j, "capability_directories", path);
+  if (auto status = GetOptString(j, "status", path)) {
+    env.status_raw = *status;
+    env.status = ParseEnvironmentStatus(*status);
+  }
+  return env;
+}
+
+Session DecodeSessionJson(const json& j, const std::string& path) {
+  Session s;
+  s.id = GetString(j, "id", path);
+  if (s.id.empty()) {
+    throw FieldError{path + "id: missing"};
+  }
+  s.status_raw = GetString(j, "status", path);
+  s.status = ParseSessionStatus(s.status_raw);
+  if (const json* actions = GetArray(j, "required_actions", path)) {
+    for (size_t i = 0; i < actions->size(); ++i) {
+      const json& a = (*actions)[i];
+      const std::string p = path + "required_actions[" + std::to_string(i) + "].";
+      if (!a.is_object()) {
+        throw FieldError{p + ": expected an object"};
+      }
+      RequiredAction action;
+      action.type_raw = GetString(a, "type", p);
+      action.environment_id = GetString(a, "environment_id", p);
+      action.turn_id = GetString(a, "turn_id", p);
+      action.call_id = GetString(a, "call_id", p);
+      action.name = GetString(a, "name", p);
+      if (const json* args = Find(a, "arguments")) {
+        action.arguments = args->is_string() ? args->get<std::string>() : args->dump();
+      }
+      s.required_actions.push_back(std::move(action));
+    }
+  }
+  if (const json* env = GetObject(j, "environment", path)) {
+    s.environment = DecodeSessionEnvironment(*env, path + "environment.");
+  }
+  if (const json* agent = GetObject(j, "agent", path)) {
+    const std::string p = path + "agent.";
+    s.agent.id = GetString(*agent, "id", p);
+    s.agent.model = GetString(*agent, "model", p);
+    s.agent.instructions = GetOptString(*agent, "instructions", p);
+    s.agent.name = GetOptString(*agent, "name", p);
+  }
+  s.created_at = GetInt64(j, "created_at", path);
+  s.last_active_at = GetInt64(j, "last_active_at", path);
+  // `error` is a string in the SDK; tolerate an object with a message.
+  if (const json* err = Find(j, "error")) {
+    if (err->is_string()) {
+      s.error = err->get<std::string>();
+    } else if (err->is_object()) {
+      s.error = GetString(*err, "message", path + "error.");
+    } else {
+      throw FieldError{path + "error: expected a string"};
+    }
+  }
+  s.metadata = GetStringMap(j, "metadata", path);
+  return s;
+}
+
+Environment DecodeEnvironmentJson(const json& j, const std::string& path) {
+  Environment e;
+  e.id = GetString(j, "id", path);
+  e.type_raw = GetString(j, "type", path);
+  e.type = ParseEnvironmentType(e.type_raw);
+  e.status_raw = GetString(j, "status", path);
+  e.status = ParseEnvironmentStatus(e.status_raw);
+  return e;
+}
+
+Turn DecodeTurnJson(const json& j, const std::string& path) {
+  Turn t;
+  t.id = GetString(j, "id", path);
+  t.session_id = GetString(j, "session_id", path);
+  t.subagent_id = GetOptString(j, "subagent_id", path);
+  t.status_raw = GetString(j, "status", path);
+  t.status = ParseTurnStatus(t.status_raw);
+  if (const json* err = GetObject(j, "error", path)) {
+    t.error = DecodeApiError(*err, path + "error.");
+  }
+  return t;
+}
+
+json EncodeSessionJson(const Session& s) {
+  json j = {{"id", s.id}, {"object", "agent.session"}};
+  j["status"] = s.status == SessionStatus::kUnknown && !s.status_raw.empty()
+                    ? s.status_raw
+                    : std::string(SessionStatusName(s.status));
+  json actions = json::array();
+  for (const RequiredAction& a : s.required_actions) {
+    json ja = {{"type", a.type_raw}};
+    if (a.type_raw == "environment_connection") {
+      ja["environment_id"] = a.environment_id;
+    } else if (a.type_raw == "function_call") {
+      ja["turn_id"] = a.turn_id;
+      ja["call_id"] = a.call_id;
+      ja["name"] = a.name;
+      ja["arguments"] = a.arguments;
+    }
+    actions.push_back(std::move(ja));
+  }
+  j["required_actions"] = std::move(actions);
+  const SessionEnvironment& e = s.environment;
+  json env = {{"type", e.type == EnvironmentType::kUnknown && !e.type_raw.empty()
+                           ? e.type_raw
+                           : std::string(EnvironmentTypeName(e.type))}};
+  if (e.type != EnvironmentType::kNone) {
+    env["id"] = e.id;
+  }
+  if (e.type == EnvironmentType::kSelfHosted) {
+    env["remote_url"] = e.remote_url;
+    env["workspace_directory"] = e.workspace_directory;
+    env["capability_directories"] = e.capability_directories;
+  }
+  if (e.status) {
+    env["status"] = std::string(EnvironmentStatusName(*e.status));
+  }
+  j["environment"] = std::move(env);
+  json agent = {{"id", s.agent.id}, {"model", s.agent.model}};
+  agent["instructions"] = s.agent.instructions ? json(*s.agent.instructions) : json(nullptr);
+  agent["name"] = s.agent.name ? json(*s.agent.name) : json(nullptr);
+  j["agent"] = std::move(agent);
+  j["created_at"] = s.created_at;
+  j["last_active_at"] = s.last_active_at;
+  j["error"] = s.error ? json(*s.error) : json(nullptr);
+  j["metadata"] = s.metadata;
+  j["usage"] = nullptr;
+  j["vault_ids"] = json::array();
+  return j;
+}
+
+json EncodeEnvironmentJson(const Environment& e) {
+  return {{"id", e.id},
+          {"object", "agent.environment"},
+          {"type", e.type == EnvironmentType::kUnknown ? e.type_raw
+                                                       : std::string(EnvironmentTypeName(e.type))},
+          {"status", e.status == EnvironmentStatus::kUnknown
+                         ? e.status_raw
+                         : std::string(EnvironmentStatusName(e.status))},
+          {"files", json::array()},
+          {"plugins", json::array()},
+          {"skills", json::array()}};
+}
+
+json EncodeApiError(const ApiError& e) {
+  return {{"type", e.type},
+          {"message", e.message},
+          {"code", e.code.empty() ? json(nullptr) : json(e.code)},
+          {"param", e.param.empty() ? json(nullptr) : json(e.param)}};
+}
+
+struct KindName {
+  EventKind kind;
+  std::string_view type;
+};
+constexpr KindName kEventKinds[] = {
+    {EventKind::kSessionCreated, "agent.session.created"},
+    {EventKind::kSessionInProgress, "agent.session.in_progress"},
+    {EventKind::kSessionIdle, "agent.session.idle"},
+    {EventKind::kSessionRequiresAction, "agent.session.requires_action"},
+    {EventKind::kSessionFailed, "agent.session.failed"},
+    {EventKind::kTurnCreated, "agent.session.turn.created"},
+    {EventKind::kTurnInProgress, "agent.session.turn.in_progress"},
+    {EventKind::kTurnCompleted, "agent.session.turn.completed"},
+    {EventKind::kTurnFailed, "agent.session.turn.failed"},
+    {EventKind::kTurnCancelled, "agent.session.turn.cancelled"},
+    {EventKind::kItemAdded, "agent.session.turn.item.added"},
+    {EventKind::kItemDone, "agent.session.turn.item.done"},
+    {EventKind::kOutputTextDelta, "agent.session.turn.output_text.delta"},
+    {EventKind::kOutputTextDone, "agent.session.turn.output_text.done"},
+    {EventKind::kCommandOutputDelta, "agent.output.command_execution_output.delta"},
+    {EventKind::kError, "error"},
+};
+constexpr std::string_view kEnvironmentEventPrefix = "agent.session.environment.";
+
+}  // namespace
+
+std::string Excerpt(std::string_view body, size_t max) {
+  return databricks::BodyExcerpt(body, max);
+}
+
+EventKind ClassifyEventType(std::string_view type) {
+  for (const KindName& k : kEventKinds) {
+    if (k.type == type) {
+      return k.kind;
+    }
+  }
+  if (type.starts_with(kEnvironmentEventPrefix)) {
+    // pending/ready/connected/disconnected/failed/suspended/expired; "reset" carries no status.
+    const std::string_view status = type.substr(kEnvironmentEventPrefix.size());
+    if (ParseEnvironmentStatus(status) != EnvironmentStatus::kUnknown) {
+      return EventKind::kEnvironmentStatus;
+    }
+  }
+  return EventKind::kOther;
+}
+
+std::string EncodeCreateSessionRequest(const CreateSessionRequest& request) {
+  json agent = {{"model", request.model}};
+  if (request.instructions) {
+    agent["instructions"] = *request.instructions;
+  }
+  json env = {{"type", "self_hosted"}, {"workspace_directory", request.workspace_directory}};
+  if (!request.capability_directories.empty()) {
+    env["capability_directories"] = request.capability_directories;
+  }
+  json j = {{"agent", std::move(agent)}, {"environment", std::move(env)}};
+  if (!request.metadata.empty()) {
+    j["metadata"] = request.metadata;
+  }
+  return j.dump();
+}
+
+std::string EncodeInputEvents(const std::vector<InputEvent>& events) {
+  json arr = json::array();
+  for (const InputEvent& e : events) {
+    if (e.kind == InputEvent::Kind::kCancel) {
+      arr.push_back({{"type", "agent.session.input.cancel"}});
+    } else {
+      arr.push_back({{"type", "agent.session.input.message"},
+                     {"input", json::array({{{"role", "user"},
+                                             {"content", json::array({{{"type", "input_text"},
+                                                                       {"text", e.text}}})}}})}});
+    }
+  }
+  return json{{"events", std::move(arr)}}.dump();
+}
+
+std::string EncodeListSessionsQuery(const ListSessionsParams& params) {
+  std::string q;
+  auto add = [&q](std::string_view key, const std::string& value) {
+    q += q.empty() ? '?' : '&';
+    q += key;
+    q += '=';
+    q += databricks::UrlEscape(value);
+  };
+  if (params.limit > 0) {
+    add("limit", std::to_string(params.limit));
+  }
+  if (!params.after.empty()) {
+    add("after", params.after);
+  }
+  if (!params.agent_id.empty()) {
+    add("agent_id", params.agent_id);
+  }
+  if (params.order != ListOrder::kServerDefault) {
+    add("order", params.order == ListOrder::kAsc ? "asc" : "desc");
+  }
+  return q;
+}
+
+StatusOr<Session> DecodeSession(std::string_view body) {
+  return Decoding("agent session", body,
+                  [&]() -> StatusOr<Session> { return DecodeSessionJson(Parse(body), ""); });
+}
+
+StatusOr<SessionPage> DecodeSessionPage(std::string_view body) {
+  return Decoding("session list", body, [&]() -> StatusOr<SessionPage> {
+    const json j = Parse(body);
+    SessionPage page;
+    if (const json* data = GetArray(j, "data", "")) {
+      for (size_t i = 0; i < data->size(); ++i) {
+        page.sessions.push_back(DecodeSessionJson((*data)[i], "data[" + std::to_string(i) + "]."));
+      }
+    }
+    page.has_more = GetBool(j, "has_more", "");
+    page.first_id = GetString(j, "first_id", "");
+    page.last_id = GetString(j, "last_id", "");
+    return page;
+  });
+}
+
+StatusOr<Environment> DecodeEnvironment(std::string_view body) {
+  return Decoding("environment", body, [&]() -> StatusOr<Environment> {
+    Environment e = DecodeEnvironmentJson(Parse(body), "");
+    if (e.id.empty()) {
+      throw FieldError{"id: missing"};
+    }
+    return e;
+  });
+}
+
+Status DecodeSessionDeleted(std::string_view body) {
+  return Decoding("session deletion", body, [&]() -> Status {
+    const json j = Parse(body);
+    // A server that omits `deleted` is believed: the 2xx status already says so.
+    if (const json* deleted = Find(j, "deleted");
+        deleted != nullptr && !GetBool(j, "deleted", "")) {
+      return InternalError("session deletion: the server answered deleted:false");
+    }
+    return OkStatus();
+  });
+}
+
+StatusOr<SessionEvent> DecodeSessionEvent(std::string_view data) {
+  return Decoding("stream event", data, [&]() -> StatusOr<SessionEvent> {
+    const json j = Parse(data);
+    SessionEvent e;
+    e.type = GetString(j, "type", "");
+    if (e.type.empty()) {
+      throw FieldError{"type: missing"};
+    }
+    e.kind = ClassifyEventType(e.type);
+    e.event_id = GetString(j, "event_id", "");
+    e.session_id = GetString(j, "session_id", "");
+    e.turn_id = GetOptString(j, "turn_id", "");
+    e.raw_json = std::string(data);
+    if (const json* session = GetObject(j, "session", "")) {
+      e.session = DecodeSessionJson(*session, "session.");
+      if (e.session_id.empty()) {
+        e.session_id = e.session->id;
+      }
+    }
+    if (const json* turn = GetObject(j, "turn", "")) {
+      e.turn = DecodeTurnJson(*turn, "turn.");
+      if (!e.turn_id) {
+        e.turn_id = e.turn->id;
+      }
+    }
+    if (const json* err = GetObject(j, "error", "")) {
+      e.error = DecodeApiError(*err, "error.");
+    }
+    if (e.kind == EventKind::kEnvironmentStatus) {
+      Environment env;
+      if (const json* ej = GetObject(j, "environment", "")) {
+        env = DecodeEnvironmentJson(*ej, "environment.");
+        if (const json* err = GetObject(*ej, "error", "environment.")) {
+          e.error = DecodeApiError(*err, "environment.error.");
+        }
+      }
+      // The type names the new status even when the payload's status is missing.
+      const std::string_view from_type =
+          std::string_view(e.type).substr(kEnvironmentEventPrefix.size());
+      if (env.status == EnvironmentStatus::kUnknown) {
+        env.status_raw = std::string(from_type);
+        env.status = ParseEnvironmentStatus(from_type);
+      }
+      e.environment = std::move(env);
+    }
+    if (const json* item = GetObject(j, "item", "")) {
+      e.item_id = GetString(*item, "id", "item.");
+      e.item_type = GetString(*item, "type", "item.");
+    }
+    if (e.item_id.empty()) {
+      e.item_id = GetString(j, "item_id", "");
+    }
+    if (e.kind == EventKind::kOutputTextDelta || e.kind == EventKind::kCommandOutputDelta) {
+      e.text = GetString(j, "delta", "");
+    } else if (e.kind == EventKind::kOutputTextDone) {
+      e.text = GetString(j, "text", "");
+    }
+    return e;
+  });
+}
+
+std::string EncodeSession(const Session& session) { return EncodeSessionJson(session).dump(); }
+
+std::string EncodeEnvironment(const Environment& environment) {
+  return EncodeEnvironmentJson(environment).dump();
+}
+
+std::string EncodeSessionEvent(const SessionEvent& e) {
+  json j = {{"event_id", e.event_id}, {"type", e.type}};
+  if (e.session) {
+    j["session"] = EncodeSessionJson(*e.session);
+  } else {
+    j["session_id"] = e.session_id;
+  }
+  if (e.turn_id) {
+    j["turn_id"] = *e.turn_id;
+  }
+  if (e.turn) {
+    const Turn& t = *e.turn;
+    json jt = {
+        {"id", t.id},
+        {"object", "agent.session.turn"},
+        {"session_id", t.session_id},
+        {"subagent_id", t.subagent_id ? json(*t.subagent_id) : json(nullptr)},
+        {"status",
+         t.status == TurnStatus::kUnknown ? t.status_raw : std::string(TurnStatusName(t.status))}};
+    jt["error"] = t.error ? EncodeApiError(*t.error) : json(nullptr);
+    j["turn"] = std::move(jt);
+  }
+  if (e.environment) {
+    json env = EncodeEnvironmentJson(*e.environment);
+    if (e.error) {
+      env["error"] = EncodeApiError(*e.error);
+    }
+    j["environment"] = std::move(env);
+  } else if (e.error) {
+    j["error"] = EncodeApiError(*e.error);
+  }
+  if (!e.item_type.empty()) {
+    j["item"] = {{"id", e.item_id}, {"type", e.item_type}};
+  } else if (!e.item_id.empty()) {
+    j["item_id"] = e.item_id;
+  }
+  if (e.kind == EventKind::kOutputTextDelta || e.kind == EventKind::kCommandOutputDelta) {
+    j["delta"] = e.text;
+  } else if (e.kind == EventKind::kOutputTextDone) {
+    j["text"] = e.text;
+  }
+  return j.dump();
+}
+
+StatusOr<std::vector<InputEvent>> DecodeInputEvents(std::string_view body) {
+  // A client error on the server side: kInvalidArgument, not kInternal.
+  auto decoded = Decoding("input events", body, [&]() -> StatusOr<std::vector<InputEvent>> {
+    const json j = Parse(body);
+    const json* events = GetArray(j, "events", "");
+    if (events == nullptr || events->empty()) {
+      throw FieldError{"events: required and non-empty"};
+    }
+    std::vector<InputEvent> out;
+    for (size_t i = 0; i < events->size(); ++i) {
+      const std::string p = "events[" + std::to_string(i) + "].";
+      const json& ev = (*events)[i];
+      const std::string type = GetString(ev, "type", p);
+      if (type == "agent.session.input.cancel") {
+        out.push_back(InputEvent::Cancel());
+      } else if (type == "agent.session.input.message") {
+        std::string text;
+        if (const json* input = GetArray(ev, "input", p)) {
+          for (const json& msg : *input) {
+            if (const json* content = GetArray(msg, "content", p + "input[].")) {
+              for (const json& part : *content) {
+                if (GetString(part, "type", p + "input[].content[].") == "input_text") {
+                  text += GetString(part, "text", p + "input[].content[].");
+                }
+              }
+            }
+          }
+        }
+        out.push_back(InputEvent::UserMessage(std::move(text)));
+      } else {
+        throw FieldError{p + "type: unsupported input event type \"" + type + "\""};
+      }
+    }
+    return out;
+  });
+  if (!decoded.ok()) {
+    return InvalidArgumentError(decoded.status().message());
+  }
+  return decoded;
+}
+
+}  // namespace sbx::controller::openai
