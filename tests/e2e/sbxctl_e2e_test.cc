@@ -420,8 +420,12 @@ TEST_F(SbxctlTest, WaitSeesControllerWritesAndFailsFastOnTerminalErrors) {
       Start({"wait", "sb", "s", "--for=condition=Ready", "--timeout", "60s"}, "", n);
   const int m = ++runs_;
   const pid_t watcher = Start({"get", "sb", "-w", "--timeout", "60s"}, "", m);
-  // Give both a chance to be blocked in WaitForChange (they succeed either way).
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Once the watcher has printed its table (Ready Unknown), the change must arrive as a row.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (ReadAll(dir_ / ("stdout" + std::to_string(m))).find("Unknown") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   SetCondition("s", "Ready", sbx::api::ConditionStatus::kTrue, "Running");
   r = Finish(waiter, n);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -430,6 +434,7 @@ TEST_F(SbxctlTest, WaitSeesControllerWritesAndFailsFastOnTerminalErrors) {
   r = Finish(watcher, m);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("NAME   READY"));
+  EXPECT_THAT(r.out, HasSubstr("s      Unknown   <none>"));
   EXPECT_THAT(r.out, HasSubstr("s      True      RUNNING"));
 
   r = Run({"wait", "sb", "s", "--for=condition=Ready=True", "--timeout", "5s"});
@@ -446,6 +451,48 @@ TEST_F(SbxctlTest, WaitSeesControllerWritesAndFailsFastOnTerminalErrors) {
   r = Run({"describe", "sb", "s"});
   EXPECT_THAT(r.out, HasSubstr("ImmutableFieldChanged"));
   EXPECT_THAT(r.out, HasSubstr("RUNNING"));
+}
+
+TEST_F(SbxctlTest, ApplyWaitAndDeleteWaitFollowTheController) {
+  WriteFile(dir_ / "s.yaml", SandboxManifest("s", "S"));
+  Result r = Run({"apply", "-f", (dir_ / "s.yaml").string(), "--wait", "--timeout", "1s"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "sandbox/s created\n");
+  EXPECT_EQ(r.err, "error: timed out waiting for the condition on sandboxes/s\n");
+
+  // A finalizer (as the controller sets) keeps the object until it is removed.
+  {
+    auto store = OpenStore();
+    auto object = store->Get({sbx::api::Kind::kSandbox, "default", "s"});
+    ASSERT_TRUE(object.ok()) << object.status();
+    object->metadata.finalizers = {std::string(sbx::api::kControllerFinalizer)};
+    ASSERT_TRUE(store->UpdateControllerMetadata(*object).ok());
+  }
+  r = Run({"delete", "sb", "s"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox \"s\" marked for deletion\n");
+  const int n = ++runs_;
+  const pid_t waiter = Start({"delete", "sb/s", "--wait", "--timeout", "60s"}, "", n);
+  // Let the waiter issue its delete first (it prints before it blocks).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (ReadAll(dir_ / ("stdout" + std::to_string(n))).find("marked for deletion") ==
+             std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  {
+    auto store = OpenStore();
+    auto object = store->Get({sbx::api::Kind::kSandbox, "default", "s"});
+    ASSERT_TRUE(object.ok()) << object.status();
+    EXPECT_NE(object->metadata.deletion_timestamp, "");
+    object->metadata.finalizers.clear();
+    ASSERT_TRUE(store->UpdateControllerMetadata(*object).ok());
+  }
+  r = Finish(waiter, n);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("sandbox \"s\" deleted\n"));
+  r = Run({"get", "sb", "s"});
+  EXPECT_EQ(r.exit_code, 1);
 }
 
 TEST_F(SbxctlTest, EventsAreListed) {
