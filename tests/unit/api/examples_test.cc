@@ -37,13 +37,16 @@ TEST(ExamplesTest, EveryExampleDecodesDefaultsAndValidates) {
   ASSERT_TRUE(fs::is_directory(dir)) << dir;
   std::map<Kind, int> kinds;
   int files = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
     if (entry.path().extension() != ".yaml") {
       continue;
     }
     ++files;
     const std::string text = ReadFile(entry.path());
-    const std::string name = entry.path().filename().string();
+    const std::string name = fs::relative(entry.path(), dir).string();
+    // Files in subfolders point one level further up at the schemas.
+    const std::string schema_dir =
+        entry.path().parent_path() == dir ? "../schema/" : "../../schema/";
     StatusOr<std::vector<Manifest>> manifests = DecodeManifests(text, name);
     ASSERT_TRUE(manifests.ok()) << manifests.status();
     ASSERT_FALSE(manifests->empty()) << name;
@@ -54,7 +57,7 @@ TEST(ExamplesTest, EveryExampleDecodesDefaultsAndValidates) {
       ++kinds[m.object.kind];
       // The first line points editors at the schema of this kind.
       const std::string first_line = text.substr(0, text.find('\n'));
-      EXPECT_EQ(first_line, "# yaml-language-server: $schema=../schema/" +
+      EXPECT_EQ(first_line, "# yaml-language-server: $schema=" + schema_dir +
                                 Lower(KindName(m.object.kind)) + ".schema.json")
           << name;
     }
