@@ -1,0 +1,70 @@
+#include "controller/server/reconcile_metrics.h"
+
+#include <chrono>
+#include <string>
+
+#include "controller/server/log.h"
+
+namespace sbx::controller {
+
+ReconcileMetrics::ReconcileMetrics(Metrics& metrics) : metrics_(metrics) {}
+
+std::string_view ReconcileMetrics::ResultLabel(const ReconcileRecord& record) {
+  if (record.status.ok()) {
+    if (record.result && record.result->action == ReconcileResult::Action::kRequeueAfter) {
+      return "requeue";
+    }
+    return "done";
+  }
+  // A missing class cannot happen from the Manager; treat it as transient, as the Manager does.
+  if (record.error && !record.error->transient()) {
+    return "terminal_error";
+  }
+  return "transient_error";
+}
+
+void ReconcileMetrics::OnReconciled(const ReconcileRecord& record) {
+  const std::string kind(api::KindName(record.key.kind));
+  const std::string_view result = ResultLabel(record);
+  const double seconds = std::chrono::duration<double>(record.duration).count();
+
+  metrics_
+      .counter("sbx_reconciles_total", "Reconciles by kind and result.",
+               {{"kind", kind}, {"result", std::string(result)}})
+      .Inc();
+  metrics_
+      .histogram("sbx_reconcile_duration_seconds", "Time spent in one reconcile, by kind.",
+                 DefaultDurationBuckets(), {{"kind", kind}})
+      .Observe(seconds);
+
+  const std::string name = record.key.namespace_ + "/" + record.key.name;
+  const std::string duration_ms = std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(record.duration).count());
+  if (record.status.ok()) {
+    if (!log::Enabled(log::Level::kDebug)) {
+      return;
+    }
+    if (record.result && record.result->action == ReconcileResult::Action::kRequeueAfter) {
+      log::Debug("reconciled", {{"kind", kind},
+                                {"name", name},
+                                {"result", std::string(result)},
+                                {"requeue_after_ms", std::to_string(record.result->after.count())},
+                                {"duration_ms", duration_ms}});
+    } else {
+      log::Debug("reconciled", {{"kind", kind},
+                                {"name", name},
+                                {"result", std::string(result)},
+                                {"duration_ms", duration_ms}});
+    }
+    return;
+  }
+  log::Warn("reconciled", {{"kind", kind},
+                           {"name", name},
+                           {"result", std::string(result)},
+                           {"reason", record.error ? record.error->reason : "Unknown"},
+                           {"error", record.status.ToString()},
+                           {"requeues", std::to_string(record.num_requeues)},
+                           {"duration_ms", duration_ms}});
+}
+
+}  // namespace sbx::controller
