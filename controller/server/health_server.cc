@@ -165,11 +165,12 @@ api::StatusOr<int> HealthServer::Start(const std::string& addr) {
   }
   ASSIGN_OR_RETURN(HostPort hp, ParseAddr(addr));
   const bool pick = hp.port == 0;
+  const int wanted = hp.port;
   std::string last_error;
   for (int attempt = 0; attempt < (pick ? kPortAttempts : 1); ++attempt) {
-    if (pick) {
-      ASSIGN_OR_RETURN(hp.port, internal::PickFreePort(hp.host));
-    }
+    // Also for an explicit port: opening a cpprest listener on a port this process already
+    // listens on fails AND unregisters the existing listener, so never let cpprest find out.
+    ASSIGN_OR_RETURN(hp.port, internal::ProbeBind(hp.host, wanted));
     try {
       auto listener = std::make_unique<Listener>(UriFor(hp));
       std::shared_ptr<Shared> shared = shared_;
@@ -182,7 +183,7 @@ api::StatusOr<int> HealthServer::Start(const std::string& addr) {
       listener_ = std::move(listener);
       return hp.port;
     } catch (const std::exception& e) {
-      // Most likely the picked port was taken between PickFreePort and open: pick another.
+      // Most likely the port was taken between the probe and open: pick another.
       last_error = e.what();
     }
   }

@@ -11,13 +11,14 @@
 
 namespace sbx::controller::internal {
 
-api::StatusOr<int> PickFreePort(const std::string& host) {
+api::StatusOr<int> ProbeBind(const std::string& host, int port_wanted) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* raw = nullptr;
-  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), "0", &hints, &raw);
+  const std::string service = std::to_string(port_wanted);
+  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &raw);
   if (rc != 0) {
     return api::InvalidArgumentError("cannot resolve '" + host + "': " + gai_strerror(rc));
   }
@@ -29,6 +30,10 @@ api::StatusOr<int> PickFreePort(const std::string& host) {
       last_error = std::strerror(errno);
       continue;
     }
+    // Like the listener that will bind the port for real (asio sets it too): connections of a
+    // previous process lingering in TIME_WAIT do not make the port unusable; a listener does.
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_storage bound{};
     socklen_t len = sizeof bound;
     int port = -1;
@@ -45,7 +50,7 @@ api::StatusOr<int> PickFreePort(const std::string& host) {
       return port;
     }
   }
-  return api::UnavailableError("cannot bind a free port on '" + host + "': " + last_error);
+  return api::UnavailableError("cannot bind " + host + ":" + service + ": " + last_error);
 }
 
 }  // namespace sbx::controller::internal
