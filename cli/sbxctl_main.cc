@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
+#include <string_view>
 
 #include "cli/commands/apply_command.h"
 #include "cli/commands/command_context.h"
@@ -14,6 +15,7 @@
 #include "cli/commands/describe_command.h"
 #include "cli/commands/diff_command.h"
 #include "cli/commands/events_command.h"
+#include "cli/commands/exec_command.h"
 #include "cli/commands/get_command.h"
 #include "cli/commands/version_command.h"
 #include "cli/commands/wait_command.h"
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
   sbx::cli::AddDeleteCommand(app, ctx);
   sbx::cli::AddWaitCommand(app, ctx);
   sbx::cli::AddEventsCommand(app, ctx);
+  sbx::cli::AddExecCommand(app, ctx);
   sbx::cli::AddVersionCommand(app, ctx);
 
   if (argc <= 1) {
@@ -61,6 +64,21 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) {  // --help
       return app.exit(e);
+    }
+    if (app.get_subcommands().empty()) {
+      // No verb recognised: name the word the user typed, as kubectl does.
+      for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        if (arg == "--db" || arg == "-n" || arg == "--namespace") {
+          ++i;
+          continue;
+        }
+        if (!arg.empty() && arg.front() != '-') {
+          std::cerr << "error: unknown command \"" << arg
+                    << "\" for \"sbxctl\" (see sbxctl --help)\n";
+          return sbx::cli::kExitError;
+        }
+      }
     }
     std::cerr << "error: " << e.what() << "\n";
     return app.got_subcommand("diff") ? sbx::cli::kExitDiffError : sbx::cli::kExitError;

@@ -380,6 +380,10 @@ TEST_F(SbxctlTest, BadInputIsReportedAndChangesNothing) {
   EXPECT_EQ(CountLines(r.err), 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("unknown kind \"pods\""));
 
+  r = Run({"frobnicate"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: unknown command \"frobnicate\" for \"sbxctl\" (see sbxctl --help)\n");
+
   r = Run({"get", "sb", "-o", "xml"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(CountLines(r.err), 1) << r.err;
