@@ -65,6 +65,12 @@ TEST(CountingTransportTest, NormalisesIdsInPathTemplates) {
             "POST /oidc/accounts/{id}/v1/token");
   EXPECT_EQ(label("GET", "https://h/oidc/.well-known/oauth-authorization-server"),
             "GET /oidc/.well-known/oauth-authorization-server");
+  // The OpenAI Agents API goes through the same transport interface.
+  EXPECT_EQ(label("GET", "https://api.openai.com/v1/agents/sessions/sess_abc/events"),
+            "GET /v1/agents/sessions/{id}/events");
+  EXPECT_EQ(label("GET", "https://api.openai.com/v1/agents/environments/env_1"),
+            "GET /v1/agents/environments/{id}");
+  EXPECT_EQ(label("POST", "https://api.openai.com/v1/agents/sessions"), "POST /v1/agents/sessions");
   // Unknown endpoints: id-looking segments are still folded.
   EXPECT_EQ(label("GET", "https://h/api/9/things/0f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0/x"),
             "GET /api/9/things/{id}/x");
