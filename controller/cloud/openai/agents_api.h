@@ -82,80 +82,80 @@ TurnStatus ParseTurnStatus(std::string_view raw);
 // and `remote_url` (opaque, pass unchanged) to `--remote`.
 struct SessionEnvironment {
   EnvironmentType type = EnvironmentType::kUnknown;
-  std::string type_raw;
-  std::string id;  // "ccarenv_…"
-  std::string remote_url;
-  std::string workspace_directory;
-  std::vector<std::string> capability_directories;
+  std::string type_raw{};
+  std::string id{};  // "ccarenv_…"
+  std::string remote_url{};
+  std::string workspace_directory{};
+  std::vector<std::string> capability_directories{};
   // The real API has no status here (poll GetEnvironment); kept for a future server or emulator.
-  std::optional<EnvironmentStatus> status;
-  std::string status_raw;
+  std::optional<EnvironmentStatus> status{};
+  std::string status_raw{};
 };
 
 // One entry of AgentSession.required_actions. Unknown types keep `type_raw` only.
 struct RequiredAction {
-  std::string type_raw;        // "environment_connection", "function_call", …
-  std::string environment_id;  // environment_connection
-  std::string turn_id;         // function_call
-  std::string call_id;         // function_call
-  std::string name;            // function_call
-  std::string arguments;       // function_call (JSON text)
+  std::string type_raw{};        // "environment_connection", "function_call", …
+  std::string environment_id{};  // environment_connection
+  std::string turn_id{};         // function_call
+  std::string call_id{};         // function_call
+  std::string name{};            // function_call
+  std::string arguments{};       // function_call (JSON text)
 };
 
 // AgentSession.agent (the fields the controller uses).
 struct AgentConfig {
-  std::string id;
-  std::string model;
-  std::optional<std::string> instructions;
-  std::optional<std::string> name;
+  std::string id{};
+  std::string model{};
+  std::optional<std::string> instructions{};
+  std::optional<std::string> name{};
 };
 
 struct Session {
-  std::string id;  // "sess_…"
+  std::string id{};  // "sess_…"
   SessionStatus status = SessionStatus::kUnknown;
-  std::string status_raw;
-  std::vector<RequiredAction> required_actions;
-  SessionEnvironment environment;
-  AgentConfig agent;
+  std::string status_raw{};
+  std::vector<RequiredAction> required_actions{};
+  SessionEnvironment environment{};
+  AgentConfig agent{};
   int64_t created_at = 0;  // Unix seconds
   int64_t last_active_at = 0;
-  std::optional<std::string> error;  // why the session failed
-  std::map<std::string, std::string> metadata;
+  std::optional<std::string> error{};  // why the session failed
+  std::map<std::string, std::string> metadata{};
 };
 
 // POST /agents/sessions with a self_hosted environment and an inline agent, no initial input.
 struct CreateSessionRequest {
-  std::string model;                                // required
-  std::optional<std::string> instructions;          // omitted when unset
-  std::string workspace_directory;                  // required, absolute path inside the sandbox
-  std::vector<std::string> capability_directories;  // omitted when empty
-  std::map<std::string, std::string> metadata;      // ≤ 16 pairs (server-enforced)
+  std::string model{};                                // required
+  std::optional<std::string> instructions{};          // omitted when unset
+  std::string workspace_directory{};                  // required, absolute path inside the sandbox
+  std::vector<std::string> capability_directories{};  // omitted when empty
+  std::map<std::string, std::string> metadata{};      // ≤ 16 pairs (server-enforced)
 };
 
 enum class ListOrder { kServerDefault, kAsc, kDesc };
 
 // Cursor parameters of GET /agents/sessions. Zero/empty values are not sent.
 struct ListSessionsParams {
-  int limit = 0;         // server default 20
-  std::string after;     // exclusive cursor: an item id (the previous page's last_id)
-  std::string agent_id;  // filter
+  int limit = 0;           // server default 20
+  std::string after{};     // exclusive cursor: an item id (the previous page's last_id)
+  std::string agent_id{};  // filter
   ListOrder order = ListOrder::kServerDefault;
 };
 
 struct SessionPage {
-  std::vector<Session> sessions;
+  std::vector<Session> sessions{};
   bool has_more = false;
-  std::string first_id;  // "" on an empty page
-  std::string last_id;
+  std::string first_id{};  // "" on an empty page
+  std::string last_id{};
 };
 
 // GET /agents/environments/{id} (EnvironmentInfo).
 struct Environment {
-  std::string id;
+  std::string id{};
   EnvironmentType type = EnvironmentType::kUnknown;
-  std::string type_raw;
+  std::string type_raw{};
   EnvironmentStatus status = EnvironmentStatus::kUnknown;
-  std::string status_raw;
+  std::string status_raw{};
 };
 
 // --- Input events (POST /agents/sessions/{id}/events) -------------------------------------------
@@ -163,7 +163,7 @@ struct Environment {
 struct InputEvent {
   enum class Kind { kMessage, kCancel };
   Kind kind = Kind::kMessage;
-  std::string text;  // kMessage: one user message with one input_text part
+  std::string text{};  // kMessage: one user message with one input_text part
 
   static InputEvent UserMessage(std::string text) { return {Kind::kMessage, std::move(text)}; }
   static InputEvent Cancel() { return {Kind::kCancel, {}}; }
@@ -195,35 +195,35 @@ enum class EventKind {
 };
 
 struct ApiError {
-  std::string type;
-  std::string code;
-  std::string message;
-  std::string param;
+  std::string type{};
+  std::string code{};
+  std::string message{};
+  std::string param{};
 };
 
 struct Turn {
-  std::string id;  // "turn_…"
-  std::string session_id;
-  std::optional<std::string> subagent_id;  // nullopt for a root turn (the one that decides)
+  std::string id{};  // "turn_…"
+  std::string session_id{};
+  std::optional<std::string> subagent_id{};  // nullopt for a root turn (the one that decides)
   TurnStatus status = TurnStatus::kUnknown;
-  std::string status_raw;
-  std::optional<ApiError> error;  // code + message
+  std::string status_raw{};
+  std::optional<ApiError> error{};  // code + message
 };
 
 struct SessionEvent {
-  std::string event_id;  // random, not orderable; dedupe by it
-  std::string type;      // as sent, e.g. "agent.session.turn.completed"
+  std::string event_id{};  // random, not orderable; dedupe by it
+  std::string type{};      // as sent, e.g. "agent.session.turn.completed"
   EventKind kind = EventKind::kOther;
-  std::string session_id;                  // from the event, or from `session.id`
-  std::optional<std::string> turn_id;      // turn, item and environment events
-  std::optional<Session> session;          // session-level events
-  std::optional<Environment> environment;  // kEnvironmentStatus (status also from the type)
-  std::optional<Turn> turn;                // turn events
-  std::optional<ApiError> error;           // kError, or a failed environment's error
-  std::string item_id;
-  std::string item_type;  // item events: "message", "command_execution", …
-  std::string text;       // delta or full text, see EventKind
-  std::string raw_json;   // the whole `data:` payload, for anything not modelled above
+  std::string session_id{};                  // from the event, or from `session.id`
+  std::optional<std::string> turn_id{};      // turn, item and environment events
+  std::optional<Session> session{};          // session-level events
+  std::optional<Environment> environment{};  // kEnvironmentStatus (status also from the type)
+  std::optional<Turn> turn{};                // turn events
+  std::optional<ApiError> error{};           // kError, or a failed environment's error
+  std::string item_id{};
+  std::string item_type{};  // item events: "message", "command_execution", …
+  std::string text{};       // delta or full text, see EventKind
+  std::string raw_json{};   // the whole `data:` payload, for anything not modelled above
 };
 
 // Callbacks of StreamEvents, all invoked on the calling thread.

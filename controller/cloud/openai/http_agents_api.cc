@@ -150,7 +150,7 @@ StatusOr<std::string> HttpAgentsApi::Send(const Call& call, std::stop_token stop
   const HttpRequest request = BuildRequest(call);
   const Clock::SteadyTime start = clock_.Steady();
   for (int attempt = 1;; ++attempt) {
-    if (!bucket_.Acquire(stop)) {
+    if (stop.stop_requested() || !bucket_.Acquire(stop)) {
       return CancelledError(what + ": cancelled");
     }
     HttpResult result = transport_.Send(request, stop);
@@ -286,7 +286,7 @@ Status HttpAgentsApi::StreamEvents(const std::string& session_id, const StreamCa
 
   const Clock::SteadyTime start = clock_.Steady();
   for (int attempt = 1;; ++attempt) {
-    if (!bucket_.Acquire(stop)) {
+    if (stop.stop_requested() || !bucket_.Acquire(stop)) {
       return CancelledError(what + ": cancelled");
     }
     SseParser parser(SseParserOptions{.max_event_bytes = options_.max_event_bytes});

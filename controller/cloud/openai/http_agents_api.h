@@ -39,9 +39,9 @@ struct HttpAgentsApiOptions {
   // A stream silent for this long ends with kDeadlineExceeded (the caller re-subscribes).
   std::chrono::milliseconds stream_idle_timeout{std::chrono::minutes(10)};
   size_t max_event_bytes = 16u << 20;
-  RetryPolicy retry;
+  RetryPolicy retry{};
   // Uniform [0, 1) for backoff jitter; null: a seeded PRNG.
-  Backoff::Uniform jitter;
+  Backoff::Uniform jitter{};
 };
 
 class HttpAgentsApi final : public AgentsApi {

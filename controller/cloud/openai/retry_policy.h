@@ -40,10 +40,10 @@ enum class Idempotency { kIdempotent, kNotIdempotent };
 
 // A failed attempt.
 struct AttemptFailure {
-  api::Status status;                // the error, with retry_after when the server sent a hint
-  int http_status = 0;               // 0: no HTTP response (transport failure)
-  bool maybe_sent = true;            // false only if the request certainly did not reach the server
-  std::optional<bool> should_retry;  // x-should-retry
+  api::Status status;      // the error, with retry_after when the server sent a hint
+  int http_status = 0;     // 0: no HTTP response (transport failure)
+  bool maybe_sent = true;  // false only if the request certainly did not reach the server
+  std::optional<bool> should_retry{};  // x-should-retry
 };
 
 // The delay before the next attempt, or nullopt to give up and return `failure.status`.
