@@ -373,10 +373,10 @@ class DatabricksEmulator::Impl {
     auto is_api = seg.size() >= 3 && seg[0] == "api" && seg[1] == "2.0";
     if (req.path == "/.well-known/databricks-config" && m == "GET") {
       endpoint = "databricks.host_metadata";
-      call = [&] { return HostMetadata(); };
+      call = [&] { return HostMetadata(req); };
     } else if (req.path == "/oidc/.well-known/oauth-authorization-server" && m == "GET") {
       endpoint = "databricks.oidc_discovery";
-      call = [&] { return OidcDiscovery(); };
+      call = [&] { return OidcDiscovery(req); };
     } else if (req.path == "/oidc/v1/token" && m == "POST") {
       endpoint = "databricks.oauth_token";
       call = [&] { return Token(req); };
@@ -487,16 +487,23 @@ class DatabricksEmulator::Impl {
     return std::nullopt;
   }
 
-  HttpResponse HostMetadata() {
-    json j = {{"oidc_endpoint", base_url() + "/oidc"}, {"cloud", "aws"}};
+  // The URL the client used (its Host header), so discovery works behind any address.
+  std::string PublicUrl(const HttpRequest& req) const {
+    std::string host = req.Header("host");
+    return host.empty() ? base_url() : "http://" + host;
+  }
+
+  HttpResponse HostMetadata(const HttpRequest& req) {
+    json j = {{"oidc_endpoint", PublicUrl(req) + "/oidc"}, {"cloud", "aws"}};
     if (!options_.workspace_id.empty()) j["workspace_id"] = options_.workspace_id;
     return Ok(j);
   }
 
-  HttpResponse OidcDiscovery() {
-    return Ok({{"issuer", base_url() + "/oidc"},
-               {"authorization_endpoint", base_url() + "/oidc/v1/authorize"},
-               {"token_endpoint", base_url() + "/oidc/v1/token"},
+  HttpResponse OidcDiscovery(const HttpRequest& req) {
+    const std::string base = PublicUrl(req);
+    return Ok({{"issuer", base + "/oidc"},
+               {"authorization_endpoint", base + "/oidc/v1/authorize"},
+               {"token_endpoint", base + "/oidc/v1/token"},
                {"grant_types_supported", json::array({"client_credentials"})}});
   }
 

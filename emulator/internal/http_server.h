@@ -9,7 +9,9 @@
 //
 // Thread-safety: Start/Stop from one owner thread; the handler is called concurrently from
 // connection threads and must be thread-safe. Stop() closes the listener and every open
-// connection, then joins all threads. The handler must outlive the server.
+// connection, then joins all threads, so a handler blocked on anything but its socket (a child
+// process, an event queue) must be released by its owner before Stop(). The handler must
+// outlive the server.
 #pragma once
 
 #include <functional>

@@ -242,7 +242,8 @@ TEST_F(DatabricksEmulatorTest, PatchHonoursOnlyTheAllowListedMaskPaths) {
 }
 
 TEST_F(DatabricksEmulatorTest, StartIs404UnlessStoppedAndStopIsIdempotent) {
-  Boot();
+  // Long enough that the start below surely lands while the sandbox is still STOPPING.
+  Boot([](auto& o) { o.stopping_delay = 600ms; });
   CreateRunning("s");
   ExpectError(client_->Post("/api/2.0/sandboxes/s/start", "{}"), 404, "NOT_FOUND");
   HttpResult stop = client_->Post("/api/2.0/sandboxes/s/stop");  // empty body
