@@ -287,7 +287,8 @@ class AgentsApi {
   virtual Status StreamEvents(const std::string& session_id, const StreamCallbacks& callbacks,
                               std::stop_token stop = {}) = 0;
 
-  // Convenience: StreamEvents without an on_open callback.
+  // Convenience: StreamEvents without an on_open callback. Implementations add
+  // `using AgentsApi::StreamEvents;` so that overriding the virtual does not hide it.
   Status StreamEvents(const std::string& session_id,
                       std::function<bool(const SessionEvent&)> on_event,
                       std::stop_token stop = {}) {
