@@ -2,19 +2,25 @@
 // Prints one "<api>: <url>" line per API on stdout (flushed) once it is serving, then waits;
 // on a signal it kills every sandbox process and exits 0. Flags: see emulator/README.md.
 #include <signal.h>
-#include <stdlib.h>
-
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <stdlib.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "emulator/databricks/databricks_emulator.h"
+#include "emulator/executor/standin_executor.h"
+#include "emulator/internal/fault_injector.h"
+#include "emulator/openai/openai_emulator.h"
 
 namespace {
 
@@ -58,9 +64,76 @@ CLI::Option* AddDuration(CLI::App& app, const std::string& name, Millis& target,
       ->type_name("DURATION");
 }
 
+// `sbx-emulator executor …`: the stand-in for `codex exec-server --remote …` (see
+// emulator/executor/standin_executor.h). Reads CODEX_API_KEY like codex; SIGTERM/SIGINT → 0.
+int RunExecutor(int argc, char** argv) {
+  CLI::App app{"sbx-emulator executor: stand-in for `codex exec-server --remote` (plain JSON-RPC)"};
+  sbx::emulator::StandinExecutorOptions opts;
+  app.add_option("--remote", opts.remote,
+                 "Registry base URL (the session's environment.remote_url)");
+  app.add_option("--environment-id", opts.environment_id, "The session's environment.id");
+  app.add_option("--name", opts.name, "Executor name (informational)");
+  app.allow_extras();  // codex flags the stand-in ignores (--exit-on-stdin-close, -c k=v, …)
+  CLI11_PARSE(app, argc, argv);
+  if (const char* key = std::getenv("CODEX_API_KEY")) opts.api_key = key;
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::stop_source stop;
+  std::jthread waiter([&stop, signals](std::stop_token done) {
+    timespec tick{0, 100'000'000};
+    while (!done.stop_requested()) {
+      if (sigtimedwait(&signals, nullptr, &tick) > 0) {
+        stop.request_stop();
+        return;
+      }
+    }
+  });
+  int rc = sbx::emulator::RunStandinExecutor(opts, std::cerr, stop.get_token());
+  waiter.request_stop();
+  return rc;
+}
+
+// Installs `<bin_dir>/codex`, a wrapper that runs this binary's stand-in executor for
+// `codex exec-server …`, so that emulated sandboxes (whose PATH starts with bin_dir) find it.
+void InstallCodexWrapper(const std::filesystem::path& bin_dir) {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    spdlog::warn("cannot find my own path ({}); no stand-in codex installed", ec.message());
+    return;
+  }
+  std::filesystem::create_directories(bin_dir, ec);
+  std::string quoted = "'";
+  for (char c : self.string()) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  const std::filesystem::path target = bin_dir / "codex";
+  {
+    std::ofstream out(target, std::ios::trunc);
+    out << "#!/bin/sh\n"
+           "# sbx-emulator stand-in for codex: `codex exec-server ...` runs the stand-in "
+           "executor.\n"
+           "if [ \"$1\" = exec-server ]; then shift; exec "
+        << quoted
+        << " executor \"$@\"; fi\n"
+           "if [ \"$1\" = --version ]; then echo 'codex-cli 0.171.0 (sbx-emulator stand-in)'; exit "
+           "0; "
+           "fi\n"
+           "echo 'codex (sbx-emulator stand-in): only \"codex exec-server\" is supported' >&2\n"
+           "exit 2\n";
+  }
+  std::filesystem::permissions(target, std::filesystem::perms(0755),
+                               std::filesystem::perm_options::replace, ec);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "executor") return RunExecutor(argc - 1, argv + 1);
+
   CLI::App app{"sbx-emulator: local emulator of the Databricks Sandbox API for tests and demos"};
   sbx::emulator::DatabricksEmulator::Options opts;
   std::string host = "127.0.0.1";
@@ -109,8 +182,35 @@ int main(int argc, char** argv) {
   bool no_namespace = false;
   app.add_flag("--no-mount-namespace", no_namespace,
                "Rewrite /home/sandbox-agent paths instead of using a mount namespace");
-  // Room for --openai-port and the `executor` subcommand (stand-in codex), added later.
+  // OpenAI Agents API half (started only with --openai-port).
+  int openai_port = -1;
+  sbx::emulator::OpenAiEmulator::Options openai_opts;
+  std::vector<std::string> openai_keys, executor_keys;
+  std::string registration_failure = "none";
+  app.add_option("--openai-port", openai_port,
+                 "Also serve the OpenAI Agents API on this port (0 = any free port)");
+  app.add_option("--openai-api-key", openai_keys,
+                 "Accepted OpenAI application key (repeatable; default sk-emulator)");
+  app.add_option("--openai-executor-key", executor_keys,
+                 "Accepted environment (executor) key (repeatable; default sk-exec-emulator)");
+  app.add_flag("--openai-accept-any-key", openai_opts.accept_any_api_key,
+               "Accept any application and executor key (demos)");
+  AddDuration(app, "--disconnected-after", openai_opts.disconnected_after,
+              "Environment turns disconnected this long after its executor dropped (default 20s)");
+  AddDuration(app, "--connection-wait", openai_opts.connection_wait,
+              "How long input waits for an executor to connect (default 5m)");
+  app.add_option("--registration-failure", registration_failure,
+                 "Executor registration fails: none|ip (401)|scope (403)")
+      ->check(CLI::IsMember({"none", "ip", "scope"}));
   CLI11_PARSE(app, argc, argv);
+  if (!openai_keys.empty()) openai_opts.api_keys = openai_keys;
+  if (!executor_keys.empty()) openai_opts.executor_keys = executor_keys;
+  openai_opts.accept_any_executor_key = openai_opts.accept_any_api_key;
+  using RegistrationFailure = sbx::emulator::OpenAiEmulator::RegistrationFailure;
+  openai_opts.registration_failure =
+      registration_failure == "ip"      ? RegistrationFailure::kIpNotAuthorized
+      : registration_failure == "scope" ? RegistrationFailure::kMissingScope
+                                        : RegistrationFailure::kNone;
 
   // stdout carries only the URL lines a caller parses; logs go to stderr.
   spdlog::set_default_logger(spdlog::stderr_color_mt("sbx-emulator"));
@@ -132,6 +232,8 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  InstallCodexWrapper(opts.bin_dir.empty() ? std::filesystem::path(opts.root_dir) / "bin"
+                                           : std::filesystem::path(opts.bin_dir));
   sbx::emulator::DatabricksEmulator databricks(opts);
   auto port = databricks.Start(host, databricks_port);
   if (!port.ok()) {
@@ -141,8 +243,23 @@ int main(int argc, char** argv) {
   std::cout << "databricks: " << databricks.base_url() << std::endl;
   std::cout << "root: " << opts.root_dir << std::endl;
 
+  // One set of counters and faults for both APIs (/_emulator/counters on either port).
+  openai_opts.faults = &databricks.faults();
+  std::unique_ptr<sbx::emulator::OpenAiEmulator> openai;
+  if (openai_port >= 0) {
+    openai = std::make_unique<sbx::emulator::OpenAiEmulator>(openai_opts);
+    auto bound = openai->Start(host, openai_port);
+    if (!bound.ok()) {
+      std::cerr << "sbx-emulator: " << bound.status() << "\n";
+      databricks.Stop();
+      return 1;
+    }
+    std::cout << "openai: " << openai->base_url() << std::endl;
+  }
+
   int sig = 0;
   sigwait(&signals, &sig);
+  if (openai) openai->Stop();
   databricks.Stop();
   return 0;
 }

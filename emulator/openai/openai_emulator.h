@@ -1,0 +1,128 @@
+// OpenAiEmulator: a local emulator of the OpenAI Agents API (beta) self-hosted session surface
+// (reference/openai-agents-api.md §1, §2, §5, §6) and of the executor registry that
+// `codex exec-server` registers with (reference/codex-exec-server.md §3, §9), on loopback.
+//
+// HTTP (one port, P): the Agents API under /v1/agents/… (sessions create/get/list/update/delete,
+// POST …/events → 202, GET …/events → SSE, turns, items, GET /v1/agents/environments/{id});
+// the executor registry at {remote_url}/cloud/environment/{id}/register, where remote_url is
+// http://127.0.0.1:P/v1 (loopback, so the real codex accepts plain http); and the admin API under
+// /_emulator/openai/… plus the shared /_emulator/counters|latency|faults|rate_limit
+// (see emulator/README.md).
+//
+// WebSocket (a second port, W): the `url` handed out by registration,
+// ws://127.0.0.1:W/rendezvous/{environment_id}/{executor_registration_id}. Two security
+// profiles are accepted:
+//   - "noise_hybrid_ik_v1" (the real codex): the socket is accepted and kept open (pings are
+//     answered), nothing is sent; it proves connectivity only and cannot run commands.
+//   - "sbx_plain_jsonrpc_v1" (the stand-in executor, `sbx-emulator executor`): the socket carries
+//     plain exec-server JSON-RPC text frames (codex-exec-server.md §7) with the emulator as the
+//     JSON-RPC client; the emulated harness runs a turn's commands through it.
+// An environment is `pending` until an executor's socket opens, `connected` while one is open,
+// and `disconnected` `disconnected_after` after the last one closed.
+//
+// Emulated harness: a user message runs one turn. Every input line starting with "$ " is run
+// with /bin/bash -c in the session's workspace directory through a connected plain-profile
+// executor (→ a command_execution item with its output), then a final assistant message, then
+// agent.session.turn.completed (failed if no executor connected within `connection_wait`;
+// cancelled on agent.session.input.cancel), then agent.session.idle.
+//
+// Thread-safety: all public methods are thread-safe. Start() once, Stop() once (also run by the
+// destructor). Owns its servers and threads; a FaultInjector passed in Options is borrowed and
+// must outlive the emulator.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/status.h"
+
+namespace sbx::emulator {
+
+namespace internal {
+class FaultInjector;
+}
+
+// The plain JSON-RPC security profile of the stand-in executor (not an OpenAI name).
+inline constexpr char kPlainJsonRpcProfile[] = "sbx_plain_jsonrpc_v1";
+// The profile of the real codex exec-server (0.171.0).
+inline constexpr char kNoiseProfile[] = "noise_hybrid_ik_v1";
+
+class OpenAiEmulator {
+ public:
+  using Duration = std::chrono::milliseconds;
+
+  // How executor registration fails on purpose (admin API or Options).
+  enum class RegistrationFailure {
+    kNone,
+    kIpNotAuthorized,  // 401, raw body "IP is not authorized"
+    kMissingScope,  // 403 {"error":{"message":"Missing required scope …","code":"missing_scope"}}
+  };
+
+  struct Options {
+    // Accepted application keys (Authorization: Bearer … on /v1/agents/*).
+    std::vector<std::string> api_keys{"sk-emulator"};
+    // Accepted environment ("executor") keys on /cloud/environment/{id}/register. An application
+    // key used here gets 403 missing_scope (like a project key against the real registry).
+    std::vector<std::string> executor_keys{"sk-exec-emulator"};
+    bool accept_any_api_key = false;       // demos only
+    bool accept_any_executor_key = false;  // demos only
+    // Require `OpenAI-Beta: agents=v1` (400 invalid_beta without it).
+    bool require_beta_header = true;
+    // How long after the last executor socket closes the environment reports `disconnected`
+    // (the real service took ~20 s; unconfirmed).
+    Duration disconnected_after{std::chrono::seconds(20)};
+    // How long POST …/events holds input that needs an executor that is not connected (the real
+    // service: up to 5 minutes). When it expires the POST still answers 202 and the turn fails
+    // with error code "connection_failed".
+    Duration connection_wait{std::chrono::minutes(5)};
+    // Per command run through the executor; then it is terminated and the item fails.
+    Duration command_timeout{std::chrono::minutes(10)};
+    // SSE keepalive comment interval (": keepalive"); also how fast a gone client is noticed.
+    Duration keepalive_interval{std::chrono::seconds(15)};
+    RegistrationFailure registration_failure = RegistrationFailure::kNone;
+    // Default page size of GET /agents/sessions (limit 1..100).
+    int default_list_limit = 20;
+    // Shared accounting/fault injection (borrowed; null = the emulator owns one).
+    internal::FaultInjector* faults = nullptr;
+  };
+
+  struct RegistrationCount {
+    std::int64_t attempts = 0;   // every POST …/register that named this environment
+    std::int64_t successes = 0;  // answered 200
+  };
+
+  explicit OpenAiEmulator(Options options);
+  ~OpenAiEmulator();
+  OpenAiEmulator(const OpenAiEmulator&) = delete;
+  OpenAiEmulator& operator=(const OpenAiEmulator&) = delete;
+
+  // Binds host:port (0 = a free port) for HTTP and a free port for WebSockets, and starts
+  // serving. Returns the HTTP port. kUnavailable if a port cannot be bound, kFailedPrecondition
+  // if already started.
+  api::StatusOr<int> Start(const std::string& host = "127.0.0.1", int port = 0);
+  // Ends every SSE stream and executor socket, waits for running turns. Idempotent.
+  void Stop();
+
+  std::string base_url() const;    // "http://127.0.0.1:PORT/v1"
+  std::string server_url() const;  // "http://127.0.0.1:PORT" (admin API root)
+  int websocket_port() const;
+  internal::FaultInjector& faults();
+
+  // Same as the admin API, for in-process tests.
+  void SetRegistrationFailure(RegistrationFailure failure);
+  std::map<std::string, RegistrationCount> Registrations() const;
+  // Closes every executor socket of `environment_id`; false if none was open.
+  bool DropExecutor(const std::string& environment_id);
+  // Marks the session failed ("session expired") and its environment expired; false if unknown.
+  bool ExpireSession(const std::string& session_id);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sbx::emulator

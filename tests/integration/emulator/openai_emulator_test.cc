@@ -1,0 +1,659 @@
+// Integration tests of the OpenAI half of the emulator over loopback: the Agents API session
+// surface (reference/openai-agents-api.md §1, §2, §5), executor registration and WebSocket
+// connectivity with the stand-in executor spawned as a real `sbx-emulator executor` process
+// (reference/codex-exec-server.md §3, §9), the emulated harness running a turn's commands, and
+// the admin API. Every body the emulator serves is also decoded with the controller's wire
+// format, so the emulator and the client cannot drift apart.
+#include "emulator/openai/openai_emulator.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "controller/cloud/openai/wire_format.h"
+#include "tests/support/http_test_client.h"
+
+namespace sbx::emulator {
+namespace {
+
+using nlohmann::json;
+using sbx::testing::HttpResult;
+using sbx::testing::HttpTestClient;
+using namespace std::chrono_literals;
+namespace oa = sbx::controller::openai;
+
+constexpr char kAppKey[] = "sk-test-app";
+constexpr char kExecKey[] = "sk-test-exec";
+
+bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+json Json(const HttpResult& r) {
+  json j = json::parse(r.body, nullptr, false);
+  return j.is_discarded() ? json() : j;
+}
+
+std::string ReadFile(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The built `sbx-emulator executor`, as a real child process (stderr to a file).
+class Executor {
+ public:
+  Executor(const std::filesystem::path& dir, const std::string& remote, const std::string& env_id,
+           const std::string& key) {
+    static std::atomic<int> counter{0};
+    err_path_ = dir / ("executor-" + std::to_string(++counter) + ".err");
+    std::vector<std::string> args = {SBX_EMULATOR_BIN, "executor",         "--remote",
+                                     remote,           "--environment-id", env_id};
+    std::string key_env = "CODEX_API_KEY=" + key;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      int fd = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 2);
+      int null_fd = ::open("/dev/null", O_RDWR);
+      ::dup2(null_fd, 0);
+      ::dup2(null_fd, 1);
+      if (key.empty()) {
+        ::unsetenv("CODEX_API_KEY");
+      } else {
+        ::putenv(key_env.data());
+      }
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  ~Executor() {
+    if (!exit_code_) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Exit code, or nullopt if still running after `timeout`.
+  std::optional<int> Wait(std::chrono::milliseconds timeout) {
+    Eventually(
+        [&] {
+          int status = 0;
+          if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+            exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          }
+          return exit_code_.has_value();
+        },
+        timeout);
+    return exit_code_;
+  }
+  void Signal(int sig) { ::kill(pid_, sig); }
+  std::string Stderr() const { return ReadFile(err_path_); }
+
+ private:
+  pid_t pid_ = -1;
+  std::filesystem::path err_path_;
+  std::optional<int> exit_code_;
+};
+
+// Reads the SSE stream of one session on a background thread, decoding every event.
+class SseReader {
+ public:
+  SseReader(const std::string& base_url, const std::string& session_id) {
+    thread_ = std::thread([this, base_url, session_id] {
+      try {
+        web::http::client::http_client client(base_url);
+        web::http::http_request req(web::http::methods::GET);
+        req.set_request_uri("/agents/sessions/" + session_id + "/events");
+        req.headers().add("Authorization", std::string("Bearer ") + kAppKey);
+        req.headers().add("OpenAI-Beta", "agents=v1");
+        req.headers().add("Accept", "text/event-stream");
+        auto resp = client.request(req, cts_.get_token()).get();
+        status_ = resp.status_code();
+        opened_ = true;
+        auto body = resp.body();
+        while (!stop_) {
+          concurrency::streams::container_buffer<std::string> line;
+          size_t n = body.read_line(line).get();
+          if (n == 0 && body.is_eof()) break;
+          const std::string& text = line.collection();
+          if (text.rfind("data: ", 0) != 0) continue;
+          auto event = oa::DecodeSessionEvent(text.substr(6));
+          std::lock_guard lock(mu_);
+          raw_.push_back(json::parse(text.substr(6)));
+          if (event.ok())
+            events_.push_back(*event);
+          else
+            decode_errors_.push_back(event.status().ToString());
+        }
+      } catch (const std::exception&) {
+      }
+      ended_ = true;
+    });
+    Eventually([&] { return opened_.load() || ended_.load(); }, 5s);
+  }
+  ~SseReader() {
+    stop_ = true;
+    cts_.cancel();
+    thread_.join();
+  }
+  std::vector<oa::SessionEvent> Events() {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
+  std::vector<json> Raw() {
+    std::lock_guard lock(mu_);
+    return raw_;
+  }
+  std::vector<std::string> DecodeErrors() {
+    std::lock_guard lock(mu_);
+    return decode_errors_;
+  }
+  bool Has(const std::string& type) {
+    for (const auto& e : Events()) {
+      if (e.type == type) return true;
+    }
+    return false;
+  }
+  int status() const { return status_; }
+  bool ended() const { return ended_; }
+
+ private:
+  pplx::cancellation_token_source cts_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false}, opened_{false}, ended_{false};
+  std::atomic<int> status_{0};
+  std::mutex mu_;
+  std::vector<oa::SessionEvent> events_;
+  std::vector<json> raw_;
+  std::vector<std::string> decode_errors_;
+};
+
+class OpenAiEmulatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sbx-oemu-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    if (emulator_) emulator_->Stop();
+    emulator_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  void Boot(const std::function<void(OpenAiEmulator::Options&)>& customize = {}) {
+    OpenAiEmulator::Options o;
+    o.api_keys = {kAppKey};
+    o.executor_keys = {kExecKey};
+    o.disconnected_after = 300ms;
+    o.connection_wait = 2s;
+    if (customize) customize(o);
+    emulator_ = std::make_unique<OpenAiEmulator>(o);
+    auto port = emulator_->Start();
+    ASSERT_TRUE(port.ok()) << port.status();
+    api_ = std::make_unique<HttpTestClient>(emulator_->base_url());
+    api_->SetHeader("Authorization", std::string("Bearer ") + kAppKey);
+    api_->SetHeader("OpenAI-Beta", "agents=v1");
+    admin_ = std::make_unique<HttpTestClient>(emulator_->server_url());
+  }
+
+  json CreateSession(const std::string& workspace = "/workspace", const json& metadata = {}) {
+    json body = {{"agent", {{"model", "gpt-test"}, {"instructions", "be brief"}}},
+                 {"environment", {{"type", "self_hosted"}, {"workspace_directory", workspace}}}};
+    if (!metadata.is_null()) body["metadata"] = metadata;
+    HttpResult r = api_->Post("/agents/sessions", body.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+    auto decoded = oa::DecodeSession(r.body);
+    EXPECT_TRUE(decoded.ok()) << decoded.status();
+    return Json(r);
+  }
+
+  std::string EnvStatus(const std::string& env_id) {
+    HttpResult r = api_->Get("/agents/environments/" + env_id);
+    if (r.status != 200) return "HTTP " + std::to_string(r.status);
+    auto env = oa::DecodeEnvironment(r.body);
+    EXPECT_TRUE(env.ok()) << env.status();
+    return env.ok() ? env->status_raw : "undecodable";
+  }
+
+  static void ExpectError(const HttpResult& r, int status, const std::string& code) {
+    EXPECT_EQ(r.status, status) << r.body;
+    json j = Json(r);
+    ASSERT_TRUE(j.contains("error")) << r.body;
+    EXPECT_FALSE(j["error"].value("message", "").empty()) << r.body;
+    if (!code.empty()) {
+      EXPECT_EQ(j["error"].value("code", json()), json(code)) << r.body;
+    }
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<OpenAiEmulator> emulator_;
+  std::unique_ptr<HttpTestClient> api_;
+  std::unique_ptr<HttpTestClient> admin_;
+};
+
+TEST_F(OpenAiEmulatorTest, SessionCreateGetUpdateDelete) {
+  Boot();
+  json s = CreateSession("/workspace", {{"owner", "aw-1"}});
+  EXPECT_EQ(s["object"], "agent.session");
+  EXPECT_EQ(s["status"], "idle");
+  EXPECT_EQ(s["metadata"]["owner"], "aw-1");
+  EXPECT_EQ(s["environment"]["type"], "self_hosted");
+  EXPECT_EQ(s["environment"]["remote_url"], emulator_->base_url());
+  EXPECT_EQ(s["environment"]["workspace_directory"], "/workspace");
+  EXPECT_EQ(s["id"].get<std::string>().rfind("sess_", 0), 0u);
+  EXPECT_EQ(s["environment"]["id"].get<std::string>().rfind("ccarenv_", 0), 0u);
+  const std::string id = s["id"];
+
+  HttpResult got = api_->Get("/agents/sessions/" + id);
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(Json(got)["id"], id);
+  EXPECT_EQ(EnvStatus(s["environment"]["id"]), "pending");
+
+  HttpResult upd = api_->Post("/agents/sessions/" + id, json{{"metadata", {{"k", "v"}}}}.dump());
+  ASSERT_EQ(upd.status, 200) << upd.body;
+  EXPECT_EQ(Json(upd)["metadata"], json({{"k", "v"}}));
+
+  HttpResult del = api_->Delete("/agents/sessions/" + id);
+  ASSERT_EQ(del.status, 200) << del.body;
+  EXPECT_TRUE(oa::DecodeSessionDeleted(del.body).ok());
+  ExpectError(api_->Get("/agents/sessions/" + id), 404, "not_found_error");
+  ExpectError(api_->Delete("/agents/sessions/" + id), 404, "not_found_error");
+  ExpectError(api_->Get("/agents/environments/" + s["environment"]["id"].get<std::string>()), 404,
+              "not_found_error");
+}
+
+TEST_F(OpenAiEmulatorTest, ListPaginatesWithCursorsInBothOrders) {
+  Boot();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(CreateSession()["id"]);
+
+  auto collect = [&](const std::string& order) {
+    std::vector<std::string> seen;
+    std::string after;
+    for (int page = 0; page < 10; ++page) {
+      std::string q =
+          "/agents/sessions?limit=2&order=" + order + (after.empty() ? "" : "&after=" + after);
+      HttpResult r = api_->Get(q);
+      EXPECT_EQ(r.status, 200) << r.body;
+      auto decoded = oa::DecodeSessionPage(r.body);
+      EXPECT_TRUE(decoded.ok()) << decoded.status();
+      json j = Json(r);
+      EXPECT_EQ(j["object"], "list");
+      EXPECT_LE(j["data"].size(), 2u);
+      for (const auto& s : j["data"]) seen.push_back(s["id"]);
+      if (!j["has_more"].get<bool>()) break;
+      after = j["last_id"];
+    }
+    return seen;
+  };
+  EXPECT_EQ(collect("asc"), ids);
+  std::vector<std::string> desc(ids.rbegin(), ids.rend());
+  EXPECT_EQ(collect("desc"), desc);
+  // Default order is desc, default limit 20.
+  json all = Json(api_->Get("/agents/sessions"));
+  ASSERT_EQ(all["data"].size(), 5u);
+  EXPECT_EQ(all["data"][0]["id"], ids.back());
+  EXPECT_EQ(all["first_id"], ids.back());
+  EXPECT_EQ(all["last_id"], ids.front());
+  EXPECT_FALSE(all["has_more"].get<bool>());
+  // A cursor stays valid after its session is deleted.
+  ASSERT_EQ(api_->Delete("/agents/sessions/" + ids[1]).status, 200);
+  json after_deleted = Json(api_->Get("/agents/sessions?order=asc&after=" + ids[1]));
+  ASSERT_EQ(after_deleted["data"].size(), 3u);
+  EXPECT_EQ(after_deleted["data"][0]["id"], ids[2]);
+  // Empty page: null first/last ids.
+  json empty = Json(api_->Get("/agents/sessions?order=asc&after=" + ids[4]));
+  EXPECT_TRUE(empty["data"].empty());
+  EXPECT_TRUE(empty["first_id"].is_null());
+  EXPECT_FALSE(empty["has_more"].get<bool>());
+  ExpectError(api_->Get("/agents/sessions?limit=0"), 400, "invalid_request_error");
+  ExpectError(api_->Get("/agents/sessions?limit=101"), 400, "invalid_request_error");
+}
+
+TEST_F(OpenAiEmulatorTest, BetaHeaderAuthAndValidationErrors) {
+  Boot();
+  HttpTestClient no_beta(emulator_->base_url());
+  no_beta.SetHeader("Authorization", std::string("Bearer ") + kAppKey);
+  ExpectError(no_beta.Get("/agents/sessions"), 400, "invalid_beta");
+
+  HttpTestClient no_auth(emulator_->base_url());
+  no_auth.SetHeader("OpenAI-Beta", "agents=v1");
+  HttpResult r = no_auth.Get("/agents/sessions");
+  ExpectError(r, 401, "");
+  EXPECT_TRUE(Json(r)["error"]["code"].is_null());
+
+  HttpTestClient wrong(emulator_->base_url());
+  wrong.SetHeader("OpenAI-Beta", "agents=v1");
+  wrong.SetHeader("Authorization", "Bearer sk-wrong-key-123456");
+  r = wrong.Get("/agents/sessions");
+  ExpectError(r, 401, "invalid_api_key");
+  EXPECT_EQ(r.body.find("sk-wrong-key-123456"), std::string::npos) << "key echoed in full";
+
+  ExpectError(api_->Post("/agents/sessions", "not json"), 400, "invalid_request_error");
+  ExpectError(
+      api_->Post(
+          "/agents/sessions",
+          json{{"agent", {{"model", "m"}}}, {"environment", {{"type", "self_hosted"}}}}.dump()),
+      400, "invalid_request_error");
+  ExpectError(
+      api_->Post(
+          "/agents/sessions",
+          json{{"environment", {{"type", "self_hosted"}, {"workspace_directory", "/w"}}}}.dump()),
+      400, "invalid_request_error");
+  ExpectError(api_->Get("/agents/sessions/sess_missing"), 404, "not_found_error");
+  ExpectError(api_->Get("/agents/environments/ccarenv_missing"), 404, "not_found_error");
+  ExpectError(api_->Post("/agents/sessions/sess_missing/events",
+                         json{{"events", {{{"type", "agent.session.input.cancel"}}}}}.dump()),
+              404, "not_found_error");
+  json s = CreateSession();
+  ExpectError(api_->Post("/agents/sessions/" + s["id"].get<std::string>() + "/events",
+                         json{{"events", json::array()}}.dump()),
+              400, "invalid_request_error");
+  // Cancel on an idle session: 202, nothing happens.
+  HttpResult cancel = api_->Post("/agents/sessions/" + s["id"].get<std::string>() + "/events",
+                                 oa::EncodeInputEvents({oa::InputEvent::Cancel()}));
+  EXPECT_EQ(cancel.status, 202) << cancel.body;
+  EXPECT_TRUE(cancel.body.empty());
+}
+
+TEST_F(OpenAiEmulatorTest, StandinConnectsReconnectsAfterDropAndDisconnectsWhenKilled) {
+  Boot();
+  json s = CreateSession(dir_.string());
+  const std::string env_id = s["environment"]["id"];
+  SseReader sse(emulator_->base_url(), s["id"]);
+  ASSERT_EQ(sse.status(), 200);
+
+  Executor ex(dir_, s["environment"]["remote_url"], env_id, kExecKey);
+  ASSERT_TRUE(Eventually([&] { return EnvStatus(env_id) == "connected"; })) << ex.Stderr();
+  EXPECT_TRUE(Eventually([&] { return sse.Has("agent.session.environment.connected"); }));
+  EXPECT_EQ(emulator_->Registrations()[env_id].attempts, 1);
+  EXPECT_EQ(emulator_->Registrations()[env_id].successes, 1);
+  json counts = Json(admin_->Get("/_emulator/openai/registrations"));
+  EXPECT_EQ(counts[env_id]["attempts"], 1);
+
+  // Admin drop: the executor reconnects (like codex, without re-registering) and the
+  // environment never reports disconnected in between (the drop is shorter than the delay).
+  HttpResult drop = admin_->Post("/_emulator/openai/environments/" + env_id + "/drop", "{}");
+  ASSERT_EQ(drop.status, 200) << drop.body;
+  EXPECT_EQ(Json(drop)["dropped"], true);
+  // The close is asynchronous: wait for the second WebSocket upgrade, then for it to be open.
+  ASSERT_TRUE(Eventually([&] {
+    return Json(admin_->Get("/_emulator/counters"))["openai.executor.connect"] == 2 &&
+           Json(admin_->Get("/_emulator/openai/state"))["environments"][0]["connections"] == 1;
+  })) << ex.Stderr();
+  EXPECT_EQ(emulator_->Registrations()[env_id].attempts, 1);
+  EXPECT_EQ(EnvStatus(env_id), "connected");
+
+  // Killed executor: connected until the delay has passed, then disconnected (+ event).
+  auto killed_at = std::chrono::steady_clock::now();
+  ex.Signal(SIGKILL);
+  ASSERT_TRUE(Eventually([&] { return EnvStatus(env_id) == "disconnected"; }, 5s));
+  EXPECT_GE(std::chrono::steady_clock::now() - killed_at, 300ms);
+  EXPECT_TRUE(Eventually([&] { return sse.Has("agent.session.environment.disconnected"); }));
+  EXPECT_TRUE(sse.DecodeErrors().empty());
+}
+
+TEST_F(OpenAiEmulatorTest, StandinExitsZeroOnSigterm) {
+  Boot();
+  json s = CreateSession(dir_.string());
+  Executor ex(dir_, s["environment"]["remote_url"], s["environment"]["id"], kExecKey);
+  ASSERT_TRUE(Eventually([&] { return EnvStatus(s["environment"]["id"]) == "connected"; }));
+  ex.Signal(SIGTERM);
+  EXPECT_EQ(ex.Wait(5s), std::optional<int>(0));
+  EXPECT_EQ(ex.Stderr(), "");
+}
+
+TEST_F(OpenAiEmulatorTest, TurnRunsCommandsInWorkspaceAndStreamsEvents) {
+  Boot();
+  std::filesystem::path workspace = dir_ / "work space";
+  std::filesystem::create_directories(workspace);
+  json s = CreateSession(workspace.string());
+  const std::string id = s["id"];
+  Executor ex(dir_, s["environment"]["remote_url"], s["environment"]["id"], kExecKey);
+  ASSERT_TRUE(Eventually([&] { return EnvStatus(s["environment"]["id"]) == "connected"; }));
+
+  SseReader sse(emulator_->base_url(), id);
+  ASSERT_EQ(sse.status(), 200);
+  HttpResult post =
+      api_->Post("/agents/sessions/" + id + "/events",
+                 oa::EncodeInputEvents({oa::InputEvent::UserMessage(
+                     "please run\n$ echo hi; pwd; touch made-here\n$ echo oops >&2; exit 3")}));
+  ASSERT_EQ(post.status, 202) << post.body;
+  EXPECT_TRUE(post.body.empty());
+  ASSERT_TRUE(Eventually([&] { return sse.Has("agent.session.idle"); })) << ex.Stderr();
+
+  std::vector<oa::SessionEvent> events = sse.Events();
+  EXPECT_TRUE(sse.DecodeErrors().empty());
+  std::vector<std::string> types;
+  std::string output;
+  for (const auto& e : events) {
+    types.push_back(e.type);
+    if (e.kind == oa::EventKind::kCommandOutputDelta) output += e.text;
+  }
+  auto index_of = [&](const std::string& t) {
+    return std::find(types.begin(), types.end(), t) - types.begin();
+  };
+  ASSERT_LT(index_of("agent.session.turn.created"), index_of("agent.session.turn.completed"));
+  ASSERT_LT(index_of("agent.session.turn.completed"), index_of("agent.session.idle"));
+  EXPECT_LT(index_of("agent.output.command_execution_output.delta"),
+            index_of("agent.session.turn.output_text.done"));
+  EXPECT_NE(output.find("hi\n" + workspace.string() + "\n"), std::string::npos) << output;
+  EXPECT_TRUE(std::filesystem::exists(workspace / "made-here"));
+
+  // The command items, done, with output and exit codes; then the final message.
+  std::vector<json> done;
+  std::string final_text;
+  for (const auto& j : sse.Raw()) {
+    if (j["type"] == "agent.session.turn.item.done" && j["item"]["type"] == "command_execution") {
+      done.push_back(j["item"]);
+    }
+    if (j["type"] == "agent.session.turn.output_text.done") final_text = j["text"];
+  }
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0]["exit_code"], 0);
+  EXPECT_EQ(done[0]["status"], "completed");
+  EXPECT_EQ(done[0]["cwd"], workspace.string());
+  EXPECT_EQ(done[1]["exit_code"], 3);
+  EXPECT_EQ(done[1]["output"], "oops\n");
+  EXPECT_NE(final_text.find("exited with code 3"), std::string::npos) << final_text;
+  for (const auto& e : events) {
+    if (e.kind == oa::EventKind::kTurnCompleted) {
+      ASSERT_TRUE(e.turn);
+      EXPECT_TRUE(oa::IsRootTurnTerminal(e));
+      EXPECT_EQ(e.turn->status, oa::TurnStatus::kCompleted);
+    }
+  }
+  // Saved history: turns and items.
+  json turns = Json(api_->Get("/agents/sessions/" + id + "/turns"));
+  ASSERT_EQ(turns["data"].size(), 1u);
+  EXPECT_EQ(turns["data"][0]["status"], "completed");
+  json items = Json(api_->Get("/agents/sessions/" + id + "/items?order=asc"));
+  ASSERT_EQ(items["data"].size(), 4u);  // user message, 2 commands, final message
+  EXPECT_EQ(Json(api_->Get("/agents/sessions/" + id))["status"], "idle");
+}
+
+TEST_F(OpenAiEmulatorTest, CancelStopsARunningCommand) {
+  Boot();
+  json s = CreateSession(dir_.string());
+  const std::string id = s["id"];
+  Executor ex(dir_, s["environment"]["remote_url"], s["environment"]["id"], kExecKey);
+  ASSERT_TRUE(Eventually([&] { return EnvStatus(s["environment"]["id"]) == "connected"; }));
+  SseReader sse(emulator_->base_url(), id);
+  ASSERT_EQ(api_->Post("/agents/sessions/" + id + "/events",
+                       oa::EncodeInputEvents({oa::InputEvent::UserMessage("$ sleep 30")}))
+                .status,
+            202);
+  ASSERT_TRUE(Eventually([&] { return sse.Has("agent.session.turn.in_progress"); }));
+  ExpectError(api_->Delete("/agents/sessions/" + id), 409, "conflict_error");
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(api_->Post("/agents/sessions/" + id + "/events",
+                       oa::EncodeInputEvents({oa::InputEvent::Cancel()}))
+                .status,
+            202);
+  ASSERT_TRUE(Eventually([&] { return sse.Has("agent.session.turn.cancelled"); }, 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_TRUE(Eventually([&] { return sse.Has("agent.session.idle"); }));
+  EXPECT_FALSE(sse.Has("agent.session.turn.completed"));
+  EXPECT_EQ(api_->Delete("/agents/sessions/" + id).status, 200);
+}
+
+TEST_F(OpenAiEmulatorTest, InputWithoutExecutorRequiresActionThenFailsTheTurn) {
+  Boot([](OpenAiEmulator::Options& o) { o.connection_wait = 400ms; });
+  json s = CreateSession(dir_.string());
+  const std::string id = s["id"];
+  SseReader sse(emulator_->base_url(), id);
+  std::thread poster([&] {
+    HttpResult r = api_->Post("/agents/sessions/" + id + "/events",
+                              oa::EncodeInputEvents({oa::InputEvent::UserMessage("$ echo hi")}));
+    EXPECT_EQ(r.status, 202) << r.body;
+  });
+  ASSERT_TRUE(Eventually([&] { return sse.Has("agent.session.requires_action"); }));
+  HttpTestClient reader(emulator_->base_url());
+  reader.SetHeader("Authorization", std::string("Bearer ") + kAppKey);
+  reader.SetHeader("OpenAI-Beta", "agents=v1");
+  auto session = oa::DecodeSession(reader.Get("/agents/sessions/" + id).body);
+  ASSERT_TRUE(session.ok()) << session.status();
+  poster.join();
+  ASSERT_TRUE(Eventually([&] { return sse.Has("agent.session.turn.failed"); }));
+  for (const auto& e : sse.Events()) {
+    if (e.kind == oa::EventKind::kTurnFailed) {
+      ASSERT_TRUE(e.turn && e.turn->error);
+      EXPECT_EQ(e.turn->error->code, "connection_failed");
+    }
+  }
+  EXPECT_TRUE(Eventually([&] { return sse.Has("agent.session.idle"); }));
+}
+
+TEST_F(OpenAiEmulatorTest, InputHeldUntilTheExecutorConnects) {
+  Boot([](OpenAiEmulator::Options& o) { o.connection_wait = 20s; });
+  json s = CreateSession(dir_.string());
+  const std::string id = s["id"];
+  SseReader sse(emulator_->base_url(), id);
+  std::atomic<int> status{0};
+  std::thread poster([&] {
+    HttpTestClient c(emulator_->base_url());
+    c.SetHeader("Authorization", std::string("Bearer ") + kAppKey);
+    c.SetHeader("OpenAI-Beta", "agents=v1");
+    status = c.Post("/agents/sessions/" + id + "/events",
+                    oa::EncodeInputEvents({oa::InputEvent::UserMessage("$ echo late")}))
+                 .status;
+  });
+  ASSERT_TRUE(Eventually([&] { return sse.Has("agent.session.requires_action"); }));
+  json session = Json(api_->Get("/agents/sessions/" + id));
+  EXPECT_EQ(session["status"], "requires_action");
+  ASSERT_EQ(session["required_actions"].size(), 1u);
+  EXPECT_EQ(session["required_actions"][0]["type"], "environment_connection");
+  EXPECT_EQ(status.load(), 0) << "the POST must be held while no executor is connected";
+  Executor ex(dir_, s["environment"]["remote_url"], s["environment"]["id"], kExecKey);
+  poster.join();
+  EXPECT_EQ(status.load(), 202);
+  ASSERT_TRUE(Eventually([&] { return sse.Has("agent.session.turn.completed"); }));
+  EXPECT_TRUE(Json(api_->Get("/agents/sessions/" + id))["required_actions"].empty());
+}
+
+TEST_F(OpenAiEmulatorTest, RegistrationFailuresMakeTheStandinExitWithCodexMessages) {
+  Boot();
+  json s = CreateSession(dir_.string());
+  const std::string env_id = s["environment"]["id"];
+  const std::string remote = s["environment"]["remote_url"];
+  const std::string prefix =
+      "Error: environment registry authentication error: environment registry authentication "
+      "failed ";
+
+  ASSERT_EQ(admin_->Post("/_emulator/openai/registration_failure", R"({"mode":"ip"})").status, 200);
+  {
+    Executor ex(dir_, remote, env_id, kExecKey);
+    EXPECT_EQ(ex.Wait(10s), std::optional<int>(1));
+    EXPECT_EQ(ex.Stderr(), prefix + "(401 Unauthorized): IP is not authorized\n");
+  }
+  ASSERT_EQ(admin_->Post("/_emulator/openai/registration_failure", R"({"mode":"scope"})").status,
+            200);
+  {
+    Executor ex(dir_, remote, env_id, kExecKey);
+    EXPECT_EQ(ex.Wait(10s), std::optional<int>(1));
+    EXPECT_EQ(ex.Stderr(),
+              prefix + "(403 Forbidden): Missing required scope api.agents.environments.connect\n");
+  }
+  ASSERT_EQ(admin_->Post("/_emulator/openai/registration_failure", R"({"mode":"none"})").status,
+            200);
+  {
+    // The application key is not an executor key: 403 missing scope, like the real registry.
+    Executor ex(dir_, remote, env_id, kAppKey);
+    EXPECT_EQ(ex.Wait(10s), std::optional<int>(1));
+    EXPECT_EQ(ex.Stderr(),
+              prefix + "(403 Forbidden): Missing required scope api.agents.environments.connect\n");
+  }
+  {
+    Executor ex(dir_, remote, "ccarenv_unknown", kExecKey);
+    EXPECT_EQ(ex.Wait(10s), std::optional<int>(1));
+    EXPECT_EQ(ex.Stderr(),
+              "Error: environment registry request failed (404 Not Found, environment_not_found): "
+              "Environment ccarenv_unknown not found\n");
+  }
+  {
+    Executor ex(dir_, remote, env_id, "");
+    EXPECT_EQ(ex.Wait(10s), std::optional<int>(1));
+    EXPECT_EQ(ex.Stderr(),
+              "Error: remote exec-server registration requires ChatGPT authentication or API key "
+              "authentication; run `codex login` or set CODEX_API_KEY\n");
+  }
+  EXPECT_EQ(emulator_->Registrations()[env_id].attempts, 3);
+  EXPECT_EQ(emulator_->Registrations()[env_id].successes, 0);
+  EXPECT_EQ(EnvStatus(env_id), "pending");
+  // Reset clears the counters and the failure mode.
+  ASSERT_EQ(admin_->Post("/_emulator/openai/reset", "{}").status, 200);
+  EXPECT_EQ(emulator_->Registrations()[env_id].attempts, 0);
+}
+
+TEST_F(OpenAiEmulatorTest, ExpireSessionAndInjectedFaults) {
+  Boot();
+  json s = CreateSession();
+  const std::string id = s["id"];
+  ASSERT_EQ(admin_->Post("/_emulator/openai/sessions/" + id + "/expire", "{}").status, 200);
+  json got = Json(api_->Get("/agents/sessions/" + id));
+  EXPECT_EQ(got["status"], "failed");
+  EXPECT_EQ(got["error"], "session expired");
+  EXPECT_EQ(EnvStatus(s["environment"]["id"]), "expired");
+  ExpectError(api_->Post("/agents/sessions/" + id + "/events",
+                         oa::EncodeInputEvents({oa::InputEvent::UserMessage("hi")})),
+              409, "conflict_error");
+
+  ASSERT_EQ(admin_
+                ->Post("/_emulator/faults",
+                       R"({"endpoint":"openai.sessions.get","status":503,"count":1})")
+                .status,
+            200);
+  HttpResult r = api_->Get("/agents/sessions/" + id);
+  ExpectError(r, 503, "server_is_overloaded");
+  EXPECT_EQ(r.Header("Retry-After"), "1");
+  EXPECT_EQ(api_->Get("/agents/sessions/" + id).status, 200);
+  json counters = Json(admin_->Get("/_emulator/counters"));
+  EXPECT_EQ(counters["openai.sessions.get"], 3);
+  EXPECT_EQ(counters["openai.sessions.create"], 1);
+}
+
+}  // namespace
+}  // namespace sbx::emulator
