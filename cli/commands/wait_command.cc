@@ -5,6 +5,8 @@
 #include <array>
 #include <memory>
 
+#include "controller/engine/classify_error.h"
+
 namespace sbx::cli {
 namespace {
 
@@ -23,13 +25,6 @@ std::string TimeoutMessage(const api::ObjectKey& key) {
 }
 
 }  // namespace
-
-bool IsTerminalReason(std::string_view reason) {
-  static constexpr std::array<std::string_view, 5> kTerminal = {
-      "ImmutableFieldChanged", "AlreadyExists", "InvalidSpec", "PermissionDenied",
-      "Unauthenticated"};
-  return std::find(kTerminal.begin(), kTerminal.end(), reason) != kTerminal.end();
-}
 
 api::StatusOr<WaitCondition> ParseWaitFor(std::string_view text) {
   WaitCondition c;
@@ -84,7 +79,7 @@ api::Status WaitFor(CommandContext& ctx, controller::Store& store, const api::Ob
       }
       const api::Condition* synced = api::FindCondition(o.conditions(), "Synced");
       if (synced != nullptr && synced->status == api::ConditionStatus::kFalse &&
-          IsTerminalReason(synced->reason) &&
+          controller::IsTerminalReason(synced->reason) &&
           synced->observed_generation == o.metadata.generation) {
         return api::FailedPreconditionError(QualifiedName(key) + ": Synced=False " +
                                             synced->reason + ": " + synced->message);

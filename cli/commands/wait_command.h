@@ -5,7 +5,8 @@
 // sleeps. A condition counts only once the controller has observed the current generation
 // (condition or status observedGeneration >= metadata.generation), so `apply --wait` after a
 // spec change does not return on the previous generation's Ready. The wait fails fast when
-// the controller reports a terminal error (see IsTerminalReason). Not thread-safe.
+// the controller reports a terminal error (controller::IsTerminalReason, the one list). Not
+// thread-safe.
 #pragma once
 
 #include <chrono>
@@ -31,10 +32,6 @@ struct WaitCondition {
 
 // Parses "condition=Ready", "condition=Ready=False", "delete".
 api::StatusOr<WaitCondition> ParseWaitFor(std::string_view text);
-
-// The Synced reasons the controller sets for errors that retrying will not fix (a spec or
-// credential change is needed). The one list both `wait` and `apply --wait` consult.
-bool IsTerminalReason(std::string_view reason);
 
 // Blocks until `key` meets `condition`, `deadline` passes (kDeadlineExceeded
 // "timed out waiting for the condition on sandboxes/foo"), the controller reports a terminal

@@ -9,10 +9,13 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "api/resources.h"
 #include "api/status.h"
 #include "controller/cloud/databricks/sandbox_api.h"
+#include "controller/cloud/openai/agents_api.h"
 
 namespace sbx::controller {
 
@@ -28,6 +31,17 @@ class CloudClients {
   // cannot be resolved (message names the missing reference, never a secret value).
   virtual api::StatusOr<databricks::SandboxApi*> Sandboxes(const std::string& namespace_,
                                                            const std::string& workspace_ref) = 0;
+
+  // The Agents API of the workspace's OpenAI project (spec.openai; for the env-backed default,
+  // OPENAI_BASE_URL and OPENAI_API_KEY). Errors as Sandboxes.
+  virtual api::StatusOr<openai::AgentsApi*> Agents(const std::string& namespace_,
+                                                   const std::string& workspace_ref) = 0;
+
+  // The executor ("environment") key that enters a sandbox as CODEX_API_KEY: `ref` when set,
+  // else the controller's OPENAI_EXECUTOR_API_KEY. Held in memory only; kFailedPrecondition
+  // naming `field` (or the variable) when it cannot be resolved.
+  virtual api::StatusOr<std::string> ExecutorKey(const api::SecretRef& ref,
+                                                 std::string_view field) = 0;
 };
 
 }  // namespace sbx::controller

@@ -5,22 +5,41 @@
 namespace sbx::controller {
 
 HttpCloudClients::HttpCloudClients(Store& store, Clock& clock, databricks::HttpTransport& transport,
-                                   databricks::Env env, HttpCloudClientsOptions options)
+                                   openai::StreamingTransport& streaming, databricks::Env env,
+                                   HttpCloudClientsOptions options)
     : store_(store),
       clock_(clock),
       transport_(transport),
+      streaming_(streaming),
       env_(std::move(env)),
       options_(std::move(options)) {}
 
 HttpCloudClients::~HttpCloudClients() = default;
 
+api::StatusOr<std::optional<api::Object>> HttpCloudClients::FindWorkspace(
+    const std::string& namespace_, const std::string& workspace_ref) {
+  api::StatusOr<api::Object> workspace =
+      store_.Get({api::Kind::kWorkspace, namespace_, workspace_ref});
+  if (workspace.ok()) {
+    return std::optional<api::Object>(*std::move(workspace));
+  }
+  if (workspace.status().code() != api::StatusCode::kNotFound) {
+    return workspace.status();
+  }
+  if (workspace_ref == api::kDefaultWorkspaceRef) {
+    return std::optional<api::Object>();  // the controller's own environment, as the SDKs do
+  }
+  return api::NotFoundError("Workspace " + WorkspaceId(namespace_, workspace_ref) +
+                            " not found (create it, or use workspaceRef: default to use the "
+                            "controller's environment)");
+}
+
 api::StatusOr<HttpCloudClients::Resolved> HttpCloudClients::Resolve(
     const std::string& namespace_, const std::string& workspace_ref) {
   Resolved r;
   databricks::DatabricksConfig explicit_values;
-  api::StatusOr<api::Object> workspace =
-      store_.Get({api::Kind::kWorkspace, namespace_, workspace_ref});
-  if (workspace.ok()) {
+  ASSIGN_OR_RETURN(std::optional<api::Object> workspace, FindWorkspace(namespace_, workspace_ref));
+  if (workspace) {
     const api::WorkspaceSpec& spec = workspace->workspace_spec();
     const EnvLookup lookup = [this](std::string_view name) { return env_(name); };
     explicit_values.host = spec.databricks.host;
@@ -46,15 +65,8 @@ api::StatusOr<HttpCloudClients::Resolved> HttpCloudClients::Resolve(
     r.requests_per_second = spec.limits.requests_per_second;
     r.fingerprint =
         "gen=" + std::to_string(workspace->metadata.generation) + ";uid=" + workspace->metadata.uid;
-  } else if (workspace.status().code() == api::StatusCode::kNotFound &&
-             workspace_ref == api::kDefaultWorkspaceRef) {
-    r.fingerprint = "env";  // the controller's own environment, as the SDKs would use it
-  } else if (workspace.status().code() == api::StatusCode::kNotFound) {
-    return api::NotFoundError("Workspace " + WorkspaceId(namespace_, workspace_ref) +
-                              " not found (create it, or use workspaceRef: default to use the "
-                              "controller's environment)");
   } else {
-    return workspace.status();
+    r.fingerprint = "env";
   }
   api::StatusOr<databricks::DatabricksConfig> config =
       databricks::ResolveConfig(explicit_values, env_);
@@ -63,6 +75,13 @@ api::StatusOr<HttpCloudClients::Resolved> HttpCloudClients::Resolve(
                                         ": " + config.status().message());
   }
   r.config = *std::move(config);
+  if (options_.on_secret) {
+    for (const std::string* secret : {&r.config.token, &r.config.client_secret}) {
+      if (!secret->empty()) {
+        options_.on_secret(*secret);
+      }
+    }
+  }
   if (r.requests_per_second <= 0) {
     r.requests_per_second = options_.default_requests_per_second;
   }
@@ -110,6 +129,83 @@ api::StatusOr<databricks::SandboxApi*> HttpCloudClients::Sandboxes(
     clients_.emplace(id, std::move(client));
   }
   return api;
+}
+
+api::StatusOr<HttpCloudClients::ResolvedOpenAi> HttpCloudClients::ResolveOpenAi(
+    const std::string& namespace_, const std::string& workspace_ref) {
+  ResolvedOpenAi r;
+  const EnvLookup lookup = [this](std::string_view name) { return env_(name); };
+  ASSIGN_OR_RETURN(std::optional<api::Object> workspace, FindWorkspace(namespace_, workspace_ref));
+  api::SecretRef key_ref{.env = "OPENAI_API_KEY"};
+  std::string field = "environment variable OPENAI_API_KEY";
+  if (workspace) {
+    const api::OpenAiConnection& openai = workspace->workspace_spec().openai;
+    r.base_url = openai.base_url;
+    if (!openai.api_key_from.empty()) {
+      key_ref = openai.api_key_from;
+      field = "Workspace " + workspace_ref + " spec.openai.apiKeyFrom";
+    }
+    r.fingerprint = "gen=" + std::to_string(workspace->metadata.generation);
+  } else {
+    r.fingerprint = "env";
+  }
+  if (r.base_url.empty()) {
+    r.base_url = env_("OPENAI_BASE_URL").value_or("https://api.openai.com/v1");
+  }
+  ASSIGN_OR_RETURN(r.api_key, ResolveSecret(key_ref, lookup, field));
+  if (options_.on_secret) {
+    options_.on_secret(r.api_key);
+  }
+  r.fingerprint +=
+      ";url=" + r.base_url + ";k=" + std::to_string(std::hash<std::string>{}(r.api_key));
+  return r;
+}
+
+api::StatusOr<openai::AgentsApi*> HttpCloudClients::Agents(const std::string& namespace_,
+                                                           const std::string& workspace_ref) {
+  const std::string id = WorkspaceId(namespace_, workspace_ref);
+  std::lock_guard lock(mu_);
+  auto it = agents_.find(id);
+  const Clock::SteadyTime now = clock_.Steady();
+  if (it != agents_.end() && now - it->second->resolved_at < options_.secret_ttl) {
+    return static_cast<openai::AgentsApi*>(it->second->api.get());
+  }
+  ASSIGN_OR_RETURN(ResolvedOpenAi resolved, ResolveOpenAi(namespace_, workspace_ref));
+  if (it != agents_.end() && it->second->fingerprint == resolved.fingerprint) {
+    it->second->resolved_at = now;
+    return static_cast<openai::AgentsApi*>(it->second->api.get());
+  }
+  auto client = std::make_unique<AgentsClient>();
+  client->fingerprint = resolved.fingerprint;
+  client->resolved_at = now;
+  client->bucket = std::make_unique<TokenBucket>(clock_, options_.openai_requests_per_second,
+                                                 std::max(1.0, options_.burst));
+  openai::HttpAgentsApiOptions api_options;
+  api_options.base_url = resolved.base_url;
+  client->api = std::make_unique<openai::HttpAgentsApi>(
+      api_options, resolved.api_key, *client->bucket, clock_, transport_, streaming_);
+  openai::AgentsApi* api = client->api.get();
+  if (it != agents_.end()) {
+    retired_agents_.push_back(std::move(it->second));
+    it->second = std::move(client);
+  } else {
+    agents_.emplace(id, std::move(client));
+  }
+  return api;
+}
+
+api::StatusOr<std::string> HttpCloudClients::ExecutorKey(const api::SecretRef& ref,
+                                                         std::string_view field) {
+  const EnvLookup lookup = [this](std::string_view name) { return env_(name); };
+  api::StatusOr<std::string> key =
+      ref.empty() ? ResolveSecret({.env = "OPENAI_EXECUTOR_API_KEY"}, lookup,
+                                  std::string(field) +
+                                      " (unset, so the controller's OPENAI_EXECUTOR_API_KEY)")
+                  : ResolveSecret(ref, lookup, field);
+  if (key.ok() && options_.on_secret) {
+    options_.on_secret(*key);
+  }
+  return key;
 }
 
 }  // namespace sbx::controller

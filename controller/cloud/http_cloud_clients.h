@@ -10,9 +10,11 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,8 @@
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/databricks/http_sandbox_api.h"
 #include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/openai/http_agents_api.h"
+#include "controller/cloud/openai/streaming_transport.h"
 #include "controller/cloud/secret_resolver.h"
 #include "controller/engine/clock.h"
 #include "controller/engine/token_bucket.h"
@@ -29,19 +33,27 @@ namespace sbx::controller {
 
 struct HttpCloudClientsOptions {
   double default_requests_per_second = 15;
+  double openai_requests_per_second = 10;
   double burst = 10;
   std::chrono::milliseconds secret_ttl{std::chrono::seconds(30)};
   databricks::RetryPolicy retry;
+  // Told every secret value once resolved (sbxd registers them with the log redactor).
+  std::function<void(const std::string&)> on_secret;
 };
 
 class HttpCloudClients final : public CloudClients {
  public:
   HttpCloudClients(Store& store, Clock& clock, databricks::HttpTransport& transport,
-                   databricks::Env env, HttpCloudClientsOptions options = {});
+                   openai::StreamingTransport& streaming, databricks::Env env,
+                   HttpCloudClientsOptions options = {});
   ~HttpCloudClients() override;
 
   api::StatusOr<databricks::SandboxApi*> Sandboxes(const std::string& namespace_,
                                                    const std::string& workspace_ref) override;
+  api::StatusOr<openai::AgentsApi*> Agents(const std::string& namespace_,
+                                           const std::string& workspace_ref) override;
+  api::StatusOr<std::string> ExecutorKey(const api::SecretRef& ref,
+                                         std::string_view field) override;
 
  private:
   struct Client {
@@ -51,22 +63,41 @@ class HttpCloudClients final : public CloudClients {
     std::unique_ptr<TokenBucket> bucket;
     std::unique_ptr<databricks::HttpSandboxApi> api;
   };
+  struct AgentsClient {
+    std::string fingerprint;
+    Clock::SteadyTime resolved_at;
+    std::unique_ptr<TokenBucket> bucket;
+    std::unique_ptr<openai::HttpAgentsApi> api;
+  };
   struct Resolved {
     databricks::DatabricksConfig config;
     double requests_per_second = 0;
     std::string fingerprint;
   };
+  struct ResolvedOpenAi {
+    std::string base_url;
+    std::string api_key;
+    std::string fingerprint;
+  };
+  // The Workspace object, NotFound for the env-backed default (nullopt), or an error.
+  api::StatusOr<std::optional<api::Object>> FindWorkspace(const std::string& namespace_,
+                                                          const std::string& workspace_ref);
   api::StatusOr<Resolved> Resolve(const std::string& namespace_, const std::string& workspace_ref);
+  api::StatusOr<ResolvedOpenAi> ResolveOpenAi(const std::string& namespace_,
+                                              const std::string& workspace_ref);
 
   Store& store_;
   Clock& clock_;
   databricks::HttpTransport& transport_;
+  openai::StreamingTransport& streaming_;
   const databricks::Env env_;
   const HttpCloudClientsOptions options_;
 
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Client>> clients_;  // Guarded by mu_. By WorkspaceId.
-  std::vector<std::unique_ptr<Client>> retired_;            // Guarded by mu_. Kept alive.
+  std::map<std::string, std::unique_ptr<Client>> clients_;       // Guarded by mu_. By WorkspaceId.
+  std::vector<std::unique_ptr<Client>> retired_;                 // Guarded by mu_. Kept alive.
+  std::map<std::string, std::unique_ptr<AgentsClient>> agents_;  // Guarded by mu_.
+  std::vector<std::unique_ptr<AgentsClient>> retired_agents_;    // Guarded by mu_.
 };
 
 }  // namespace sbx::controller

@@ -1,5 +1,8 @@
 #include "controller/engine/classify_error.h"
 
+#include <algorithm>
+#include <array>
+
 namespace sbx::controller {
 
 ErrorClass ClassifyError(const api::Status& status) {
@@ -47,6 +50,16 @@ ErrorClass ClassifyError(const api::Status& status) {
   }
   // A code outside the enum is a bug in whoever built the Status; retrying is the safe answer.
   return transient("Unknown");
+}
+
+bool IsTerminalReason(std::string_view reason) {
+  static constexpr std::array<std::string_view, 9> kTerminal = {
+      // ClassifyError's terminal classes …
+      "InvalidSpec", "FailedPrecondition", "PermissionDenied", "Unauthenticated", "AlreadyExists",
+      "NotFound", "Unimplemented",
+      // … and what reconcilers report without an error.
+      "ImmutableFieldChanged", "SandboxIdConflict"};
+  return std::find(kTerminal.begin(), kTerminal.end(), reason) != kTerminal.end();
 }
 
 }  // namespace sbx::controller

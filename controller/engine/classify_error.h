@@ -38,6 +38,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "api/status.h"
 
@@ -57,5 +58,11 @@ struct ErrorClass {
 // `status` must not be OK; an OK status classifies as terminal with reason "Ok" (nothing to
 // retry).
 ErrorClass ClassifyError(const api::Status& status);
+
+// Whether a condition reason means "stuck until the spec (or a dependency) changes": the
+// terminal reasons of the table above, plus those reconcilers set without returning an error
+// (ImmutableFieldChanged, SandboxIdConflict). `sbxctl wait` fails fast on these instead of
+// waiting out its timeout.
+bool IsTerminalReason(std::string_view reason);
 
 }  // namespace sbx::controller

@@ -72,4 +72,61 @@ api::StatusOr<int> GarbageCollector::CollectSandboxes(
   return deleted;
 }
 
+bool GarbageCollector::HasSessions(const std::string& workspace) {
+  api::StatusOr<std::vector<Store::InventoryRecord>> records = store_.ListInventory(workspace);
+  return records.ok() &&
+         std::any_of(records->begin(), records->end(),
+                     [](const Store::InventoryRecord& r) { return r.resource_type == "session"; });
+}
+
+api::StatusOr<int> GarbageCollector::CollectSessions(const std::string& workspace,
+                                                     openai::AgentsApi& agents,
+                                                     std::stop_token stop) {
+  ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> records, store_.ListInventory(workspace));
+  std::erase_if(records,
+                [](const Store::InventoryRecord& r) { return r.resource_type != "session"; });
+  const auto now = clock_.Now();
+  const int budget = std::max<int>(1, static_cast<int>(records.size() * options_.max_fraction));
+  std::optional<std::vector<openai::Session>> all;  // listed once, only for crashed intents
+  int deleted = 0;
+  for (const Store::InventoryRecord& record : records) {
+    if (stop.stop_requested() || deleted >= budget) {
+      break;
+    }
+    const std::optional<Clock::WallTime> changed = ParseRfc3339(record.updated_at);
+    if (changed && now - *changed < options_.grace) {
+      continue;
+    }
+    if (store_.Get(record.owner).status().code() != api::StatusCode::kNotFound) {
+      continue;  // its worker still exists (or we cannot tell): keep it
+    }
+    std::vector<std::string> ids;
+    if (record.state == Store::InventoryState::kIntent) {
+      if (!all) {
+        ASSIGN_OR_RETURN(all, agents.ListAllSessions({}, stop));
+      }
+      for (const openai::Session& s : *all) {
+        auto uid = s.metadata.find("sbx.dev/uid");
+        if (uid != s.metadata.end() && uid->second == record.owner_uid) {
+          ids.push_back(s.id);
+        }
+      }
+    } else {
+      ids.push_back(record.external_id);
+    }
+    for (const std::string& id : ids) {
+      api::Status status = agents.DeleteSession(id, stop);
+      if (!status.ok() && status.code() != api::StatusCode::kNotFound) {
+        return status;
+      }
+      ++deleted;
+      deleted_total_.fetch_add(1);
+      events_.Warning(record.owner, "GarbageCollected",
+                      "deleted orphaned session " + id + " (its AgentWorker is gone)");
+    }
+    RETURN_IF_ERROR(store_.DeleteInventory(workspace, "session", record.external_id));
+  }
+  return deleted;
+}
+
 }  // namespace sbx::controller

@@ -9,7 +9,8 @@
 //    partial one), passed in by the sweeper;
 //  * at most max(1, ⌊fraction·N⌋) deletions per pass for a workspace of N listed sandboxes;
 //  * every deletion is an event on the former owner.
-// Records of orphans that the LIST does not show any more are simply dropped.
+// Records of orphans that the LIST does not show any more are simply dropped. Orphaned agent
+// sessions are collected the same way (CollectSessions).
 // Thread-safe as long as one workspace is collected by one thread at a time (the sweeper).
 #pragma once
 
@@ -22,6 +23,7 @@
 
 #include "controller/cloud/cloud_clients.h"
 #include "controller/cloud/databricks/sandbox_api.h"
+#include "controller/cloud/openai/agents_api.h"
 #include "controller/engine/clock.h"
 #include "controller/engine/event_recorder.h"
 #include "controller/reconcilers/sandbox_cache.h"
@@ -44,6 +46,16 @@ class GarbageCollector {
   api::StatusOr<int> CollectSandboxes(const std::string& workspace, databricks::SandboxApi& api,
                                       const std::vector<databricks::Sandbox>& listed,
                                       std::stop_token stop);
+
+  // Sessions recorded in the inventory of `workspace` whose AgentWorker is gone (after `grace`):
+  // deleted through `agents` (404 counts as done), at most max(1, ⌊fraction·N⌋) of the N
+  // recorded sessions per pass. An intent left by a crashed create is resolved by the uid in the
+  // sessions' metadata. Returns the number deleted.
+  api::StatusOr<int> CollectSessions(const std::string& workspace, openai::AgentsApi& agents,
+                                     std::stop_token stop);
+  // Whether `workspace` has session records at all (so the sweeper only asks for an Agents
+  // client where one is needed).
+  bool HasSessions(const std::string& workspace);
 
   int64_t deleted_total() const { return deleted_total_.load(); }
 

@@ -56,6 +56,10 @@ api::Status SandboxSweeper::SweepOne(const std::string& workspace, const Workspa
   }
   if (gc_ != nullptr) {
     RETURN_IF_ERROR(gc_->CollectSandboxes(workspace, *api, listed, stop).status());
+    if (gc_->HasSessions(workspace)) {
+      ASSIGN_OR_RETURN(openai::AgentsApi * agents, clouds_.Agents(ref.namespace_, ref.name));
+      RETURN_IF_ERROR(gc_->CollectSessions(workspace, *agents, stop).status());
+    }
   }
   return api::OkStatus();
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "controller/cloud/cloud_clients.h"
+#include "tests/fakes/fake_agents_api.h"
 #include "tests/fakes/fake_sandbox_api.h"
 
 namespace sbx::testing {
@@ -29,6 +30,41 @@ class FakeCloudClients final : public controller::CloudClients {
     return api.get();
   }
 
+  api::StatusOr<controller::openai::AgentsApi*> Agents(const std::string& namespace_,
+                                                       const std::string& workspace_ref) override {
+    std::lock_guard lock(mu_);
+    const std::string id = controller::WorkspaceId(namespace_, workspace_ref);
+    if (missing_.count(id) != 0) {
+      return api::NotFoundError("Workspace " + id + " not found");
+    }
+    auto& agents = agents_[id];
+    if (!agents) {
+      agents = std::make_unique<FakeAgentsApi>();
+    }
+    return agents.get();
+  }
+  api::StatusOr<std::string> ExecutorKey(const api::SecretRef& ref,
+                                         std::string_view field) override {
+    std::lock_guard lock(mu_);
+    if (executor_key_.empty()) {
+      return api::FailedPreconditionError(std::string(field) + ": not set");
+    }
+    return ref.env.empty() ? executor_key_ : executor_key_ + "-" + ref.env;
+  }
+
+  FakeAgentsApi& agents(const std::string& workspace_id = "default/default") {
+    std::lock_guard lock(mu_);
+    auto& agents = agents_[workspace_id];
+    if (!agents) {
+      agents = std::make_unique<FakeAgentsApi>();
+    }
+    return *agents;
+  }
+  void SetExecutorKey(std::string key) {
+    std::lock_guard lock(mu_);
+    executor_key_ = std::move(key);
+  }
+
   FakeSandboxApi& api(const std::string& workspace_id = "default/default") {
     std::lock_guard lock(mu_);
     auto& api = apis_[workspace_id];
@@ -44,8 +80,10 @@ class FakeCloudClients final : public controller::CloudClients {
 
  private:
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<FakeSandboxApi>> apis_;  // Guarded by mu_.
-  std::set<std::string> missing_;                                // Guarded by mu_.
+  std::map<std::string, std::unique_ptr<FakeSandboxApi>> apis_;   // Guarded by mu_.
+  std::set<std::string> missing_;                                 // Guarded by mu_.
+  std::map<std::string, std::unique_ptr<FakeAgentsApi>> agents_;  // Guarded by mu_.
+  std::string executor_key_ = "sk-executor-test";                 // Guarded by mu_.
 };
 
 }  // namespace sbx::testing

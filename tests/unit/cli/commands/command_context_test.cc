@@ -59,12 +59,5 @@ TEST(ParseWaitForTest, ParsesConditionsAndDelete) {
   EXPECT_FALSE(ParseWaitFor("condition=Ready=maybe").ok());
 }
 
-TEST(IsTerminalReasonTest, KnowsTheTerminalReasons) {
-  EXPECT_TRUE(IsTerminalReason("ImmutableFieldChanged"));
-  EXPECT_TRUE(IsTerminalReason("PermissionDenied"));
-  EXPECT_FALSE(IsTerminalReason("Unavailable"));
-  EXPECT_FALSE(IsTerminalReason(""));
-}
-
 }  // namespace
 }  // namespace sbx::cli

@@ -20,11 +20,22 @@ class NoNetwork final : public databricks::HttpTransport {
   }
 };
 
+class NoStreaming final : public openai::StreamingTransport {
+ public:
+  databricks::HttpResult Stream(const databricks::HttpRequest& request,
+                                const openai::StreamHandlers&, std::stop_token) override {
+    ADD_FAILURE() << "unexpected stream from " << request.url;
+    databricks::HttpResult r;
+    r.status = api::UnavailableError("no network in this test");
+    return r;
+  }
+};
+
 class HttpCloudClientsTest : public ::testing::Test {
  protected:
   void SetUp() override { store_ = *SqliteStore::Open(":memory:", SqliteStore::Options{}); }
   HttpCloudClients Make() {
-    return HttpCloudClients(*store_, clock_, transport_,
+    return HttpCloudClients(*store_, clock_, transport_, streaming_,
                             [this](std::string_view n) -> std::optional<std::string> {
                               auto it = env_.find(std::string(n));
                               return it == env_.end() ? std::nullopt
@@ -41,12 +52,14 @@ class HttpCloudClientsTest : public ::testing::Test {
 
   testing::FakeClock clock_;
   NoNetwork transport_;
+  NoStreaming streaming_;
   std::map<std::string, std::string> env_;
   std::unique_ptr<SqliteStore> store_;
 };
 
 TEST_F(HttpCloudClientsTest, DefaultWorkspaceFallsBackToTheControllerEnvironment) {
-  env_ = {{"DATABRICKS_HOST", "http://127.0.0.1:1"}, {"DATABRICKS_TOKEN", "dapi-env"},
+  env_ = {{"DATABRICKS_HOST", "http://127.0.0.1:1"},
+          {"DATABRICKS_TOKEN", "dapi-env"},
           {"HOME", "/nonexistent"}};
   auto clients = Make();
   auto a = clients.Sandboxes("default", "default");
@@ -86,6 +99,30 @@ TEST_F(HttpCloudClientsTest, RebuildsTheClientWhenTheWorkspaceChanges) {
   auto second = clients.Sandboxes("default", "prod");
   ASSERT_TRUE(second.ok());
   EXPECT_NE(*second, *first);
+}
+
+TEST_F(HttpCloudClientsTest, AgentsFallBackToTheEnvironmentAndNeedAnApplicationKey) {
+  env_ = {{"HOME", "/nonexistent"}};
+  auto clients = Make();
+  auto missing = clients.Agents("default", "default");
+  EXPECT_EQ(missing.status().code(), api::StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.status().message().find("OPENAI_API_KEY"), std::string::npos);
+
+  env_["OPENAI_API_KEY"] = "sk-app";
+  auto clients2 = Make();
+  auto a = clients2.Agents("default", "default");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*clients2.Agents("default", "default"), *a);
+}
+
+TEST_F(HttpCloudClientsTest, ExecutorKeyComesFromTheReferenceOrTheControllerEnvironment) {
+  env_ = {{"HOME", "/nonexistent"}, {"OPENAI_EXECUTOR_API_KEY", "sk-exec"}, {"MINE", "sk-mine"}};
+  auto clients = Make();
+  EXPECT_EQ(*clients.ExecutorKey({}, "spec.executor.apiKeyFrom"), "sk-exec");
+  EXPECT_EQ(*clients.ExecutorKey({.env = "MINE"}, "spec.executor.apiKeyFrom"), "sk-mine");
+  auto missing = clients.ExecutorKey({.env = "NOPE"}, "spec.executor.apiKeyFrom");
+  EXPECT_EQ(missing.status().code(), api::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(missing.status().message().find("sk-"), std::string::npos);
 }
 
 }  // namespace

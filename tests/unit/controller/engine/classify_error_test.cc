@@ -66,5 +66,24 @@ TEST(ClassifyErrorTest, OkIsNothingToRetry) {
   EXPECT_EQ(c.reason, "Ok");
 }
 
+TEST(IsTerminalReasonTest, KnowsEveryTerminalClassAndReconcilerReason) {
+  for (api::StatusCode code :
+       {api::StatusCode::kInvalidArgument, api::StatusCode::kFailedPrecondition,
+        api::StatusCode::kPermissionDenied, api::StatusCode::kUnauthenticated,
+        api::StatusCode::kAlreadyExists, api::StatusCode::kNotFound,
+        api::StatusCode::kUnimplemented}) {
+    const ErrorClass c = ClassifyError(api::Status(code, "x"));
+    EXPECT_TRUE(IsTerminalReason(c.reason)) << c.reason;
+  }
+  for (api::StatusCode code : {api::StatusCode::kUnavailable, api::StatusCode::kResourceExhausted,
+                               api::StatusCode::kAborted, api::StatusCode::kInternal}) {
+    EXPECT_FALSE(IsTerminalReason(ClassifyError(api::Status(code, "x")).reason));
+  }
+  EXPECT_TRUE(IsTerminalReason("ImmutableFieldChanged"));
+  EXPECT_TRUE(IsTerminalReason("SandboxIdConflict"));
+  EXPECT_FALSE(IsTerminalReason("SetupFailed"));  // retried with backoff
+  EXPECT_FALSE(IsTerminalReason(""));
+}
+
 }  // namespace
 }  // namespace sbx::controller

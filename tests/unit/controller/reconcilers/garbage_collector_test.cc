@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "controller/store/sqlite_store.h"
+#include "tests/fakes/fake_agents_api.h"
 #include "tests/fakes/fake_sandbox_api.h"
 #include "tests/support/fake_clock.h"
 
@@ -115,6 +116,51 @@ TEST_F(GarbageCollectorTest, DropsRecordsOfOrphansThatNoLongerExist) {
   EXPECT_EQ(Collect(), 0);
   EXPECT_EQ(api_.Calls("delete"), 0);
   EXPECT_FALSE(store_->GetInventory(kWs, "sandbox", "vanished")->has_value());
+}
+
+}  // namespace
+}  // namespace sbx::controller
+
+namespace sbx::controller {
+namespace {
+
+TEST_F(GarbageCollectorTest, DeletesSessionsWhoseWorkerIsGoneAfterGrace) {
+  testing::FakeAgentsApi agents;
+  openai::CreateSessionRequest req;
+  req.model = "m";
+  req.workspace_directory = "/w";
+  const std::string orphan = agents.CreateSession(req, {})->id;
+  const std::string kept = agents.CreateSession(req, {})->id;
+  req.metadata = {{"sbx.dev/uid", "uid-crashed"}};
+  const std::string crashed = agents.CreateSession(req, {})->id;
+
+  api::Object worker = api::MakeObject(api::Kind::kAgentWorker, "alive");
+  ASSERT_TRUE(store_->Apply({worker}, {}).ok());
+  auto put = [&](const std::string& id, const std::string& owner, Store::InventoryState state,
+                 const std::string& uid) {
+    Store::InventoryRecord r;
+    r.workspace = kWs;
+    r.resource_type = "session";
+    r.external_id = id;
+    r.state = state;
+    r.owner = {api::Kind::kAgentWorker, "default", owner};
+    r.owner_uid = uid;
+    r.updated_at = FormatRfc3339(clock_.Now());
+    ASSERT_TRUE(store_->PutInventory(r).ok());
+  };
+  put(orphan, "gone", Store::InventoryState::kLive, "uid-gone");
+  put(kept, "alive", Store::InventoryState::kLive, "uid-alive");
+  put("pending:uid-crashed", "crashed", Store::InventoryState::kIntent, "uid-crashed");
+  EXPECT_TRUE(gc_->HasSessions(kWs));
+
+  EXPECT_EQ(*gc_->CollectSessions(kWs, agents, {}), 0);  // within grace
+  clock_.Advance(10min);
+  EXPECT_EQ(*gc_->CollectSessions(kWs, agents, {}), 1);  // budget: 1 per pass of 3
+  EXPECT_EQ(*gc_->CollectSessions(kWs, agents, {}), 1);
+  EXPECT_FALSE(agents.HasSession(orphan));
+  EXPECT_FALSE(agents.HasSession(crashed));
+  EXPECT_TRUE(agents.HasSession(kept));
+  EXPECT_EQ(*gc_->CollectSessions(kWs, agents, {}), 0);
 }
 
 }  // namespace

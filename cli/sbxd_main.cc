@@ -1,0 +1,334 @@
+// sbxd: the controller daemon (DESIGN §4). Builds the concrete objects, wires them, and runs
+// them until SIGTERM/SIGINT: leader election on the store, then the Manager (workers, store
+// watch, periodic resync, live-state sweeper with garbage collection) and the health/metrics
+// server. `--once` runs one full pass instead and exits non-zero if anything failed.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "api/duration.h"
+#include "api/resources.h"
+#include "controller/cloud/databricks/auth.h"
+#include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/http_cloud_clients.h"
+#include "controller/cloud/openai/streaming_transport.h"
+#include "controller/engine/clock.h"
+#include "controller/engine/leader_elector.h"
+#include "controller/engine/manager.h"
+#include "controller/engine/periodic_resync.h"
+#include "controller/engine/store_watch.h"
+#include "controller/reconcilers/agent_worker_reconciler.h"
+#include "controller/reconcilers/garbage_collector.h"
+#include "controller/reconcilers/sandbox_cache.h"
+#include "controller/reconcilers/sandbox_reconciler.h"
+#include "controller/reconcilers/sandbox_sweeper.h"
+#include "controller/server/counting_transport.h"
+#include "controller/server/health_server.h"
+#include "controller/server/log.h"
+#include "controller/server/metrics.h"
+#include "controller/server/reconcile_metrics.h"
+#include "controller/store/sqlite_store.h"
+
+namespace {
+
+using namespace sbx;
+using namespace sbx::controller;
+using std::chrono::milliseconds;
+
+struct Flags {
+  std::string db;
+  int workers = 4;
+  std::string resync = "5m";
+  std::string sweep_interval = "60s";
+  std::string gc_grace = "5m";
+  int page_size = 100;
+  std::string metrics_addr = "127.0.0.1:9090";
+  std::string log_format = "text";
+  std::string log_level = "info";
+  std::string identity;
+  std::string lease_duration = "15s";
+  bool once = false;
+};
+
+std::string DefaultDbPath() {
+  if (const char* env = std::getenv("SBX_DB"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  std::filesystem::path base;
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state != nullptr && *state != '\0') {
+    base = state;
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    base = std::filesystem::path(home) / ".local" / "state";
+  } else {
+    base = ".";
+  }
+  return (base / "sbx" / "sbx.db").string();
+}
+
+milliseconds ParseFlagDuration(const std::string& flag, const std::string& text) {
+  api::StatusOr<std::chrono::seconds> d = api::ParseDuration(text);
+  if (!d.ok()) {
+    std::cerr << "sbxd: error: --" << flag << ": " << d.status().message() << "\n";
+    std::exit(2);
+  }
+  return *d;
+}
+
+// SIGTERM/SIGINT are blocked in every thread and taken by one waiter thread, which turns them
+// into a stop request: no work in a signal handler, and a second signal is not lost.
+class SignalStop {
+ public:
+  SignalStop() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);  // before any thread starts: inherited by all
+  }
+  void Start(std::stop_source& stop) {
+    waiter_ = std::jthread([this, &stop](std::stop_token own) {
+      while (!own.stop_requested()) {
+        timespec timeout{0, 200'000'000};
+        const int sig = sigtimedwait(&set_, nullptr, &timeout);
+        if (sig == SIGTERM || sig == SIGINT) {
+          log::Info("signal", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+          stop.request_stop();
+          return;
+        }
+      }
+    });
+  }
+
+ private:
+  sigset_t set_;
+  std::jthread waiter_;
+};
+
+// Blocks until `stop` is requested.
+void WaitForStop(std::stop_token stop) {
+  std::mutex mu;
+  std::condition_variable_any cv;
+  std::unique_lock lock(mu);
+  cv.wait(lock, stop, [] { return false; });
+}
+
+// One full pass: sweep every workspace (fills the cache, runs GC), then reconcile every object
+// once — Sandboxes before the AgentWorkers that use them. Returns the number of failures.
+int RunOnce(Store& store, SandboxSweeper& sweeper, std::initializer_list<Reconciler*> reconcilers,
+            Enqueuer& sink) {
+  int failures = 0;
+  if (api::Status s = sweeper.SweepAll(sink, {}); !s.ok()) {
+    log::Error("sweep failed", {{"error", s.ToString()}});
+    ++failures;
+  }
+  for (Reconciler* reconciler : reconcilers) {
+    ListOptions all;
+    all.kind = reconciler->kind();
+    api::StatusOr<std::vector<api::Object>> objects = store.List(all);
+    if (!objects.ok()) {
+      log::Error("list failed", {{"error", objects.status().ToString()}});
+      return failures + 1;
+    }
+    for (const api::Object& o : *objects) {
+      api::StatusOr<ReconcileResult> r = reconciler->Reconcile(api::KeyOf(o), {});
+      if (!r.ok()) {
+        log::Error("reconcile failed",
+                   {{"object", api::KeyOf(o).ToString()}, {"error", r.status().ToString()}});
+        ++failures;
+      } else {
+        log::Info("reconciled", {{"object", api::KeyOf(o).ToString()}});
+      }
+    }
+  }
+  return failures;
+}
+
+class NullEnqueuer final : public Enqueuer {
+ public:
+  void Enqueue(const api::ObjectKey&) override {}
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app{
+      "sbxd — the sbx controller: keeps Databricks sandboxes and agent workers "
+      "converged to the manifests in the store"};
+  app.add_option("--db", flags.db, "SQLite store (env SBX_DB; default $XDG_STATE_HOME/sbx/sbx.db)");
+  app.add_option("--workers", flags.workers, "concurrent reconciles")->check(CLI::Range(1, 256));
+  app.add_option("--resync", flags.resync, "re-reconcile every object this often");
+  app.add_option("--sweep-interval", flags.sweep_interval, "LIST each workspace this often");
+  app.add_option("--gc-grace", flags.gc_grace, "age before an orphan is garbage-collected");
+  app.add_option("--page-size", flags.page_size, "LIST page size")->check(CLI::Range(1, 1000));
+  app.add_option("--metrics-addr", flags.metrics_addr,
+                 "host:port for /healthz, /readyz, /metrics (empty: off)");
+  app.add_option("--log-format", flags.log_format, "text|json");
+  app.add_option("--log-level", flags.log_level, "debug|info|warn|error");
+  app.add_option("--identity", flags.identity, "leader lease holder name (default <host>-<pid>)");
+  app.add_option("--lease-duration", flags.lease_duration, "leader lease duration");
+  app.add_flag("--once", flags.once, "run one full pass and exit (non-zero if anything failed)");
+  CLI11_PARSE(app, argc, argv);
+
+  const std::optional<log::Format> format = log::ParseFormat(flags.log_format);
+  const std::optional<log::Level> level = log::ParseLevel(flags.log_level);
+  if (!format || !level) {
+    std::cerr << "sbxd: error: --log-format must be text|json and --log-level "
+                 "debug|info|warn|error\n";
+    return 2;
+  }
+  log::Init(*format, *level);
+  if (flags.db.empty()) {
+    flags.db = DefaultDbPath();
+  }
+  const milliseconds resync = ParseFlagDuration("resync", flags.resync);
+  const milliseconds sweep = ParseFlagDuration("sweep-interval", flags.sweep_interval);
+  const milliseconds gc_grace = ParseFlagDuration("gc-grace", flags.gc_grace);
+  const milliseconds lease = ParseFlagDuration("lease-duration", flags.lease_duration);
+
+  SignalStop signals;  // first, so every thread below inherits the blocked mask
+
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(flags.db).parent_path(), ec);
+  auto opened = SqliteStore::Open(flags.db);
+  if (!opened.ok()) {
+    log::Error("cannot open store", {{"error", opened.status().ToString()}});
+    return 1;
+  }
+  std::unique_ptr<SqliteStore> store = *std::move(opened);
+
+  SystemClock clock;
+  Metrics metrics;
+  std::unique_ptr<databricks::HttpTransport> http = databricks::MakeCppRestTransport();
+  CountingTransport transport(*http, metrics);
+  std::unique_ptr<openai::StreamingTransport> streaming = openai::MakeCppRestStreamingTransport();
+  HttpCloudClientsOptions cloud_options;
+  cloud_options.on_secret = [](const std::string& secret) { log::RegisterSecret(secret); };
+  HttpCloudClients clouds(*store, clock, transport, *streaming, databricks::ProcessEnv(),
+                          cloud_options);
+  SandboxCache cache;
+  GarbageCollector gc(*store, cache, clock, GarbageCollectorOptions{gc_grace});
+  SandboxReconciler sandboxes(*store, clouds, cache, clock);
+  SandboxSweeperOptions sweeper_options;
+  sweeper_options.period = sweep;
+  sweeper_options.page_size = flags.page_size;
+  SandboxSweeper sweeper(*store, clouds, cache, &gc, clock, sweeper_options);
+
+  ManagerOptions manager_options;
+  manager_options.workers = flags.workers;
+  Manager manager(clock, manager_options);
+  AgentWorkerReconciler workers(*store, clouds, clock, &manager.dependencies());
+
+  if (flags.once) {
+    NullEnqueuer sink;
+    const int failures = RunOnce(*store, sweeper, {&sandboxes, &workers}, sink);
+    log::Info("pass complete", {{"failures", std::to_string(failures)}});
+    return failures == 0 ? 0 : 1;
+  }
+
+  manager.Register(sandboxes);
+  manager.Register(workers);
+  const SourceErrorFn on_error = [](std::string_view source, const api::Status& error) {
+    log::Warn("source error", {{"source", std::string(source)}, {"error", error.ToString()}});
+  };
+  StoreWatchOptions watch_options;
+  watch_options.on_error = on_error;
+  StoreWatch watch(*store, clock, watch_options);
+  PeriodicResyncOptions resync_options;
+  resync_options.period = resync;
+  resync_options.on_error = on_error;
+  PeriodicResync resyncer(*store, clock, resync_options);
+  manager.AddSource(watch);
+  manager.AddSource(resyncer);
+  manager.AddSource(sweeper);
+  ReconcileMetrics reconcile_metrics(metrics);
+  manager.SetObserver(&reconcile_metrics);
+
+  LeaderElectorOptions elector_options;
+  elector_options.identity = flags.identity;
+  elector_options.lease_duration = lease;
+  elector_options.renew_interval = lease / 3;
+  LeaderElector elector(*store, clock, elector_options);
+
+  metrics.AddCollector([&](Metrics& m) {
+    const ManagerStats s = manager.Stats();
+    m.gauge("sbx_workqueue_depth", "Keys ready to be reconciled", {}).Set(s.queue.depth);
+    m.gauge("sbx_workqueue_waiting", "Keys waiting for a delay or backoff", {})
+        .Set(s.queue.waiting);
+    m.gauge("sbx_workqueue_processing", "Keys being reconciled", {}).Set(s.queue.processing);
+    m.gauge("sbx_workqueue_retries", "Rate-limited requeues so far", {}).Set(s.queue.retries_total);
+    m.ResetGauges("sbx_sandboxes");  // a state nobody is in any more reads 0
+    for (const auto& [state, n] : cache.CountByState()) {
+      m.gauge("sbx_sandboxes", "Live sandboxes by state, as last observed", {{"state", state}})
+          .Set(n);
+    }
+    m.gauge("sbx_leader", "1 while this sbxd holds the leader lease", {})
+        .Set(elector.is_leader() ? 1 : 0);
+    m.gauge("sbx_sweeps", "Completed LIST sweeps", {}).Set(sweeper.sweeps_total());
+    m.gauge("sbx_sweep_errors", "Failed LIST sweeps", {}).Set(sweeper.sweep_errors_total());
+    m.gauge("sbx_gc_deleted", "Sandboxes deleted by garbage collection", {})
+        .Set(gc.deleted_total());
+  });
+  HealthServer health(metrics, [&]() -> std::pair<bool, std::string> {
+    if (!elector.is_leader()) {
+      return {false, "standby: another sbxd holds the lease"};
+    }
+    if (watch.last_revision() < 0) {
+      return {false, "initial sync in progress"};
+    }
+    return {true, "ok"};
+  });
+  if (!flags.metrics_addr.empty()) {
+    api::StatusOr<int> port = health.Start(flags.metrics_addr);
+    if (!port.ok()) {
+      log::Error("cannot serve metrics", {{"error", port.status().ToString()}});
+      return 1;
+    }
+    log::Info("serving health and metrics",
+              {{"addr", flags.metrics_addr}, {"port", std::to_string(*port)}});
+  }
+
+  std::stop_source stop;
+  signals.Start(stop);
+  log::Info("starting", {{"db", flags.db},
+                         {"identity", elector.identity()},
+                         {"workers", std::to_string(flags.workers)}});
+  if (!elector.WaitUntilLeader(stop.get_token())) {
+    health.Stop();
+    log::Info("stopped while standby");
+    return 0;
+  }
+  log::Info("became leader", {{"lease", elector_options.lease_name}});
+  manager.Start();
+  std::atomic<bool> lost{false};
+  std::jthread renewals([&](std::stop_token own) {
+    std::stop_callback forward(stop.get_token(), [&] {});
+    elector.RunRenewals(own, [&] {
+      lost = true;
+      log::Error("lost the leader lease; stopping");
+      stop.request_stop();
+    });
+  });
+  WaitForStop(stop.get_token());
+
+  log::Info("draining in-flight reconciles");
+  manager.Stop();
+  renewals.request_stop();
+  renewals.join();
+  if (!lost) {
+    elector.Release();
+  }
+  health.Stop();
+  log::Info("stopped");
+  return lost ? 1 : 0;
+}

@@ -1,0 +1,731 @@
+#include "controller/reconcilers/agent_worker_reconciler.h"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+#include <utility>
+
+#include "api/defaults.h"
+
+namespace sbx::controller {
+namespace {
+
+using api::ConditionStatus;
+using api::Object;
+using api::Status;
+using api::StatusCode;
+using api::StatusOr;
+
+constexpr char kResourceSession[] = "session";
+constexpr char kMetaWorker[] = "sbx.dev/worker";
+constexpr char kMetaUid[] = "sbx.dev/uid";
+
+// Reports what the executor directory says, as key=value lines, then the log tail.
+// $1 executor dir, $2 workspace dir, $3 command, $4 boot marker.
+constexpr char kProbeScript[] = R"sh(d=$1; ws=$2; cmd=$3; marker=$4
+alive() { kill -0 "$1" 2>/dev/null && ! grep -qs '^[0-9]* (.*) Z ' "/proc/$1/stat"; }
+pid=$(cat "$d/pid" 2>/dev/null); alive=0
+if [ -n "$pid" ] && alive "$pid"; then alive=1; fi
+echo "pid=$pid"
+echo "alive=$alive"
+echo "env=$(cat "$d/env" 2>/dev/null)"
+echo "boot=$(cat "$d/boot" 2>/dev/null)"
+echo "current_boot=$(cat "$marker" 2>/dev/null)"
+if [ -d "$ws" ]; then echo "workspace=1"; else echo "workspace=0"; fi
+if command -v "$cmd" >/dev/null 2>&1; then echo "command=1"; else echo "command=0"; fi
+echo "---log---"
+tail -c 4000 "$d/log" 2>/dev/null
+exit 0
+)sh";
+
+// Launches the executor detached and idempotently. The key arrives as CODEX_API_KEY in the
+// exec-sync envs (inherited by the executor, never in any argv); the remote URL and environment
+// id as SBX_REMOTE_URL / SBX_ENVIRONMENT_ID. A live executor of this boot for another
+// environment (an old session) is stopped first. flock keeps a racing second launch out.
+// $1 executor dir, $2 workspace dir, $3 boot marker, $4 command, $5… extra args.
+constexpr char kLaunchScript[] = R"sh(d=$1; ws=$2; marker=$3; cmd=$4; shift 4
+alive() { kill -0 "$1" 2>/dev/null && ! grep -qs '^[0-9]* (.*) Z ' "/proc/$1/stat"; }
+mkdir -p "$d" || exit 2
+boot=$(cat "$marker" 2>/dev/null)
+pid=$(cat "$d/pid" 2>/dev/null)
+if [ -n "$pid" ] && [ "$(cat "$d/boot" 2>/dev/null)" = "$boot" ] && alive "$pid"; then
+  if [ "$(cat "$d/env" 2>/dev/null)" = "$SBX_ENVIRONMENT_ID" ]; then echo "already running"; exit 0; fi
+  kill "$pid" 2>/dev/null
+  for _ in 1 2 3 4 5 6 7 8 9 10; do alive "$pid" || break; sleep 0.2; done
+fi
+if [ -f "$d/log" ]; then mv -f "$d/log" "$d/log.1"; fi
+rm -f "$d/pid"
+printf '%s\n' "$SBX_ENVIRONMENT_ID" > "$d/env"
+printf '%s\n' "$boot" > "$d/boot"
+if ! cd "$ws" 2>/dev/null; then
+  echo "sbx: workspace directory $ws does not exist" > "$d/log"; exit 3
+fi
+setsid nohup /bin/bash -c 'exec 9>"$0/lock"; flock -n 9 || exit 0; echo $$ > "$0/pid"; exec "$@"' \
+  "$d" "$cmd" exec-server --remote "$SBX_REMOTE_URL" --environment-id "$SBX_ENVIRONMENT_ID" "$@" \
+  >> "$d/log" 2>&1 < /dev/null &
+echo "launched"
+)sh";
+
+// $1 executor dir, $2 boot marker.
+constexpr char kStopScript[] = R"sh(d=$1; marker=$2
+pid=$(cat "$d/pid" 2>/dev/null)
+if [ -n "$pid" ] && [ "$(cat "$d/boot" 2>/dev/null)" = "$(cat "$marker" 2>/dev/null)" ]; then
+  kill "$pid" 2>/dev/null
+fi
+rm -f "$d/pid"
+exit 0
+)sh";
+
+bool HasFinalizer(const Object& o) {
+  const auto& f = o.metadata.finalizers;
+  return std::find(f.begin(), f.end(), api::kControllerFinalizer) != f.end();
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool Contains(const std::string& haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// The last non-empty line of a log, for messages.
+std::string LastLine(const std::string& log) {
+  std::istringstream in(log);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) {
+      last = line;
+    }
+  }
+  return last.size() > 300 ? last.substr(last.size() - 300) : last;
+}
+
+std::string Scrub(std::string text, const std::string& secret) {
+  if (secret.empty()) {
+    return text;
+  }
+  for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
+    text.replace(at, secret.size(), "[REDACTED]");
+  }
+  return text;
+}
+
+bool IsAuthReason(const std::string& reason) {
+  return reason == "IPNotAuthorized" || reason == "MissingScope" || reason == "MissingExecutorKey";
+}
+
+std::string CamelCase(std::string_view snake) {
+  std::string out;
+  bool upper = true;
+  for (char c : snake) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return out.empty() ? "Unknown" : out;
+}
+
+}  // namespace
+
+std::string DiagnoseExecutorLog(const std::string& log_tail) {
+  const std::string log = Lower(log_tail);
+  if (Contains(log, "ip is not authorized") || Contains(log, "ip not authorized")) {
+    return "IPNotAuthorized";
+  }
+  if (Contains(log, "api.agents.environments.connect") ||
+      (Contains(log, "403") && Contains(log, "missing") && Contains(log, "scope"))) {
+    return "MissingScope";
+  }
+  if (Contains(log, "requires chatgpt authentication or api key authentication")) {
+    return "MissingExecutorKey";
+  }
+  if (Contains(log, "workspace directory") && Contains(log, "does not exist")) {
+    return "WorkspaceDirectoryMissing";
+  }
+  if (Contains(log, "command not found") || Contains(log, "no such file or directory")) {
+    return "ExecutorNotFound";
+  }
+  return "";
+}
+
+// The exec-sync probe's answer.
+struct AgentWorkerReconciler::Probe {
+  bool alive = false;
+  int64_t pid = 0;
+  std::string env;
+  std::string boot;
+  std::string current_boot;
+  bool workspace_exists = false;
+  bool command_found = false;
+  std::string log_tail;
+
+  // Our executor for this environment in this boot, alive.
+  bool Running(const std::string& environment_id) const {
+    return alive && env == environment_id && boot == current_boot && !boot.empty();
+  }
+  // We launched one for this environment in this boot (it may have died since).
+  bool LaunchedThisBoot(const std::string& environment_id) const {
+    return env == environment_id && boot == current_boot && !boot.empty();
+  }
+};
+
+struct AgentWorkerReconciler::Target {
+  Object object;
+  api::AgentWorkerStatus original_status;
+  std::stop_token stop;
+  bool gone = false;
+  Memory memory;
+  Object sandbox;
+  databricks::SandboxApi* sandboxes = nullptr;
+  openai::AgentsApi* agents = nullptr;
+  std::string executor_key;  // resolved at launch, memory only
+
+  const api::AgentWorkerSpec& spec() const { return object.agent_worker_spec(); }
+  api::AgentWorkerStatus& status() { return object.agent_worker_status(); }
+  api::ObjectKey key() const { return api::KeyOf(object); }
+  std::string sandbox_id() const { return sandbox.sandbox_spec().sandbox_id; }
+};
+
+AgentWorkerReconciler::AgentWorkerReconciler(Store& store, CloudClients& clouds, Clock& clock,
+                                             DependencyIndex* dependencies,
+                                             AgentWorkerReconcilerOptions options)
+    : store_(store),
+      clouds_(clouds),
+      clock_(clock),
+      dependencies_(dependencies),
+      events_(store, clock),
+      options_(std::move(options)) {}
+
+std::string AgentWorkerReconciler::ExecutorDir(const Target& t) const {
+  return "/home/sandbox-agent/.sbx/" + t.object.metadata.name;
+}
+
+StatusOr<ReconcileResult> AgentWorkerReconciler::Reconcile(const api::ObjectKey& key,
+                                                           std::stop_token stop) {
+  StatusOr<Object> object = store_.Get(key);
+  if (object.status().code() == StatusCode::kNotFound) {
+    if (dependencies_ != nullptr) {
+      dependencies_->Untrack(key);
+    }
+    std::lock_guard lock(mu_);
+    memory_.erase(key);
+    return ReconcileResult::Done();
+  }
+  RETURN_IF_ERROR(object.status());
+
+  Target t;
+  t.object = *std::move(object);
+  t.original_status = t.object.agent_worker_status();
+  t.stop = stop;
+  {
+    std::lock_guard lock(mu_);
+    t.memory = memory_[key];
+  }
+  StatusOr<ReconcileResult> result = Converge(t);
+  {
+    std::lock_guard lock(mu_);
+    if (t.gone) {
+      memory_.erase(key);
+    } else {
+      memory_[key] = t.memory;
+    }
+  }
+  if (t.gone) {
+    return result;
+  }
+  if (!result.ok()) {
+    Set(t, "Ready", ConditionStatus::kFalse, ClassifyError(result.status()).reason,
+        Scrub(result.status().message(), t.executor_key));
+  }
+  t.status().observed_generation = t.object.metadata.generation;
+  RETURN_IF_ERROR(WriteStatus(t));
+  return result;
+}
+
+StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
+  if (!t.object.metadata.deletion_timestamp.empty()) {
+    return Finalize(t);
+  }
+  RETURN_IF_ERROR(EnsureFinalizer(t));
+
+  // 1. The sandbox.
+  ASSIGN_OR_RETURN(api::ObjectKey sandbox_key, EnsureSandboxObject(t));
+  if (dependencies_ != nullptr) {
+    dependencies_->SetDependencies(t.key(), {sandbox_key});
+  }
+  StatusOr<Object> sandbox = store_.Get(sandbox_key);
+  if (sandbox.status().code() == StatusCode::kNotFound) {
+    const std::string message =
+        "Sandbox " + sandbox_key.namespace_ + "/" + sandbox_key.name + " does not exist";
+    Set(t, "SandboxReady", ConditionStatus::kFalse, "SandboxNotFound", message);
+    Set(t, "Ready", ConditionStatus::kFalse, "SandboxNotFound", message);
+    return ReconcileResult::Done();  // the dependency index brings us back when it appears
+  }
+  RETURN_IF_ERROR(sandbox.status());
+  t.sandbox = *std::move(sandbox);
+  const api::Condition* sandbox_ready = api::FindCondition(t.sandbox.conditions(), "Ready");
+  if (sandbox_ready == nullptr || sandbox_ready->status != ConditionStatus::kTrue) {
+    const std::string message = "Sandbox " + sandbox_key.name + " is not Ready" +
+                                (sandbox_ready != nullptr ? " (" + sandbox_ready->reason + ": " +
+                                                                sandbox_ready->message + ")"
+                                                          : "");
+    Set(t, "SandboxReady", ConditionStatus::kFalse, "SandboxNotReady", message);
+    Set(t, "Ready", ConditionStatus::kFalse, "SandboxNotReady", message);
+    return ReconcileResult::Done();  // a change of the Sandbox enqueues this worker
+  }
+  Set(t, "SandboxReady", ConditionStatus::kTrue, "SandboxReady", "");
+  const std::string& workspace_ref = t.sandbox.sandbox_spec().workspace_ref;
+  ASSIGN_OR_RETURN(t.sandboxes, clouds_.Sandboxes(t.object.metadata.namespace_, workspace_ref));
+  ASSIGN_OR_RETURN(t.agents, clouds_.Agents(t.object.metadata.namespace_, workspace_ref));
+
+  // 2. The session.
+  const Clock::SteadyTime now = clock_.Steady();
+  const std::string& boot = t.sandbox.sandbox_status().boot_id;
+  const bool probe_due = t.status().executor.pid == 0 || t.memory.verify_pending ||
+                         t.memory.probed_boot != boot ||
+                         now - t.memory.last_probe >= options_.probe_interval;
+  ASSIGN_OR_RETURN(bool new_session, EnsureSession(t, probe_due));
+  Set(t, "SessionReady", ConditionStatus::kTrue, "SessionReady", "");
+
+  // 3. The executor.
+  if (probe_due || new_session) {
+    ASSIGN_OR_RETURN(Probe probe, ProbeExecutor(t));
+    t.memory.last_probe = now;
+    t.memory.probed_boot = boot;
+    if (!probe.Running(t.status().environment_id)) {
+      return HandleDeadExecutor(t, probe);
+    }
+    t.memory.verify_pending = false;
+    t.status().executor.pid = probe.pid;
+    Set(t, "ExecutorRunning", ConditionStatus::kTrue, "Running", "");
+  }
+
+  // 4. The connection.
+  ASSIGN_OR_RETURN(openai::Environment env,
+                   t.agents->GetEnvironment(t.status().environment_id, t.stop));
+  t.memory.last_status = now;
+  t.status().environment_status = env.status_raw;
+  if (env.status == openai::EnvironmentStatus::kExpired ||
+      env.status == openai::EnvironmentStatus::kFailed) {
+    events_.Warning(t.key(), "SessionLost",
+                    "environment " + env.id + " is " + env.status_raw + "; creating a new session");
+    t.status().session_id.clear();
+    t.status().environment_id.clear();
+    t.status().remote_url.clear();
+    t.memory.verify_pending = true;
+    Set(t, "SessionReady", ConditionStatus::kFalse, "SessionLost", "environment " + env.status_raw);
+    Set(t, "Ready", ConditionStatus::kFalse, "SessionLost", "environment " + env.status_raw);
+    return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
+  }
+  const bool connected = env.status == openai::EnvironmentStatus::kConnected;
+  if (connected) {
+    Set(t, "ExecutorConnected", ConditionStatus::kTrue, "Connected", "");
+    Set(t, "Ready", ConditionStatus::kTrue, "Ready", "executor connected");
+    return ReconcileResult::RequeueAfter(options_.status_interval);
+  }
+  const std::string reason = CamelCase(env.status_raw);
+  Set(t, "ExecutorConnected", ConditionStatus::kFalse, reason,
+      "environment " + env.id + " is " + env.status_raw);
+  Set(t, "Ready", ConditionStatus::kFalse, "ExecutorNotConnected",
+      "environment " + env.id + " is " + env.status_raw);
+  // Disconnected for a while: look at the executor itself on the next pass.
+  if (env.status == openai::EnvironmentStatus::kDisconnected) {
+    t.memory.verify_pending = true;
+  }
+  return ReconcileResult::RequeueAfter(options_.connect_poll);
+}
+
+Status AgentWorkerReconciler::EnsureFinalizer(Target& t) {
+  if (HasFinalizer(t.object)) {
+    return api::OkStatus();
+  }
+  Object updated = t.object;
+  updated.metadata.finalizers.emplace_back(api::kControllerFinalizer);
+  ASSIGN_OR_RETURN(Object stored, store_.UpdateControllerMetadata(updated));
+  stored.status = t.object.status;
+  t.object = std::move(stored);
+  return api::OkStatus();
+}
+
+// sandboxRef → that Sandbox. Inline template → a Sandbox named after the worker, owned by it.
+StatusOr<api::ObjectKey> AgentWorkerReconciler::EnsureSandboxObject(Target& t) {
+  const std::string& ns = t.object.metadata.namespace_;
+  if (!t.spec().sandbox) {
+    return api::ObjectKey{api::Kind::kSandbox, ns, t.spec().sandbox_ref};
+  }
+  const api::ObjectKey key{api::Kind::kSandbox, ns, t.object.metadata.name};
+  const api::OwnerReference owner{api::Kind::kAgentWorker, t.object.metadata.name,
+                                  t.object.metadata.uid, true};
+  StatusOr<Object> existing = store_.Get(key);
+  if (existing.ok()) {
+    const auto& refs = existing->metadata.owner_references;
+    if (std::find(refs.begin(), refs.end(), owner) == refs.end()) {
+      const std::string message = "a Sandbox named " + key.name +
+                                  " already exists and is not owned by this worker; rename "
+                                  "the worker or use sandboxRef";
+      Set(t, "SandboxReady", ConditionStatus::kFalse, "SandboxNameConflict", message);
+      return api::FailedPreconditionError(message);
+    }
+  } else if (existing.status().code() != StatusCode::kNotFound) {
+    return existing.status();
+  }
+  Object desired = api::MakeObject(api::Kind::kSandbox, key.name, ns);
+  desired.sandbox_spec() = *t.spec().sandbox;
+  api::ApplySandboxDefaults(desired.sandbox_spec(), ns, key.name);
+  desired.metadata.labels = {{"sbx.dev/agent-worker", t.object.metadata.name}};
+  // Apply writes nothing when the template did not change.
+  ASSIGN_OR_RETURN(std::vector<ApplyResult> applied, store_.Apply({desired}, ApplyOptions{}));
+  Object stored = applied.at(0).object;
+  if (stored.metadata.owner_references.empty()) {
+    stored.metadata.owner_references.push_back(owner);
+    RETURN_IF_ERROR(store_.UpdateControllerMetadata(stored).status());
+  }
+  if (applied.at(0).action == ApplyAction::kCreated) {
+    events_.Normal(t.key(), "SandboxCreated", "created Sandbox " + key.name + " from the template");
+  }
+  return key;
+}
+
+// Returns true when a new session was created (or adopted) in this call.
+StatusOr<bool> AgentWorkerReconciler::EnsureSession(Target& t, bool verify) {
+  const std::string workspace =
+      WorkspaceId(t.object.metadata.namespace_, t.sandbox.sandbox_spec().workspace_ref);
+  if (!t.status().session_id.empty() && verify) {
+    StatusOr<openai::Session> session = t.agents->GetSession(t.status().session_id, t.stop);
+    const bool gone = session.status().code() == StatusCode::kNotFound ||
+                      (session.ok() && session->status == openai::SessionStatus::kFailed);
+    if (!session.ok() && !gone) {
+      return session.status();
+    }
+    if (gone) {
+      events_.Warning(
+          t.key(), "SessionLost",
+          "session " + t.status().session_id + " is gone or failed; creating a new one");
+      RETURN_IF_ERROR(store_.DeleteInventory(workspace, kResourceSession, t.status().session_id));
+      t.status().session_id.clear();
+      t.status().environment_id.clear();
+      t.status().remote_url.clear();
+    }
+  }
+  if (!t.status().session_id.empty()) {
+    return false;
+  }
+
+  // The session id is only known after the create, so the intent is keyed by the worker's uid;
+  // after a crash the session is found again by the uid in its metadata.
+  const std::string pending = "pending:" + t.object.metadata.uid;
+  ASSIGN_OR_RETURN(std::optional<Store::InventoryRecord> intent,
+                   store_.GetInventory(workspace, kResourceSession, pending));
+  std::optional<openai::Session> session;
+  if (intent) {
+    ASSIGN_OR_RETURN(std::vector<openai::Session> all, t.agents->ListAllSessions({}, t.stop));
+    for (openai::Session& s : all) {
+      auto uid = s.metadata.find(kMetaUid);
+      if (uid != s.metadata.end() && uid->second == t.object.metadata.uid &&
+          s.status != openai::SessionStatus::kFailed) {
+        session = std::move(s);
+        break;
+      }
+    }
+  }
+  const std::string now = FormatRfc3339(clock_.Now());
+  Store::InventoryRecord record;
+  record.workspace = workspace;
+  record.resource_type = kResourceSession;
+  record.owner = t.key();
+  record.owner_uid = t.object.metadata.uid;
+  record.created_at = record.updated_at = now;
+  if (!session) {
+    record.external_id = pending;
+    record.state = Store::InventoryState::kIntent;
+    RETURN_IF_ERROR(store_.PutInventory(record));
+    openai::CreateSessionRequest request;
+    request.model = t.spec().agent.model;
+    if (!t.spec().agent.instructions.empty()) {
+      request.instructions = t.spec().agent.instructions;
+    }
+    request.workspace_directory = t.spec().workspace_directory;
+    request.metadata = {{kMetaWorker, t.object.metadata.namespace_ + "/" + t.object.metadata.name},
+                        {kMetaUid, t.object.metadata.uid}};
+    ASSIGN_OR_RETURN(openai::Session created, t.agents->CreateSession(request, t.stop));
+    session = std::move(created);
+    events_.Normal(t.key(), "SessionCreated", "created session " + session->id);
+  } else {
+    events_.Normal(t.key(), "SessionAdopted", "adopted session " + session->id);
+  }
+  record.external_id = session->id;
+  record.state = Store::InventoryState::kLive;
+  RETURN_IF_ERROR(store_.PutInventory(record));
+  RETURN_IF_ERROR(store_.DeleteInventory(workspace, kResourceSession, pending));
+  t.status().session_id = session->id;
+  t.status().environment_id = session->environment.id;
+  t.status().remote_url = session->environment.remote_url;
+  t.status().executor.pid = 0;  // the executor must (re)connect to the new environment
+  t.memory.verify_pending = true;
+  return true;
+}
+
+StatusOr<AgentWorkerReconciler::Probe> AgentWorkerReconciler::ProbeExecutor(Target& t) {
+  databricks::ExecRequest request;
+  request.cmd = "/bin/bash";
+  request.args = {"-c",
+                  kProbeScript,
+                  "sbx-probe",
+                  ExecutorDir(t),
+                  t.spec().workspace_directory,
+                  t.spec().executor.command,
+                  options_.boot_marker};
+  request.execution_timeout = std::chrono::seconds(30);
+  ASSIGN_OR_RETURN(databricks::ExecResult r,
+                   t.sandboxes->ExecSync(t.sandbox_id(), request, t.stop));
+  if (r.status != databricks::ExecStatus::kCompleted || r.exit_code != 0) {
+    return api::UnavailableError("executor probe in sandbox " + t.sandbox_id() +
+                                 " failed: " + LastLine(r.stderr_text));
+  }
+  Probe p;
+  const std::string marker = "---log---\n";
+  const size_t log_at = r.stdout_text.find(marker);
+  std::istringstream in(r.stdout_text.substr(0, log_at));
+  if (log_at != std::string::npos) {
+    p.log_tail = r.stdout_text.substr(log_at + marker.size());
+  }
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) {
+      continue;
+    }
+    const std::string k = line.substr(0, eq);
+    const std::string v = line.substr(eq + 1);
+    if (k == "pid") {
+      p.pid = std::atoll(v.c_str());
+    } else if (k == "alive") {
+      p.alive = v == "1";
+    } else if (k == "env") {
+      p.env = v;
+    } else if (k == "boot") {
+      p.boot = v;
+    } else if (k == "current_boot") {
+      p.current_boot = v;
+    } else if (k == "workspace") {
+      p.workspace_exists = v == "1";
+    } else if (k == "command") {
+      p.command_found = v == "1";
+    }
+  }
+  return p;
+}
+
+StatusOr<ReconcileResult> AgentWorkerReconciler::HandleDeadExecutor(Target& t, const Probe& probe) {
+  const std::chrono::milliseconds recheck{std::chrono::seconds(30)};
+  api::ExecutorStatus& executor = t.status().executor;
+  executor.pid = 0;
+  Set(t, "ExecutorConnected", ConditionStatus::kFalse, "ExecutorNotRunning", "");
+  if (!probe.workspace_exists) {
+    const std::string message = "workspace directory " + t.spec().workspace_directory +
+                                " does not exist in sandbox " + t.sandbox_id() +
+                                "; create it in the Sandbox's setup";
+    Set(t, "ExecutorRunning", ConditionStatus::kFalse, "WorkspaceDirectoryMissing", message);
+    Set(t, "Ready", ConditionStatus::kFalse, "WorkspaceDirectoryMissing", message);
+    t.memory.verify_pending = true;
+    return ReconcileResult::RequeueAfter(recheck);
+  }
+  if (!probe.command_found) {
+    const std::string message = "command \"" + t.spec().executor.command +
+                                "\" not found on PATH in sandbox " + t.sandbox_id() +
+                                " (install @openai/codex under /home/sandbox-agent)";
+    Set(t, "ExecutorRunning", ConditionStatus::kFalse, "ExecutorNotFound", message);
+    Set(t, "Ready", ConditionStatus::kFalse, "ExecutorNotFound", message);
+    t.memory.verify_pending = true;
+    return ReconcileResult::RequeueAfter(recheck);
+  }
+
+  const Clock::SteadyTime now = clock_.Steady();
+  if (probe.LaunchedThisBoot(t.status().environment_id) && !t.memory.diagnosed) {
+    // It ran and exited: say why, then back off before the next launch (no hot loop).
+    std::string reason = DiagnoseExecutorLog(probe.log_tail);
+    if (reason.empty()) {
+      reason = "ExecutorExitedOnStart";
+    }
+    const std::string message = Scrub(LastLine(probe.log_tail), t.executor_key);
+    executor.last_exit_reason = reason;
+    events_.Warning(t.key(), reason, "executor exited: " + message);
+    t.memory.diagnosed = true;
+    std::chrono::milliseconds delay = options_.auth_backoff;
+    if (!IsAuthReason(reason)) {
+      delay = options_.crash_backoff_base;
+      for (int i = 1; i < executor.restarts && delay < options_.crash_backoff_cap; ++i) {
+        delay *= 2;
+      }
+      delay = std::min(delay, options_.crash_backoff_cap);
+    }
+    t.memory.next_launch_allowed = now + delay;
+    Set(t, "ExecutorRunning", ConditionStatus::kFalse, reason, message);
+    Set(t, "Ready", ConditionStatus::kFalse, reason, message);
+  }
+  if (probe.LaunchedThisBoot(t.status().environment_id) &&
+      t.spec().restart_policy == api::RestartPolicy::kNever) {
+    return ReconcileResult::Done();
+  }
+  if (now < t.memory.next_launch_allowed) {
+    t.memory.verify_pending = true;
+    return ReconcileResult::RequeueAfter(
+        std::chrono::duration_cast<std::chrono::milliseconds>(t.memory.next_launch_allowed - now));
+  }
+
+  RETURN_IF_ERROR(LaunchExecutor(t));
+  if (probe.LaunchedThisBoot(t.status().environment_id) || !executor.launched_at.empty()) {
+    ++executor.restarts;
+  }
+  executor.launched_at = FormatRfc3339(clock_.Now());
+  t.memory.verify_pending = true;
+  t.memory.diagnosed = false;
+  events_.Normal(t.key(), "ExecutorLaunched",
+                 "launched " + t.spec().executor.command + " exec-server in sandbox " +
+                     t.sandbox_id() + " for environment " + t.status().environment_id);
+  Set(t, "ExecutorRunning", ConditionStatus::kUnknown, "Launching", "executor launched");
+  Set(t, "Ready", ConditionStatus::kFalse, "Launching", "executor launched");
+  return ReconcileResult::RequeueAfter(options_.verify_after_launch);
+}
+
+Status AgentWorkerReconciler::LaunchExecutor(Target& t) {
+  ASSIGN_OR_RETURN(t.executor_key, clouds_.ExecutorKey(t.spec().executor.api_key_from,
+                                                       "AgentWorker " + t.object.metadata.name +
+                                                           " spec.executor.apiKeyFrom"));
+  databricks::ExecRequest request;
+  request.cmd = "/bin/bash";
+  request.args = {"-c",
+                  kLaunchScript,
+                  "sbx-launch",
+                  ExecutorDir(t),
+                  t.spec().workspace_directory,
+                  options_.boot_marker,
+                  t.spec().executor.command};
+  request.args.insert(request.args.end(), t.spec().executor.args.begin(),
+                      t.spec().executor.args.end());
+  // The only secret that enters the sandbox, and only through envs.
+  request.envs = {{"CODEX_API_KEY", t.executor_key},
+                  {"SBX_REMOTE_URL", t.status().remote_url},
+                  {"SBX_ENVIRONMENT_ID", t.status().environment_id}};
+  request.execution_timeout = std::chrono::seconds(30);
+  ASSIGN_OR_RETURN(databricks::ExecResult r,
+                   t.sandboxes->ExecSync(t.sandbox_id(), request, t.stop));
+  if (r.status != databricks::ExecStatus::kCompleted || r.exit_code != 0) {
+    return api::UnavailableError(
+        "executor launch in sandbox " + t.sandbox_id() + " failed (exit " +
+        std::to_string(r.exit_code.value_or(-1)) +
+        "): " + Scrub(LastLine(r.stderr_text + "\n" + r.stdout_text), t.executor_key));
+  }
+  return api::OkStatus();
+}
+
+StatusOr<ReconcileResult> AgentWorkerReconciler::Finalize(Target& t) {
+  if (!HasFinalizer(t.object)) {
+    return ReconcileResult::Done();
+  }
+  const std::string& ns = t.object.metadata.namespace_;
+  const api::ObjectKey sandbox_key{
+      api::Kind::kSandbox, ns, t.spec().sandbox ? t.object.metadata.name : t.spec().sandbox_ref};
+  StatusOr<Object> sandbox = store_.Get(sandbox_key);
+  std::string workspace_ref =
+      t.spec().sandbox ? t.spec().sandbox->workspace_ref : std::string(api::kDefaultWorkspaceRef);
+  if (sandbox.ok()) {
+    t.sandbox = *sandbox;
+    workspace_ref = t.sandbox.sandbox_spec().workspace_ref;
+  }
+  const std::string workspace = WorkspaceId(ns, workspace_ref);
+
+  // The session (and one a crash may have left behind an intent for).
+  ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> records, store_.ListInventory(workspace));
+  for (const Store::InventoryRecord& r : records) {
+    if (r.resource_type != kResourceSession || r.owner_uid != t.object.metadata.uid) {
+      continue;
+    }
+    ASSIGN_OR_RETURN(t.agents, clouds_.Agents(ns, workspace_ref));
+    std::vector<std::string> ids;
+    if (r.state == Store::InventoryState::kIntent) {
+      ASSIGN_OR_RETURN(std::vector<openai::Session> all, t.agents->ListAllSessions({}, t.stop));
+      for (const openai::Session& s : all) {
+        auto uid = s.metadata.find(kMetaUid);
+        if (uid != s.metadata.end() && uid->second == t.object.metadata.uid) {
+          ids.push_back(s.id);
+        }
+      }
+    } else {
+      ids.push_back(r.external_id);
+    }
+    for (const std::string& id : ids) {
+      Status deleted = t.agents->DeleteSession(id, t.stop);
+      if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
+        return deleted;
+      }
+      events_.Normal(t.key(), "SessionDeleted", "deleted session " + id);
+    }
+    RETURN_IF_ERROR(store_.DeleteInventory(workspace, kResourceSession, r.external_id));
+  }
+
+  // The executor: best effort, only while the sandbox runs (a stop kills it anyway).
+  if (sandbox.ok() && t.sandbox.sandbox_status().state == "RUNNING") {
+    StatusOr<databricks::SandboxApi*> api = clouds_.Sandboxes(ns, workspace_ref);
+    if (api.ok()) {
+      databricks::ExecRequest request;
+      request.cmd = "/bin/bash";
+      request.args = {"-c", kStopScript, "sbx-stop", ExecutorDir(t), options_.boot_marker};
+      request.execution_timeout = std::chrono::seconds(30);
+      (void)(*api)->ExecSync(t.sandbox_id(), request, t.stop);
+    }
+  }
+
+  // The owned sandbox goes with its owner (its own finalizer deletes the Databricks sandbox).
+  if (t.spec().sandbox && sandbox.ok()) {
+    const auto& refs = t.sandbox.metadata.owner_references;
+    const bool owned = std::any_of(refs.begin(), refs.end(), [&](const api::OwnerReference& r) {
+      return r.uid == t.object.metadata.uid;
+    });
+    if (owned) {
+      StatusOr<DeleteOutcome> deleted = store_.Delete(sandbox_key);
+      if (!deleted.ok() && deleted.status().code() != StatusCode::kNotFound) {
+        return deleted.status();
+      }
+    }
+  }
+
+  Object updated = t.object;
+  std::erase(updated.metadata.finalizers, std::string(api::kControllerFinalizer));
+  StatusOr<Object> stored = store_.UpdateControllerMetadata(updated);
+  if (!stored.ok() && stored.status().code() != StatusCode::kNotFound) {
+    return stored.status();
+  }
+  if (dependencies_ != nullptr) {
+    dependencies_->Untrack(t.key());
+  }
+  t.gone = true;
+  return ReconcileResult::Done();
+}
+
+void AgentWorkerReconciler::Set(Target& t, const char* type, ConditionStatus status,
+                                std::string reason, std::string message) {
+  api::SetCondition(
+      t.status().conditions,
+      {type, status, std::move(reason), std::move(message), "", t.object.metadata.generation},
+      FormatRfc3339(clock_.Now()));
+}
+
+Status AgentWorkerReconciler::WriteStatus(Target& t) {
+  if (t.status() == t.original_status) {
+    return api::OkStatus();
+  }
+  StatusOr<Object> stored = store_.UpdateStatus(t.object);
+  if (stored.status().code() == StatusCode::kNotFound) {
+    return api::OkStatus();
+  }
+  return stored.status();
+}
+
+}  // namespace sbx::controller

@@ -1,0 +1,143 @@
+// FakeAgentsApi: an in-memory AgentsApi. Sessions get ids sess_N and self-hosted environments
+// ccarenv_N (status pending until the test says otherwise); knobs to fail the next call of a
+// method, mark a session failed or gone, set an environment's status, and count calls.
+// Thread-safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "controller/cloud/openai/agents_api.h"
+
+namespace sbx::testing {
+
+namespace oa = controller::openai;
+
+class FakeAgentsApi final : public oa::AgentsApi {
+ public:
+  api::StatusOr<oa::Session> CreateSession(const oa::CreateSessionRequest& request,
+                                           std::stop_token) override {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(Take("create"));
+    oa::Session s;
+    s.id = "sess_" + std::to_string(++next_);
+    s.status = oa::SessionStatus::kIdle;
+    s.environment.type = oa::EnvironmentType::kSelfHosted;
+    s.environment.id = "ccarenv_" + std::to_string(next_);
+    s.environment.remote_url = "http://127.0.0.1:9/v1";
+    s.environment.workspace_directory = request.workspace_directory;
+    s.agent.model = request.model;
+    s.agent.instructions = request.instructions;
+    s.metadata = request.metadata;
+    sessions_[s.id] = s;
+    environments_[s.environment.id] = oa::EnvironmentStatus::kPending;
+    return s;
+  }
+  api::StatusOr<oa::Session> GetSession(const std::string& id, std::stop_token) override {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(Take("get"));
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) {
+      return api::NotFoundError("session " + id + " not found");
+    }
+    return it->second;
+  }
+  api::StatusOr<oa::SessionPage> ListSessions(const oa::ListSessionsParams&,
+                                              std::stop_token) override {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(Take("list"));
+    oa::SessionPage page;
+    for (const auto& [id, s] : sessions_) {
+      page.sessions.push_back(s);
+    }
+    return page;
+  }
+  api::StatusOr<std::vector<oa::Session>> ListAllSessions(oa::ListSessionsParams params,
+                                                          std::stop_token stop) override {
+    ASSIGN_OR_RETURN(oa::SessionPage page, ListSessions(params, stop));
+    return page.sessions;
+  }
+  api::Status DeleteSession(const std::string& id, std::stop_token) override {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(Take("delete"));
+    if (sessions_.erase(id) == 0) {
+      return api::NotFoundError("session " + id + " not found");
+    }
+    return api::OkStatus();
+  }
+  api::Status SendEvents(const std::string&, const std::vector<oa::InputEvent>&, const std::string&,
+                         std::stop_token) override {
+    return api::UnimplementedError("not used by the reconciler");
+  }
+  api::StatusOr<oa::Environment> GetEnvironment(const std::string& id, std::stop_token) override {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(Take("environment"));
+    auto it = environments_.find(id);
+    if (it == environments_.end()) {
+      return api::NotFoundError("environment " + id + " not found");
+    }
+    oa::Environment e;
+    e.id = id;
+    e.type = oa::EnvironmentType::kSelfHosted;
+    e.status = it->second;
+    e.status_raw = std::string(oa::EnvironmentStatusName(it->second));
+    return e;
+  }
+  api::Status StreamEvents(const std::string&, const oa::StreamCallbacks&,
+                           std::stop_token) override {
+    return api::UnimplementedError("not used by the reconciler");
+  }
+
+  // ---- test knobs ----
+  void SetEnvironmentStatus(const std::string& env_id, oa::EnvironmentStatus status) {
+    std::lock_guard lock(mu_);
+    environments_[env_id] = status;
+  }
+  void FailSession(const std::string& id) {
+    std::lock_guard lock(mu_);
+    sessions_.at(id).status = oa::SessionStatus::kFailed;
+  }
+  void ForgetSession(const std::string& id) {
+    std::lock_guard lock(mu_);
+    sessions_.erase(id);
+  }
+  bool HasSession(const std::string& id) const {
+    std::lock_guard lock(mu_);
+    return sessions_.count(id) != 0;
+  }
+  int SessionCount() const {
+    std::lock_guard lock(mu_);
+    return static_cast<int>(sessions_.size());
+  }
+  int Calls(const std::string& method) const {
+    std::lock_guard lock(mu_);
+    auto it = calls_.find(method);
+    return it == calls_.end() ? 0 : it->second;
+  }
+  void FailNext(const std::string& method, api::Status status) {
+    std::lock_guard lock(mu_);
+    fail_next_[method] = std::move(status);
+  }
+
+ private:
+  api::Status Take(const std::string& method) {  // requires mu_
+    ++calls_[method];
+    auto it = fail_next_.find(method);
+    if (it == fail_next_.end()) {
+      return api::OkStatus();
+    }
+    api::Status s = it->second;
+    fail_next_.erase(it);
+    return s;
+  }
+
+  mutable std::mutex mu_;
+  int next_ = 0;                                               // Guarded by mu_.
+  std::map<std::string, oa::Session> sessions_;                // Guarded by mu_.
+  std::map<std::string, oa::EnvironmentStatus> environments_;  // Guarded by mu_.
+  std::map<std::string, int> calls_;                           // Guarded by mu_.
+  std::map<std::string, api::Status> fail_next_;               // Guarded by mu_.
+};
+
+}  // namespace sbx::testing

@@ -1,0 +1,468 @@
+#include "controller/reconcilers/agent_worker_reconciler.h"
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "api/codec.h"
+#include "controller/store/sqlite_store.h"
+#include "tests/fakes/fake_cloud_clients.h"
+#include "tests/support/fake_clock.h"
+
+extern char** environ;
+
+namespace sbx::controller {
+namespace {
+
+namespace fs = std::filesystem;
+using api::ConditionStatus;
+using namespace std::chrono_literals;
+
+// Alive and not a zombie (nobody may reap a detached executor in a test container).
+bool Alive(int pid) {
+  if (pid <= 0 || kill(pid, 0) != 0) {
+    return false;
+  }
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');
+  return paren == std::string::npos || line.size() < paren + 3 || line[paren + 2] != 'Z';
+}
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs the reconciler's exec-sync scripts for real, with bash, in a directory standing in for
+// the sandbox: /home/sandbox-agent in arguments is rewritten to `home`, the way the emulator
+// does when it has no mount namespace. The executor is a script named `codex` on PATH.
+class ScriptSandbox {
+ public:
+  explicit ScriptSandbox(const fs::path& root) : root_(root), home_(root / "home") {
+    fs::create_directories(home_);
+    fs::create_directories(root_ / "bin");
+  }
+  ~ScriptSandbox() { KillExecutor(); }
+
+  void SetCodex(const std::string& body) {
+    const fs::path codex = root_ / "bin" / "codex";
+    std::ofstream(codex) << "#!/bin/bash\n" << body << "\n";
+    fs::permissions(codex, fs::perms::owner_all);
+  }
+  void SetBoot(const std::string& boot) { std::ofstream(root_ / "boot-id") << boot << "\n"; }
+  std::string boot_marker() const { return (root_ / "boot-id").string(); }
+  fs::path home() const { return home_; }
+  fs::path executor_dir(const std::string& worker) const { return home_ / ".sbx" / worker; }
+
+  int ExecutorPid(const std::string& worker) const {
+    std::string pid = Slurp(executor_dir(worker) / "pid");
+    return pid.empty() ? 0 : std::stoi(pid);
+  }
+  bool ExecutorAlive(const std::string& worker) const { return Alive(ExecutorPid(worker)); }
+  void KillExecutor() {
+    for (const char* w : {"w", "inline"}) {
+      const int pid = ExecutorPid(w);
+      if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, WNOHANG);
+      }
+    }
+  }
+
+  databricks::ExecResult Run(const databricks::ExecRequest& req) {
+    std::vector<std::string> argv = {req.cmd};
+    for (std::string a : req.args) {
+      const std::string prefix = "/home/sandbox-agent";
+      if (a.rfind(prefix, 0) == 0) {
+        a = home_.string() + a.substr(prefix.size());
+      }
+      argv.push_back(a);
+    }
+    std::vector<std::string> env = {"PATH=" + (root_ / "bin").string() + ":/usr/bin:/bin"};
+    for (const auto& [k, v] : req.envs) {
+      env.push_back(k + "=" + v);
+    }
+    std::vector<char*> cargv, cenv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    for (auto& e : env) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    const fs::path out = root_ / "exec.out", err = root_ / "exec.err";
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, req.cmd.c_str(), &actions, nullptr, cargv.data(), cenv.data());
+    posix_spawn_file_actions_destroy(&actions);
+    databricks::ExecResult r;
+    if (rc != 0) {
+      r.status = databricks::ExecStatus::kFailed;
+      return r;
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.status = databricks::ExecStatus::kCompleted;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.stdout_text = Slurp(out);
+    r.stderr_text = Slurp(err);
+    return r;
+  }
+
+ private:
+  fs::path root_;
+  fs::path home_;
+};
+
+class AgentWorkerReconcilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("sbx-aw-test-" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    sandbox_ = std::make_unique<ScriptSandbox>(root_);
+    sandbox_->SetBoot("boot-1");
+    sandbox_->SetCodex("echo \"codex $*\"; exec sleep 300");
+    workspace_dir_ = (sandbox_->home() / "workspace").string();
+    fs::create_directories(workspace_dir_);
+
+    store_ = *SqliteStore::Open(":memory:", SqliteStore::Options{});
+    AgentWorkerReconcilerOptions options;
+    options.boot_marker = sandbox_->boot_marker();
+    reconciler_ =
+        std::make_unique<AgentWorkerReconciler>(*store_, clouds_, clock_, &deps_, options);
+    clouds_.api().SetExecHandler([this](const std::string&, const databricks::ExecRequest& req) {
+      return sandbox_->Run(req);
+    });
+  }
+  void TearDown() override {
+    sandbox_.reset();
+    fs::remove_all(root_);
+  }
+
+  // A Sandbox object that the (not running) Sandbox reconciler would have made Ready.
+  void MakeSandbox(const std::string& name, bool ready, const std::string& boot = "boot-1") {
+    api::Object sb = api::MakeObject(api::Kind::kSandbox, name);
+    sb.sandbox_spec().sandbox_id = "default-" + name;
+    auto applied = store_->Apply({sb}, {});
+    ASSERT_TRUE(applied.ok()) << applied.status();
+    api::Object stored = applied->at(0).object;
+    stored.sandbox_status().boot_id = boot;
+    stored.sandbox_status().state = "RUNNING";
+    api::SetCondition(stored.sandbox_status().conditions,
+                      {"Ready", ready ? ConditionStatus::kTrue : ConditionStatus::kFalse,
+                       ready ? "Running" : "Pending", "", "", stored.metadata.generation},
+                      "t");
+    ASSERT_TRUE(store_->UpdateStatus(stored).ok());
+    databricks::Sandbox live;
+    live.sandbox_id = "default-" + name;
+    live.state = databricks::SandboxState::kRunning;
+    clouds_.api().Put(live);
+  }
+  void ApplyWorker(std::function<void(api::AgentWorkerSpec&)> edit = {}) {
+    api::Object w = api::MakeObject(api::Kind::kAgentWorker, "w");
+    w.agent_worker_spec().sandbox_ref = "box";
+    w.agent_worker_spec().agent.model = "gpt-5";
+    w.agent_worker_spec().workspace_directory = workspace_dir_;
+    if (edit) {
+      edit(w.agent_worker_spec());
+    }
+    ASSERT_TRUE(store_->Apply({w}, {}).ok());
+  }
+  api::StatusOr<ReconcileResult> Reconcile(const std::string& name = "w") {
+    return reconciler_->Reconcile({api::Kind::kAgentWorker, "default", name}, {});
+  }
+  api::Object Worker(const std::string& name = "w") {
+    return *store_->Get({api::Kind::kAgentWorker, "default", name});
+  }
+  api::Condition Cond(const std::string& type, const std::string& name = "w") {
+    api::Object w = Worker(name);
+    const api::Condition* c = api::FindCondition(w.conditions(), type);
+    return c != nullptr ? *c : api::Condition{};
+  }
+  int Launches() {
+    int n = 0;
+    for (const auto& e : clouds_.api().execs()) {
+      n += e.args.size() > 2 && e.args[2] == "sbx-launch";
+    }
+    return n;
+  }
+  bool HasEvent(const std::string& reason) {
+    for (const auto& e : *store_->ListEvents(std::nullopt)) {
+      if (e.reason == reason) {
+        return true;
+      }
+    }
+    return false;
+  }
+  // Reconciles until the executor of `name` is alive (the launch is asynchronous: setsid).
+  void WaitForExecutor(const std::string& name = "w") {
+    for (int i = 0; i < 500 && !sandbox_->ExecutorAlive(name); ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_TRUE(sandbox_->ExecutorAlive(name));
+  }
+  // Polls until the executor of `name` has exited (or 5 s pass).
+  void WaitForExit(const std::string& name = "w") {
+    const int pid = sandbox_->ExecutorPid(name);
+    for (int i = 0; i < 500 && Alive(pid); ++i) {
+      waitpid(pid, nullptr, WNOHANG);
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  std::string EnvironmentId() { return Worker().agent_worker_status().environment_id; }
+
+  fs::path root_;
+  std::string workspace_dir_;
+  std::unique_ptr<ScriptSandbox> sandbox_;
+  testing::FakeClock clock_;
+  testing::FakeCloudClients clouds_;
+  DependencyIndex deps_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<AgentWorkerReconciler> reconciler_;
+};
+
+TEST_F(AgentWorkerReconcilerTest, WaitsForItsSandboxToBeReady) {
+  MakeSandbox("box", /*ready=*/false);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("SandboxReady").reason, "SandboxNotReady");
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kFalse);
+  EXPECT_EQ(clouds_.agents().Calls("create"), 0);
+  EXPECT_EQ(deps_.DependentsOf({api::Kind::kSandbox, "default", "box"}).size(), 1u);
+}
+
+TEST_F(AgentWorkerReconcilerTest, CreatesSessionLaunchesExecutorAndBecomesReadyWhenConnected) {
+  MakeSandbox("box", true);
+  ApplyWorker();
+  auto r = Reconcile();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(clouds_.agents().SessionCount(), 1);
+  EXPECT_EQ(Launches(), 1);
+  EXPECT_EQ(Cond("ExecutorRunning").reason, "Launching");
+  WaitForExecutor();
+  // The fake codex echoes its argv once it runs (after the pidfile is written): poll for it.
+  const std::string expected =
+      "codex exec-server --remote http://127.0.0.1:9/v1 --environment-id " + EnvironmentId();
+  std::string log;
+  for (int i = 0; i < 500 && log.find(expected) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(10ms);
+    log = Slurp(sandbox_->executor_dir("w") / "log");
+  }
+  EXPECT_NE(log.find(expected), std::string::npos) << log;
+
+  ASSERT_TRUE(Reconcile().ok());  // verifies the launch
+  EXPECT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("ExecutorConnected").reason, "Pending");
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kFalse);
+
+  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
+  r = Reconcile();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(r->after, 30s);  // the cheap status cadence
+  EXPECT_EQ(Worker().agent_worker_status().environment_status, "connected");
+
+  // Steady state: no more launches, no more probes until the probe interval.
+  const size_t execs = clouds_.api().execs().size();
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.api().execs().size(), execs);
+  EXPECT_EQ(Launches(), 1);
+}
+
+TEST_F(AgentWorkerReconcilerTest, ExecutorKeyTravelsOnlyInEnvs) {
+  MakeSandbox("box", true);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  const auto execs = clouds_.api().execs();
+  bool launched_with_key = false;
+  for (const auto& e : execs) {
+    for (const std::string& a : e.args) {
+      EXPECT_EQ(a.find("sk-executor-test"), std::string::npos) << a;
+    }
+    auto key = e.envs.find("CODEX_API_KEY");
+    launched_with_key |= key != e.envs.end() && key->second == "sk-executor-test";
+  }
+  EXPECT_TRUE(launched_with_key);
+  const std::string status = api::EncodeStatusJson(Worker());
+  EXPECT_EQ(status.find("sk-executor-test"), std::string::npos);
+}
+
+TEST_F(AgentWorkerReconcilerTest, MissingScopeIsDiagnosedAndBacksOffInsteadOfHotLooping) {
+  sandbox_->SetCodex(
+      "echo 'Error: environment registry authentication error: environment registry "
+      "authentication failed (403 Forbidden): Missing required scope "
+      "api.agents.environments.connect' >&2; exit 1");
+  MakeSandbox("box", true);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_EQ(Launches(), 1);
+  WaitForExit();
+  auto r = Reconcile();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Cond("ExecutorRunning").reason, "MissingScope");
+  EXPECT_EQ(Cond("Ready").reason, "MissingScope");
+  EXPECT_NE(Cond("Ready").message.find("api.agents.environments.connect"), std::string::npos);
+  EXPECT_EQ(Worker().agent_worker_status().executor.last_exit_reason, "MissingScope");
+  EXPECT_TRUE(HasEvent("MissingScope"));
+  EXPECT_GE(r->after, 9min);
+
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(Reconcile().ok());
+  }
+  EXPECT_EQ(Launches(), 1);  // no hot loop
+  clock_.Advance(11min);
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Launches(), 2);
+  EXPECT_EQ(Worker().agent_worker_status().executor.restarts, 1);
+}
+
+TEST_F(AgentWorkerReconcilerTest, DiagnosesTheCommonExecutorFailures) {
+  EXPECT_EQ(DiagnoseExecutorLog("Error: environment registry authentication error: environment "
+                                "registry authentication failed (401 Unauthorized): IP is not "
+                                "authorized"),
+            "IPNotAuthorized");
+  EXPECT_EQ(DiagnoseExecutorLog("… (403 Forbidden): missing required scope "
+                                "api.agents.environments.connect"),
+            "MissingScope");
+  EXPECT_EQ(DiagnoseExecutorLog("bash: line 1: codex: command not found"), "ExecutorNotFound");
+  EXPECT_EQ(DiagnoseExecutorLog("sbx: workspace directory /w does not exist"),
+            "WorkspaceDirectoryMissing");
+  EXPECT_EQ(DiagnoseExecutorLog("Error: remote exec-server registration requires ChatGPT "
+                                "authentication or API key authentication; run `codex login` "
+                                "or set CODEX_API_KEY"),
+            "MissingExecutorKey");
+  EXPECT_EQ(DiagnoseExecutorLog("panicked at something"), "");
+}
+
+TEST_F(AgentWorkerReconcilerTest, RelaunchesAfterTheSandboxBootedAgain) {
+  MakeSandbox("box", true);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  WaitForExecutor();
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
+
+  // A stop kills every process and wipes /tmp; the start is a new boot.
+  sandbox_->KillExecutor();
+  sandbox_->SetBoot("boot-2");
+  api::Object sb = *store_->Get({api::Kind::kSandbox, "default", "box"});
+  sb.sandbox_status().boot_id = "boot-2";
+  ASSERT_TRUE(store_->UpdateStatus(sb).ok());
+
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Launches(), 2);
+  EXPECT_EQ(Worker().agent_worker_status().executor.restarts, 1);
+  WaitForExecutor();
+  EXPECT_EQ(Slurp(sandbox_->executor_dir("w") / "boot"), "boot-2\n");
+}
+
+TEST_F(AgentWorkerReconcilerTest, AnExpiredSessionIsReplacedAndTheExecutorFollows) {
+  MakeSandbox("box", true);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  WaitForExecutor();
+  ASSERT_TRUE(Reconcile().ok());
+  const std::string first_env = EnvironmentId();
+  const int first_pid = sandbox_->ExecutorPid("w");
+  clouds_.agents().SetEnvironmentStatus(first_env, openai::EnvironmentStatus::kExpired);
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_TRUE(HasEvent("SessionLost"));
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.agents().Calls("create"), 2);
+  EXPECT_NE(EnvironmentId(), first_env);
+  EXPECT_EQ(Launches(), 2);
+  WaitForExecutor();
+  EXPECT_NE(sandbox_->ExecutorPid("w"), first_pid);
+  for (int i = 0; i < 500 && Alive(first_pid); ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_FALSE(Alive(first_pid));  // the old session's executor was stopped
+}
+
+TEST_F(AgentWorkerReconcilerTest, MissingWorkspaceDirectoryIsReported) {
+  MakeSandbox("box", true);
+  ApplyWorker([&](api::AgentWorkerSpec& s) { s.workspace_directory = workspace_dir_ + "/nope"; });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("ExecutorRunning").reason, "WorkspaceDirectoryMissing");
+  EXPECT_EQ(Launches(), 0);
+}
+
+TEST_F(AgentWorkerReconcilerTest, AdoptsTheSessionACrashedCreateLeftBehind) {
+  MakeSandbox("box", true);
+  ApplyWorker();
+  clouds_.agents().FailNext("create", api::UnavailableError("connection reset"));
+  EXPECT_FALSE(Reconcile().ok());
+  // The session may exist on the server although we never saw the answer: make one.
+  api::Object w = Worker();
+  openai::CreateSessionRequest req;
+  req.model = "gpt-5";
+  req.workspace_directory = workspace_dir_;
+  req.metadata = {{"sbx.dev/uid", w.metadata.uid}};
+  ASSERT_TRUE(clouds_.agents().CreateSession(req, {}).ok());
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.agents().SessionCount(), 1);
+  EXPECT_TRUE(HasEvent("SessionAdopted"));
+}
+
+TEST_F(AgentWorkerReconcilerTest, InlineTemplateOwnsASandboxAndDeletionCleansEverythingUp) {
+  api::Object w = api::MakeObject(api::Kind::kAgentWorker, "inline");
+  api::SandboxSpec tmpl;
+  tmpl.display_name = "inline box";
+  w.agent_worker_spec().sandbox = tmpl;
+  w.agent_worker_spec().agent.model = "gpt-5";
+  w.agent_worker_spec().workspace_directory = workspace_dir_;
+  ASSERT_TRUE(store_->Apply({w}, {}).ok());
+  ASSERT_TRUE(Reconcile("inline").ok());
+  auto owned = store_->Get({api::Kind::kSandbox, "default", "inline"});
+  ASSERT_TRUE(owned.ok()) << owned.status();
+  EXPECT_EQ(owned->sandbox_spec().sandbox_id, "default-inline");
+  ASSERT_EQ(owned->metadata.owner_references.size(), 1u);
+  EXPECT_EQ(owned->metadata.owner_references[0].uid, Worker("inline").metadata.uid);
+  EXPECT_EQ(Cond("SandboxReady", "inline").reason, "SandboxNotReady");
+
+  // What the Sandbox reconciler would report once it is up.
+  api::Object sb = *owned;
+  sb.sandbox_status().boot_id = "boot-1";
+  sb.sandbox_status().state = "RUNNING";
+  api::SetCondition(sb.sandbox_status().conditions,
+                    {"Ready", ConditionStatus::kTrue, "Running", "", "", sb.metadata.generation},
+                    "t");
+  ASSERT_TRUE(store_->UpdateStatus(sb).ok());
+  databricks::Sandbox live;
+  live.sandbox_id = "default-inline";
+  live.state = databricks::SandboxState::kRunning;
+  clouds_.api().Put(live);
+  ASSERT_TRUE(Reconcile("inline").ok());
+  WaitForExecutor("inline");
+  const std::string session = Worker("inline").agent_worker_status().session_id;
+  ASSERT_TRUE(clouds_.agents().HasSession(session));
+
+  ASSERT_TRUE(store_->Delete({api::Kind::kAgentWorker, "default", "inline"}).ok());
+  ASSERT_TRUE(Reconcile("inline").ok());
+  EXPECT_FALSE(clouds_.agents().HasSession(session));
+  WaitForExit("inline");
+  EXPECT_FALSE(sandbox_->ExecutorAlive("inline"));
+  EXPECT_EQ(store_->Get({api::Kind::kAgentWorker, "default", "inline"}).status().code(),
+            api::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Get({api::Kind::kSandbox, "default", "inline"}).status().code(),
+            api::StatusCode::kNotFound);
+  EXPECT_TRUE(store_->ListInventory(std::nullopt)->empty());
+}
+
+}  // namespace
+}  // namespace sbx::controller
