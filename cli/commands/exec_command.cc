@@ -1,0 +1,99 @@
+#include "cli/commands/exec_command.h"
+
+#include <CLI/CLI.hpp>
+#include <memory>
+
+#include "controller/cloud/databricks/auth.h"
+#include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/http_cloud_clients.h"
+#include "controller/cloud/openai/streaming_transport.h"
+
+namespace sbx::cli {
+namespace {
+
+api::StatusOr<api::ObjectKey> ExecTarget(const std::string& target, const std::string& ns) {
+  if (target.find('/') == std::string::npos) {
+    return api::ObjectKey{api::Kind::kSandbox, ns, target};
+  }
+  ASSIGN_OR_RETURN(KindAndName kn, ParseKindAndName(target));
+  if (kn.kind != api::Kind::kSandbox) {
+    return api::InvalidArgumentError("exec runs commands in sandboxes; \"" + target +
+                                     "\" is not a sandbox");
+  }
+  return api::ObjectKey{api::Kind::kSandbox, ns, kn.name};
+}
+
+}  // namespace
+
+int RunExec(CommandContext& ctx, const ExecCommandOptions& options) {
+  if (options.command.empty()) {
+    return ctx.Fail(api::InvalidArgumentError(
+        "you must specify a command to run, after \"--\" (sbxctl exec sandbox/NAME -- CMD)"));
+  }
+  auto key = ExecTarget(options.target, ctx.options().namespace_);
+  if (!key.ok()) {
+    return ctx.Fail(key.status());
+  }
+  auto timeout = ParseTimeout(options.timeout);
+  if (!timeout.ok()) {
+    return ctx.Fail(timeout.status());
+  }
+  auto store = ctx.store();
+  if (!store.ok()) {
+    return ctx.Fail(store.status());
+  }
+  auto object = (*store)->Get(*key);
+  if (!object.ok()) {
+    return ctx.Fail(object.status());
+  }
+  const api::SandboxSpec& spec = object->sandbox_spec();
+
+  std::unique_ptr<controller::databricks::HttpTransport> transport =
+      controller::databricks::MakeCppRestTransport();
+  std::unique_ptr<controller::openai::StreamingTransport> streaming =
+      controller::openai::MakeCppRestStreamingTransport();
+  controller::HttpCloudClients clouds(**store, ctx.clock(), *transport, *streaming,
+                                      controller::databricks::ProcessEnv());
+  auto sandboxes = clouds.Sandboxes(key->namespace_, spec.workspace_ref);
+  if (!sandboxes.ok()) {
+    return ctx.Fail(sandboxes.status());
+  }
+  controller::databricks::ExecRequest request;
+  request.cmd = options.command.front();
+  request.args.assign(options.command.begin() + 1, options.command.end());
+  request.execution_timeout = *timeout;
+  auto result = (*sandboxes)->ExecSync(spec.sandbox_id, request);
+  if (!result.ok()) {
+    return ctx.Fail(api::Status(result.status().code(), "exec in sandbox " + spec.sandbox_id +
+                                                            ": " + result.status().message()));
+  }
+  ctx.out() << result->stdout_text;
+  ctx.out().flush();
+  ctx.err() << result->stderr_text;
+  if (result->truncated) {
+    ctx.PrintError("output truncated by the sandbox API");
+  }
+  if (result->status == controller::databricks::ExecStatus::kTimedOut) {
+    ctx.PrintError("command timed out after " + options.timeout);
+    return kExitError;
+  }
+  if (!result->exit_code) {
+    ctx.PrintError("command ended without an exit code (killed or never started)");
+    return kExitError;
+  }
+  return *result->exit_code;
+}
+
+void AddExecCommand(CLI::App& app, CommandContext& ctx) {
+  auto options = std::make_shared<ExecCommandOptions>();
+  CLI::App* sub =
+      app.add_subcommand("exec", "Run a command in a sandbox: exec sandbox/NAME -- CMD");
+  sub->add_option("target", options->target, "sandbox/NAME (or NAME)")->required();
+  sub->add_option("command", options->command, "CMD [ARG…], after --");
+  sub->add_option("--timeout", options->timeout, "execution timeout (e.g. 30s, 5m)")
+      ->capture_default_str();
+  sub->callback(
+      [&ctx, options] { ctx.action = [&ctx, options] { return RunExec(ctx, *options); }; });
+}
+
+}  // namespace sbx::cli
