@@ -1,0 +1,603 @@
+// Integration tests of the controller as shipped: the BUILT sbxd, sbxctl and sbx-emulator
+// binaries, each test with its own temp directory, emulator (200 ms PENDING/STOPPING delays),
+// SQLite store and sbxd (1 s sweeps, 2 s GC grace, 3 s leader lease). Desired state goes in with
+// `sbxctl apply -f`, status comes back with `sbxctl get -o json`, and the cloud side is checked
+// through the emulator: its Databricks API (with the token) and its admin API (call counters,
+// stopping a sandbox behind the controller's back, sandbox home directories on disk).
+//
+// Everything waits by polling with a deadline; nothing sleeps for a fixed time to "let it
+// settle". Deadlines are generous for a loaded 2-core CI machine; the tests are still fast
+// because they return as soon as the state is reached.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/resources.h"
+#include "controller/store/sqlite_store.h"
+#include "tests/support/http_test_client.h"
+#include "tests/support/process.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using sbx::testing::Deadline;
+using sbx::testing::HttpResult;
+using sbx::testing::HttpTestClient;
+using sbx::testing::In;
+using sbx::testing::PollUntil;
+using sbx::testing::Process;
+using sbx::testing::ProcessOptions;
+using sbx::testing::RunProcess;
+using sbx::testing::RunResult;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+constexpr milliseconds kConverge{30'000};  // create → Ready and friends, on a loaded machine
+
+void WriteFile(const fs::path& p, const std::string& content) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << content;
+}
+
+struct SandboxManifest {
+  SandboxManifest(std::string n, std::string d) : name(std::move(n)), display_name(std::move(d)) {}
+
+  std::string name;
+  std::string display_name;
+  std::string inactivity_timeout = "15m";
+  std::string power = "Running";
+  std::string deletion_policy = "Delete";
+  std::string setup;  // `run` of one setup step named "marker"; empty = no setup
+
+  std::string Yaml() const {
+    std::string y = "apiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata:\n  name: " + name +
+                    "\nspec:\n  displayName: \"" + display_name +
+                    "\"\n  inactivityTimeout: " + inactivity_timeout + "\n  power: " + power +
+                    "\n  deletionPolicy: " + deletion_policy + "\n";
+    if (!setup.empty()) {
+      y += "  setup:\n  - name: marker\n    run: " + json(setup).dump() + "\n";
+    }
+    return y;
+  }
+};
+
+std::string SandboxId(const std::string& name) { return "default-" + name; }
+
+// (status, reason) of condition `type` in an object's JSON; ("", "") when absent.
+std::pair<std::string, std::string> ConditionOf(const json& object, const std::string& type) {
+  if (!object.contains("status") || !object["status"].contains("conditions")) {
+    return {"", ""};
+  }
+  for (const json& c : object["status"]["conditions"]) {
+    if (c.value("type", "") == type) {
+      return {c.value("status", ""), c.value("reason", "")};
+    }
+  }
+  return {"", ""};
+}
+
+class SbxdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = fs::temp_directory_path() / ("sbxd-itest-" + std::to_string(rd()));
+    fs::create_directories(dir_ / "logs");
+    db_ = dir_ / "state" / "sbx.db";
+    token_ = "dapi-itest-" + std::to_string(rd());
+    StartEmulator();
+  }
+
+  void TearDown() override {
+    daemons_.clear();  // SIGKILL whatever still runs
+    if (emulator_) {
+      emulator_->Signal(SIGTERM);  // lets it kill the sandboxes' processes
+      if (!emulator_->Wait(In(milliseconds(5000)))) {
+        emulator_->Kill();
+      }
+    }
+    if (HasFailure()) {
+      std::cerr << "test directory kept for inspection: " << dir_ << "\n";
+    } else {
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+    }
+  }
+
+  ProcessOptions Options(const std::string& log_name, std::vector<std::string> args) {
+    ProcessOptions o;
+    o.args = std::move(args);
+    o.env = Env();
+    o.unset_env = {"DATABRICKS_CONFIG_PROFILE", "DATABRICKS_CONFIG_FILE", "DATABRICKS_CLIENT_ID",
+                   "DATABRICKS_CLIENT_SECRET", "SBX_DB"};
+    o.stdout_path = dir_ / "logs" / (log_name + ".out");
+    o.stderr_path = dir_ / "logs" / (log_name + ".err");
+    return o;
+  }
+
+  std::map<std::string, std::string> Env() const {
+    // HOME points into the test directory: no ~/.databrickscfg of the machine is ever read.
+    return {{"DATABRICKS_HOST", url_}, {"DATABRICKS_TOKEN", token_}, {"HOME", dir_.string()}};
+  }
+
+  void StartEmulator() {
+    auto p = Process::Start(
+        SBX_EMULATOR_PATH, Options("emulator", {"--databricks-port", "0", "--root",
+                                                (dir_ / "emu").string(), "--pending-delay", "200ms",
+                                                "--stopping-delay", "200ms", "--token", token_}));
+    ASSERT_TRUE(p.ok()) << p.status();
+    emulator_ = *std::move(p);
+    auto m = emulator_->WaitForLine(std::regex(R"(^databricks: (http://\S+))"), In(kConverge));
+    ASSERT_TRUE(m.has_value()) << "emulator did not start: " << emulator_->Stderr();
+    url_ = (*m)[1];
+    emu_ = std::make_unique<HttpTestClient>(url_);
+    emu_->SetHeader("Authorization", "Bearer " + token_);
+  }
+
+  // Starts an sbxd on this test's store. Returns it (owned by the fixture).
+  Process* StartSbxd(const std::string& identity = "sbxd-a", std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--db",
+                                     db_.string(),
+                                     "--workers",
+                                     "4",
+                                     "--resync",
+                                     "30s",
+                                     "--sweep-interval",
+                                     "1s",
+                                     "--gc-grace",
+                                     "2s",
+                                     "--metrics-addr",
+                                     "127.0.0.1:0",
+                                     "--lease-duration",
+                                     "3s",
+                                     "--identity",
+                                     identity};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto p = Process::Start(SBXD_PATH, Options(identity + "-" + std::to_string(++starts_), args));
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (!p.ok()) {
+      return nullptr;
+    }
+    daemons_.push_back(*std::move(p));
+    return daemons_.back().get();
+  }
+
+  // The port sbxd's health/metrics server bound (from its startup log line).
+  int MetricsPort(Process& sbxd) {
+    auto m = sbxd.WaitForLine(std::regex(R"(serving health and metrics.*port=(\d+))"),
+                              In(kConverge), /*from_stderr=*/true);
+    EXPECT_TRUE(m.has_value()) << "no metrics port in sbxd's log:\n" << sbxd.Stderr();
+    return m ? std::stoi((*m)[1]) : 0;
+  }
+
+  RunResult Sbxctl(std::vector<std::string> args, milliseconds timeout = milliseconds(60'000)) {
+    args.insert(args.begin(), {"--db", db_.string()});
+    return RunProcess(SBXCTL_PATH, args, dir_ / "logs", Env(), timeout);
+  }
+
+  void Apply(const SandboxManifest& m) {
+    const fs::path file = dir_ / "manifests" / (m.name + ".yaml");
+    WriteFile(file, m.Yaml());
+    RunResult r = Sbxctl({"apply", "-f", file.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+
+  // The Sandbox object as `sbxctl get -o json` prints it; null when it does not exist.
+  json Get(const std::string& name) {
+    RunResult r = Sbxctl({"get", "sandbox", name, "-o", "json"});
+    if (r.exit_code != 0) {
+      return nullptr;
+    }
+    return json::parse(r.out, nullptr, false);
+  }
+
+  // True once the controller observed the current generation and `type` has `status` (and
+  // `reason`, if given) and status.state is `state` (if given).
+  bool Has(const std::string& name, const std::string& type, const std::string& status,
+           const std::string& reason = "", const std::string& state = "") {
+    last_ = Get(name);
+    if (!last_.is_object() || !last_.contains("status")) {
+      return false;
+    }
+    const json& s = last_["status"];
+    if (s.value("observedGeneration", int64_t{-1}) < last_["metadata"].value("generation", 0)) {
+      return false;
+    }
+    auto [st, rs] = ConditionOf(last_, type);
+    return st == status && (reason.empty() || rs == reason) &&
+           (state.empty() || s.value("state", "") == state);
+  }
+
+  bool WaitFor(const std::string& name, const std::string& type, const std::string& status,
+               const std::string& reason = "", const std::string& state = "",
+               milliseconds timeout = kConverge) {
+    return PollUntil([&] { return Has(name, type, status, reason, state); }, In(timeout),
+                     milliseconds(100));
+  }
+
+  bool WaitRunningAndReady(const std::string& name, milliseconds timeout = kConverge) {
+    return WaitFor(name, "Ready", "True", "", "RUNNING", timeout);
+  }
+
+  std::map<std::string, int64_t> Counters() {
+    HttpResult r = emu_->Get("/_emulator/counters");
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::map<std::string, int64_t> out;
+    const json counters = json::parse(r.body);
+    for (const auto& [k, v] : counters.items()) {
+      out[k] = v.get<int64_t>();
+    }
+    return out;
+  }
+  int64_t Counter(const std::string& endpoint) { return Counters()[endpoint]; }
+
+  HttpResult EmuGet(const std::string& id) { return emu_->Get("/api/2.0/sandboxes/" + id); }
+
+  // Every sandbox id in the emulator, through the paged LIST.
+  std::set<std::string> ListIds() {
+    std::set<std::string> ids;
+    std::string token;
+    do {
+      HttpResult r = emu_->Get("/api/2.0/sandboxes?page_size=50" +
+                               (token.empty() ? "" : "&page_token=" + token));
+      EXPECT_EQ(r.status, 200) << r.body;
+      json j = json::parse(r.body);
+      for (const json& s : j.value("sandboxes", json::array())) {
+        ids.insert(s["name"].get<std::string>().substr(std::string("sandboxes/").size()));
+      }
+      token = j.value("next_page_token", "");
+    } while (!token.empty());
+    return ids;
+  }
+
+  std::string Events() {
+    RunResult r = Sbxctl({"events", "-A"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  }
+
+  bool WaitForEvent(const std::string& reason, milliseconds timeout = kConverge) {
+    return PollUntil([&] { return Events().find(reason) != std::string::npos; }, In(timeout),
+                     milliseconds(200));
+  }
+
+  // GET <port><path> on sbxd's health server; the HTTP status (0 when unreachable).
+  int HealthStatus(int port, const std::string& path) {
+    try {
+      return HttpTestClient("http://127.0.0.1:" + std::to_string(port)).Get(path).status;
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+
+  fs::path dir_;
+  fs::path db_;
+  std::string token_;
+  std::string url_;
+  std::unique_ptr<Process> emulator_;
+  std::unique_ptr<HttpTestClient> emu_;
+  std::vector<std::unique_ptr<Process>> daemons_;
+  int starts_ = 0;
+  json last_;  // the last object Has() read, for failure messages
+};
+
+// 1. create → Ready: the sandbox runs, the setup step ran inside it, `sbxctl wait` agrees, and
+//    `sbxctl exec` runs commands in it with their exit code.
+TEST_F(SbxdTest, CreatesASandboxRunsSetupAndReportsReady) {
+  ASSERT_NE(StartSbxd(), nullptr);
+  SandboxManifest m("alpha", "Alpha");
+  m.setup = "echo set-up > /home/sandbox-agent/setup-ran";
+  Apply(m);
+
+  RunResult wait = Sbxctl({"wait", "sandbox/alpha", "--for=condition=Ready", "--timeout", "30s"});
+  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
+  ASSERT_TRUE(WaitRunningAndReady("alpha")) << last_.dump(2);
+  EXPECT_EQ(ConditionOf(last_, "Synced").first, "True");
+  EXPECT_EQ(last_["status"].value("sandboxName", ""), "sandboxes/default-alpha");
+  EXPECT_FALSE(last_["status"].value("bootId", "").empty());
+
+  HttpResult live = EmuGet(SandboxId("alpha"));
+  ASSERT_EQ(live.status, 200) << live.body;
+  EXPECT_EQ(json::parse(live.body)["display_name"], "Alpha");
+  EXPECT_EQ(json::parse(live.body)["status"]["state"], "SANDBOX_STATE_RUNNING");
+  // The setup step's effect, on disk in the sandbox's home directory …
+  HttpResult admin = emu_->Get("/_emulator/sandboxes/" + SandboxId("alpha"));
+  ASSERT_EQ(admin.status, 200) << admin.body;
+  const fs::path home = json::parse(admin.body)["home_dir"].get<std::string>();
+  std::ifstream marker(home / "setup-ran");
+  std::string content;
+  std::getline(marker, content);
+  EXPECT_EQ(content, "set-up");
+  // … and through sbxctl exec, which also passes the command's exit code through.
+  RunResult exec = Sbxctl({"exec", "sandbox/alpha", "--", "/bin/bash", "-c",
+                           "cat /home/sandbox-agent/setup-ran; echo oops >&2; exit 3"});
+  EXPECT_EQ(exec.exit_code, 3) << exec.err;
+  EXPECT_EQ(exec.out, "set-up\n");
+  EXPECT_EQ(exec.err, "oops\n");
+  exec = Sbxctl({"exec", "alpha", "--", "true"});
+  EXPECT_EQ(exec.exit_code, 0) << exec.err;
+  exec = Sbxctl({"exec", "sandbox/nope", "--", "true"});
+  EXPECT_EQ(exec.exit_code, 1);
+  EXPECT_THAT(exec.err, HasSubstr("not found"));
+}
+
+// 2. Two drifted fields → exactly one PATCH carrying both.
+TEST_F(SbxdTest, ChangesDisplayNameAndInactivityTimeoutWithOnePatch) {
+  ASSERT_NE(StartSbxd(), nullptr);
+  SandboxManifest m("beta", "Beta");
+  Apply(m);
+  ASSERT_TRUE(WaitRunningAndReady("beta")) << last_.dump(2);
+  const int64_t patches_before = Counter("databricks.update");
+
+  m.display_name = "Beta Two";
+  m.inactivity_timeout = "45m";
+  Apply(m);
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        HttpResult r = EmuGet(SandboxId("beta"));
+        const json j = json::parse(r.body);
+        return r.status == 200 && j.value("display_name", "") == "Beta Two" &&
+               j.value(json::json_pointer("/spec/compute/inactivity_timeout"), "") == "2700s";
+      },
+      In(kConverge)))
+      << EmuGet(SandboxId("beta")).body;
+  ASSERT_TRUE(WaitRunningAndReady("beta")) << last_.dump(2);
+  EXPECT_EQ(Counter("databricks.update") - patches_before, 1);
+}
+
+// 3. power: Stopped → STOPPED with Ready=True/Stopped; Running → RUNNING again.
+TEST_F(SbxdTest, FollowsSpecPowerStoppedAndRunning) {
+  ASSERT_NE(StartSbxd(), nullptr);
+  SandboxManifest m("gamma", "Gamma");
+  Apply(m);
+  ASSERT_TRUE(WaitRunningAndReady("gamma")) << last_.dump(2);
+
+  m.power = "Stopped";
+  Apply(m);
+  ASSERT_TRUE(WaitFor("gamma", "Ready", "True", "Stopped", "STOPPED")) << last_.dump(2);
+  HttpResult live = EmuGet(SandboxId("gamma"));
+  EXPECT_EQ(json::parse(live.body)["status"]["state"], "SANDBOX_STATE_STOPPED");
+
+  m.power = "Running";
+  Apply(m);
+  ASSERT_TRUE(WaitRunningAndReady("gamma")) << last_.dump(2);
+  live = EmuGet(SandboxId("gamma"));
+  EXPECT_EQ(json::parse(live.body)["status"]["state"], "SANDBOX_STATE_RUNNING");
+}
+
+// 4. A stop behind the controller's back (like an idle auto-stop) is undone without any user
+//    action, and the controller says so in an event.
+TEST_F(SbxdTest, StartsASandboxStoppedBehindItsBack) {
+  ASSERT_NE(StartSbxd(), nullptr);
+  Apply(SandboxManifest("delta", "Delta"));
+  ASSERT_TRUE(WaitRunningAndReady("delta")) << last_.dump(2);
+  const int64_t starts_before = Counter("databricks.start");
+
+  HttpResult stop = emu_->Post("/_emulator/sandboxes/" + SandboxId("delta") + "/stop");
+  ASSERT_EQ(stop.status, 200) << stop.body;
+  // It must actually go down and come back: wait for the start call, then for Ready again.
+  ASSERT_TRUE(
+      PollUntil([&] { return Counter("databricks.start") > starts_before; }, In(kConverge)));
+  ASSERT_TRUE(WaitRunningAndReady("delta")) << last_.dump(2);
+  EXPECT_EQ(json::parse(EmuGet(SandboxId("delta")).body)["status"]["state"],
+            "SANDBOX_STATE_RUNNING");
+  RunResult events = Sbxctl({"events", "sandbox/delta"});
+  EXPECT_EQ(events.exit_code, 0) << events.err;
+  EXPECT_THAT(events.out, HasSubstr("Starting"));
+}
+
+// 5. Deleted through the Databricks API behind the controller's back → created again, with a
+//    Warning event.
+TEST_F(SbxdTest, RecreatesASandboxDeletedExternally) {
+  ASSERT_NE(StartSbxd(), nullptr);
+  Apply(SandboxManifest("eps", "Eps"));
+  ASSERT_TRUE(WaitRunningAndReady("eps")) << last_.dump(2);
+  const int64_t creates_before = Counter("databricks.create");
+
+  HttpResult del = emu_->Call("DELETE", "/api/2.0/sandboxes/" + SandboxId("eps"));
+  ASSERT_EQ(del.status, 200) << del.body;
+  ASSERT_TRUE(
+      PollUntil([&] { return Counter("databricks.create") > creates_before; }, In(kConverge)));
+  ASSERT_TRUE(WaitRunningAndReady("eps")) << last_.dump(2);
+  EXPECT_EQ(EmuGet(SandboxId("eps")).status, 200);
+  RunResult events = Sbxctl({"events", "sandbox/eps"});
+  EXPECT_THAT(events.out, HasSubstr("ExternalDeletion"));
+  EXPECT_THAT(events.out, HasSubstr("Warning"));
+}
+
+// 6. deletionPolicy Delete removes the cloud sandbox; Orphan leaves it; both leave the store.
+TEST_F(SbxdTest, DeletionPoliciesDeleteAndOrphan) {
+  ASSERT_NE(StartSbxd(), nullptr);
+  SandboxManifest gone("gone", "Gone");
+  gone.deletion_policy = "Delete";
+  SandboxManifest kept("kept", "Kept");
+  kept.deletion_policy = "Orphan";
+  Apply(gone);
+  Apply(kept);
+  // A third Sandbox keeps the workspace known, so the sweeper keeps listing (and collecting) it
+  // after the other two are gone.
+  Apply(SandboxManifest("stay", "Stay"));
+  ASSERT_TRUE(WaitRunningAndReady("gone")) << last_.dump(2);
+  ASSERT_TRUE(WaitRunningAndReady("kept")) << last_.dump(2);
+
+  RunResult r = Sbxctl({"delete", "sandbox", "gone", "kept", "--wait", "--timeout", "30s"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(Sbxctl({"get", "sandbox", "gone"}).exit_code, 1);
+  EXPECT_EQ(Sbxctl({"get", "sandbox", "kept"}).exit_code, 1);
+  EXPECT_EQ(EmuGet(SandboxId("gone")).status, 404);
+  EXPECT_EQ(EmuGet(SandboxId("kept")).status, 200);
+  // The orphan is forgotten, so garbage collection leaves it alone too: after two more sweeps
+  // past the grace period it is still there.
+  const int64_t lists = Counter("databricks.list");
+  ASSERT_TRUE(PollUntil([&] { return Counter("databricks.list") >= lists + 3; }, In(kConverge)));
+  EXPECT_EQ(EmuGet(SandboxId("kept")).status, 200);
+  EXPECT_EQ(Counter("databricks.delete"), 1);
+  EXPECT_EQ(ListIds(), (std::set<std::string>{SandboxId("kept"), SandboxId("stay")}));
+}
+
+// 7. GC deletes only what sbx created and nobody wants: an orphaned inventory record's sandbox
+//    goes after the grace period (with an event); a sandbox made outside sbx stays.
+TEST_F(SbxdTest, GarbageCollectsOnlyOrphansFromInventory) {
+  Process* sbxd = StartSbxd();
+  ASSERT_NE(sbxd, nullptr);
+  Apply(SandboxManifest("orphan", "Orphan"));
+  ASSERT_TRUE(WaitRunningAndReady("orphan")) << last_.dump(2);
+  HttpResult foreign =
+      emu_->Post("/api/2.0/sandboxes?sandbox_id=not-ours", R"({"display_name":"made by hand"})");
+  ASSERT_EQ(foreign.status, 200) << foreign.body;
+
+  // Make an orphan the way it happens in real life: the object disappears without the
+  // controller finalizing it (a user strips the finalizer, like `kubectl patch … finalizers:
+  // null`, and deletes the object). With sbxd stopped so that it cannot put the finalizer back,
+  // we remove the finalizer through the Store API, as any store client could, and delete the
+  // object with sbxctl — which removes a finalizer-free object at once. The inventory still
+  // records the sandbox as sbx's, owned by an object that is gone: an orphan.
+  sbxd->Signal(SIGTERM);
+  ASSERT_EQ(sbxd->Wait(In(kConverge)), 0) << sbxd->Stderr();
+  {
+    auto store = sbx::controller::SqliteStore::Open(db_.string());
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto object = (*store)->Get({sbx::api::Kind::kSandbox, "default", "orphan"});
+    ASSERT_TRUE(object.ok()) << object.status();
+    object->metadata.finalizers.clear();
+    ASSERT_TRUE((*store)->UpdateControllerMetadata(*object).ok());
+  }
+  RunResult del = Sbxctl({"delete", "sandbox", "orphan"});
+  ASSERT_EQ(del.exit_code, 0) << del.err;
+  ASSERT_EQ(Sbxctl({"get", "sandbox", "orphan"}).exit_code, 1);
+  ASSERT_EQ(EmuGet(SandboxId("orphan")).status, 200);
+
+  ASSERT_NE(StartSbxd(), nullptr);
+  ASSERT_TRUE(PollUntil([&] { return EmuGet(SandboxId("orphan")).status == 404; }, In(kConverge),
+                        milliseconds(100)));
+  EXPECT_TRUE(WaitForEvent("GarbageCollected")) << Events();
+  // The foreign sandbox survives this and later sweeps.
+  const int64_t lists = Counter("databricks.list");
+  ASSERT_TRUE(PollUntil([&] { return Counter("databricks.list") >= lists + 2; }, In(kConverge)));
+  EXPECT_EQ(EmuGet("not-ours").status, 200);
+  EXPECT_EQ(ListIds(), std::set<std::string>{"not-ours"});
+}
+
+// 8. Two sbxd on one store: one leads, the other waits; kill -9 the leader and the standby
+//    takes over within about a lease duration and converges new work.
+TEST_F(SbxdTest, StandbyTakesOverWhenTheLeaderDies) {
+  Process* a = StartSbxd("sbxd-a");
+  ASSERT_NE(a, nullptr);
+  const int port_a = MetricsPort(*a);
+  ASSERT_TRUE(PollUntil([&] { return HealthStatus(port_a, "/readyz") == 200; }, In(kConverge)));
+  Process* b = StartSbxd("sbxd-b");
+  ASSERT_NE(b, nullptr);
+  const int port_b = MetricsPort(*b);
+  ASSERT_TRUE(PollUntil([&] { return HealthStatus(port_b, "/healthz") == 200; }, In(kConverge)));
+  EXPECT_EQ(HealthStatus(port_b, "/readyz"), 503);
+  EXPECT_EQ(HealthStatus(port_a, "/readyz"), 200);
+  const std::string metrics_b =
+      HttpTestClient("http://127.0.0.1:" + std::to_string(port_b)).Get("/metrics").body;
+  EXPECT_THAT(metrics_b, HasSubstr("sbx_leader 0"));
+  const std::string metrics_a =
+      HttpTestClient("http://127.0.0.1:" + std::to_string(port_a)).Get("/metrics").body;
+  EXPECT_THAT(metrics_a, HasSubstr("sbx_leader 1"));
+
+  Apply(SandboxManifest("before", "Before"));
+  ASSERT_TRUE(WaitRunningAndReady("before")) << last_.dump(2);
+
+  a->Kill();
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(PollUntil([&] { return HealthStatus(port_b, "/readyz") == 200; }, In(kConverge),
+                        milliseconds(50)));
+  const auto takeover = std::chrono::steady_clock::now() - killed_at;
+  std::cerr << "takeover after " << std::chrono::duration_cast<milliseconds>(takeover).count()
+            << " ms\n";
+  EXPECT_LE(takeover, milliseconds(3000 + 3000));  // lease + margin for a loaded machine
+
+  Apply(SandboxManifest("after", "After"));
+  ASSERT_TRUE(WaitRunningAndReady("after")) << last_.dump(2);
+  EXPECT_EQ(ListIds(), (std::set<std::string>{SandboxId("before"), SandboxId("after")}));
+}
+
+// 9. kill -9 while creates are in flight, restart: every sandbox converges, none is created
+//    twice, none leaks.
+TEST_F(SbxdTest, CrashDuringCreatesNeitherDuplicatesNorLeaks) {
+  // Slow creates down so that several are in flight when the kill comes.
+  HttpResult slow =
+      emu_->Post("/_emulator/latency", R"({"endpoint":"databricks.create","latency":"150ms"})");
+  ASSERT_EQ(slow.status, 200) << slow.body;
+  Process* sbxd = StartSbxd();
+  ASSERT_NE(sbxd, nullptr);
+  constexpr int kSandboxes = 20;
+  std::string all;
+  std::set<std::string> expected;
+  for (int i = 0; i < kSandboxes; ++i) {
+    const std::string name = "crash-" + std::to_string(i);
+    all += (i == 0 ? "" : "---\n") + SandboxManifest(name, "Crash " + std::to_string(i)).Yaml();
+    expected.insert(SandboxId(name));
+  }
+  WriteFile(dir_ / "manifests" / "crash.yaml", all);
+  RunResult apply = Sbxctl({"apply", "-f", (dir_ / "manifests" / "crash.yaml").string()});
+  ASSERT_EQ(apply.exit_code, 0) << apply.err;
+
+  ASSERT_TRUE(PollUntil([&] { return Counter("databricks.create") >= 5; }, In(kConverge),
+                        milliseconds(10)));
+  sbxd->Kill();
+  const int64_t creates_at_kill = Counter("databricks.create");
+  std::cerr << "killed sbxd after " << creates_at_kill << " create calls\n";
+  EXPECT_LT(creates_at_kill, kSandboxes) << "the kill came too late to test anything";
+
+  ASSERT_NE(StartSbxd(), nullptr);
+  for (const std::string& id : expected) {
+    const std::string name = id.substr(std::string("default-").size());
+    ASSERT_TRUE(WaitRunningAndReady(name, milliseconds(60'000))) << last_.dump(2);
+  }
+  EXPECT_EQ(ListIds(), expected);
+  // Every create call either created one of the 20 ids or was answered 409 (the id existed —
+  // a create the crash interrupted after it reached the API) and then adopted, which the
+  // Ready above proves. So the calls are 20 + the 409s; more than a handful would mean blind
+  // retries.
+  const int64_t creates = Counter("databricks.create");
+  std::cerr << "create calls: " << creates << " (" << creates - kSandboxes << " answered 409)\n";
+  EXPECT_GE(creates, kSandboxes);
+  EXPECT_LE(creates - kSandboxes, 4);
+  EXPECT_EQ(Counter("databricks.delete"), 0);
+}
+
+// 10. SIGTERM drains and exits 0; --once exits 0 on a healthy setup, non-zero when the cloud
+//     is down.
+TEST_F(SbxdTest, ExitsCleanlyOnSigtermAndOnceReportsFailures) {
+  Process* sbxd = StartSbxd();
+  ASSERT_NE(sbxd, nullptr);
+  Apply(SandboxManifest("zeta", "Zeta"));
+  ASSERT_TRUE(WaitRunningAndReady("zeta")) << last_.dump(2);
+  sbxd->Signal(SIGTERM);
+  const auto sent = std::chrono::steady_clock::now();
+  std::optional<int> code = sbxd->Wait(In(milliseconds(10'000)));
+  ASSERT_TRUE(code.has_value()) << "sbxd did not exit on SIGTERM";
+  EXPECT_EQ(*code, 0) << sbxd->Stderr();
+  EXPECT_LE(std::chrono::steady_clock::now() - sent, milliseconds(5000));
+
+  const std::vector<std::string> once = {"--db", db_.string(), "--once", "--metrics-addr", ""};
+  RunResult r = RunProcess(SBXD_PATH, once, dir_ / "logs", Env(), milliseconds(60'000));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  emulator_->Signal(SIGTERM);
+  ASSERT_TRUE(emulator_->Wait(In(kConverge)).has_value());
+  r = RunProcess(SBXD_PATH, once, dir_ / "logs", Env(), milliseconds(60'000));
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.exit_code, -1) << "sbxd --once hung with the emulator down";
+  EXPECT_EQ(r.err.find(token_), std::string::npos) << "the token leaked into the log";
+}
+
+}  // namespace
