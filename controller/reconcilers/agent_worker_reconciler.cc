@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "api/defaults.h"
+#include "controller/reconcilers/internal/object_updates.h"
 
 namespace sbx::controller {
 namespace {
@@ -75,11 +76,6 @@ fi
 rm -f "$d/pid"
 exit 0
 )sh";
-
-bool HasFinalizer(const Object& o) {
-  const auto& f = o.metadata.finalizers;
-  return std::find(f.begin(), f.end(), api::kControllerFinalizer) != f.end();
-}
 
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
@@ -177,7 +173,7 @@ struct AgentWorkerReconciler::Probe {
 
 struct AgentWorkerReconciler::Target {
   Object object;
-  api::AgentWorkerStatus original_status;
+  api::ResourceStatus original_status;
   std::stop_token stop;
   bool gone = false;
   Memory memory;
@@ -221,7 +217,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Reconcile(const api::ObjectKey&
 
   Target t;
   t.object = *std::move(object);
-  t.original_status = t.object.agent_worker_status();
+  t.original_status = t.object.status;
   t.stop = stop;
   {
     std::lock_guard lock(mu_);
@@ -244,7 +240,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Reconcile(const api::ObjectKey&
         Scrub(result.status().message(), t.executor_key));
   }
   t.status().observed_generation = t.object.metadata.generation;
-  RETURN_IF_ERROR(WriteStatus(t));
+  RETURN_IF_ERROR(internal::WriteStatusIfChanged(store_, t.object, t.original_status));
   return result;
 }
 
@@ -252,7 +248,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   if (!t.object.metadata.deletion_timestamp.empty()) {
     return Finalize(t);
   }
-  RETURN_IF_ERROR(EnsureFinalizer(t));
+  RETURN_IF_ERROR(internal::EnsureFinalizer(store_, t.object));
 
   // 1. The sandbox.
   ASSIGN_OR_RETURN(api::ObjectKey sandbox_key, EnsureSandboxObject(t));
@@ -339,18 +335,6 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
     t.memory.verify_pending = true;
   }
   return ReconcileResult::RequeueAfter(options_.connect_poll);
-}
-
-Status AgentWorkerReconciler::EnsureFinalizer(Target& t) {
-  if (HasFinalizer(t.object)) {
-    return api::OkStatus();
-  }
-  Object updated = t.object;
-  updated.metadata.finalizers.emplace_back(api::kControllerFinalizer);
-  ASSIGN_OR_RETURN(Object stored, store_.UpdateControllerMetadata(updated));
-  stored.status = t.object.status;
-  t.object = std::move(stored);
-  return api::OkStatus();
 }
 
 // sandboxRef → that Sandbox. Inline template → a Sandbox named after the worker, owned by it.
@@ -525,6 +509,9 @@ StatusOr<AgentWorkerReconciler::Probe> AgentWorkerReconciler::ProbeExecutor(Targ
 StatusOr<ReconcileResult> AgentWorkerReconciler::HandleDeadExecutor(Target& t, const Probe& probe) {
   const std::chrono::milliseconds recheck{std::chrono::seconds(30)};
   api::ExecutorStatus& executor = t.status().executor;
+  // A probe saw it alive after its launch: it ran, then died (killed, crashed later) — not an
+  // exit on start, so no crash-loop delay unless its log names an auth failure.
+  const bool ran = executor.pid != 0;
   executor.pid = 0;
   Set(t, "ExecutorConnected", ConditionStatus::kFalse, "ExecutorNotRunning", "");
   if (!probe.workspace_exists) {
@@ -551,14 +538,16 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::HandleDeadExecutor(Target& t, c
     // It ran and exited: say why, then back off before the next launch (no hot loop).
     std::string reason = DiagnoseExecutorLog(probe.log_tail);
     if (reason.empty()) {
-      reason = "ExecutorExitedOnStart";
+      reason = ran ? "ExecutorExited" : "ExecutorExitedOnStart";
     }
     const std::string message = Scrub(LastLine(probe.log_tail), t.executor_key);
     executor.last_exit_reason = reason;
     events_.Warning(t.key(), reason, "executor exited: " + message);
     t.memory.diagnosed = true;
     std::chrono::milliseconds delay = options_.auth_backoff;
-    if (!IsAuthReason(reason)) {
+    if (ran && !IsAuthReason(reason)) {
+      delay = std::chrono::milliseconds(0);
+    } else if (!IsAuthReason(reason)) {
       delay = options_.crash_backoff_base;
       for (int i = 1; i < executor.restarts && delay < options_.crash_backoff_cap; ++i) {
         delay *= 2;
@@ -626,7 +615,7 @@ Status AgentWorkerReconciler::LaunchExecutor(Target& t) {
 }
 
 StatusOr<ReconcileResult> AgentWorkerReconciler::Finalize(Target& t) {
-  if (!HasFinalizer(t.object)) {
+  if (!internal::HasFinalizer(t.object)) {
     return ReconcileResult::Done();
   }
   const std::string& ns = t.object.metadata.namespace_;
@@ -696,12 +685,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Finalize(Target& t) {
     }
   }
 
-  Object updated = t.object;
-  std::erase(updated.metadata.finalizers, std::string(api::kControllerFinalizer));
-  StatusOr<Object> stored = store_.UpdateControllerMetadata(updated);
-  if (!stored.ok() && stored.status().code() != StatusCode::kNotFound) {
-    return stored.status();
-  }
+  RETURN_IF_ERROR(internal::RemoveFinalizer(store_, t.object));
   if (dependencies_ != nullptr) {
     dependencies_->Untrack(t.key());
   }
@@ -711,21 +695,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Finalize(Target& t) {
 
 void AgentWorkerReconciler::Set(Target& t, const char* type, ConditionStatus status,
                                 std::string reason, std::string message) {
-  api::SetCondition(
-      t.status().conditions,
-      {type, status, std::move(reason), std::move(message), "", t.object.metadata.generation},
-      FormatRfc3339(clock_.Now()));
-}
-
-Status AgentWorkerReconciler::WriteStatus(Target& t) {
-  if (t.status() == t.original_status) {
-    return api::OkStatus();
-  }
-  StatusOr<Object> stored = store_.UpdateStatus(t.object);
-  if (stored.status().code() == StatusCode::kNotFound) {
-    return api::OkStatus();
-  }
-  return stored.status();
+  internal::SetCondition(t.object, type, status, std::move(reason), std::move(message), clock_);
 }
 
 }  // namespace sbx::controller

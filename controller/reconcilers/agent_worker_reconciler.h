@@ -82,7 +82,6 @@ class AgentWorkerReconciler final : public Reconciler {
 
   api::StatusOr<ReconcileResult> Converge(Target& t);
   api::StatusOr<ReconcileResult> Finalize(Target& t);
-  api::Status EnsureFinalizer(Target& t);
   api::StatusOr<api::ObjectKey> EnsureSandboxObject(Target& t);
   api::StatusOr<bool> EnsureSession(Target& t, bool verify);
   api::StatusOr<Probe> ProbeExecutor(Target& t);
@@ -91,7 +90,6 @@ class AgentWorkerReconciler final : public Reconciler {
 
   void Set(Target& t, const char* type, api::ConditionStatus status, std::string reason,
            std::string message);
-  api::Status WriteStatus(Target& t);
   std::string ExecutorDir(const Target& t) const;
 
   Store& store_;

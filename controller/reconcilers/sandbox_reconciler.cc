@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "controller/engine/classify_error.h"
+#include "controller/reconcilers/internal/object_updates.h"
 
 namespace sbx::controller {
 namespace {
@@ -18,11 +19,6 @@ using databricks::SandboxState;
 
 constexpr char kResourceSandbox[] = "sandbox";
 
-bool HasFinalizer(const Object& o) {
-  const auto& f = o.metadata.finalizers;
-  return std::find(f.begin(), f.end(), api::kControllerFinalizer) != f.end();
-}
-
 std::string Tail(const std::string& text, size_t max_bytes) {
   if (text.size() <= max_bytes) {
     return text;
@@ -35,7 +31,7 @@ std::string Tail(const std::string& text, size_t max_bytes) {
 // Everything one reconcile works on. `object` is the store's copy with the status being built.
 struct SandboxReconciler::Target {
   Object object;
-  api::SandboxStatus original_status;
+  api::ResourceStatus original_status;
   databricks::SandboxApi* api = nullptr;
   std::string workspace;  // WorkspaceId(namespace, workspaceRef)
   std::string sandbox_id;
@@ -44,6 +40,8 @@ struct SandboxReconciler::Target {
 
   const api::SandboxSpec& spec() const { return object.sandbox_spec(); }
   api::SandboxStatus& status() { return object.sandbox_status(); }
+  // The status as the reconcile found it.
+  const api::SandboxStatus& before() const { return std::get<api::SandboxStatus>(original_status); }
   api::ObjectKey key() const { return api::KeyOf(object); }
 };
 
@@ -66,7 +64,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key
 
   Target t;
   t.object = *std::move(object);
-  t.original_status = t.object.sandbox_status();
+  t.original_status = t.object.status;
   t.workspace = WorkspaceId(t.object.metadata.namespace_, t.spec().workspace_ref);
   t.sandbox_id = t.spec().sandbox_id;
   t.stop = stop;
@@ -81,10 +79,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key
     SetSynced(t, ConditionStatus::kFalse, error.reason, result.status().message());
   }
   t.status().observed_generation = t.object.metadata.generation;
-  Status written = WriteStatus(t);
-  if (!written.ok()) {
-    return written;
-  }
+  RETURN_IF_ERROR(internal::WriteStatusIfChanged(store_, t.object, t.original_status));
   return result;
 }
 
@@ -93,7 +88,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
   if (!t.object.metadata.deletion_timestamp.empty()) {
     return Finalize(t);
   }
-  RETURN_IF_ERROR(EnsureFinalizer(t));
+  RETURN_IF_ERROR(internal::EnsureFinalizer(store_, t.object));
   ASSIGN_OR_RETURN(t.api, clouds_.Sandboxes(t.object.metadata.namespace_, t.spec().workspace_ref));
 
   ASSIGN_OR_RETURN(std::optional<databricks::Sandbox> live, Observe(t));
@@ -175,19 +170,6 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
            "the API reports state \"" + live->state_raw + "\"");
   SetSynced(t, ConditionStatus::kTrue, "Synced", "");
   return ReconcileResult::RequeueAfter(options_.transition_requeue);
-}
-
-Status SandboxReconciler::EnsureFinalizer(Target& t) {
-  if (HasFinalizer(t.object)) {
-    return api::OkStatus();
-  }
-  Object updated = t.object;
-  updated.metadata.finalizers.emplace_back(api::kControllerFinalizer);
-  ASSIGN_OR_RETURN(Object stored, store_.UpdateControllerMetadata(updated));
-  // Keep the status being built; take the new metadata (resourceVersion) for the CAS later.
-  stored.status = t.object.status;
-  t.object = std::move(stored);
-  return api::OkStatus();
 }
 
 // The cache answers in steady state; a GET only when it does not know, and always before a
@@ -342,8 +324,8 @@ Status SandboxReconciler::PatchDrift(Target& t, const databricks::Sandbox& live)
 // After every boot: learn the boot id from a marker outside the home directory (a stop wipes
 // it), then run spec.setup in order, skipping steps that already succeeded in this boot.
 StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databricks::Sandbox& live) {
-  const bool maybe_rebooted = t.original_status.state != "RUNNING" ||
-                              t.original_status.create_time != live.create_time ||
+  const bool maybe_rebooted = t.before().state != "RUNNING" ||
+                              t.before().create_time != live.create_time ||
                               t.status().boot_id.empty();
   if (maybe_rebooted) {
     databricks::ExecRequest probe;
@@ -419,7 +401,7 @@ StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databrick
 }
 
 StatusOr<ReconcileResult> SandboxReconciler::Finalize(Target& t) {
-  if (!HasFinalizer(t.object)) {
+  if (!internal::HasFinalizer(t.object)) {
     return ReconcileResult::Done();  // nothing of ours to clean up; the store removes the row
   }
   ASSIGN_OR_RETURN(std::optional<Store::InventoryRecord> record,
@@ -444,42 +426,19 @@ StatusOr<ReconcileResult> SandboxReconciler::Finalize(Target& t) {
     events_.Normal(t.key(), "Orphaned",
                    "deletionPolicy Orphan: sandbox " + t.sandbox_id + " left running");
   }
-  Object updated = t.object;
-  std::erase(updated.metadata.finalizers, std::string(api::kControllerFinalizer));
-  StatusOr<Object> stored = store_.UpdateControllerMetadata(updated);
-  if (!stored.ok() && stored.status().code() != StatusCode::kNotFound) {
-    return stored.status();
-  }
+  RETURN_IF_ERROR(internal::RemoveFinalizer(store_, t.object));
   t.gone = true;
   return ReconcileResult::Done();
 }
 
 void SandboxReconciler::SetReady(Target& t, ConditionStatus status, std::string reason,
                                  std::string message) {
-  api::SetCondition(
-      t.status().conditions,
-      {"Ready", status, std::move(reason), std::move(message), "", t.object.metadata.generation},
-      FormatRfc3339(clock_.Now()));
+  internal::SetCondition(t.object, "Ready", status, std::move(reason), std::move(message), clock_);
 }
 
 void SandboxReconciler::SetSynced(Target& t, ConditionStatus status, std::string reason,
                                   std::string message) {
-  api::SetCondition(
-      t.status().conditions,
-      {"Synced", status, std::move(reason), std::move(message), "", t.object.metadata.generation},
-      FormatRfc3339(clock_.Now()));
-}
-
-// Writes status only when it changed: a no-op reconcile writes nothing (and so wakes nobody).
-Status SandboxReconciler::WriteStatus(Target& t) {
-  if (t.status() == t.original_status) {
-    return api::OkStatus();
-  }
-  StatusOr<Object> stored = store_.UpdateStatus(t.object);
-  if (stored.status().code() == StatusCode::kNotFound) {
-    return api::OkStatus();  // deleted meanwhile
-  }
-  return stored.status();
+  internal::SetCondition(t.object, "Synced", status, std::move(reason), std::move(message), clock_);
 }
 
 }  // namespace sbx::controller

@@ -55,7 +55,6 @@ class SandboxReconciler final : public Reconciler {
   // The steps of one reconcile, in the order they run.
   api::StatusOr<ReconcileResult> Converge(Target& t);
   api::StatusOr<ReconcileResult> Finalize(Target& t);
-  api::Status EnsureFinalizer(Target& t);
   api::StatusOr<std::optional<databricks::Sandbox>> Observe(Target& t);
   api::StatusOr<ReconcileResult> Create(Target& t);
   api::StatusOr<bool> ClaimOwnership(Target& t);
@@ -64,7 +63,6 @@ class SandboxReconciler final : public Reconciler {
 
   void SetReady(Target& t, api::ConditionStatus status, std::string reason, std::string message);
   void SetSynced(Target& t, api::ConditionStatus status, std::string reason, std::string message);
-  api::Status WriteStatus(Target& t);
 
   Store& store_;
   CloudClients& clouds_;

@@ -1,0 +1,54 @@
+#include "controller/reconcilers/internal/object_updates.h"
+
+#include <algorithm>
+
+namespace sbx::controller::internal {
+
+bool HasFinalizer(const api::Object& object) {
+  const auto& f = object.metadata.finalizers;
+  return std::find(f.begin(), f.end(), api::kControllerFinalizer) != f.end();
+}
+
+api::Status EnsureFinalizer(Store& store, api::Object& object) {
+  if (HasFinalizer(object)) {
+    return api::OkStatus();
+  }
+  api::Object updated = object;
+  updated.metadata.finalizers.emplace_back(api::kControllerFinalizer);
+  ASSIGN_OR_RETURN(api::Object stored, store.UpdateControllerMetadata(updated));
+  stored.status = object.status;
+  object = std::move(stored);
+  return api::OkStatus();
+}
+
+api::Status RemoveFinalizer(Store& store, const api::Object& object) {
+  api::Object updated = object;
+  std::erase(updated.metadata.finalizers, std::string(api::kControllerFinalizer));
+  api::StatusOr<api::Object> stored = store.UpdateControllerMetadata(updated);
+  if (!stored.ok() && stored.status().code() != api::StatusCode::kNotFound) {
+    return stored.status();
+  }
+  return api::OkStatus();
+}
+
+void SetCondition(api::Object& object, const std::string& type, api::ConditionStatus status,
+                  std::string reason, std::string message, const Clock& clock) {
+  api::SetCondition(
+      object.conditions(),
+      {type, status, std::move(reason), std::move(message), "", object.metadata.generation},
+      FormatRfc3339(clock.Now()));
+}
+
+api::Status WriteStatusIfChanged(Store& store, const api::Object& object,
+                                 const api::ResourceStatus& original) {
+  if (object.status == original) {
+    return api::OkStatus();
+  }
+  api::StatusOr<api::Object> stored = store.UpdateStatus(object);
+  if (stored.status().code() == api::StatusCode::kNotFound) {
+    return api::OkStatus();
+  }
+  return stored.status();
+}
+
+}  // namespace sbx::controller::internal

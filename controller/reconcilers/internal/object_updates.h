@@ -1,0 +1,34 @@
+// The store writes every reconciler makes the same way: the controller finalizer on and off,
+// conditions stamped with the clock, and status written only when it changed (a no-op reconcile
+// writes nothing, so it wakes no watcher). Stateless functions; thread-safe as the Store is.
+#pragma once
+
+#include <string>
+
+#include "api/resources.h"
+#include "api/status.h"
+#include "controller/engine/clock.h"
+#include "controller/store/store.h"
+
+namespace sbx::controller::internal {
+
+bool HasFinalizer(const api::Object& object);
+
+// Adds the controller finalizer if missing (compare-and-swap on resourceVersion). `object` takes
+// the stored metadata and keeps the status built so far.
+api::Status EnsureFinalizer(Store& store, api::Object& object);
+
+// Removes the controller finalizer; the store removes the row if the object is being deleted
+// and no finalizer is left. An object already gone is fine.
+api::Status RemoveFinalizer(Store& store, const api::Object& object);
+
+// Sets condition `type` on `object`'s status for its current generation, stamped with `clock`.
+void SetCondition(api::Object& object, const std::string& type, api::ConditionStatus status,
+                  std::string reason, std::string message, const Clock& clock);
+
+// Writes `object`'s status iff it differs from `original` (compare-and-swap). An object deleted
+// meanwhile is fine; a lost CAS is kAborted (retried by the Manager).
+api::Status WriteStatusIfChanged(Store& store, const api::Object& object,
+                                 const api::ResourceStatus& original);
+
+}  // namespace sbx::controller::internal
