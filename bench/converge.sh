@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Convergence of N AgentWorkers, each with its own inline Sandbox (so N sandboxes + N workers),
+# from an empty emulator to all Ready (sandbox RUNNING and set up, session created, executor
+# launched and connected), under a realistic API: fixed latency on every endpoint
+# (SBX_BENCH_LATENCY, default 20ms, via /_emulator/latency), PENDING→RUNNING 1 s, workspace rate
+# limit SBX_BENCH_RPS (default 20 req/s → 429 + Retry-After). Reports time to all Ready, API
+# calls per endpoint, 429s seen by sbxd, sbxd CPU seconds and peak RSS, and the floor:
+#   calls floor = N creates + N exec-sync launches + ⌈N/100⌉ LISTs (the minimum a controller
+#   needs to create, see RUNNING and launch), rate floor = calls floor / rps,
+#   latency chain = create + PENDING delay + exec-sync + session create ≈ 1 s + 3 × latency,
+#   floor = max(rate floor, latency chain); ratio = measured / floor.
+# Compare with bench/baseline_script.sh (sequential curl flow) for the speed-up.
+#   bench/converge.sh 10 100
+#   SBX_BENCH_SWEEP=60s bench/converge.sh 10     # sbxd's default sweep interval
+# Prints JSON lines. A benchmark, not a test: needs curl and awk.
+source "$(dirname "$0")/lib.sh"
+
+sizes=("$@")
+((${#sizes[@]})) || sizes=(10 100)
+latency=${SBX_BENCH_LATENCY:-20ms}
+rps=${SBX_BENCH_RPS:-20}
+sweep=${SBX_BENCH_SWEEP:-10s}
+workers=${SBX_BENCH_WORKERS:-4}
+
+bench_build
+machine_line
+trap bench_cleanup EXIT
+
+for n in "${sizes[@]}"; do
+  bench_tmp=$(mktemp -d /tmp/sbx-bench-converge.XXXXXX)
+  bench_start_emulator --openai-port 0 --pending-delay 1s --max-sandboxes 0 --rate-limit "$rps"
+  curl -sf -X POST "$emu_url/_emulator/latency" -d "{\"endpoint\":\"*\",\"latency\":\"$latency\"}" >/dev/null
+  bench_start_sbxd --sweep-interval "$sweep" --workers "$workers"
+  manifests="$bench_tmp/manifests"
+  mkdir -p "$manifests"
+  for i in $(seq -w 1 "$n"); do
+    cat >"$manifests/aw-$i.yaml" <<EOF
+apiVersion: sbx.dev/v1alpha1
+kind: AgentWorker
+metadata:
+  name: aw-$i
+spec:
+  sandbox:
+    inactivityTimeout: 1h
+    setup:
+      - name: workspace
+        run: mkdir -p /home/sandbox-agent/workspace
+  agent:
+    model: gpt-5-codex
+    instructions: benchmark worker $i
+  executor:
+    apiKeyFrom:
+      env: OPENAI_EXECUTOR_API_KEY
+EOF
+  done
+
+  reset_counters
+  start=$(now)
+  sbxctl apply -f "$manifests" >/dev/null
+  if ! wait_ready agentworkers "$n" "${SBX_BENCH_TIMEOUT:-900}" >/dev/null; then
+    echo "{\"n\":$n,\"error\":\"not all Ready in time\",\"ready\":$(ready_count agentworkers),\"calls\":$(counters)}"
+    bench_cleanup
+    continue
+  fi
+  t=$(since "$start")
+  calls=$(counters)
+  read -r cpu rss <<<"$(proc_stats "$sbxd_pid")"
+  throttled=$(curl -sf "$metrics_url" | awk '/^sbx_api_calls_total/ && /code="429"/ { s += $2 } END { print s + 0 }')
+  dbx=$(counters_sum "$calls" databricks.create databricks.get databricks.list databricks.update \
+    databricks.delete databricks.start databricks.stop databricks.exec_sync databricks.list_commands)
+  floor_calls=$((2 * n + (n + 99) / 100))
+  lat_ms=$(awk -v l="$latency" 'BEGIN { v = l + 0; if (l ~ /ms$/) print v; else print v * 1000 }')
+  read -r rate_floor chain floor ratio <<<"$(awk -v c="$floor_calls" -v r="$rps" -v l="$lat_ms" -v t="$t" '
+    BEGIN { rf = c / r; ch = 1 + 3 * l / 1000; f = rf > ch ? rf : ch; printf "%.2f %.2f %.2f %.2f\n", rf, ch, f, t / f }')"
+  echo "{\"n\":$n,\"flow\":\"sbxd\",\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"sweep\":\"$sweep\",\"workers\":$workers,\"seconds_to_all_ready\":$t,\"databricks_calls\":$dbx,\"throttled_429\":$throttled,\"floor_calls\":$floor_calls,\"rate_floor_s\":$rate_floor,\"latency_chain_s\":$chain,\"floor_s\":$floor,\"ratio\":$ratio,\"sbxd_cpu_seconds\":$cpu,\"sbxd_peak_rss_kib\":$rss,\"calls\":$calls}"
+  bench_cleanup
+done
