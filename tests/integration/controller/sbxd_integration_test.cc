@@ -333,6 +333,17 @@ TEST_F(SbxdTest, CreatesASandboxRunsSetupAndReportsReady) {
   exec = Sbxctl({"exec", "sandbox/nope", "--", "true"});
   EXPECT_EQ(exec.exit_code, 1);
   EXPECT_THAT(exec.err, HasSubstr("not found"));
+
+  // Steady state costs one LIST per sweep and nothing else: no GET, PATCH or exec per object.
+  std::map<std::string, int64_t> before = Counters();
+  ASSERT_TRUE(PollUntil([&] { return Counter("databricks.list") >= before["databricks.list"] + 2; },
+                        In(kConverge)));
+  std::map<std::string, int64_t> after = Counters();
+  for (const auto& [endpoint, n] : after) {
+    if (endpoint != "databricks.list") {
+      EXPECT_EQ(n, before[endpoint]) << endpoint << " called in steady state";
+    }
+  }
 }
 
 // 2. Two drifted fields → exactly one PATCH carrying both.
@@ -534,7 +545,7 @@ TEST_F(SbxdTest, StandbyTakesOverWhenTheLeaderDies) {
 TEST_F(SbxdTest, CrashDuringCreatesNeitherDuplicatesNorLeaks) {
   // Slow creates down so that several are in flight when the kill comes.
   HttpResult slow =
-      emu_->Post("/_emulator/latency", R"({"endpoint":"databricks.create","latency":"150ms"})");
+      emu_->Post("/_emulator/latency", R"({"endpoint":"databricks.create","latency":"300ms"})");
   ASSERT_EQ(slow.status, 200) << slow.body;
   Process* sbxd = StartSbxd();
   ASSERT_NE(sbxd, nullptr);
@@ -554,8 +565,22 @@ TEST_F(SbxdTest, CrashDuringCreatesNeitherDuplicatesNorLeaks) {
                         milliseconds(10)));
   sbxd->Kill();
   const int64_t creates_at_kill = Counter("databricks.create");
-  std::cerr << "killed sbxd after " << creates_at_kill << " create calls\n";
   EXPECT_LT(creates_at_kill, kSandboxes) << "the kill came too late to test anything";
+  // The crash left intents behind: creates that were sent but whose answer sbxd never saw (the
+  // 5th create was still inside the emulator's 300 ms latency when the counter showed it).
+  int intents = 0;
+  {
+    auto store = sbx::controller::SqliteStore::Open(db_.string());
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto records = (*store)->ListInventory(std::nullopt);
+    ASSERT_TRUE(records.ok()) << records.status();
+    for (const auto& record : *records) {
+      intents += record.state == sbx::controller::Store::InventoryState::kIntent ? 1 : 0;
+    }
+  }
+  std::cerr << "killed sbxd after " << creates_at_kill << " create calls, with " << intents
+            << " intents unsettled\n";
+  EXPECT_GE(intents, 1);
 
   ASSERT_NE(StartSbxd(), nullptr);
   for (const std::string& id : expected) {
@@ -563,6 +588,18 @@ TEST_F(SbxdTest, CrashDuringCreatesNeitherDuplicatesNorLeaks) {
     ASSERT_TRUE(WaitRunningAndReady(name, milliseconds(60'000))) << last_.dump(2);
   }
   EXPECT_EQ(ListIds(), expected);
+  {
+    auto store = sbx::controller::SqliteStore::Open(db_.string());
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto records = (*store)->ListInventory(std::nullopt);
+    ASSERT_TRUE(records.ok()) << records.status();
+    std::set<std::string> live;
+    for (const auto& record : *records) {
+      EXPECT_EQ(record.state, sbx::controller::Store::InventoryState::kLive) << record.external_id;
+      live.insert(record.external_id);
+    }
+    EXPECT_EQ(live, expected);
+  }
   // Every create call either created one of the 20 ids or was answered 409 (the id existed —
   // a create the crash interrupted after it reached the API) and then adopted, which the
   // Ready above proves. So the calls are 20 + the 409s; more than a handful would mean blind
