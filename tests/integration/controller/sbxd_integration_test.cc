@@ -394,21 +394,37 @@ TEST_F(SbxdTest, FollowsSpecPowerStoppedAndRunning) {
 //    action, and the controller says so in an event.
 TEST_F(SbxdTest, StartsASandboxStoppedBehindItsBack) {
   ASSERT_NE(StartSbxd(), nullptr);
-  Apply(SandboxManifest("delta", "Delta"));
+  SandboxManifest m("delta", "Delta");
+  m.setup = "echo boot >> /home/sandbox-agent/boots";  // home survives a stop; /tmp does not
+  Apply(m);
   ASSERT_TRUE(WaitRunningAndReady("delta")) << last_.dump(2);
+  const std::string first_boot = last_["status"].value("bootId", "");
+  ASSERT_FALSE(first_boot.empty());
   const int64_t starts_before = Counter("databricks.start");
 
   HttpResult stop = emu_->Post("/_emulator/sandboxes/" + SandboxId("delta") + "/stop");
   ASSERT_EQ(stop.status, 200) << stop.body;
-  // It must actually go down and come back: wait for the start call, then for Ready again.
+  // It must actually go down and come back: the start call, then Ready for a NEW boot (the
+  // status of the old one says Ready too until the controller notices).
   ASSERT_TRUE(
       PollUntil([&] { return Counter("databricks.start") > starts_before; }, In(kConverge)));
-  ASSERT_TRUE(WaitRunningAndReady("delta")) << last_.dump(2);
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return Has("delta", "Ready", "True", "", "RUNNING") &&
+               last_["status"].value("bootId", "") != first_boot;
+      },
+      In(kConverge), milliseconds(100)))
+      << last_.dump(2);
   EXPECT_EQ(json::parse(EmuGet(SandboxId("delta")).body)["status"]["state"],
             "SANDBOX_STATE_RUNNING");
+  // setup ran again for the new boot, and only once per boot.
+  RunResult boots = Sbxctl({"exec", "sandbox/delta", "--", "cat", "/home/sandbox-agent/boots"});
+  EXPECT_EQ(boots.exit_code, 0) << boots.err;
+  EXPECT_EQ(boots.out, "boot\nboot\n");
   RunResult events = Sbxctl({"events", "sandbox/delta"});
   EXPECT_EQ(events.exit_code, 0) << events.err;
   EXPECT_THAT(events.out, HasSubstr("Starting"));
+  EXPECT_THAT(events.out, HasSubstr("Rebooted"));
 }
 
 // 5. Deleted through the Databricks API behind the controller's back → created again, with a
@@ -417,13 +433,22 @@ TEST_F(SbxdTest, RecreatesASandboxDeletedExternally) {
   ASSERT_NE(StartSbxd(), nullptr);
   Apply(SandboxManifest("eps", "Eps"));
   ASSERT_TRUE(WaitRunningAndReady("eps")) << last_.dump(2);
+  const std::string first_boot = last_["status"].value("bootId", "");
   const int64_t creates_before = Counter("databricks.create");
 
   HttpResult del = emu_->Call("DELETE", "/api/2.0/sandboxes/" + SandboxId("eps"));
   ASSERT_EQ(del.status, 200) << del.body;
   ASSERT_TRUE(
       PollUntil([&] { return Counter("databricks.create") > creates_before; }, In(kConverge)));
-  ASSERT_TRUE(WaitRunningAndReady("eps")) << last_.dump(2);
+  // Ready again, for the NEW sandbox (the old status says Ready until the controller notices).
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return Has("eps", "Ready", "True", "", "RUNNING") &&
+               last_["status"].value("bootId", "") != first_boot;
+      },
+      In(kConverge), milliseconds(100)))
+      << last_.dump(2);
+  EXPECT_EQ(Counter("databricks.create"), creates_before + 1);
   EXPECT_EQ(EmuGet(SandboxId("eps")).status, 200);
   RunResult events = Sbxctl({"events", "sandbox/eps"});
   EXPECT_THAT(events.out, HasSubstr("ExternalDeletion"));
