@@ -17,6 +17,7 @@
 #include "cli/commands/events_command.h"
 #include "cli/commands/exec_command.h"
 #include "cli/commands/get_command.h"
+#include "cli/commands/logs_command.h"
 #include "cli/commands/version_command.h"
 #include "cli/commands/wait_command.h"
 
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   sbx::cli::AddWaitCommand(app, ctx);
   sbx::cli::AddEventsCommand(app, ctx);
   sbx::cli::AddExecCommand(app, ctx);
+  sbx::cli::AddLogsCommand(app, ctx);
   sbx::cli::AddVersionCommand(app, ctx);
 
   if (argc <= 1) {

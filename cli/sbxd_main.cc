@@ -59,6 +59,10 @@ struct Flags {
   std::string identity;
   std::string lease_duration = "15s";
   bool once = false;
+  // AgentWorker: how often the environment's connection is checked (while connected) and how
+  // often the executor is probed in its sandbox. Short values make tests (and demos) react fast.
+  std::string executor_status_interval = "30s";
+  std::string executor_probe_interval = "5m";
 };
 
 std::string DefaultDbPath() {
@@ -178,6 +182,10 @@ int main(int argc, char** argv) {
   app.add_option("--identity", flags.identity, "leader lease holder name (default <host>-<pid>)");
   app.add_option("--lease-duration", flags.lease_duration, "leader lease duration");
   app.add_flag("--once", flags.once, "run one full pass and exit (non-zero if anything failed)");
+  app.add_option("--executor-status-interval", flags.executor_status_interval,
+                 "check a connected agent worker's environment this often");
+  app.add_option("--executor-probe-interval", flags.executor_probe_interval,
+                 "probe an agent worker's executor process in its sandbox this often");
   CLI11_PARSE(app, argc, argv);
 
   const std::optional<log::Format> format = log::ParseFormat(flags.log_format);
@@ -227,7 +235,12 @@ int main(int argc, char** argv) {
   ManagerOptions manager_options;
   manager_options.workers = flags.workers;
   Manager manager(clock, manager_options);
-  AgentWorkerReconciler workers(*store, clouds, clock, &manager.dependencies());
+  AgentWorkerReconcilerOptions worker_options;
+  worker_options.status_interval =
+      ParseFlagDuration("executor-status-interval", flags.executor_status_interval);
+  worker_options.probe_interval =
+      ParseFlagDuration("executor-probe-interval", flags.executor_probe_interval);
+  AgentWorkerReconciler workers(*store, clouds, clock, &manager.dependencies(), worker_options);
 
   if (flags.once) {
     NullEnqueuer sink;
