@@ -371,6 +371,29 @@ TEST_F(AgentWorkerReconcilerTest, RelaunchesAfterTheSandboxBootedAgain) {
   EXPECT_EQ(Slurp(sandbox_->executor_dir("w") / "boot"), "boot-2\n");
 }
 
+// An executor a probe saw running that dies later (killed, crashed after hours) did not "exit
+// on start": it is relaunched at the next probe, without the crash-loop delay.
+TEST_F(AgentWorkerReconcilerTest, AnExecutorThatRanAndDiedIsRelaunchedAtOnce) {
+  MakeSandbox("box", true);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  WaitForExecutor();
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
+
+  const int pid = sandbox_->ExecutorPid("w");
+  sandbox_->KillExecutor();
+  WaitForExit();
+  ASSERT_FALSE(Alive(pid));
+  clock_.Advance(6min);  // the next periodic probe
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Launches(), 2);
+  EXPECT_EQ(Worker().agent_worker_status().executor.last_exit_reason, "ExecutorExited");
+  EXPECT_EQ(Worker().agent_worker_status().executor.restarts, 1);
+  EXPECT_TRUE(HasEvent("ExecutorExited"));
+  WaitForExecutor();
+}
+
 TEST_F(AgentWorkerReconcilerTest, AnExpiredSessionIsReplacedAndTheExecutorFollows) {
   MakeSandbox("box", true);
   ApplyWorker();
