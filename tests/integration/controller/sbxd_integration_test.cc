@@ -100,6 +100,12 @@ class SbxdTest : public ::testing::Test {
     db_ = dir_ / "state" / "sbx.db";
     token_ = "dapi-itest-" + std::to_string(rd());
     StartEmulator();
+    // Create the store before any test starts sbxd and sbxctl side by side: under heavy load an
+    // sbxd opening a FRESH file while `sbxctl apply` creates its schema once failed at once with
+    // "database … is locked by another writer" (SQLITE_BUSY without waiting the busy timeout).
+    // That startup race is reported separately; these tests are about the controller.
+    RunResult init = Sbxctl({"get", "sandboxes"});
+    ASSERT_EQ(init.exit_code, 0) << init.err;
   }
 
   void TearDown() override {
