@@ -10,6 +10,7 @@ packages=(
   libcli11-dev libwebsocketpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   util-linux procps
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()
