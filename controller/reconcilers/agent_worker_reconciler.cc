@@ -64,6 +64,8 @@ fi
 setsid nohup /bin/bash -c 'exec 9>"$0/lock"; flock -n 9 || exit 0; echo $$ > "$0/pid"; exec "$@"' \
   "$d" "$cmd" exec-server --remote "$SBX_REMOTE_URL" --environment-id "$SBX_ENVIRONMENT_ID" "$@" \
   >> "$d/log" 2>&1 < /dev/null &
+# "launched" means the pid is on disk: a probe right after must not take the gap for an exit.
+for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do [ -s "$d/pid" ] && break; sleep 0.1; done
 echo "launched"
 )sh";
 
@@ -107,6 +109,14 @@ std::string Scrub(std::string text, const std::string& secret) {
     text.replace(at, secret.size(), "[REDACTED]");
   }
   return text;
+}
+
+// The Sandbox a worker created from its template carries the worker's uid.
+constexpr char kAnnotationCreatedBy[] = "sbx.dev/created-by-uid";
+
+bool CreatedBy(const Object& sandbox, const std::string& uid) {
+  auto it = sandbox.metadata.annotations.find(kAnnotationCreatedBy);
+  return it != sandbox.metadata.annotations.end() && it->second == uid;
 }
 
 bool IsAuthReason(const std::string& reason) {
@@ -348,8 +358,11 @@ StatusOr<api::ObjectKey> AgentWorkerReconciler::EnsureSandboxObject(Target& t) {
                                   t.object.metadata.uid, true};
   StatusOr<Object> existing = store_.Get(key);
   if (existing.ok()) {
+    // Ours: the owner reference, or — when the owner-reference write after the create was lost
+    // (a conflict with the Sandbox reconciler's finalizer write) — our uid from the create.
     const auto& refs = existing->metadata.owner_references;
-    if (std::find(refs.begin(), refs.end(), owner) == refs.end()) {
+    if (std::find(refs.begin(), refs.end(), owner) == refs.end() &&
+        !(refs.empty() && CreatedBy(*existing, t.object.metadata.uid))) {
       const std::string message = "a Sandbox named " + key.name +
                                   " already exists and is not owned by this worker; rename "
                                   "the worker or use sandboxRef";
@@ -363,15 +376,24 @@ StatusOr<api::ObjectKey> AgentWorkerReconciler::EnsureSandboxObject(Target& t) {
   desired.sandbox_spec() = *t.spec().sandbox;
   api::ApplySandboxDefaults(desired.sandbox_spec(), ns, key.name);
   desired.metadata.labels = {{"sbx.dev/agent-worker", t.object.metadata.name}};
+  // Written by the create itself, so that the Sandbox is recognisably ours even before the
+  // owner reference (a second write, which can lose a race) is in place.
+  desired.metadata.annotations = {{kAnnotationCreatedBy, t.object.metadata.uid}};
   // Apply writes nothing when the template did not change.
   ASSIGN_OR_RETURN(std::vector<ApplyResult> applied, store_.Apply({desired}, ApplyOptions{}));
-  Object stored = applied.at(0).object;
-  if (stored.metadata.owner_references.empty()) {
-    stored.metadata.owner_references.push_back(owner);
-    RETURN_IF_ERROR(store_.UpdateControllerMetadata(stored).status());
-  }
   if (applied.at(0).action == ApplyAction::kCreated) {
     events_.Normal(t.key(), "SandboxCreated", "created Sandbox " + key.name + " from the template");
+  }
+  Object stored = applied.at(0).object;
+  // The Sandbox reconciler adds its finalizer concurrently: read again on a conflict.
+  for (int attempt = 0; stored.metadata.owner_references.empty(); ++attempt) {
+    stored.metadata.owner_references.push_back(owner);
+    StatusOr<Object> updated = store_.UpdateControllerMetadata(stored);
+    if (updated.ok() || updated.status().code() != StatusCode::kAborted || attempt == 2) {
+      RETURN_IF_ERROR(updated.status());
+      break;
+    }
+    ASSIGN_OR_RETURN(stored, store_.Get(key));
   }
   return key;
 }
@@ -674,9 +696,10 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Finalize(Target& t) {
   // The owned sandbox goes with its owner (its own finalizer deletes the Databricks sandbox).
   if (t.spec().sandbox && sandbox.ok()) {
     const auto& refs = t.sandbox.metadata.owner_references;
-    const bool owned = std::any_of(refs.begin(), refs.end(), [&](const api::OwnerReference& r) {
-      return r.uid == t.object.metadata.uid;
-    });
+    const bool owned =
+        std::any_of(refs.begin(), refs.end(),
+                    [&](const api::OwnerReference& r) { return r.uid == t.object.metadata.uid; }) ||
+        (refs.empty() && CreatedBy(t.sandbox, t.object.metadata.uid));
     if (owned) {
       StatusOr<DeleteOutcome> deleted = store_.Delete(sandbox_key);
       if (!deleted.ok() && deleted.status().code() != StatusCode::kNotFound) {

@@ -1,7 +1,7 @@
 #include "controller/reconcilers/agent_worker_reconciler.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -440,6 +440,38 @@ TEST_F(AgentWorkerReconcilerTest, AdoptsTheSessionACrashedCreateLeftBehind) {
   ASSERT_TRUE(Reconcile().ok());
   EXPECT_EQ(clouds_.agents().SessionCount(), 1);
   EXPECT_TRUE(HasEvent("SessionAdopted"));
+}
+
+// The create of the owned Sandbox and its owner reference are two writes; when the second is
+// lost (the Sandbox reconciler added its finalizer in between → conflict), the next pass still
+// recognises the Sandbox as its own (by the uid the create wrote) instead of reporting a name
+// conflict forever. A same-named Sandbox created by someone else stays a conflict.
+TEST_F(AgentWorkerReconcilerTest, AnOwnedSandboxWhoseOwnerReferenceWasLostIsStillOurs) {
+  api::Object w = api::MakeObject(api::Kind::kAgentWorker, "inline");
+  w.agent_worker_spec().sandbox = api::SandboxSpec{};
+  w.agent_worker_spec().agent.model = "gpt-5";
+  w.agent_worker_spec().workspace_directory = workspace_dir_;
+  ASSERT_TRUE(store_->Apply({w}, {}).ok());
+  ASSERT_TRUE(Reconcile("inline").ok());
+  api::Object sb = *store_->Get({api::Kind::kSandbox, "default", "inline"});
+  ASSERT_EQ(sb.metadata.owner_references.size(), 1u);
+  sb.metadata.owner_references.clear();  // as if the owner-reference write had been lost
+  ASSERT_TRUE(store_->UpdateControllerMetadata(sb).ok());
+
+  ASSERT_TRUE(Reconcile("inline").ok());
+  EXPECT_EQ(Cond("SandboxReady", "inline").reason, "SandboxNotReady");
+  sb = *store_->Get({api::Kind::kSandbox, "default", "inline"});
+  ASSERT_EQ(sb.metadata.owner_references.size(), 1u);
+  EXPECT_EQ(sb.metadata.owner_references[0].uid, Worker("inline").metadata.uid);
+
+  // Someone else's Sandbox of the same name.
+  MakeSandbox("other", true);
+  api::Object w2 = api::MakeObject(api::Kind::kAgentWorker, "other");
+  w2.agent_worker_spec().sandbox = api::SandboxSpec{};
+  w2.agent_worker_spec().agent.model = "gpt-5";
+  ASSERT_TRUE(store_->Apply({w2}, {}).ok());
+  EXPECT_FALSE(Reconcile("other").ok());
+  EXPECT_EQ(Cond("SandboxReady", "other").reason, "SandboxNameConflict");
 }
 
 TEST_F(AgentWorkerReconcilerTest, InlineTemplateOwnsASandboxAndDeletionCleansEverythingUp) {
