@@ -67,16 +67,21 @@ bench_start_emulator() {
 }
 
 # bench_start_sbxd ARGS… — starts sbxd against the emulator (env from bench_start_emulator).
+# Each start logs to its own file (sbxd.<n>.log); $sbxd_log is the current one.
+sbxd_starts=0
+sbxd_log=""
 bench_start_sbxd() {
-  "$bench_bin/sbxd" --metrics-addr 127.0.0.1:0 "$@" >>"$bench_tmp/sbxd.log" 2>&1 &
+  sbxd_starts=$((sbxd_starts + 1))
+  sbxd_log="$bench_tmp/sbxd.$sbxd_starts.log"
+  "$bench_bin/sbxd" --metrics-addr 127.0.0.1:0 "$@" >"$sbxd_log" 2>&1 &
   sbxd_pid=$!
-  bench_wait_for 30 grep -q 'serving health and metrics' "$bench_tmp/sbxd.log" || {
+  bench_wait_for 30 grep -q 'serving health and metrics' "$sbxd_log" || {
     echo "sbxd did not start" >&2
-    cat "$bench_tmp/sbxd.log" >&2
+    cat "$sbxd_log" >&2
     return 1
   }
   local port
-  port=$(grep 'serving health and metrics' "$bench_tmp/sbxd.log" | tail -n1 | sed 's/.*port=\([0-9]*\).*/\1/')
+  port=$(grep 'serving health and metrics' "$sbxd_log" | tail -n1 | sed 's/.*port=\([0-9]*\).*/\1/')
   metrics_url="http://127.0.0.1:$port/metrics"
 }
 
