@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include "controller/cloud/databricks/auth.h"
@@ -14,23 +15,25 @@ namespace {
 
 namespace databricks = controller::databricks;
 
-// Prints the log's size in bytes on the first line, then (a consistent prefix of) the log:
+// Prints the log's size in bytes and its inode on the first line, then (a consistent prefix of)
+// the log:
 // the last N lines (or all), at most CAP bytes. $1 log, $2 N or "all", $3 CAP.
 constexpr char kReadScript[] = R"sh(f=$1; n=$2; cap=$3
 if [ ! -f "$f" ]; then echo "no executor log at $f (has the executor been launched?)" >&2; exit 3; fi
-size=$(wc -c < "$f")
-echo "$size"
+set -- "$f" "$n" "$cap" $(stat -c '%s %i' "$f"); size=$4
+echo "$size $5"
 if [ "$n" = all ]; then head -c "$size" "$f" | tail -c "$cap"
 else head -c "$size" "$f" | tail -n "$n" | tail -c "$cap"; fi
 )sh";
 
-// Prints the log's size on the first line, then the bytes after OFFSET (at most CAP of them);
-// the whole log when it is shorter than OFFSET (rotated by a relaunch). A missing log is empty.
-// $1 log, $2 OFFSET, $3 CAP.
-constexpr char kFollowScript[] = R"sh(f=$1; off=$2; cap=$3
-size=$(wc -c 2>/dev/null < "$f" || echo 0)
-echo "$size"
-if [ "$size" -lt "$off" ]; then off=0; fi
+// Prints the log's size and inode on the first line, then the bytes after OFFSET (at most CAP
+// of them) — from the start when the log is another file than INODE or shorter than OFFSET
+// (a relaunch moved it to log.1 and began a new one). A missing log is empty.
+// $1 log, $2 OFFSET, $3 CAP, $4 INODE.
+constexpr char kFollowScript[] = R"sh(f=$1; off=$2; cap=$3; ino=$4
+set -- $(stat -c '%s %i' "$f" 2>/dev/null || echo 0 0); size=$1
+echo "$size $2"
+if [ "$2" != "$ino" ] || [ "$size" -lt "$off" ]; then off=0; fi
 n=$((size - off)); if [ "$n" -gt "$cap" ]; then n=$cap; fi
 if [ "$n" -gt 0 ]; then tail -c +"$((off + 1))" "$f" | head -c "$n"; fi
 )sh";
@@ -49,6 +52,7 @@ api::StatusOr<api::ObjectKey> LogsTarget(const std::string& target, const std::s
 
 struct Chunk {
   size_t size = 0;    // the log's size when read
+  std::string inode;  // which file it was (a relaunch starts a new one)
   std::string bytes;  // what was printed from it
 };
 
@@ -74,7 +78,8 @@ api::StatusOr<Chunk> ReadLog(databricks::SandboxApi& api, const std::string& san
     return api::InternalError("unexpected answer from the sandbox: " + r.stdout_text);
   }
   Chunk c;
-  c.size = std::strtoull(r.stdout_text.substr(0, nl).c_str(), nullptr, 10);
+  std::istringstream header(r.stdout_text.substr(0, nl));
+  header >> c.size >> c.inode;
   c.bytes = r.stdout_text.substr(nl + 1);
   return c;
 }
@@ -151,9 +156,11 @@ int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
   }
 
   size_t offset = first->size;
+  std::string inode = first->inode;
   std::string last_error;
   while (SleepUnlessInterrupted(ctx, options.poll_interval)) {
-    auto next = ReadLog(**api, sandbox_id, kFollowScript, {log, std::to_string(offset), cap});
+    auto next =
+        ReadLog(**api, sandbox_id, kFollowScript, {log, std::to_string(offset), cap, inode});
     if (!next.ok()) {
       // The sandbox may be stopping or restarting: say so once and keep following.
       if (next.status().message() != last_error) {
@@ -163,8 +170,9 @@ int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
       continue;
     }
     last_error.clear();
-    if (next->size < offset) {
+    if (next->inode != inode || next->size < offset) {
       offset = 0;  // rotated: the executor was relaunched, the new log starts afresh
+      inode = next->inode;
     }
     ctx.out() << next->bytes;
     ctx.out().flush();

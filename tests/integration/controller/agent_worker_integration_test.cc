@@ -97,6 +97,18 @@ struct WorkerManifest {
   }
 };
 
+// A worker whose executor command is a wrapper (installed by a setup step) that writes one
+// recognisable line to the log, "codex-wrap: starting codex exec-server for <environment id>",
+// then execs the stand-in codex (same pid).
+WorkerManifest WrappedWorker(const std::string& name) {
+  WorkerManifest m{name, "/home/sandbox-agent/bin/codex-wrap", {}};
+  m.extra_setup.push_back(
+      "mkdir -p /home/sandbox-agent/bin && printf '%s\\n' '#!/bin/bash' "
+      "'echo \"codex-wrap: starting codex $1 for $5\"' 'exec codex \"$@\"' "
+      "> /home/sandbox-agent/bin/codex-wrap && chmod +x /home/sandbox-agent/bin/codex-wrap");
+  return m;
+}
+
 // (status, reason) of condition `type`; ("", "") when absent.
 std::pair<std::string, std::string> ConditionOf(const json& object, const std::string& type) {
   if (!object.is_object() || !object.contains("status") ||
@@ -329,12 +341,7 @@ class AgentWorkerTest : public ::testing::Test {
 //    error line.
 TEST_F(AgentWorkerTest, InlineWorkerBecomesReadyAndLogsShowsTheExecutorLog) {
   ASSERT_NO_FATAL_FAILURE(StartAll());
-  WorkerManifest m{"alpha", "/home/sandbox-agent/bin/codex-wrap", {}};
-  m.extra_setup.push_back(
-      "mkdir -p /home/sandbox-agent/bin && printf '%s\\n' '#!/bin/bash' "
-      "'echo \"codex-wrap: starting codex $1 for $5\"' 'exec codex \"$@\"' "
-      "> /home/sandbox-agent/bin/codex-wrap && chmod +x /home/sandbox-agent/bin/codex-wrap");
-  ASSERT_NO_FATAL_FAILURE(Apply(m));
+  ASSERT_NO_FATAL_FAILURE(Apply(WrappedWorker("alpha")));
   ASSERT_TRUE(WaitReady("alpha")) << last_.dump(2);
   const std::string env_id = S(last_, "environmentId");
   EXPECT_FALSE(S(last_, "sessionId").empty());
@@ -429,12 +436,21 @@ TEST_F(AgentWorkerTest, RelaunchesTheExecutorAfterTheSandboxWasStoppedAndStarted
 
 // c. The executor killed inside a running sandbox: the periodic probe finds it dead and the
 //    executor is relaunched at once (it ran fine before: no crash-loop delay) and reconnects.
+//    `sbxctl logs -f` follows into the relaunch's new log (log → log.1), although it is exactly
+//    as long as the old one: the new file is noticed by its inode, not by its size.
 TEST_F(AgentWorkerTest, RelaunchesAKilledExecutor) {
   ASSERT_NO_FATAL_FAILURE(StartAll());
-  ASSERT_NO_FATAL_FAILURE(Apply(WorkerManifest{"gamma", "", {}}));
+  ASSERT_NO_FATAL_FAILURE(Apply(WrappedWorker("gamma")));
   ASSERT_TRUE(WaitReady("gamma")) << last_.dump(2);
   const int64_t old_pid = Pid(last_);
   const int restarts = Restarts(last_);
+  const std::string first_line =
+      "codex-wrap: starting codex exec-server for " + S(last_, "environmentId");
+  auto follow = Process::Start(
+      SBXCTL_PATH, Options("logs-f", {"--db", db_.string(), "logs", "agentworker/gamma", "-f"}));
+  ASSERT_TRUE(follow.ok()) << follow.status();
+  ASSERT_TRUE((*follow)->WaitForLine(std::regex("^codex-wrap: "), In(kConverge)))
+      << (*follow)->Stderr();
 
   ASSERT_EQ(::kill(static_cast<pid_t>(old_pid), SIGKILL), 0);
   const auto killed_at = std::chrono::steady_clock::now();
@@ -449,6 +465,12 @@ TEST_F(AgentWorkerTest, RelaunchesAKilledExecutor) {
   EXPECT_EQ(ExitReason(last_), "ExecutorExited");
   // A probe racing the relaunch must not mistake it for an exit on start.
   EXPECT_THAT(Events("agentworker/gamma"), Not(HasSubstr("ExecutorExitedOnStart")));
+  // The same line again, from the relaunch's log.
+  EXPECT_TRUE(PollUntil([&] { return Count((*follow)->Stdout(), first_line) == 2; }, In(kConverge),
+                        milliseconds(200)))
+      << (*follow)->Stdout() << (*follow)->Stderr();
+  (*follow)->Signal(SIGINT);
+  EXPECT_EQ((*follow)->Wait(In(milliseconds(10'000))), 0);
 }
 
 // d. Registration refused with 403 missing scope: Ready=False/MissingScope, and the executor is
