@@ -6,7 +6,9 @@
 #include <array>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <chrono>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "api/codec.h"
@@ -389,9 +391,24 @@ StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path
   // The constructor is private, so no make_unique.
   std::unique_ptr<SqliteStore> store(new SqliteStore(path, options, db));
   std::lock_guard lock(store->mu_);
-  RETURN_IF_ERROR(store->Configure());
-  RETURN_IF_ERROR(store->Migrate());
-  return store;
+  // Two processes opening a brand-new file at once (sbxd starting while sbxctl applies) can
+  // meet SQLITE_BUSY where SQLite does not call the busy handler (the journal-mode switch,
+  // schema creation): retry the set-up until the busy timeout has really passed.
+  const auto deadline = std::chrono::steady_clock::now() + options.busy_timeout;
+  for (;;) {
+    Status status = store->Configure();
+    if (status.ok()) {
+      status = store->Migrate();
+    }
+    if (status.ok()) {
+      return store;
+    }
+    if (status.code() != api::StatusCode::kUnavailable ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
 }
 
 Status SqliteStore::Configure() {
@@ -488,8 +505,9 @@ Status SqliteStore::Error(int rc, std::string_view what) const {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
       return api::UnavailableError(
-          "database " + path_ + " is locked by another writer (gave up after " +
-          std::to_string(options_.busy_timeout.count()) + " ms busy timeout)");
+          "database " + path_ + " is locked by another writer (" + detail + ", SQLite code " +
+          std::to_string(rc) + "; busy timeout " + std::to_string(options_.busy_timeout.count()) +
+          " ms)");
     case SQLITE_CORRUPT:
       return DataLossError("database " + path_ + " is corrupt (" + detail +
                            "); restore it from a backup or move it away");
