@@ -283,6 +283,12 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
                                                           : "");
     Set(t, "SandboxReady", ConditionStatus::kFalse, "SandboxNotReady", message);
     Set(t, "Ready", ConditionStatus::kFalse, "SandboxNotReady", message);
+    if (t.sandbox.sandbox_status().state != "RUNNING") {
+      // No process survives a stop: whatever ran there is gone until the next launch.
+      t.status().executor.pid = 0;
+      Set(t, "ExecutorRunning", ConditionStatus::kFalse, "SandboxNotRunning", message);
+      Set(t, "ExecutorConnected", ConditionStatus::kUnknown, "SandboxNotRunning", message);
+    }
     return ReconcileResult::Done();  // a change of the Sandbox enqueues this worker
   }
   Set(t, "SandboxReady", ConditionStatus::kTrue, "SandboxReady", "");

@@ -243,6 +243,8 @@ TEST_F(AgentWorkerReconcilerTest, WaitsForItsSandboxToBeReady) {
   EXPECT_EQ(Cond("Ready").status, ConditionStatus::kFalse);
   EXPECT_EQ(clouds_.agents().Calls("create"), 0);
   EXPECT_EQ(deps_.DependentsOf({api::Kind::kSandbox, "default", "box"}).size(), 1u);
+  // The box is RUNNING but not Ready (e.g. setup failing): nothing is said about the executor.
+  EXPECT_EQ(Cond("ExecutorRunning").type, "");
 }
 
 TEST_F(AgentWorkerReconcilerTest, CreatesSessionLaunchesExecutorAndBecomesReadyWhenConnected) {
@@ -415,6 +417,25 @@ TEST_F(AgentWorkerReconcilerTest, AnExpiredSessionIsReplacedAndTheExecutorFollow
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_FALSE(Alive(first_pid));  // the old session's executor was stopped
+}
+
+TEST_F(AgentWorkerReconcilerTest, AStoppedSandboxMeansNoExecutor) {
+  MakeSandbox("box", true);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  WaitForExecutor();
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
+  api::Object sb = *store_->Get({api::Kind::kSandbox, "default", "box"});
+  sb.sandbox_status().state = "STOPPED";
+  api::SetCondition(sb.sandbox_status().conditions,
+                    {"Ready", ConditionStatus::kFalse, "Starting", "", "", sb.metadata.generation},
+                    "t2");
+  ASSERT_TRUE(store_->UpdateStatus(sb).ok());
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("ExecutorRunning").reason, "SandboxNotRunning");
+  EXPECT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kUnknown);
+  EXPECT_EQ(Worker().agent_worker_status().executor.pid, 0);
 }
 
 TEST_F(AgentWorkerReconcilerTest, MissingWorkspaceDirectoryIsReported) {
