@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "tests/unit/api/test_objects.h"
@@ -388,6 +391,28 @@ TEST(DecodeManifestsTest, TruncatedAndHostileInputFailCleanly) {
       EXPECT_EQ(ms.status().message().find('\n'), std::string::npos) << ms.status();
     }
   }
+}
+
+}  // namespace
+}  // namespace sbx::api
+
+namespace sbx::api {
+namespace {
+
+// tests/fuzz/regressions/manifest_codec/: yaml-cpp reported documents forever on this input,
+// and decoding grew without bound. It must now fail with one clear line.
+TEST(DecodeManifestsTest, InputOnWhichTheParserMakesNoProgressFailsCleanly) {
+  const std::filesystem::path file = std::filesystem::path(SBX_SOURCE_DIR) / "tests" / "fuzz" /
+                                     "regressions" / "manifest_codec" /
+                                     "oom-parseyaml-endless-documents";
+  std::ifstream in(file, std::ios::binary);
+  ASSERT_TRUE(in) << file;
+  const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  StatusOr<std::vector<Manifest>> decoded = DecodeManifests(content, "endless.yaml");
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(decoded.status().message().find('\n'), std::string::npos);
+  EXPECT_EQ(decoded.status().message().rfind("endless.yaml:", 0), 0u) << decoded.status();
 }
 
 }  // namespace
