@@ -325,7 +325,6 @@ int main(int argc, char** argv) {
   manager.Start();
   std::atomic<bool> lost{false};
   std::jthread renewals([&](std::stop_token own) {
-    std::stop_callback forward(stop.get_token(), [&] {});
     elector.RunRenewals(own, [&] {
       lost = true;
       log::Error("lost the leader lease; stopping");
