@@ -107,18 +107,28 @@ void InstallCodexWrapper(const std::filesystem::path& bin_dir) {
     return;
   }
   std::filesystem::create_directories(bin_dir, ec);
-  std::string quoted = "'";
-  for (char c : self.string()) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  quoted += "'";
+  // The wrapper runs a copy of this binary that sits next to it in bin_dir: emulated sandboxes
+  // see bin_dir (bind-mounted at /run/sbx-emulator/bin) but get a private /tmp, so a binary
+  // built under /tmp (a CI clone, say) would be invisible to them by its own path.
+  const std::filesystem::path copy = bin_dir / "sbx-emulator";
+  std::filesystem::remove(copy, ec);
+  std::filesystem::create_hard_link(self, copy, ec);
+  if (ec) {
+    std::filesystem::copy_file(self, copy, std::filesystem::copy_options::overwrite_existing, ec);
+  }
+  if (ec) {
+    spdlog::warn("cannot copy myself to {} ({}); no stand-in codex installed", copy.string(),
+                 ec.message());
+    return;
+  }
   const std::filesystem::path target = bin_dir / "codex";
   {
     std::ofstream out(target, std::ios::trunc);
     out << "#!/bin/sh\n"
            "# sbx-emulator stand-in for codex: `codex exec-server ...` runs the stand-in "
            "executor.\n"
-           "if [ \"$1\" = exec-server ]; then shift; exec "
-        << quoted
-        << " executor \"$@\"; fi\n"
+           "if [ \"$1\" = exec-server ]; then shift; exec \"$(dirname \"$0\")/sbx-emulator\" "
+           "executor \"$@\"; fi\n"
            "if [ \"$1\" = --version ]; then echo 'codex-cli 0.171.0 (sbx-emulator stand-in)'; exit "
            "0; "
            "fi\n"
