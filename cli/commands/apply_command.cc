@@ -33,19 +33,12 @@ int RunApply(CommandContext& ctx, const ApplyCommandOptions& options) {
   if (!timeout.ok()) {
     return ctx.Fail(timeout.status());
   }
-  ManifestReadOptions read;
-  read.paths = options.files;
-  read.recursive = options.recursive;
-  if (ctx.options().namespace_given) {
-    read.namespace_override = ctx.options().namespace_;
-  }
-  const ManifestSet set = ReadManifests(read, ctx.in());
-  if (!set.errors.empty()) {
-    for (const std::string& line : set.errors) {
-      ctx.PrintError(line);
-    }
+  const std::optional<ManifestSet> read =
+      ReadCommandManifests(ctx, options.files, options.recursive);
+  if (!read) {
     return ctx.exit_code = kExitError;
   }
+  const ManifestSet& set = *read;
   if (set.manifests.empty() && !options.prune) {
     return ctx.Fail(api::InvalidArgumentError("no objects passed to apply"));
   }

@@ -19,21 +19,13 @@ int RunDelete(CommandContext& ctx, const DeleteCommandOptions& options) {
   }
   std::vector<api::ObjectKey> keys;
   if (!options.files.empty()) {
-    ManifestReadOptions read;
-    read.paths = options.files;
-    read.recursive = options.recursive;
-    read.validate = false;  // identities only: deleting must work for objects now invalid
-    if (ctx.options().namespace_given) {
-      read.namespace_override = ctx.options().namespace_;
-    }
-    const ManifestSet set = ReadManifests(read, ctx.in());
-    if (!set.errors.empty()) {
-      for (const std::string& line : set.errors) {
-        ctx.PrintError(line);
-      }
+    // Identities only (validate=false): deleting must work for objects now invalid.
+    const std::optional<ManifestSet> set =
+        ReadCommandManifests(ctx, options.files, options.recursive, /*validate=*/false);
+    if (!set) {
       return ctx.exit_code = kExitError;
     }
-    for (const api::Manifest& m : set.manifests) {
+    for (const api::Manifest& m : set->manifests) {
       keys.push_back(api::KeyOf(m.object));
     }
   } else {

@@ -28,19 +28,12 @@ int RunDiff(CommandContext& ctx, const DiffCommandOptions& options) {
   if (options.prune && options.applyset.empty()) {
     return fail(api::InvalidArgumentError("--prune requires --applyset NAME"));
   }
-  ManifestReadOptions read;
-  read.paths = options.files;
-  read.recursive = options.recursive;
-  if (ctx.options().namespace_given) {
-    read.namespace_override = ctx.options().namespace_;
-  }
-  const ManifestSet set = ReadManifests(read, ctx.in());
-  if (!set.errors.empty()) {
-    for (const std::string& line : set.errors) {
-      ctx.PrintError(line);
-    }
+  const std::optional<ManifestSet> read =
+      ReadCommandManifests(ctx, options.files, options.recursive);
+  if (!read) {
     return ctx.exit_code = kExitDiffError;
   }
+  const ManifestSet& set = *read;
   auto store = ctx.store();
   if (!store.ok()) {
     return fail(store.status());

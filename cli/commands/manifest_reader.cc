@@ -152,4 +152,24 @@ ManifestSet ReadManifests(const ManifestReadOptions& options, std::istream& stdi
   return set;
 }
 
+std::optional<ManifestSet> ReadCommandManifests(CommandContext& ctx,
+                                                const std::vector<std::string>& paths,
+                                                bool recursive, bool validate) {
+  ManifestReadOptions read;
+  read.paths = paths;
+  read.recursive = recursive;
+  read.validate = validate;
+  if (ctx.options().namespace_given) {
+    read.namespace_override = ctx.options().namespace_;
+  }
+  ManifestSet set = ReadManifests(read, ctx.in());
+  if (!set.errors.empty()) {
+    for (const std::string& line : set.errors) {
+      ctx.PrintError(line);
+    }
+    return std::nullopt;
+  }
+  return set;
+}
+
 }  // namespace sbx::cli

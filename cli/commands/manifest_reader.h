@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/codec.h"
+#include "cli/commands/command_context.h"
 
 namespace sbx::cli {
 
@@ -30,6 +31,12 @@ struct ManifestSet {
 };
 
 ManifestSet ReadManifests(const ManifestReadOptions& options, std::istream& stdin_stream);
+
+// ReadManifests for a verb's `-f`/`-R`, with the global `-n` applied. Every error is printed on
+// the command's stderr; nullopt then, and the verb exits without changing anything.
+std::optional<ManifestSet> ReadCommandManifests(CommandContext& ctx,
+                                                const std::vector<std::string>& paths,
+                                                bool recursive, bool validate = true);
 
 // "file:line" of a manifest, for messages.
 std::string Location(const api::Manifest& manifest);
