@@ -201,7 +201,9 @@ class AgentWorkerReconcilerTest : public ::testing::Test {
     return n;
   }
   bool HasEvent(const std::string& reason) {
-    for (const auto& e : *store_->ListEvents(std::nullopt)) {
+    // A named copy: a range-for over *StatusOr-temporary would dangle.
+    const std::vector<Store::Event> events = *store_->ListEvents(std::nullopt);
+    for (const auto& e : events) {
       if (e.reason == reason) {
         return true;
       }
