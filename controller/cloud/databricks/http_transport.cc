@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <mutex>
 
+#include "controller/cloud/databricks/internal/cpprest_helpers.h"
 #include "controller/cloud/databricks/wire_format.h"
 
 namespace sbx::controller::databricks {
@@ -16,31 +17,9 @@ namespace {
 
 using api::Status;
 
-// Splits "scheme://authority/path?query" into ("scheme://authority", "/path?query").
-std::pair<std::string, std::string> SplitUrl(const std::string& url) {
-  const size_t scheme_end = url.find("://");
-  const size_t path_start =
-      scheme_end == std::string::npos ? std::string::npos : url.find('/', scheme_end + 3);
-  if (path_start == std::string::npos) {
-    return {url, "/"};
-  }
-  return {url.substr(0, path_start), url.substr(path_start)};
-}
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-// cpprest's asio client reports these before it has written anything.
-bool IsConnectPhase(const web::http::http_exception& e) {
-  const std::string what = e.what();
-  const int code = e.error_code().value();
-  return code == ECONNREFUSED || code == EHOSTUNREACH || code == ENETUNREACH ||
-         what.find("Failed to connect") != std::string::npos ||
-         what.find("Error resolving address") != std::string::npos;
-}
+using internal::IsConnectPhase;
+using internal::Lower;
+using internal::SplitUrl;
 
 class CppRestTransport final : public HttpTransport {
  public:

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <mutex>
 
+#include "controller/cloud/databricks/internal/cpprest_helpers.h"
 #include "controller/cloud/databricks/wire_format.h"
 #include "controller/cloud/openai/streaming_transport.h"
 
@@ -21,29 +22,9 @@ using databricks::HttpResult;
 
 constexpr size_t kReadBuffer = 16 * 1024;
 
-std::pair<std::string, std::string> SplitUrl(const std::string& url) {
-  const size_t scheme_end = url.find("://");
-  const size_t path_start =
-      scheme_end == std::string::npos ? std::string::npos : url.find('/', scheme_end + 3);
-  if (path_start == std::string::npos) {
-    return {url, "/"};
-  }
-  return {url.substr(0, path_start), url.substr(path_start)};
-}
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-bool IsConnectPhase(const web::http::http_exception& e) {
-  const std::string what = e.what();
-  const int code = e.error_code().value();
-  return code == ECONNREFUSED || code == EHOSTUNREACH || code == ENETUNREACH ||
-         what.find("Failed to connect") != std::string::npos ||
-         what.find("Error resolving address") != std::string::npos;
-}
+using databricks::internal::IsConnectPhase;
+using databricks::internal::Lower;
+using databricks::internal::SplitUrl;
 
 bool IsTimeout(const web::http::http_exception& e) {
   return e.error_code().value() == ETIMEDOUT ||
