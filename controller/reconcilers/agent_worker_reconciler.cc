@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "api/defaults.h"
+#include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/internal/object_updates.h"
 
 namespace sbx::controller {
@@ -21,52 +22,63 @@ constexpr char kResourceSession[] = "session";
 constexpr char kMetaWorker[] = "sbx.dev/worker";
 constexpr char kMetaUid[] = "sbx.dev/uid";
 
-// Reports what the executor directory says, as key=value lines, then the log tail.
-// $1 executor dir, $2 workspace dir, $3 command, $4 boot marker.
-constexpr char kProbeScript[] = R"sh(d=$1; ws=$2; cmd=$3; marker=$4
-alive() { kill -0 "$1" 2>/dev/null && ! grep -qs '^[0-9]* (.*) Z ' "/proc/$1/stat"; }
-pid=$(cat "$d/pid" 2>/dev/null); alive=0
-if [ -n "$pid" ] && alive "$pid"; then alive=1; fi
-echo "pid=$pid"
-echo "alive=$alive"
-echo "env=$(cat "$d/env" 2>/dev/null)"
-echo "boot=$(cat "$d/boot" 2>/dev/null)"
-echo "current_boot=$(cat "$marker" 2>/dev/null)"
-if [ -d "$ws" ]; then echo "workspace=1"; else echo "workspace=0"; fi
-if command -v "$cmd" >/dev/null 2>&1; then echo "command=1"; else echo "command=0"; fi
-echo "---log---"
-tail -c 4000 "$d/log" 2>/dev/null
-exit 0
+// The two exec-sync scripts below report in the same form, key=value lines then the log tail:
+//   action=probed|running|launched|missing  pid=  alive=0|1  env=  boot=  current_boot=
+//   workspace=0|1  command=0|1  ---log---  <tail of the executor log>
+// `env` and `boot` are what the last launch recorded (environment id, boot id); `current_boot` is
+// the marker of the running boot.
+constexpr char kReportSh[] =
+    R"sh(alive() { kill -0 "$1" 2>/dev/null && ! grep -qs '^[0-9]* (.*) Z ' "/proc/$1/stat"; }
+report() {
+  pid=$(cat "$d/pid" 2>/dev/null); a=0
+  if [ -n "$pid" ] && alive "$pid"; then a=1; fi
+  echo "action=$1"
+  echo "pid=$pid"
+  echo "alive=$a"
+  echo "env=$(cat "$d/env" 2>/dev/null)"
+  echo "boot=$(cat "$d/boot" 2>/dev/null)"
+  echo "current_boot=$(cat "$m" 2>/dev/null)"
+  if [ -d "$ws" ]; then echo "workspace=1"; else echo "workspace=0"; fi
+  if command -v "$cmd" >/dev/null 2>&1; then echo "command=1"; else echo "command=0"; fi
+  echo "---log---"
+  tail -c 4000 "$d/log" 2>/dev/null
+  exit 0
+}
 )sh";
 
-// Launches the executor detached and idempotently. The key arrives as CODEX_API_KEY in the
-// exec-sync envs (inherited by the executor, never in any argv); the remote URL and environment
-// id as SBX_REMOTE_URL / SBX_ENVIRONMENT_ID. A live executor of this boot for another
-// environment (an old session) is stopped first. flock keeps a racing second launch out.
-// $1 executor dir, $2 workspace dir, $3 boot marker, $4 command, $5… extra args.
-constexpr char kLaunchScript[] = R"sh(d=$1; ws=$2; marker=$3; cmd=$4; shift 4
-alive() { kill -0 "$1" 2>/dev/null && ! grep -qs '^[0-9]* (.*) Z ' "/proc/$1/stat"; }
-mkdir -p "$d" || exit 2
-boot=$(cat "$marker" 2>/dev/null)
+// Looks only. $1 executor dir, $2 workspace dir, $3 command, $4 boot marker.
+constexpr char kProbeScript[] = R"sh(d=$1; ws=$2; cmd=$3; m=$4
+report probed
+)sh";
+
+// Launches the executor detached, unless ours already runs; idempotent, so it needs no probe
+// first. The key arrives as CODEX_API_KEY in the exec-sync envs (inherited by the executor, never
+// in any argv); the remote URL and environment id as SBX_REMOTE_URL / SBX_ENVIRONMENT_ID. A live
+// executor of this boot for another environment (an old session) is stopped first. Nothing is
+// launched when the workspace dir or the command is missing (action=missing). flock keeps a
+// racing second launch out. $1 executor dir, $2 workspace dir, $3 boot marker, $4 command, $5…
+// extra args.
+constexpr char kLaunchArgsSh[] = "d=$1; ws=$2; m=$3; cmd=$4; shift 4\n";
+constexpr char kLaunchScript[] = R"sh(mkdir -p "$d" || exit 2
+boot=$(cat "$m" 2>/dev/null)
 pid=$(cat "$d/pid" 2>/dev/null)
 if [ -n "$pid" ] && [ "$(cat "$d/boot" 2>/dev/null)" = "$boot" ] && alive "$pid"; then
-  if [ "$(cat "$d/env" 2>/dev/null)" = "$SBX_ENVIRONMENT_ID" ]; then echo "already running"; exit 0; fi
+  if [ "$(cat "$d/env" 2>/dev/null)" = "$SBX_ENVIRONMENT_ID" ]; then report running; fi
   kill "$pid" 2>/dev/null
   for _ in 1 2 3 4 5 6 7 8 9 10; do alive "$pid" || break; sleep 0.2; done
 fi
+if [ ! -d "$ws" ] || ! command -v "$cmd" >/dev/null 2>&1; then report missing; fi
 if [ -f "$d/log" ]; then mv -f "$d/log" "$d/log.1"; fi
 rm -f "$d/pid"
 printf '%s\n' "$SBX_ENVIRONMENT_ID" > "$d/env"
 printf '%s\n' "$boot" > "$d/boot"
-if ! cd "$ws" 2>/dev/null; then
-  echo "sbx: workspace directory $ws does not exist" > "$d/log"; exit 3
-fi
+cd "$ws" || report missing
 setsid nohup /bin/bash -c 'exec 9>"$0/lock"; flock -n 9 || exit 0; echo $$ > "$0/pid"; exec "$@"' \
   "$d" "$cmd" exec-server --remote "$SBX_REMOTE_URL" --environment-id "$SBX_ENVIRONMENT_ID" "$@" \
   >> "$d/log" 2>&1 < /dev/null &
 # "launched" means the pid is on disk: a probe right after must not take the gap for an exit.
 for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do [ -s "$d/pid" ] && break; sleep 0.1; done
-echo "launched"
+report launched
 )sh";
 
 // $1 executor dir, $2 boot marker.
@@ -160,8 +172,9 @@ std::string DiagnoseExecutorLog(const std::string& log_tail) {
   return "";
 }
 
-// The exec-sync probe's answer.
+// What the probe or launch script reported (see kReportSh).
 struct AgentWorkerReconciler::Probe {
+  std::string action;  // probed, running, launched, missing
   bool alive = false;
   int64_t pid = 0;
   std::string env;
@@ -286,6 +299,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
     if (t.sandbox.sandbox_status().state != "RUNNING") {
       // No process survives a stop: whatever ran there is gone until the next launch.
       t.status().executor.pid = 0;
+      t.memory.verify_pending = false;
       Set(t, "ExecutorRunning", ConditionStatus::kFalse, "SandboxNotRunning", message);
       Set(t, "ExecutorConnected", ConditionStatus::kUnknown, "SandboxNotRunning", message);
     }
@@ -296,29 +310,22 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   ASSIGN_OR_RETURN(t.sandboxes, clouds_.Sandboxes(t.object.metadata.namespace_, workspace_ref));
   ASSIGN_OR_RETURN(t.agents, clouds_.Agents(t.object.metadata.namespace_, workspace_ref));
 
-  // 2. The session.
+  // 2. The session (checked whenever the executor is in question).
   const Clock::SteadyTime now = clock_.Steady();
   const std::string& boot = t.sandbox.sandbox_status().boot_id;
-  const bool probe_due = t.status().executor.pid == 0 || t.memory.verify_pending ||
-                         t.memory.probed_boot != boot ||
-                         now - t.memory.last_probe >= options_.probe_interval;
-  ASSIGN_OR_RETURN(bool new_session, EnsureSession(t, probe_due));
+  const bool executor_in_question =
+      t.status().executor.pid == 0 || t.memory.verify_pending || t.memory.probed_boot != boot;
+  ASSIGN_OR_RETURN(bool new_session, EnsureSession(t, executor_in_question));
   Set(t, "SessionReady", ConditionStatus::kTrue, "SessionReady", "");
 
-  // 3. The executor.
-  if (probe_due || new_session) {
-    ASSIGN_OR_RETURN(Probe probe, ProbeExecutor(t));
-    t.memory.last_probe = now;
-    t.memory.probed_boot = boot;
-    if (!probe.Running(t.status().environment_id)) {
-      return HandleDeadExecutor(t, probe);
-    }
-    t.memory.verify_pending = false;
-    t.status().executor.pid = probe.pid;
-    Set(t, "ExecutorRunning", ConditionStatus::kTrue, "Running", "");
+  // 3. The executor, when nothing of ours can be running: a new session, or none launched since
+  // the sandbox last (re)started. Launch at once; the launch script is idempotent and reports
+  // what it found, so a probe first would only cost an exec-sync.
+  if (new_session || (t.status().executor.pid == 0 && !t.memory.verify_pending)) {
+    return Launch(t, /*relaunch=*/!t.status().executor.launched_at.empty());
   }
 
-  // 4. The connection.
+  // 4. The connection, from the cheap OpenAI status.
   ASSIGN_OR_RETURN(openai::Environment env,
                    t.agents->GetEnvironment(t.status().environment_id, t.stop));
   t.memory.last_status = now;
@@ -336,7 +343,30 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
     return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
   }
   const bool connected = env.status == openai::EnvironmentStatus::kConnected;
+  if (!connected && t.memory.verify_pending && now - t.memory.launched < options_.connect_grace) {
+    // Just launched: give it time to connect before looking inside the sandbox.
+    return ReconcileResult::RequeueAfter(options_.verify_after_launch);
+  }
+
+  // 5. The probe inside the sandbox: when the connection is in doubt, after a new boot, and on
+  // the probe cadence. A connected executor needs no probe to be believed.
+  const bool probe_due = (t.memory.verify_pending && !connected) || t.memory.probed_boot != boot ||
+                         now - t.memory.last_probe >= options_.probe_interval;
+  if (probe_due) {
+    ASSIGN_OR_RETURN(Probe probe, ProbeExecutor(t));
+    t.memory.last_probe = now;
+    t.memory.probed_boot = boot;
+    if (!probe.Running(t.status().environment_id)) {
+      return HandleDeadExecutor(t, probe);
+    }
+    t.status().executor.pid = probe.pid;
+  }
+  if (connected && t.status().executor.pid == 0) {
+    t.status().executor.pid = t.memory.launched_pid;  // the connection vouches for the launch
+  }
+  Set(t, "ExecutorRunning", ConditionStatus::kTrue, "Running", "");
   if (connected) {
+    t.memory.verify_pending = false;
     Set(t, "ExecutorConnected", ConditionStatus::kTrue, "Connected", "");
     Set(t, "Ready", ConditionStatus::kTrue, "Ready", "executor connected");
     return ReconcileResult::RequeueAfter(options_.status_interval);
@@ -346,10 +376,9 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
       "environment " + env.id + " is " + env.status_raw);
   Set(t, "Ready", ConditionStatus::kFalse, "ExecutorNotConnected",
       "environment " + env.id + " is " + env.status_raw);
-  // Disconnected for a while: look at the executor itself on the next pass.
-  if (env.status == openai::EnvironmentStatus::kDisconnected) {
-    t.memory.verify_pending = true;
-  }
+  // Running but not connected: the probe has vouched for the process; look at it again only if
+  // the environment reports a disconnect.
+  t.memory.verify_pending = env.status == openai::EnvironmentStatus::kDisconnected;
   return ReconcileResult::RequeueAfter(options_.connect_poll);
 }
 
@@ -487,7 +516,7 @@ StatusOr<AgentWorkerReconciler::Probe> AgentWorkerReconciler::ProbeExecutor(Targ
   databricks::ExecRequest request;
   request.cmd = "/bin/bash";
   request.args = {"-c",
-                  kProbeScript,
+                  std::string(kReportSh) + kProbeScript,
                   "sbx-probe",
                   ExecutorDir(t),
                   t.spec().workspace_directory,
@@ -500,12 +529,16 @@ StatusOr<AgentWorkerReconciler::Probe> AgentWorkerReconciler::ProbeExecutor(Targ
     return api::UnavailableError("executor probe in sandbox " + t.sandbox_id() +
                                  " failed: " + LastLine(r.stderr_text));
   }
+  return ParseReport(r.stdout_text);
+}
+
+AgentWorkerReconciler::Probe AgentWorkerReconciler::ParseReport(const std::string& out) {
   Probe p;
   const std::string marker = "---log---\n";
-  const size_t log_at = r.stdout_text.find(marker);
-  std::istringstream in(r.stdout_text.substr(0, log_at));
+  const size_t log_at = out.find(marker);
+  std::istringstream in(out.substr(0, log_at));
   if (log_at != std::string::npos) {
-    p.log_tail = r.stdout_text.substr(log_at + marker.size());
+    p.log_tail = out.substr(log_at + marker.size());
   }
   std::string line;
   while (std::getline(in, line)) {
@@ -515,7 +548,9 @@ StatusOr<AgentWorkerReconciler::Probe> AgentWorkerReconciler::ProbeExecutor(Targ
     }
     const std::string k = line.substr(0, eq);
     const std::string v = line.substr(eq + 1);
-    if (k == "pid") {
+    if (k == "action") {
+      p.action = v;
+    } else if (k == "pid") {
       p.pid = std::atoll(v.c_str());
     } else if (k == "alive") {
       p.alive = v == "1";
@@ -534,31 +569,36 @@ StatusOr<AgentWorkerReconciler::Probe> AgentWorkerReconciler::ProbeExecutor(Targ
   return p;
 }
 
+// The workspace dir or the command is missing: nothing can be launched until the user fixes it.
+StatusOr<ReconcileResult> AgentWorkerReconciler::ReportMissing(Target& t, const Probe& probe) {
+  std::string reason, message;
+  if (!probe.workspace_exists) {
+    reason = "WorkspaceDirectoryMissing";
+    message = "workspace directory " + t.spec().workspace_directory +
+              " does not exist in sandbox " + t.sandbox_id() + "; create it in the Sandbox's setup";
+  } else {
+    reason = "ExecutorNotFound";
+    message = "command \"" + t.spec().executor.command + "\" not found on PATH in sandbox " +
+              t.sandbox_id() + " (install @openai/codex under /home/sandbox-agent)";
+  }
+  t.status().executor.pid = 0;
+  Set(t, "ExecutorRunning", ConditionStatus::kFalse, reason, message);
+  Set(t, "ExecutorConnected", ConditionStatus::kFalse, "ExecutorNotRunning", "");
+  Set(t, "Ready", ConditionStatus::kFalse, reason, message);
+  t.memory.verify_pending = true;
+  t.memory.launched = Clock::SteadyTime{};  // nothing launched: the next pass probes
+  return ReconcileResult::RequeueAfter(std::chrono::seconds(30));
+}
+
 StatusOr<ReconcileResult> AgentWorkerReconciler::HandleDeadExecutor(Target& t, const Probe& probe) {
-  const std::chrono::milliseconds recheck{std::chrono::seconds(30)};
   api::ExecutorStatus& executor = t.status().executor;
   // A probe saw it alive after its launch: it ran, then died (killed, crashed later) — not an
   // exit on start, so no crash-loop delay unless its log names an auth failure.
   const bool ran = executor.pid != 0;
   executor.pid = 0;
   Set(t, "ExecutorConnected", ConditionStatus::kFalse, "ExecutorNotRunning", "");
-  if (!probe.workspace_exists) {
-    const std::string message = "workspace directory " + t.spec().workspace_directory +
-                                " does not exist in sandbox " + t.sandbox_id() +
-                                "; create it in the Sandbox's setup";
-    Set(t, "ExecutorRunning", ConditionStatus::kFalse, "WorkspaceDirectoryMissing", message);
-    Set(t, "Ready", ConditionStatus::kFalse, "WorkspaceDirectoryMissing", message);
-    t.memory.verify_pending = true;
-    return ReconcileResult::RequeueAfter(recheck);
-  }
-  if (!probe.command_found) {
-    const std::string message = "command \"" + t.spec().executor.command +
-                                "\" not found on PATH in sandbox " + t.sandbox_id() +
-                                " (install @openai/codex under /home/sandbox-agent)";
-    Set(t, "ExecutorRunning", ConditionStatus::kFalse, "ExecutorNotFound", message);
-    Set(t, "Ready", ConditionStatus::kFalse, "ExecutorNotFound", message);
-    t.memory.verify_pending = true;
-    return ReconcileResult::RequeueAfter(recheck);
+  if (!probe.workspace_exists || !probe.command_found) {
+    return ReportMissing(t, probe);
   }
 
   const Clock::SteadyTime now = clock_.Steady();
@@ -595,35 +635,26 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::HandleDeadExecutor(Target& t, c
     return ReconcileResult::RequeueAfter(
         std::chrono::duration_cast<std::chrono::milliseconds>(t.memory.next_launch_allowed - now));
   }
-
-  RETURN_IF_ERROR(LaunchExecutor(t));
-  if (probe.LaunchedThisBoot(t.status().environment_id) || !executor.launched_at.empty()) {
-    ++executor.restarts;
-  }
-  executor.launched_at = FormatRfc3339(clock_.Now());
-  t.memory.verify_pending = true;
-  t.memory.diagnosed = false;
-  events_.Normal(t.key(), "ExecutorLaunched",
-                 "launched " + t.spec().executor.command + " exec-server in sandbox " +
-                     t.sandbox_id() + " for environment " + t.status().environment_id);
-  Set(t, "ExecutorRunning", ConditionStatus::kUnknown, "Launching", "executor launched");
-  Set(t, "Ready", ConditionStatus::kFalse, "Launching", "executor launched");
-  return ReconcileResult::RequeueAfter(options_.verify_after_launch);
+  return Launch(t,
+                probe.LaunchedThisBoot(t.status().environment_id) || !executor.launched_at.empty());
 }
 
-Status AgentWorkerReconciler::LaunchExecutor(Target& t) {
+// Runs the launch script and records what it did. `relaunch`: an executor was launched before
+// (this counts as a restart).
+StatusOr<ReconcileResult> AgentWorkerReconciler::Launch(Target& t, bool relaunch) {
   ASSIGN_OR_RETURN(t.executor_key, clouds_.ExecutorKey(t.spec().executor.api_key_from,
                                                        "AgentWorker " + t.object.metadata.name +
                                                            " spec.executor.apiKeyFrom"));
   databricks::ExecRequest request;
   request.cmd = "/bin/bash";
-  request.args = {"-c",
-                  kLaunchScript,
-                  "sbx-launch",
-                  ExecutorDir(t),
-                  t.spec().workspace_directory,
-                  options_.boot_marker,
-                  t.spec().executor.command};
+  request.args = {
+      "-c",
+      std::string(kReportSh) + kLaunchArgsSh + internal::kEnsureBootMarkerSh + kLaunchScript,
+      "sbx-launch",
+      ExecutorDir(t),
+      t.spec().workspace_directory,
+      options_.boot_marker,
+      t.spec().executor.command};
   request.args.insert(request.args.end(), t.spec().executor.args.begin(),
                       t.spec().executor.args.end());
   // The only secret that enters the sandbox, and only through envs.
@@ -639,7 +670,34 @@ Status AgentWorkerReconciler::LaunchExecutor(Target& t) {
         std::to_string(r.exit_code.value_or(-1)) +
         "): " + Scrub(LastLine(r.stderr_text + "\n" + r.stdout_text), t.executor_key));
   }
-  return api::OkStatus();
+  const Probe report = ParseReport(r.stdout_text);
+  const Clock::SteadyTime now = clock_.Steady();
+  t.memory.last_probe = now;
+  t.memory.probed_boot = t.sandbox.sandbox_status().boot_id;
+  if (report.action == "missing") {
+    return ReportMissing(t, report);
+  }
+  api::ExecutorStatus& executor = t.status().executor;
+  t.memory.verify_pending = true;
+  t.memory.launched = now;
+  t.memory.launched_pid = report.pid;
+  if (report.action == "running") {
+    // Ours already runs for this environment (launched by a pass whose status write was lost).
+    executor.pid = report.pid;
+    Set(t, "ExecutorRunning", ConditionStatus::kTrue, "Running", "");
+    return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
+  }
+  if (relaunch) {
+    ++executor.restarts;
+  }
+  executor.launched_at = FormatRfc3339(clock_.Now());
+  t.memory.diagnosed = false;
+  events_.Normal(t.key(), "ExecutorLaunched",
+                 "launched " + t.spec().executor.command + " exec-server in sandbox " +
+                     t.sandbox_id() + " for environment " + t.status().environment_id);
+  Set(t, "ExecutorRunning", ConditionStatus::kUnknown, "Launching", "executor launched");
+  Set(t, "Ready", ConditionStatus::kFalse, "Launching", "executor launched");
+  return ReconcileResult::RequeueAfter(options_.verify_after_launch);
 }
 
 StatusOr<ReconcileResult> AgentWorkerReconciler::Finalize(Target& t) {

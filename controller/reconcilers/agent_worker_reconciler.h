@@ -8,17 +8,22 @@
 //   2. the session: created once (self_hosted, spec.workspaceDirectory) behind an inventory
 //      intent, adopted by its metadata after a crash, re-created when it is gone or failed
 //      (SessionReady);
-//   3. the executor: one exec-sync probe script reports whether the pid in
-//      /home/sandbox-agent/.sbx/<worker>/pid is alive for this environment and this boot, whether
-//      the workspace directory and the command exist, and the log tail; a dead executor is
-//      launched again, detached (setsid nohup) and idempotent (flock), with CODEX_API_KEY only
-//      in the exec-sync envs — never argv, never logged (ExecutorRunning); an executor that
-//      exited is diagnosed from its log into IPNotAuthorized, MissingScope,
-//      WorkspaceDirectoryMissing, ExecutorNotFound or ExecutorExitedOnStart, with a
-//      CrashLoopBackOff-style delay (long for auth reasons) instead of a hot loop;
-//   4. the connection: GET /agents/environments/{id} (ExecutorConnected), every
-//      `status_interval`; the exec-sync probe runs every `probe_interval`, right after a launch,
-//      and at once when the sandbox booted again (its status.bootId changed).
+//   3. the executor, when nothing of ours can run (a new session, or the sandbox started since the
+//      last launch): one exec-sync of the launch script, which launches `codex exec-server`
+//      detached (setsid nohup) and idempotently (flock) unless ours already runs, with
+//      CODEX_API_KEY only in the exec-sync envs — never argv, never logged — and reports like the
+//      probe; no probe comes first;
+//   4. the connection: GET /agents/environments/{id} (ExecutorConnected) every `status_interval`,
+//      and every `verify_after_launch` after a launch until connected;
+//   5. the probe, one exec-sync reporting whether the pid in /home/sandbox-agent/.sbx/<worker>/pid
+//      is alive for this environment and this boot, whether the workspace directory and the
+//      command exist, and the log tail: when a launched executor is not connected within
+//      `connect_grace`, when the environment reports a disconnect, when the sandbox booted again
+//      (status.bootId changed), and every `probe_interval`. An executor that exited is diagnosed
+//      from its log into IPNotAuthorized, MissingScope, WorkspaceDirectoryMissing,
+//      ExecutorNotFound or ExecutorExitedOnStart, with a CrashLoopBackOff-style delay (long for
+//      auth reasons) instead of a hot loop, then launched again.
+// In the common case a worker costs one exec-sync (the launch) to become Ready.
 // Deletion deletes the session, stops the executor and deletes the owned Sandbox object.
 //
 // Thread-safety: Reconcile may run concurrently for different keys. Collaborators must outlive
@@ -26,6 +31,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <stop_token>
@@ -37,6 +43,7 @@
 #include "controller/engine/dependency_index.h"
 #include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
+#include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
@@ -44,15 +51,20 @@ namespace sbx::controller {
 struct AgentWorkerReconcilerOptions {
   std::chrono::milliseconds status_interval{std::chrono::seconds(30)};
   std::chrono::milliseconds probe_interval{std::chrono::minutes(5)};
-  // After a launch: probe again this soon to catch an executor that exits on start.
-  std::chrono::milliseconds verify_after_launch{std::chrono::seconds(3)};
+  // After a launch: look at the environment this often until it is connected ...
+  std::chrono::milliseconds verify_after_launch{std::chrono::seconds(1)};
+  // ... or until this long has passed; then probe the executor inside the sandbox (an executor
+  // that exits on start is diagnosed then). A connected executor needs no probe.
+  std::chrono::milliseconds connect_grace{std::chrono::seconds(5)};
   // While launched but not yet connected: look at the environment this often.
   std::chrono::milliseconds connect_poll{std::chrono::seconds(5)};
   // Crash-loop backoff: base·2^(restarts-1), capped; auth failures wait auth_backoff.
   std::chrono::milliseconds crash_backoff_base{std::chrono::seconds(10)};
   std::chrono::milliseconds crash_backoff_cap{std::chrono::minutes(5)};
   std::chrono::milliseconds auth_backoff{std::chrono::minutes(10)};
-  std::string boot_marker = "/tmp/.sbx-boot-id";  // written by the Sandbox reconciler
+  // Marker file of the current boot (see internal/boot_marker.h); the launch script writes it
+  // when the Sandbox reconciler had no setup to run and so never did.
+  std::string boot_marker = internal::kDefaultBootMarker;
 };
 
 // What the executor's log says went wrong; "" when it says nothing we recognise.
@@ -76,8 +88,10 @@ class AgentWorkerReconciler final : public Reconciler {
     Clock::SteadyTime last_status{};
     std::string probed_boot;
     Clock::SteadyTime next_launch_allowed{};
-    bool verify_pending = false;  // probe on the next pass (after a launch, a disconnect, …)
-    bool diagnosed = false;       // the last launch's exit has been diagnosed and backed off
+    Clock::SteadyTime launched{};  // the last launch
+    int64_t launched_pid = 0;      // its pid, believed once the environment is connected
+    bool verify_pending = false;   // check on the next pass (after a launch, a disconnect, …)
+    bool diagnosed = false;        // the last launch's exit has been diagnosed and backed off
   };
 
   api::StatusOr<ReconcileResult> Converge(Target& t);
@@ -85,8 +99,10 @@ class AgentWorkerReconciler final : public Reconciler {
   api::StatusOr<api::ObjectKey> EnsureSandboxObject(Target& t);
   api::StatusOr<bool> EnsureSession(Target& t, bool verify);
   api::StatusOr<Probe> ProbeExecutor(Target& t);
-  api::Status LaunchExecutor(Target& t);
+  static Probe ParseReport(const std::string& script_output);
+  api::StatusOr<ReconcileResult> Launch(Target& t, bool relaunch);
   api::StatusOr<ReconcileResult> HandleDeadExecutor(Target& t, const Probe& probe);
+  api::StatusOr<ReconcileResult> ReportMissing(Target& t, const Probe& probe);
 
   void Set(Target& t, const char* type, api::ConditionStatus status, std::string reason,
            std::string message);

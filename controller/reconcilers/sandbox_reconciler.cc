@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "controller/engine/classify_error.h"
+#include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/internal/object_updates.h"
 
 namespace sbx::controller {
@@ -172,12 +173,20 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
   return ReconcileResult::RequeueAfter(options_.transition_requeue);
 }
 
-// The cache answers in steady state; a GET only when it does not know, and always before a
-// create (a create is expensive and must not act on a stale "absent").
+// The cache answers in steady state; a GET only when it does not know. A sandbox that inventory
+// has never recorded is not looked up at all: the create itself is the existence check (409 →
+// AlreadyExists, exactly what a GET finding a sandbox that is not ours would report), so a new
+// Sandbox costs one call, not two. With an inventory row (ours, maybe created by a crashed pass)
+// a GET comes first: it is cheaper than a create answered 409 plus a GET.
 StatusOr<std::optional<databricks::Sandbox>> SandboxReconciler::Observe(Target& t) {
   SandboxCache::Lookup cached = cache_.Get(t.workspace, t.sandbox_id);
   if (cached.knowledge == SandboxCache::Knowledge::kPresent) {
     return std::optional<databricks::Sandbox>(cached.sandbox);
+  }
+  ASSIGN_OR_RETURN(std::optional<Store::InventoryRecord> record,
+                   store_.GetInventory(t.workspace, kResourceSandbox, t.sandbox_id));
+  if (!record) {
+    return std::optional<databricks::Sandbox>();
   }
   StatusOr<databricks::Sandbox> got = t.api->Get(t.sandbox_id, t.stop);
   if (got.status().code() == StatusCode::kNotFound) {
@@ -322,18 +331,18 @@ Status SandboxReconciler::PatchDrift(Target& t, const databricks::Sandbox& live)
 }
 
 // After every boot: learn the boot id from a marker outside the home directory (a stop wipes
-// it), then run spec.setup in order, skipping steps that already succeeded in this boot.
+// it), then run spec.setup in order, skipping steps that already succeeded in this boot. Without
+// setup steps there is nothing to run per boot, so no exec-sync at all: the AgentWorker's launch
+// script writes the marker itself, and status.bootId stays empty.
 StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databricks::Sandbox& live) {
   const bool maybe_rebooted = t.before().state != "RUNNING" ||
                               t.before().create_time != live.create_time ||
                               t.status().boot_id.empty();
-  if (maybe_rebooted) {
+  if (maybe_rebooted && !t.spec().setup.empty()) {
     databricks::ExecRequest probe;
     probe.cmd = "/bin/bash";
-    probe.args = {"-c",
-                  "m=" + options_.boot_marker +
-                      "; if [ ! -s \"$m\" ]; then (cat /proc/sys/kernel/random/uuid 2>/dev/null "
-                      "|| date +%s%N) > \"$m.tmp\" && mv \"$m.tmp\" \"$m\"; fi; cat \"$m\""};
+    probe.args = {"-c", std::string("m=$1\n") + internal::kEnsureBootMarkerSh + "cat \"$m\"",
+                  "sbx-boot", options_.boot_marker};
     probe.execution_timeout = std::chrono::seconds(30);
     ASSIGN_OR_RETURN(databricks::ExecResult r, t.api->ExecSync(t.sandbox_id, probe, t.stop));
     if (r.status != databricks::ExecStatus::kCompleted || r.exit_code != 0) {

@@ -27,6 +27,7 @@
 #include "controller/engine/clock.h"
 #include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
+#include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/sandbox_cache.h"
 #include "controller/store/store.h"
 
@@ -37,7 +38,7 @@ struct SandboxReconcilerOptions {
   // sweeper's fast sweep usually enqueues it sooner, with one LIST for the whole workspace.
   std::chrono::milliseconds transition_requeue{10'000};
   // Marker file of the current boot; outside /home/sandbox-agent, so a stop wipes it.
-  std::string boot_marker = "/tmp/.sbx-boot-id";
+  std::string boot_marker = internal::kDefaultBootMarker;
 };
 
 class SandboxReconciler final : public Reconciler {

@@ -437,9 +437,12 @@ TEST_F(SbxdTest, StartsASandboxStoppedBehindItsBack) {
 //    Warning event.
 TEST_F(SbxdTest, RecreatesASandboxDeletedExternally) {
   ASSERT_NE(StartSbxd(), nullptr);
-  Apply(SandboxManifest("eps", "Eps"));
+  SandboxManifest eps("eps", "Eps");
+  eps.setup = "true";  // with a setup step the boot id is tracked: it tells the new sandbox apart
+  Apply(eps);
   ASSERT_TRUE(WaitRunningAndReady("eps")) << last_.dump(2);
   const std::string first_boot = last_["status"].value("bootId", "");
+  ASSERT_FALSE(first_boot.empty());
   const int64_t creates_before = Counter("databricks.create");
 
   HttpResult del = emu_->Call("DELETE", "/api/2.0/sandboxes/" + SandboxId("eps"));

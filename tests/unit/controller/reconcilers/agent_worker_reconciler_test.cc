@@ -226,6 +226,11 @@ class AgentWorkerReconcilerTest : public ::testing::Test {
     }
   }
   std::string EnvironmentId() { return Worker().agent_worker_status().environment_id; }
+  // Reconciles once the executor had its time to connect (then a probe looks inside).
+  api::StatusOr<ReconcileResult> ReconcileAfterConnectGrace(const std::string& name = "w") {
+    clock_.Advance(AgentWorkerReconcilerOptions{}.connect_grace + 1s);
+    return Reconcile(name);
+  }
 
   fs::path root_;
   std::string workspace_dir_;
@@ -268,7 +273,16 @@ TEST_F(AgentWorkerReconcilerTest, CreatesSessionLaunchesExecutorAndBecomesReadyW
   }
   EXPECT_NE(log.find(expected), std::string::npos) << log;
 
-  ASSERT_TRUE(Reconcile().ok());  // verifies the launch
+  // Not connected yet: within the connect grace only the (cheap) environment is polled.
+  auto polled = Reconcile();
+  ASSERT_TRUE(polled.ok());
+  EXPECT_EQ(polled->after, 1s);
+  EXPECT_EQ(clouds_.api().execs().size(), 1u);
+  EXPECT_EQ(Cond("ExecutorRunning").reason, "Launching");
+
+  // Still not connected after the grace: the probe looks inside the sandbox.
+  ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
+  EXPECT_EQ(clouds_.api().execs().size(), 2u);
   EXPECT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
   EXPECT_EQ(Cond("ExecutorConnected").reason, "Pending");
   EXPECT_EQ(Cond("Ready").status, ConditionStatus::kFalse);
@@ -316,7 +330,7 @@ TEST_F(AgentWorkerReconcilerTest, MissingScopeIsDiagnosedAndBacksOffInsteadOfHot
   ASSERT_TRUE(Reconcile().ok());
   ASSERT_EQ(Launches(), 1);
   WaitForExit();
-  auto r = Reconcile();
+  auto r = ReconcileAfterConnectGrace();
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(Cond("ExecutorRunning").reason, "MissingScope");
   EXPECT_EQ(Cond("Ready").reason, "MissingScope");
@@ -358,7 +372,7 @@ TEST_F(AgentWorkerReconcilerTest, RelaunchesAfterTheSandboxBootedAgain) {
   ApplyWorker();
   ASSERT_TRUE(Reconcile().ok());
   WaitForExecutor();
-  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
   ASSERT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
 
   // A stop kills every process and wipes /tmp; the start is a new boot.
@@ -382,7 +396,7 @@ TEST_F(AgentWorkerReconcilerTest, AnExecutorThatRanAndDiedIsRelaunchedAtOnce) {
   ApplyWorker();
   ASSERT_TRUE(Reconcile().ok());
   WaitForExecutor();
-  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
   ASSERT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
 
   const int pid = sandbox_->ExecutorPid("w");
@@ -403,7 +417,7 @@ TEST_F(AgentWorkerReconcilerTest, AnExpiredSessionIsReplacedAndTheExecutorFollow
   ApplyWorker();
   ASSERT_TRUE(Reconcile().ok());
   WaitForExecutor();
-  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
   const std::string first_env = EnvironmentId();
   const int first_pid = sandbox_->ExecutorPid("w");
   clouds_.agents().SetEnvironmentStatus(first_env, openai::EnvironmentStatus::kExpired);
@@ -426,7 +440,7 @@ TEST_F(AgentWorkerReconcilerTest, AStoppedSandboxMeansNoExecutor) {
   ApplyWorker();
   ASSERT_TRUE(Reconcile().ok());
   WaitForExecutor();
-  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
   ASSERT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
   api::Object sb = *store_->Get({api::Kind::kSandbox, "default", "box"});
   sb.sandbox_status().state = "STOPPED";
@@ -445,7 +459,53 @@ TEST_F(AgentWorkerReconcilerTest, MissingWorkspaceDirectoryIsReported) {
   ApplyWorker([&](api::AgentWorkerSpec& s) { s.workspace_directory = workspace_dir_ + "/nope"; });
   ASSERT_TRUE(Reconcile().ok());
   EXPECT_EQ(Cond("ExecutorRunning").reason, "WorkspaceDirectoryMissing");
-  EXPECT_EQ(Launches(), 0);
+  EXPECT_EQ(Cond("Ready").reason, "WorkspaceDirectoryMissing");
+  EXPECT_NE(Cond("Ready").message.find("/nope does not exist"), std::string::npos);
+  EXPECT_EQ(Launches(), 1);  // the launch script looked, and launched nothing
+  EXPECT_FALSE(fs::exists(sandbox_->executor_dir("w") / "pid"));
+  EXPECT_FALSE(fs::exists(sandbox_->executor_dir("w") / "log"));
+}
+
+TEST_F(AgentWorkerReconcilerTest, MissingCommandIsReported) {
+  MakeSandbox("box", true);
+  ApplyWorker([&](api::AgentWorkerSpec& s) { s.executor.command = "no-such-codex"; });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("ExecutorRunning").reason, "ExecutorNotFound");
+  EXPECT_NE(Cond("Ready").message.find("no-such-codex"), std::string::npos);
+  EXPECT_FALSE(fs::exists(sandbox_->executor_dir("w") / "pid"));
+}
+
+// The common case costs one exec-sync: the launch. The connection is seen through the OpenAI
+// environment status, so no probe runs inside the sandbox to verify it.
+TEST_F(AgentWorkerReconcilerTest, AConnectedExecutorNeedsNoProbe) {
+  MakeSandbox("box", true);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  WaitForExecutor();
+  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
+  clock_.Advance(1s);
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Worker().agent_worker_status().executor.pid, sandbox_->ExecutorPid("w"));
+  EXPECT_EQ(clouds_.api().execs().size(), 1u);
+  EXPECT_EQ(Launches(), 1);
+}
+
+// Without setup steps the Sandbox reconciler writes no boot marker; the launch script does, so
+// the executor is still tied to this boot (and the next probe finds it Running, not a stranger).
+TEST_F(AgentWorkerReconcilerTest, TheLaunchWritesAMissingBootMarker) {
+  fs::remove(sandbox_->boot_marker());
+  MakeSandbox("box", true, /*boot=*/"");
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  WaitForExecutor();
+  const std::string boot = Slurp(sandbox_->boot_marker());
+  ASSERT_FALSE(boot.empty());
+  EXPECT_EQ(Slurp(sandbox_->executor_dir("w") / "boot"), boot);
+  ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
+  EXPECT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Launches(), 1);
 }
 
 TEST_F(AgentWorkerReconcilerTest, AdoptsTheSessionACrashedCreateLeftBehind) {

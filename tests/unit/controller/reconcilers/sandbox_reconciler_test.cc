@@ -108,6 +108,20 @@ TEST_F(SandboxReconcilerTest, CreatesOnceRecordingIntentThenLive) {
   EXPECT_EQ(clouds_.api().Calls("create"), 1);
 }
 
+// The API floor for a Sandbox without setup: one create, nothing else (the LIST sweep observes
+// RUNNING for a whole page at a time). No GET before the create, no boot-marker exec-sync.
+TEST_F(SandboxReconcilerTest, WithoutSetupReadyCostsOnlyTheCreate) {
+  Apply("a");
+  ASSERT_TRUE(Reconcile("a").ok());
+  SetLiveState("a", SandboxState::kRunning);
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(clouds_.api().Calls("create"), 1);
+  EXPECT_EQ(clouds_.api().Calls("get"), 0);
+  EXPECT_EQ(clouds_.api().execs().size(), 0u);
+  EXPECT_EQ(last_.sandbox_status().boot_id, "");
+}
+
 TEST_F(SandboxReconcilerTest, RunningSandboxGetsBootIdSetupAndReady) {
   Apply("a", [](api::SandboxSpec& s) {
     s.setup = {{"deps", "echo installing", 60s}, {"config", "echo configuring", 60s}};
@@ -172,7 +186,7 @@ TEST_F(SandboxReconcilerTest, StartsAgainAfterAutoStopAndRerunsSetupForTheNewBoo
     databricks::ExecResult r;
     r.status = databricks::ExecStatus::kCompleted;
     r.exit_code = 0;
-    if (req.args.size() == 2 && req.args[1].find("boot-id") != std::string::npos) {
+    if (req.args.size() > 2 && req.args[2] == "sbx-boot") {
       r.stdout_text = "second-boot-" + std::to_string(boot) + "\n";
     }
     return r;
@@ -248,8 +262,13 @@ TEST_F(SandboxReconcilerTest, NeverTouchesASandboxItDidNotCreate) {
   ASSERT_TRUE(Reconcile("a").ok());
   EXPECT_EQ(Cond("a", "Synced").reason, "AlreadyExists");
   EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kFalse);
-  EXPECT_EQ(clouds_.api().MutatingCalls(), 0);
+  // The one call is the create that found it (409, no effect): no GET is spent before a create
+  // of an id inventory has never seen.
+  EXPECT_EQ(clouds_.api().Calls("create"), 1);
+  EXPECT_EQ(clouds_.api().Calls("get"), 0);
+  EXPECT_EQ(clouds_.api().MutatingCalls(), 1);
   EXPECT_EQ(clouds_.api().execs().size(), 0u);
+  EXPECT_TRUE(store_->GetInventory(kWs, "sandbox", "default-a")->has_value() == false);
 
   ASSERT_TRUE(store_->Delete({api::Kind::kSandbox, "default", "a"}).ok());
   ASSERT_TRUE(Reconcile("a").ok());

@@ -1,0 +1,22 @@
+// The boot marker, shared by the Sandbox and AgentWorker reconcilers: a random id in a file
+// outside /home/sandbox-agent. A stop wipes everything but the home dir, so a new id means the
+// sandbox booted again (its processes are gone, setup must run again). Whichever exec-sync needs
+// the marker first writes it; the first writer wins, so two racing scripts agree on the id.
+// Constants only; thread-safe.
+#pragma once
+
+namespace sbx::controller::internal {
+
+inline constexpr char kDefaultBootMarker[] = "/tmp/.sbx-boot-id";
+
+// Shell fragment: makes sure the file named by the shell variable `m` holds a boot id. An empty
+// file (a write cut short) is replaced.
+inline constexpr char kEnsureBootMarkerSh[] =
+    R"sh(if [ ! -s "$m" ]; then
+  (cat /proc/sys/kernel/random/uuid 2>/dev/null || date +%s%N) > "$m.$$" &&
+    { ln "$m.$$" "$m" 2>/dev/null || [ -s "$m" ] || mv -f "$m.$$" "$m"; }
+  rm -f "$m.$$"
+fi
+)sh";
+
+}  // namespace sbx::controller::internal
