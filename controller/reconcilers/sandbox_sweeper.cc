@@ -37,8 +37,9 @@ api::StatusOr<SandboxSweeper::Known> SandboxSweeper::Discover() {
   return known;
 }
 
-api::Status SandboxSweeper::SweepOne(const std::string& workspace, const WorkspaceRef& ref,
-                                     const Known& known, Enqueuer& out, std::stop_token stop) {
+api::StatusOr<size_t> SandboxSweeper::SweepOne(const std::string& workspace,
+                                               const WorkspaceRef& ref, const Known& known,
+                                               bool collect, Enqueuer& out, std::stop_token stop) {
   ASSIGN_OR_RETURN(databricks::SandboxApi * api, clouds_.Sandboxes(ref.namespace_, ref.name));
   const uint64_t ticket = cache_.BeginSweep(workspace);
   // ListAll fails as a whole if any page fails: a partial LIST never reaches the cache or GC.
@@ -54,21 +55,29 @@ api::Status SandboxSweeper::SweepOne(const std::string& workspace, const Workspa
       }
     }
   }
-  if (gc_ != nullptr) {
+  if (gc_ != nullptr && collect) {
     RETURN_IF_ERROR(gc_->CollectSandboxes(workspace, *api, listed, stop).status());
     if (gc_->HasSessions(workspace)) {
       ASSIGN_OR_RETURN(openai::AgentsApi * agents, clouds_.Agents(ref.namespace_, ref.name));
       RETURN_IF_ERROR(gc_->CollectSessions(workspace, *agents, stop).status());
     }
   }
-  return api::OkStatus();
+  return listed.size();
+}
+
+std::chrono::milliseconds SandboxSweeper::FastPeriod(size_t listed) const {
+  const size_t page = static_cast<size_t>(std::max(1, options_.page_size));
+  const size_t pages = std::max<size_t>(1, (listed + page - 1) / page);
+  const auto budget = std::chrono::milliseconds(static_cast<int64_t>(
+      1000.0 * static_cast<double>(pages) / std::max(0.001, options_.fast_pages_per_second)));
+  return std::max(options_.fast_period, budget);
 }
 
 api::Status SandboxSweeper::SweepAll(Enqueuer& out, std::stop_token stop) {
   ASSIGN_OR_RETURN(Known known, Discover());
   api::Status first;
   for (const auto& [ws, ref] : known.workspaces) {
-    api::Status s = SweepOne(ws, ref, known, out, stop);
+    api::Status s = SweepOne(ws, ref, known, /*collect=*/true, out, stop).status();
     if (!s.ok()) {
       errors_.fetch_add(1);
       if (first.ok()) {
@@ -83,6 +92,7 @@ void SandboxSweeper::Run(Enqueuer& out, std::stop_token stop) {
   struct Schedule {
     Clock::SteadyTime last{};
     Clock::SteadyTime next{};
+    std::chrono::milliseconds fast{};  // the fast period for this workspace's size
   };
   std::map<std::string, Schedule> schedule;  // per workspace
   std::optional<Known> known;
@@ -103,21 +113,25 @@ void SandboxSweeper::Run(Enqueuer& out, std::stop_token stop) {
       for (const auto& [ws, ref] : known->workspaces) {
         const Clock::SteadyTime now = clock_.Steady();
         auto it = schedule.find(ws);
-        const bool due =
-            it == schedule.end() || now >= it->second.next ||
-            (cache_.HasTransitions(ws) && now - it->second.last >= options_.fast_period);
-        if (!due) {
+        const bool regular = it == schedule.end() || now >= it->second.next;
+        const bool fast =
+            !regular && cache_.HasTransitions(ws) && now - it->second.last >= it->second.fast;
+        if (!regular && !fast) {
           continue;
         }
         Schedule& s = schedule[ws];
         s.last = now;
-        if (api::Status status = SweepOne(ws, ref, *known, out, stop); !status.ok()) {
+        api::StatusOr<size_t> listed = SweepOne(ws, ref, *known, /*collect=*/regular, out, stop);
+        if (!listed.ok()) {
           errors_.fetch_add(1);
           // Try again soon, but never in a hot loop.
           s.next = now + std::max(options_.fast_period, options_.period / 4);
           continue;
         }
-        s.next = now + jitter_.Jittered(options_.period, options_.jitter);
+        s.fast = FastPeriod(*listed);
+        if (regular) {
+          s.next = now + jitter_.Jittered(options_.period, options_.jitter);
+        }
       }
     }
     // Wake at the fast period to notice new transitions; sweeping happens only when due.

@@ -6,8 +6,10 @@
 // state changed (auto-stopped, deleted behind our back, finished starting), and then runs
 // garbage collection on that complete LIST. While any sandbox of a workspace is PENDING or
 // STOPPING it sweeps that workspace every `fast_period` instead: one LIST observes a whole page of
-// transitions, where per-object polling would cost a GET each. A failed or partial LIST changes
-// nothing and skips GC.
+// transitions, where per-object polling would cost a GET each. A big workspace is fast-swept less
+// often, so that these LISTs never take more than `fast_pages_per_second` of its rate budget (at
+// 1,000 sandboxes, 10 pages: every 5 s). Garbage collection runs on the regular sweeps only. A
+// failed or partial LIST changes nothing and skips GC.
 //
 // Thread-safety: Run on one thread; counters from any. Collaborators must outlive it.
 #pragma once
@@ -33,6 +35,7 @@ struct SandboxSweeperOptions {
   double jitter = 0.1;
   std::chrono::milliseconds fast_period{std::chrono::seconds(2)};
   int page_size = 100;
+  double fast_pages_per_second = 2;
 };
 
 class SandboxSweeper final : public Source {
@@ -61,8 +64,12 @@ class SandboxSweeper final : public Source {
     std::map<std::string, std::map<std::string, api::ObjectKey>> owners;  // ws → id → key
   };
   api::StatusOr<Known> Discover();
-  api::Status SweepOne(const std::string& workspace, const WorkspaceRef& ref, const Known& known,
-                       Enqueuer& out, std::stop_token stop);
+  // Returns how many sandboxes the LIST held. `collect`: run garbage collection on the result.
+  api::StatusOr<size_t> SweepOne(const std::string& workspace, const WorkspaceRef& ref,
+                                 const Known& known, bool collect, Enqueuer& out,
+                                 std::stop_token stop);
+  // How long after a sweep that listed `listed` sandboxes the next fast sweep may come.
+  std::chrono::milliseconds FastPeriod(size_t listed) const;
 
   Store& store_;
   CloudClients& clouds_;

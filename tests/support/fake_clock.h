@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 
 #include "controller/engine/clock.h"
@@ -24,6 +25,7 @@ class FakeClock final : public controller::Clock {
   bool SleepUntil(SteadyTime deadline, std::stop_token stop) override {
     std::unique_lock lock(mu_);
     ++sleepers_;
+    ++sleeps_entered_;
     cv_.notify_all();
     const bool reached = cv_.wait(lock, stop, [&] { return steady_ >= deadline; });
     --sleepers_;
@@ -34,6 +36,16 @@ class FakeClock final : public controller::Clock {
     std::lock_guard lock(mu_);
     steady_ += d;
     cv_.notify_all();
+  }
+  // Advances by d, then blocks (real time, bounded) until some thread went to sleep again: for a
+  // single looping sleeper whose deadline d passes, "it ran one iteration". False on timeout.
+  bool AdvanceAndWaitForNextSleep(std::chrono::nanoseconds d,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    std::unique_lock lock(mu_);
+    const int64_t entered = sleeps_entered_;
+    steady_ += d;
+    cv_.notify_all();
+    return cv_.wait_for(lock, timeout, [&] { return sleeps_entered_ > entered; });
   }
   // Number of threads currently blocked in SleepUntil.
   int sleepers() const {
@@ -52,6 +64,7 @@ class FakeClock final : public controller::Clock {
   WallTime wall_;        // Guarded by mu_.
   SteadyTime steady_{};  // Guarded by mu_.
   int sleepers_ = 0;     // Guarded by mu_.
+  int64_t sleeps_entered_ = 0;  // Guarded by mu_.
 };
 
 }  // namespace sbx::testing

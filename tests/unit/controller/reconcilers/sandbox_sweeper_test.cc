@@ -129,5 +129,53 @@ TEST_F(SandboxSweeperTest, SweepsFastOnlyWhileSomethingIsInTransition) {
   runner.request_stop();
 }
 
+// A big workspace is fast-swept less often: the LIST pages may take at most
+// fast_pages_per_second (here 2) of its budget. 10 sandboxes at page size 2 are 5 pages, so a fast
+// sweep may come every 2.5 s, not every 2 s. Fast sweeps do not garbage-collect.
+TEST_F(SandboxSweeperTest, FastSweepsOfABigWorkspaceAreSpacedByItsPageCount) {
+  for (int i = 0; i < 10; ++i) {
+    AddSandbox("s" + std::to_string(i), databricks::SandboxState::kPending);
+  }
+  std::jthread runner([&](std::stop_token stop) { sweeper_->Run(out_, stop); });
+  auto wait_for_lists = [&](int n) {
+    for (int i = 0; i < 2000 && clouds_.api().Calls("list") < n; ++i) {
+      std::this_thread::sleep_for(1ms);
+    }
+    return clouds_.api().Calls("list");
+  };
+  ASSERT_EQ(wait_for_lists(5), 5);  // the first (regular) sweep: 5 pages
+  ASSERT_TRUE(clock_.WaitForSleepers(1));
+  ASSERT_TRUE(clock_.AdvanceAndWaitForNextSleep(2s));  // a fast period, not yet the page budget
+  EXPECT_EQ(clouds_.api().Calls("list"), 5);
+  ASSERT_TRUE(clock_.AdvanceAndWaitForNextSleep(2s));  // 4 s ≥ 2.5 s: a fast sweep
+  EXPECT_EQ(clouds_.api().Calls("list"), 10);
+
+  // An orphan past GC's grace: fast sweeps leave it alone, the next regular sweep takes it.
+  databricks::Sandbox orphan;
+  orphan.sandbox_id = "default-orphan";
+  orphan.state = databricks::SandboxState::kRunning;
+  clouds_.api().Put(orphan);
+  Store::InventoryRecord record;
+  record.workspace = "default/default";
+  record.resource_type = "sandbox";
+  record.external_id = "default-orphan";
+  record.state = Store::InventoryState::kLive;
+  record.owner = {api::Kind::kSandbox, "default", "gone"};
+  record.owner_uid = "uid-gone";
+  record.created_at = record.updated_at = FormatRfc3339(clock_.Now() - 10min);
+  ASSERT_TRUE(store_->PutInventory(record).ok());
+  for (int i = 0; i < 20; ++i) {  // 40 s: fast sweeps only (the period is 60 s ± 10%)
+    ASSERT_TRUE(clock_.AdvanceAndWaitForNextSleep(2s));
+  }
+  // Every other 2 s step (11 sandboxes with the orphan: 6 pages, 3 s): 10 fast sweeps.
+  EXPECT_EQ(clouds_.api().Calls("list"), 10 + 10 * 6);
+  EXPECT_TRUE(clouds_.api().Peek("default-orphan").has_value());
+  for (int i = 0; i < 15 && clouds_.api().Peek("default-orphan").has_value(); ++i) {
+    ASSERT_TRUE(clock_.AdvanceAndWaitForNextSleep(2s));
+  }
+  EXPECT_FALSE(clouds_.api().Peek("default-orphan").has_value());
+  runner.request_stop();
+}
+
 }  // namespace
 }  // namespace sbx::controller
