@@ -9,7 +9,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libsqlite3-dev sqlite3
   libcli11-dev libwebsocketpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  util-linux procps
+  util-linux procps jq
   clang-14 libclang-rt-14-dev
 )
 
