@@ -38,7 +38,7 @@
 # Usage:
 #   tests/chaos/chaos.sh BIN_DIR [--sandboxes S] [--ref-workers R] [--inline-workers I]
 #       [--rounds K] [--kill-window W] [--faults] [--backstage B] [--backstage-percent P]
-#       [--backstage-kill9] [--timeout SECONDS] [--inject-leak sandbox|session]
+#       [--backstage-kill9] [--timeout SECONDS] [--inject-leak sandbox|session] [--keep-going]
 # --inject-leak proves the checks can fail: before the first check it creates one sandbox or one
 # session behind sbxd's back, so the run must end in FAIL.
 # BIN_DIR holds sbxd, sbxctl, sbx-emulator (not under /tmp: emulated sandboxes get a private /tmp
@@ -48,7 +48,7 @@ set -euo pipefail
 export SBX_BENCH_BIN=$(cd "$1" && pwd)
 shift
 sandboxes=10 ref_workers=5 inline_workers=5 rounds=2 kill_window=3 faults="" backstage=0
-backstage_percent=20 backstage_kill9="" timeout=240 inject_leak=""
+backstage_percent=20 backstage_kill9="" timeout=240 inject_leak="" keep_going=""
 while (($#)); do
   case "$1" in
     --sandboxes) sandboxes=$2 && shift ;;
@@ -62,6 +62,7 @@ while (($#)); do
     --backstage-kill9) backstage_kill9=1 ;;
     --timeout) timeout=$2 && shift ;;
     --inject-leak) inject_leak=$2 && shift ;;
+    --keep-going) keep_going=1 ;;
     *) echo "unknown argument $1" >&2 && exit 2 ;;
   esac
   shift
@@ -84,6 +85,17 @@ fail() {
   SBX_BENCH_KEEP=1
   echo "kept for inspection: $bench_tmp" >&2
   exit 1
+}
+# violation MESSAGE — a broken guarantee: fails the run at once, or with --keep-going is logged
+# and counted (the run still ends in FAIL) so that one long run yields every number.
+violations=0
+violation() {
+  if [[ -z "$keep_going" ]]; then
+    fail "$@"
+  fi
+  violations=$((violations + 1))
+  log "VIOLATION: $*"
+  SBX_BENCH_KEEP=1
 }
 rand_between() { awk -v a="$1" -v b="$2" -v r="$RANDOM" 'BEGIN { printf "%.2f", a + (b - a) * (r % 1000) / 999 }'; }
 json_lines() { jq -R . <<<"$1" | jq -sc 'map(select(. != ""))'; }
@@ -130,6 +142,23 @@ wait_converged() {
   since "$start"
 }
 
+# {"<sandbox name>": count of its Starting events} from `sbxctl events`.
+starting_counts() {
+  sbxctl events 2>/dev/null | awk '$3 == "Starting" && $4 ~ /^sandbox\// { sub(/^sandbox\//, "", $4); print $4, $5 }' |
+    jq -Rn '[inputs | split(" ") | {(.[0]): (.[1] | tonumber)}] | add // {}'
+}
+# Sets stale_boot to the stopped sandboxes whose bootId is still the one of before the stop;
+# succeeds when there is none.
+no_stale_boot() {
+  stale_boot=$(get_all sandboxes | jq -r --argjson before "$before_sandboxes" \
+    --argjson stopped "$(json_lines "$stop_ids")" '
+      ($before.items | map({(.metadata.name): .status.bootId}) | add) as $b
+      | .items[] | select((("default-" + .metadata.name) | IN($stopped[])) and
+                          .status.bootId == $b[.metadata.name])
+      | "\(.metadata.name)(bootId \(.status.bootId))"' | tr '\n' ' ')
+  [[ -z "$stale_boot" ]]
+}
+
 start_sbxd() {
   bench_start_sbxd "${sbxd_flags[@]}"
   bench_wait_for 60 grep -q 'became leader' "$sbxd_log" || fail "sbxd never became leader"
@@ -164,20 +193,21 @@ arm_burst() {
 # ---- the checks against the emulator ---------------------------------------------------------
 # check_world LABEL — every assertion of the header; fails the run on the first violation.
 check_world() {
+  local v0=$violations
   local label=$1 c listed expected deletes creates envs_total live_sessions worker_sessions
   c=$(counters)
   listed=$(dbx_list | jq -r '.sandboxes[]?.name | sub("^sandboxes/"; "")' | sort)
   expected=$(expected_ids | sort)
   [[ "$listed" == "$expected" ]] ||
-    fail "$label: emulator LIST differs from the $n_sandboxes expected ids: $(diff <(echo "$expected") <(echo "$listed") | head)"
+    violation "$label: emulator LIST differs from the $n_sandboxes expected ids: $(diff <(echo "$expected") <(echo "$listed") | head)"
   local not_running
   not_running=$(dbx_list | jq -r '[.sandboxes[]? | select(.status.state != "SANDBOX_STATE_RUNNING") | .name] | join(" ")')
-  [[ -z "$not_running" ]] || fail "$label: sandboxes not RUNNING: $not_running"
+  [[ -z "$not_running" ]] || violation "$label: sandboxes not RUNNING: $not_running"
   deletes=$(counter "$c" databricks.delete)
-  ((deletes == 0)) || fail "$label: $deletes DELETE calls (nothing should ever be deleted)"
+  ((deletes == 0)) || violation "$label: $deletes DELETE calls (nothing should ever be deleted)"
   creates=$(counter "$c" databricks.create)
   if [[ -z "$faults" ]] && ((creates != n_sandboxes)); then
-    fail "$label: $creates create calls for $n_sandboxes sandboxes (duplicate creates)"
+    violation "$label: $creates create calls for $n_sandboxes sandboxes (duplicate creates)"
   fi
 
   local state workers_json
@@ -185,15 +215,15 @@ check_world() {
   workers_json=$(get_all agentworkers)
   envs_total=$(jq '.environments | length' <<<"$state")
   ((envs_total == workers)) ||
-    fail "$label: the emulator created $envs_total sessions (environments) for $workers workers (duplicate session creates): $(jq -c '[.environments[] | {id, session_id, deleted, status}]' <<<"$state" | head -c 2000)"
+    violation "$label: the emulator created $envs_total sessions (environments) for $workers workers (duplicate session creates): $(jq -c '[.environments[] | {id, session_id, deleted, status}]' <<<"$state" | head -c 2000)"
   live_sessions=$(jq -r '.sessions[].id' <<<"$state" | sort)
   worker_sessions=$(jq -r '.items[].status.sessionId // "none"' <<<"$workers_json" | sort)
   [[ "$(uniq <<<"$worker_sessions" | wc -l)" == "$workers" ]] ||
-    fail "$label: workers do not have $workers distinct sessions: $(tr '\n' ' ' <<<"$worker_sessions")"
+    violation "$label: workers do not have $workers distinct sessions: $(tr '\n' ' ' <<<"$worker_sessions")"
   [[ "$live_sessions" == "$worker_sessions" ]] ||
-    fail "$label: live sessions ≠ the workers' sessions (leaked/missing): $(diff <(echo "$worker_sessions") <(echo "$live_sessions") | head)"
+    violation "$label: live sessions ≠ the workers' sessions (leaked/missing): $(diff <(echo "$worker_sessions") <(echo "$live_sessions") | head)"
   if [[ -z "$faults" ]] && (($(counter "$c" openai.sessions.create) != workers)); then
-    fail "$label: $(counter "$c" openai.sessions.create) session create calls for $workers workers"
+    violation "$label: $(counter "$c" openai.sessions.create) session create calls for $workers workers"
   fi
   # One executor socket per live worker environment, none anywhere else.
   local bad_envs
@@ -202,12 +232,16 @@ check_world() {
         (((.id | IN($ws[])) and (.connections != 1 or .status != "connected"))) or
         ((.id | IN($ws[]) | not) and .connections != 0))
       | "\(.id)(session \(.session_id), \(.status), \(.connections) sockets, deleted=\(.deleted))"' <<<"$state")
-  [[ -z "$bad_envs" ]] || fail "$label: environments with the wrong number of executors: $bad_envs"
+  [[ -z "$bad_envs" ]] || violation "$label: environments with the wrong number of executors: $bad_envs"
   local pid dead=""
   for pid in $(jq -r '.items[].status.executor.pid' <<<"$workers_json"); do
     [[ -d /proc/$pid ]] || dead+=" $pid"
   done
-  [[ -z "$dead" ]] || fail "$label: executor pids in status that are not alive:$dead"
+  [[ -z "$dead" ]] || violation "$label: executor pids in status that are not alive:$dead"
+  if ((violations > v0)); then
+    log "$label: $((violations - v0)) violations"
+    return
+  fi
   log "$label: OK — LIST = the $n_sandboxes ids, all RUNNING, creates=$creates deletes=0, sessions ever created=$envs_total = live = workers' ($workers), one executor socket each"
 }
 
@@ -304,6 +338,7 @@ for b in $(seq 1 "$backstage"); do
   before_sandboxes=$(get_all sandboxes)
   before_calls=$(counters)
   all_ids=$(expected_ids)
+  starting_before=$(starting_counts)
   k=$(((workers * backstage_percent + 99) / 100))
   j=$(((n_sandboxes * backstage_percent + 99) / 100))
   kill_workers=$(jq -r '.items[].metadata.name' <<<"$before_workers" | shuf -n "$k")
@@ -350,36 +385,51 @@ for b in $(seq 1 "$backstage"); do
            $w.status.executor.pid != $old.executor.pid) as $relaunched
         | select(($ready and (($must_relaunch | not) or $relaunched)) | not)
         | $w.metadata.name' <<<"$now_workers")
-    pending_s=$(jq -r --argjson before "$before_sandboxes" --argjson stopped "$(json_lines "$stop_ids")" '
+    # A stopped sandbox is back when it is Ready and RUNNING and the controller has noticed the
+    # stop: a new bootId, or (checked separately below) at least a new Starting event.
+    starting_now=$(starting_counts)
+    pending_s=$(jq -r --argjson before "$before_sandboxes" --argjson stopped "$(json_lines "$stop_ids")" \
+      --argjson s0 "$starting_before" --argjson s1 "$starting_now" '
         ($before.items | map({(.metadata.name): .status.bootId}) | add) as $b
         | .items[] | . as $s
         | (("default-" + $s.metadata.name) | IN($stopped[])) as $was_stopped
         | (any($s.status.conditions[]?; .type == "Ready" and .status == "True") and
            $s.status.state == "RUNNING") as $ready
-        | select(($ready and (($was_stopped | not) or $s.status.bootId != $b[$s.metadata.name])) | not)
+        | ($s.status.bootId != $b[$s.metadata.name] or
+           ($s1[$s.metadata.name] // 0) > ($s0[$s.metadata.name] // 0)) as $noticed
+        | select(($ready and (($was_stopped | not) or $noticed)) | not)
         | $s.metadata.name' <<<"$now_sandboxes")
     [[ -z "$pending_w" && -z "$pending_s" ]] && break
     if ((SECONDS >= deadline)); then
-      fail "backstage $b: after ${timeout}s not back: workers [$(echo $pending_w)], sandboxes [$(echo $pending_s)]; stopped [$(echo $stop_ids)], executors killed [$(echo $kill_workers)]; sandboxes now: $(jq -c --argjson n "$(json_lines "$pending_s")" '[.items[] | select(.metadata.name | IN($n[])) | {name: .metadata.name, state: .status.state, bootId: .status.bootId, ready: [.status.conditions[] | select(.type == "Ready") | .reason]}]' <<<"$now_sandboxes")"
+      violation "backstage $b: after ${timeout}s not back: workers [$(echo $pending_w)], sandboxes [$(echo $pending_s)]; stopped [$(echo $stop_ids)], executors killed [$(echo $kill_workers)]; sandboxes now: $(jq -c --argjson n "$(json_lines "$pending_s")" '[.items[] | select(.metadata.name | IN($n[])) | {name: .metadata.name, state: .status.state, bootId: .status.bootId, ready: [.status.conditions[] | select(.type == "Ready") | .reason]}]' <<<"$now_sandboxes")"
     fi
     sleep 0.5
   done
   recovered=$(since "$stopped_at")
+  # Setup runs after every boot (DESIGN §2): each stopped-and-started sandbox must carry a new
+  # bootId (with setup results for it). Polled briefly: the status lands after the event.
+  stale_boot=""
+  bench_wait_for 30 no_stale_boot || true
+  [[ -z "$stale_boot" ]] ||
+    violation "backstage $b: sandboxes Ready again with the bootId of before the stop (the reboot went unnoticed, setup not re-run for the new boot): $stale_boot"
   # The policy: each stopped sandbox was started again by the controller, with its event.
   events=$(sbxctl events)
   for id in $stop_ids; do
     grep -Eq "Starting +sandbox/${id#default-} " <<<"$events" ||
-      fail "backstage $b: no Starting event for ${id#default-}: $(grep "${id#default-}" <<<"$events" | head -n 5)"
+      violation "backstage $b: no Starting event for ${id#default-}: $(grep "${id#default-}" <<<"$events" | head -n 5)"
   done
   # Same sessions: a stop or a dead executor never costs the worker its session.
   changed=$(jq -r --argjson before "$before_workers" '
       ($before.items | map({(.metadata.name): .status.sessionId}) | add) as $b
       | .items[] | select(.status.sessionId != $b[.metadata.name]) | .metadata.name' <<<"$now_workers")
-  [[ -z "$changed" ]] || fail "backstage $b: workers with a new session: $changed"
+  [[ -z "$changed" ]] || violation "backstage $b: workers with a new session: $changed"
   sleep 4
   if [[ -n "$faults" ]]; then curl -sf -X DELETE "$emu_url/_emulator/faults" >/dev/null; fi
   c=$(counters)
   starts=$(($(counter "$c" databricks.start) - $(counter "$before_calls" databricks.start)))
+  if ((violations)); then
+    log "backstage $b: violations so far: $violations"
+  fi
   log "backstage $b: all back in ${recovered}s ($(wc -w <<<"$must_relaunch") workers relaunched, $j sandboxes started again, $starts start calls)"
   check_world "after backstage $b"
   if [[ -n "$faults" ]]; then arm_faults; fi
@@ -387,4 +437,8 @@ done
 
 c=$(counters)
 log "calls: $c"
+if ((violations)); then
+  echo "FAIL: $violations violations (see VIOLATION lines); $sandboxes Sandboxes + $ref_workers ref + $inline_workers inline AgentWorkers, $rounds kill -9 rounds${faults:+, faults}, $backstage backstage rounds ($(since "$t0")s in total)"
+  exit 1
+fi
 echo "PASS: $sandboxes Sandboxes + $ref_workers ref + $inline_workers inline AgentWorkers, $rounds kill -9 rounds${faults:+, faults}, $backstage backstage rounds: creates=$(counter "$c" databricks.create) for $n_sandboxes sandboxes, sessions=$workers, nothing leaked, all Ready ($(since "$t0")s in total)"
