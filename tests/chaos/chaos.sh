@@ -150,9 +150,9 @@ starting_counts() {
 # Sets stale_boot to the stopped sandboxes whose bootId is still the one of before the stop;
 # succeeds when there is none.
 no_stale_boot() {
-  stale_boot=$(get_all sandboxes | jq -r --argjson before "$before_sandboxes" \
+  stale_boot=$(get_all sandboxes | jq -r --slurpfile before "$bench_tmp/before_sandboxes.json" \
     --argjson stopped "$(json_lines "$stop_ids")" '
-      ($before.items | map({(.metadata.name): .status.bootId}) | add) as $b
+      ($before[0].items | map({(.metadata.name): .status.bootId}) | add) as $b
       | .items[] | select((("default-" + .metadata.name) | IN($stopped[])) and
                           .status.bootId == $b[.metadata.name])
       | "\(.metadata.name)(bootId \(.status.bootId))"' | tr '\n' ' ')
@@ -336,6 +336,9 @@ if [[ -n "$faults" ]]; then arm_faults; fi
 for b in $(seq 1 "$backstage"); do
   before_workers=$(get_all agentworkers)
   before_sandboxes=$(get_all sandboxes)
+  # Big lists go to jq as files (an argument is limited to 128 KiB).
+  echo "$before_workers" >"$bench_tmp/before_workers.json"
+  echo "$before_sandboxes" >"$bench_tmp/before_sandboxes.json"
   before_calls=$(counters)
   all_ids=$(expected_ids)
   starting_before=$(starting_counts)
@@ -374,8 +377,8 @@ for b in $(seq 1 "$backstage"); do
   while true; do
     now_workers=$(get_all agentworkers 2>/dev/null || echo '{"items":[]}')
     now_sandboxes=$(get_all sandboxes 2>/dev/null || echo '{"items":[]}')
-    pending_w=$(jq -r --argjson before "$before_workers" --argjson must "$(json_lines "$must_relaunch")" '
-        ($before.items | map({(.metadata.name): .status}) | add) as $b
+    pending_w=$(jq -r --slurpfile before "$bench_tmp/before_workers.json" --argjson must "$(json_lines "$must_relaunch")" '
+        ($before[0].items | map({(.metadata.name): .status}) | add) as $b
         | .items[] | . as $w | $b[$w.metadata.name] as $old
         | ($w.metadata.name | IN($must[])) as $must_relaunch
         | (any($w.status.conditions[]?; .type == "Ready" and .status == "True") and
@@ -388,9 +391,9 @@ for b in $(seq 1 "$backstage"); do
     # A stopped sandbox is back when it is Ready and RUNNING and the controller has noticed the
     # stop: a new bootId, or (checked separately below) at least a new Starting event.
     starting_now=$(starting_counts)
-    pending_s=$(jq -r --argjson before "$before_sandboxes" --argjson stopped "$(json_lines "$stop_ids")" \
+    pending_s=$(jq -r --slurpfile before "$bench_tmp/before_sandboxes.json" --argjson stopped "$(json_lines "$stop_ids")" \
       --argjson s0 "$starting_before" --argjson s1 "$starting_now" '
-        ($before.items | map({(.metadata.name): .status.bootId}) | add) as $b
+        ($before[0].items | map({(.metadata.name): .status.bootId}) | add) as $b
         | .items[] | . as $s
         | (("default-" + $s.metadata.name) | IN($stopped[])) as $was_stopped
         | (any($s.status.conditions[]?; .type == "Ready" and .status == "True") and
@@ -419,8 +422,8 @@ for b in $(seq 1 "$backstage"); do
       violation "backstage $b: no Starting event for ${id#default-}: $(grep "${id#default-}" <<<"$events" | head -n 5)"
   done
   # Same sessions: a stop or a dead executor never costs the worker its session.
-  changed=$(jq -r --argjson before "$before_workers" '
-      ($before.items | map({(.metadata.name): .status.sessionId}) | add) as $b
+  changed=$(jq -r --slurpfile before "$bench_tmp/before_workers.json" '
+      ($before[0].items | map({(.metadata.name): .status.sessionId}) | add) as $b
       | .items[] | select(.status.sessionId != $b[.metadata.name]) | .metadata.name' <<<"$now_workers")
   [[ -z "$changed" ]] || violation "backstage $b: workers with a new session: $changed"
   sleep 4
