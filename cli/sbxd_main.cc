@@ -63,6 +63,9 @@ struct Flags {
   // often the executor is probed in its sandbox. Short values make tests (and demos) react fast.
   std::string executor_status_interval = "30s";
   std::string executor_probe_interval = "5m";
+  // Client-side pacing of the OpenAI API per workspace. Its limits for the Agents endpoints are
+  // not documented (the official SDK paces nothing and retries 429s); 10/s is a cautious default.
+  double openai_requests_per_second = 10;
 };
 
 std::string DefaultDbPath() {
@@ -186,6 +189,9 @@ int main(int argc, char** argv) {
                  "check a connected agent worker's environment this often");
   app.add_option("--executor-probe-interval", flags.executor_probe_interval,
                  "probe an agent worker's executor process in its sandbox this often");
+  app.add_option("--openai-requests-per-second", flags.openai_requests_per_second,
+                 "pace OpenAI API calls per workspace (Databricks: Workspace limits)")
+      ->check(CLI::Range(0.1, 10000.0));
   CLI11_PARSE(app, argc, argv);
 
   const std::optional<log::Format> format = log::ParseFormat(flags.log_format);
@@ -221,6 +227,7 @@ int main(int argc, char** argv) {
   CountingTransport transport(*http, metrics);
   std::unique_ptr<openai::StreamingTransport> streaming = openai::MakeCppRestStreamingTransport();
   HttpCloudClientsOptions cloud_options;
+  cloud_options.openai_requests_per_second = flags.openai_requests_per_second;
   cloud_options.on_secret = [](const std::string& secret) { log::RegisterSecret(secret); };
   HttpCloudClients clouds(*store, clock, transport, *streaming, databricks::ProcessEnv(),
                           cloud_options);

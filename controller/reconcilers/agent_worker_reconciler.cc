@@ -28,20 +28,25 @@ constexpr char kMetaUid[] = "sbx.dev/uid";
 // `env` and `boot` are what the last launch recorded (environment id, boot id); `current_boot` is
 // the marker of the running boot.
 constexpr char kReportSh[] =
-    R"sh(alive() { kill -0 "$1" 2>/dev/null && ! grep -qs '^[0-9]* (.*) Z ' "/proc/$1/stat"; }
+    R"sh(get() { v=; read -r v < "$1"; } 2>/dev/null
+alive() {
+  kill -0 "$1" 2>/dev/null || return 1
+  local stat=; read -r stat < "/proc/$1/stat" 2>/dev/null
+  [[ "${stat##*) }" != Z* ]]
+}
 report() {
-  pid=$(cat "$d/pid" 2>/dev/null); a=0
+  get "$d/pid"; pid=$v; a=0
   if [ -n "$pid" ] && alive "$pid"; then a=1; fi
   echo "action=$1"
   echo "pid=$pid"
   echo "alive=$a"
-  echo "env=$(cat "$d/env" 2>/dev/null)"
-  echo "boot=$(cat "$d/boot" 2>/dev/null)"
-  echo "current_boot=$(cat "$m" 2>/dev/null)"
+  get "$d/env"; echo "env=$v"
+  get "$d/boot"; echo "boot=$v"
+  get "$m"; echo "current_boot=$v"
   if [ -d "$ws" ]; then echo "workspace=1"; else echo "workspace=0"; fi
   if command -v "$cmd" >/dev/null 2>&1; then echo "command=1"; else echo "command=0"; fi
   echo "---log---"
-  tail -c 4000 "$d/log" 2>/dev/null
+  if [ "$1" != launched ] && [ "$1" != running ]; then tail -c 4000 "$d/log" 2>/dev/null; fi
   exit 0
 }
 )sh";
@@ -59,17 +64,19 @@ report probed
 // racing second launch out. $1 executor dir, $2 workspace dir, $3 boot marker, $4 command, $5…
 // extra args.
 constexpr char kLaunchArgsSh[] = "d=$1; ws=$2; m=$3; cmd=$4; shift 4\n";
-constexpr char kLaunchScript[] = R"sh(mkdir -p "$d" || exit 2
-boot=$(cat "$m" 2>/dev/null)
-pid=$(cat "$d/pid" 2>/dev/null)
-if [ -n "$pid" ] && [ "$(cat "$d/boot" 2>/dev/null)" = "$boot" ] && alive "$pid"; then
-  if [ "$(cat "$d/env" 2>/dev/null)" = "$SBX_ENVIRONMENT_ID" ]; then report running; fi
+constexpr char kLaunchScript[] = R"sh([ -d "$d" ] || mkdir -p "$d" || exit 2
+get "$m"; boot=$v
+get "$d/pid"; pid=$v
+get "$d/boot"
+if [ -n "$pid" ] && [ "$v" = "$boot" ] && alive "$pid"; then
+  get "$d/env"
+  if [ "$v" = "$SBX_ENVIRONMENT_ID" ]; then report running; fi
   kill "$pid" 2>/dev/null
   for _ in 1 2 3 4 5 6 7 8 9 10; do alive "$pid" || break; sleep 0.2; done
 fi
 if [ ! -d "$ws" ] || ! command -v "$cmd" >/dev/null 2>&1; then report missing; fi
 if [ -f "$d/log" ]; then mv -f "$d/log" "$d/log.1"; fi
-rm -f "$d/pid"
+if [ -e "$d/pid" ]; then rm -f "$d/pid"; fi
 printf '%s\n' "$SBX_ENVIRONMENT_ID" > "$d/env"
 printf '%s\n' "$boot" > "$d/boot"
 cd "$ws" || report missing
@@ -77,7 +84,8 @@ setsid nohup /bin/bash -c 'exec 9>"$0/lock"; flock -n 9 || exit 0; echo $$ > "$0
   "$d" "$cmd" exec-server --remote "$SBX_REMOTE_URL" --environment-id "$SBX_ENVIRONMENT_ID" "$@" \
   >> "$d/log" 2>&1 < /dev/null &
 # "launched" means the pid is on disk: a probe right after must not take the gap for an exit.
-for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do [ -s "$d/pid" ] && break; sleep 0.1; done
+# (Checked every 20 ms for up to 3 s: the detached shell usually writes it within milliseconds.)
+i=0; while [ ! -s "$d/pid" ] && [ $i -lt 150 ]; do sleep 0.02; i=$((i + 1)); done
 report launched
 )sh";
 
@@ -310,26 +318,47 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   ASSIGN_OR_RETURN(t.sandboxes, clouds_.Sandboxes(t.object.metadata.namespace_, workspace_ref));
   ASSIGN_OR_RETURN(t.agents, clouds_.Agents(t.object.metadata.namespace_, workspace_ref));
 
-  // 2. The session (checked whenever the executor is in question).
+  // 2. The session: created when missing; looked up again only before launching into it (the
+  // environment status below reports a session lost later).
   const Clock::SteadyTime now = clock_.Steady();
   const std::string& boot = t.sandbox.sandbox_status().boot_id;
-  const bool executor_in_question =
-      t.status().executor.pid == 0 || t.memory.verify_pending || t.memory.probed_boot != boot;
-  ASSIGN_OR_RETURN(bool new_session, EnsureSession(t, executor_in_question));
+  const bool nothing_runs = t.status().executor.pid == 0 && !t.memory.verify_pending;
+  ASSIGN_OR_RETURN(bool new_session, EnsureSession(t, nothing_runs));
   Set(t, "SessionReady", ConditionStatus::kTrue, "SessionReady", "");
 
   // 3. The executor, when nothing of ours can be running: a new session, or none launched since
   // the sandbox last (re)started. Launch at once; the launch script is idempotent and reports
   // what it found, so a probe first would only cost an exec-sync.
-  if (new_session || (t.status().executor.pid == 0 && !t.memory.verify_pending)) {
+  if (new_session || nothing_runs) {
     return Launch(t, /*relaunch=*/!t.status().executor.launched_at.empty());
   }
 
-  // 4. The connection, from the cheap OpenAI status.
-  ASSIGN_OR_RETURN(openai::Environment env,
-                   t.agents->GetEnvironment(t.status().environment_id, t.stop));
+  // 4. The connection, from the cheap OpenAI status, on its cadence: a reconcile woken by
+  // something else (our own status write, a resync) spends no call before it is due. A new boot
+  // is looked at at once.
+  const bool rebooted = t.memory.probed_boot != boot;
+  const std::chrono::milliseconds cadence = t.memory.verify_pending ? options_.verify_after_launch
+                                            : t.memory.connected    ? options_.status_interval
+                                                                    : options_.connect_poll;
+  if (!rebooted && now - t.memory.last_status < cadence) {
+    return ReconcileResult::RequeueAfter(std::chrono::duration_cast<std::chrono::milliseconds>(
+        t.memory.last_status + cadence - now));
+  }
+  StatusOr<openai::Environment> got = t.agents->GetEnvironment(t.status().environment_id, t.stop);
+  if (!got.ok() && got.status().code() != StatusCode::kNotFound) {
+    return got.status();
+  }
   t.memory.last_status = now;
+  openai::Environment env;
+  if (got.ok()) {
+    env = *std::move(got);
+  } else {
+    env.id = t.status().environment_id;
+    env.status = openai::EnvironmentStatus::kExpired;
+    env.status_raw = "not found";
+  }
   t.status().environment_status = env.status_raw;
+  t.memory.connected = env.status == openai::EnvironmentStatus::kConnected;
   if (env.status == openai::EnvironmentStatus::kExpired ||
       env.status == openai::EnvironmentStatus::kFailed) {
     events_.Warning(t.key(), "SessionLost",
@@ -350,7 +379,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
 
   // 5. The probe inside the sandbox: when the connection is in doubt, after a new boot, and on
   // the probe cadence. A connected executor needs no probe to be believed.
-  const bool probe_due = (t.memory.verify_pending && !connected) || t.memory.probed_boot != boot ||
+  const bool probe_due = (t.memory.verify_pending && !connected) || rebooted ||
                          now - t.memory.last_probe >= options_.probe_interval;
   if (probe_due) {
     ASSIGN_OR_RETURN(Probe probe, ProbeExecutor(t));
@@ -680,6 +709,8 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Launch(Target& t, bool relaunch
   api::ExecutorStatus& executor = t.status().executor;
   t.memory.verify_pending = true;
   t.memory.launched = now;
+  t.memory.last_status = now;  // the first look at the environment is verify_after_launch away
+  t.memory.connected = false;
   t.memory.launched_pid = report.pid;
   if (report.action == "running") {
     // Ours already runs for this environment (launched by a pass whose status write was lost).

@@ -90,6 +90,7 @@ class AgentWorkerReconciler final : public Reconciler {
     Clock::SteadyTime next_launch_allowed{};
     Clock::SteadyTime launched{};  // the last launch
     int64_t launched_pid = 0;      // its pid, believed once the environment is connected
+    bool connected = false;        // the last environment status said connected
     bool verify_pending = false;   // check on the next pass (after a launch, a disconnect, …)
     bool diagnosed = false;        // the last launch's exit has been diagnosed and backed off
   };

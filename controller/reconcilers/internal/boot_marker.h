@@ -13,7 +13,8 @@ inline constexpr char kDefaultBootMarker[] = "/tmp/.sbx-boot-id";
 // file (a write cut short) is replaced.
 inline constexpr char kEnsureBootMarkerSh[] =
     R"sh(if [ ! -s "$m" ]; then
-  (cat /proc/sys/kernel/random/uuid 2>/dev/null || date +%s%N) > "$m.$$" &&
+  { read -r u < /proc/sys/kernel/random/uuid || u=$(date +%s%N); } 2>/dev/null
+  printf '%s\n' "$u" > "$m.$$" &&
     { ln "$m.$$" "$m" 2>/dev/null || [ -s "$m" ] || mv -f "$m.$$" "$m"; }
   rm -f "$m.$$"
 fi

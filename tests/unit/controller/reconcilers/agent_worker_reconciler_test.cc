@@ -288,8 +288,16 @@ TEST_F(AgentWorkerReconcilerTest, CreatesSessionLaunchesExecutorAndBecomesReadyW
   EXPECT_EQ(Cond("Ready").status, ConditionStatus::kFalse);
 
   clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
+  // Woken early (say by our own status write): no call before the connect poll is due.
+  const int env_gets = clouds_.agents().Calls("environment");
   r = Reconcile();
   ASSERT_TRUE(r.ok());
+  EXPECT_EQ(clouds_.agents().Calls("environment"), env_gets);
+  EXPECT_EQ(Cond("ExecutorConnected").reason, "Pending");
+  clock_.Advance(r->after);
+  r = Reconcile();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(clouds_.agents().Calls("environment"), env_gets + 1);
   EXPECT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kTrue);
   EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
   EXPECT_EQ(r->after, 30s);  // the cheap status cadence
@@ -421,6 +429,7 @@ TEST_F(AgentWorkerReconcilerTest, AnExpiredSessionIsReplacedAndTheExecutorFollow
   const std::string first_env = EnvironmentId();
   const int first_pid = sandbox_->ExecutorPid("w");
   clouds_.agents().SetEnvironmentStatus(first_env, openai::EnvironmentStatus::kExpired);
+  clock_.Advance(30s);  // the next look at the environment
   ASSERT_TRUE(Reconcile().ok());
   EXPECT_TRUE(HasEvent("SessionLost"));
   ASSERT_TRUE(Reconcile().ok());
