@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Convergence of N AgentWorkers, each with its own inline Sandbox (so N sandboxes + N workers),
-# from an empty emulator to all Ready (sandbox RUNNING and set up, session created, executor
-# launched and connected), under a realistic API: fixed latency on every endpoint
-# (SBX_BENCH_LATENCY, default 20ms, via /_emulator/latency), PENDING→RUNNING 1 s, workspace rate
-# limit SBX_BENCH_RPS (default 20 req/s → 429 + Retry-After). Reports time to all Ready, API
-# calls per endpoint, 429s seen by sbxd, sbxd CPU seconds and peak RSS, and the floor:
+# from an empty emulator to all Ready (sandbox RUNNING, session created, executor launched and
+# connected), under a realistic API: fixed latency on every endpoint (SBX_BENCH_LATENCY, default
+# 20ms, via /_emulator/latency), PENDING→RUNNING 1 s, workspace rate limit SBX_BENCH_RPS (default
+# 20 req/s → 429 + Retry-After). The Workspace tells sbxd that limit (limits.requestsPerSecond),
+# as a user who knows their workspace's limit would. The work per worker is the baseline's
+# (bench/baseline_script.sh): create a session and a sandbox, wait for RUNNING, launch the
+# executor in /home/sandbox-agent, wait until it is connected; no setup steps.
+# Reports time to all Ready, API calls per endpoint, 429s seen by sbxd, sbxd CPU seconds and peak
+# RSS, and the floor:
 #   calls floor = N creates + N exec-sync launches + ⌈N/100⌉ LISTs (the minimum a controller
 #   needs to create, see RUNNING and launch), rate floor = calls floor / rps,
 #   latency chain = create + PENDING delay + exec-sync + session create ≈ 1 s + 3 × latency,
 #   floor = max(rate floor, latency chain); ratio = measured / floor.
+# Then, with everything Ready, SBX_BENCH_IDLE seconds (default 300) of idle: API calls per minute
+# per endpoint, LISTs per sweep against ⌈N/page⌉, exec-sync probes against the probe cadence
+# (one per worker per 5 min).
 # Compare with bench/baseline_script.sh (sequential curl flow) for the speed-up.
-#   bench/converge.sh 10 100
-#   SBX_BENCH_SWEEP=60s bench/converge.sh 10     # sbxd's default sweep interval
+#   bench/converge.sh 10 100 1000
+#   SBX_BENCH_IDLE=0 bench/converge.sh 100       # convergence only
 # Prints JSON lines. A benchmark, not a test: needs curl and awk.
 source "$(dirname "$0")/lib.sh"
 
@@ -19,8 +26,9 @@ sizes=("$@")
 ((${#sizes[@]})) || sizes=(10 100)
 latency=${SBX_BENCH_LATENCY:-20ms}
 rps=${SBX_BENCH_RPS:-20}
-sweep=${SBX_BENCH_SWEEP:-10s}
+sweep=${SBX_BENCH_SWEEP:-60s}
 workers=${SBX_BENCH_WORKERS:-4}
+idle=${SBX_BENCH_IDLE:-300}
 
 bench_build
 machine_line
@@ -30,9 +38,27 @@ for n in "${sizes[@]}"; do
   bench_tmp=$(mktemp -d /tmp/sbx-bench-converge.XXXXXX)
   bench_start_emulator --openai-port 0 --pending-delay 1s --max-sandboxes 0 --rate-limit "$rps"
   curl -sf -X POST "$emu_url/_emulator/latency" -d "{\"endpoint\":\"*\",\"latency\":\"$latency\"}" >/dev/null
-  bench_start_sbxd --sweep-interval "$sweep" --workers "$workers"
+  # shellcheck disable=SC2086 # SBX_BENCH_SBXD_FLAGS: extra sbxd flags, word-split on purpose
+  bench_start_sbxd --sweep-interval "$sweep" --workers "$workers" ${SBX_BENCH_SBXD_FLAGS:-}
   manifests="$bench_tmp/manifests"
   mkdir -p "$manifests"
+  cat >"$manifests/workspace.yaml" <<EOF
+apiVersion: sbx.dev/v1alpha1
+kind: Workspace
+metadata:
+  name: default
+spec:
+  databricks:
+    host: $emu_url
+    tokenFrom:
+      env: DATABRICKS_TOKEN
+  openai:
+    baseUrl: $openai_url
+    apiKeyFrom:
+      env: OPENAI_API_KEY
+  limits:
+    requestsPerSecond: $rps
+EOF
   for i in $(seq -w 1 "$n"); do
     cat >"$manifests/aw-$i.yaml" <<EOF
 apiVersion: sbx.dev/v1alpha1
@@ -42,9 +68,7 @@ metadata:
 spec:
   sandbox:
     inactivityTimeout: 1h
-    setup:
-      - name: workspace
-        run: mkdir -p /home/sandbox-agent/workspace
+  workspaceDirectory: /home/sandbox-agent
   agent:
     model: gpt-5-codex
     instructions: benchmark worker $i
@@ -66,12 +90,39 @@ EOF
   calls=$(counters)
   read -r cpu rss <<<"$(proc_stats "$sbxd_pid")"
   throttled=$(curl -sf "$metrics_url" | awk '/^sbx_api_calls_total/ && /code="429"/ { s += $2 } END { print s + 0 }')
+  # Where sbxd's time went: reconciles by kind (count, total seconds) from its histogram.
+  reconciles=$(curl -sf "$metrics_url" | awk '
+    /^sbx_reconcile_duration_seconds_(sum|count)/ {
+      match($0, /kind="[^"]*"/); k = substr($0, RSTART + 6, RLENGTH - 7)
+      if ($1 ~ /_sum/) sum[k] += $2; else cnt[k] += $2 }
+    END { sep = ""; printf "{"; for (k in cnt) { printf "%s\"%s\":{\"count\":%d,\"seconds\":%.2f}", sep, k, cnt[k], sum[k]; sep = "," } printf "}" }')
   dbx=$(counters_sum "$calls" databricks.create databricks.get databricks.list databricks.update \
     databricks.delete databricks.start databricks.stop databricks.exec_sync databricks.list_commands)
   floor_calls=$((2 * n + (n + 99) / 100))
   lat_ms=$(awk -v l="$latency" 'BEGIN { v = l + 0; if (l ~ /ms$/) print v; else print v * 1000 }')
   read -r rate_floor chain floor ratio <<<"$(awk -v c="$floor_calls" -v r="$rps" -v l="$lat_ms" -v t="$t" '
     BEGIN { rf = c / r; ch = 1 + 3 * l / 1000; f = rf > ch ? rf : ch; printf "%.2f %.2f %.2f %.2f\n", rf, ch, f, t / f }')"
-  echo "{\"n\":$n,\"flow\":\"sbxd\",\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"sweep\":\"$sweep\",\"workers\":$workers,\"seconds_to_all_ready\":$t,\"databricks_calls\":$dbx,\"throttled_429\":$throttled,\"floor_calls\":$floor_calls,\"rate_floor_s\":$rate_floor,\"latency_chain_s\":$chain,\"floor_s\":$floor,\"ratio\":$ratio,\"sbxd_cpu_seconds\":$cpu,\"sbxd_peak_rss_kib\":$rss,\"calls\":$calls}"
+  echo "{\"n\":$n,\"flow\":\"sbxd\",\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"sweep\":\"$sweep\",\"workers\":$workers,\"seconds_to_all_ready\":$t,\"databricks_calls\":$dbx,\"throttled_429\":$throttled,\"floor_calls\":$floor_calls,\"rate_floor_s\":$rate_floor,\"latency_chain_s\":$chain,\"floor_s\":$floor,\"ratio\":$ratio,\"sbxd_cpu_seconds\":$cpu,\"sbxd_peak_rss_kib\":$rss,\"reconciles\":$reconciles,\"calls\":$calls}"
+
+  if ((idle > 0)); then
+    # Idle: nothing changes; count what sbxd still calls. (A measuring window, not a wait.)
+    sweeps_before=$(metric sbx_sweeps)
+    reset_counters
+    sleep "$idle"
+    ic=$(counters)
+    sweeps=$(($(metric sbx_sweeps) - sweeps_before))
+    lists=$(counter "$ic" databricks.list)
+    execs=$(counter "$ic" databricks.exec_sync)
+    idle_dbx=$(counters_sum "$ic" databricks.create databricks.get databricks.list databricks.update \
+      databricks.delete databricks.start databricks.stop databricks.exec_sync databricks.list_commands)
+    writes=$(counters_sum "$ic" databricks.create databricks.update databricks.delete \
+      databricks.start databricks.stop)
+    pages=$(((n + 99) / 100))
+    # The probe runs once per worker per 5 min (sbxd's --executor-probe-interval default).
+    exec_bound=$((n * (idle / 300 + 1)))
+    read -r per_min list_per_sweep <<<"$(awk -v c="$idle_dbx" -v s="$idle" -v l="$lists" -v w="$sweeps" '
+      BEGIN { printf "%.1f %.2f\n", c * 60 / s, (w > 0 ? l / w : 0) }')"
+    echo "{\"n\":$n,\"flow\":\"sbxd\",\"phase\":\"idle\",\"seconds\":$idle,\"databricks_calls_per_minute\":$per_min,\"writes\":$writes,\"sweeps\":$sweeps,\"list_calls\":$lists,\"list_per_sweep\":$list_per_sweep,\"expected_list_per_sweep\":$pages,\"exec_sync\":$execs,\"exec_sync_bound\":$exec_bound,\"calls\":$ic}"
+  fi
   bench_cleanup
 done
