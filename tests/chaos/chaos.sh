@@ -24,7 +24,7 @@
 #   --faults     10% 503 on every endpoint sbxd calls (Databricks and OpenAI; not the executor's
 #                own registration/WebSocket), plus in every round a burst of five 429
 #                (Retry-After 1 s) on a random one of create, exec-sync, get, sessions.create,
-#                environments.get. Faults stay on through the back-stage phase and are cleared
+#                environments.get (that endpoint's 10% are 429s until the next round). Faults stay on through the back-stage phase and are cleared
 #                only for the final checks.
 #   --backstage B  after convergence, B rounds of: SIGKILL the executors of a random P% of the
 #                workers (host pids from status.executor.pid) and stop a random P% of all
@@ -307,7 +307,11 @@ converge_start=$(now)
 for round in $(seq 1 "$rounds"); do
   start_sbxd
   burst=""
-  if [[ -n "$faults" ]]; then burst=" 429-burst on $(arm_burst)"; fi
+  # A fresh burst each round; the previous burst's endpoint goes back to 10% 503.
+  if [[ -n "$faults" ]]; then
+    arm_faults
+    burst=" 429-burst on $(arm_burst)"
+  fi
   delay=$(rand_between 0.2 "$kill_window")
   sleep "$delay"
   kill_sbxd
