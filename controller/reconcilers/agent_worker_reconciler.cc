@@ -361,8 +361,18 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   t.memory.connected = env.status == openai::EnvironmentStatus::kConnected;
   if (env.status == openai::EnvironmentStatus::kExpired ||
       env.status == openai::EnvironmentStatus::kFailed) {
+    // The old session is of no use any more: delete it (ours, recorded in inventory), so that it
+    // neither lingers nor gets adopted again.
+    const std::string workspace =
+        WorkspaceId(t.object.metadata.namespace_, t.sandbox.sandbox_spec().workspace_ref);
+    Status deleted = t.agents->DeleteSession(t.status().session_id, t.stop);
+    if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
+      return deleted;
+    }
+    RETURN_IF_ERROR(store_.DeleteInventory(workspace, kResourceSession, t.status().session_id));
     events_.Warning(t.key(), "SessionLost",
-                    "environment " + env.id + " is " + env.status_raw + "; creating a new session");
+                    "environment " + env.id + " is " + env.status_raw + "; session " +
+                        t.status().session_id + " deleted, creating a new one");
     t.status().session_id.clear();
     t.status().environment_id.clear();
     t.status().remote_url.clear();
@@ -502,6 +512,25 @@ StatusOr<bool> AgentWorkerReconciler::EnsureSession(Target& t, bool verify) {
         session = std::move(s);
         break;
       }
+    }
+  } else {
+    // A create that finished, was recorded live, and then sbxd died before the id reached the
+    // status: inventory still knows the session. Adopt it rather than create a second one.
+    ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> records, store_.ListInventory(workspace));
+    for (const Store::InventoryRecord& r : records) {
+      if (r.resource_type != kResourceSession || r.owner_uid != t.object.metadata.uid ||
+          r.state != Store::InventoryState::kLive) {
+        continue;
+      }
+      StatusOr<openai::Session> s = t.agents->GetSession(r.external_id, t.stop);
+      if (s.ok() && s->status != openai::SessionStatus::kFailed) {
+        session = *std::move(s);
+        break;
+      }
+      if (!s.ok() && s.status().code() != StatusCode::kNotFound) {
+        return s.status();
+      }
+      RETURN_IF_ERROR(store_.DeleteInventory(workspace, kResourceSession, r.external_id));
     }
   }
   const std::string now = FormatRfc3339(clock_.Now());

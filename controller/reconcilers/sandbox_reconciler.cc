@@ -72,6 +72,8 @@ StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key
 
   StatusOr<ReconcileResult> result = Converge(t);
   if (t.gone) {
+    std::lock_guard lock(mu_);
+    boot_checked_.erase(key);
     return result;
   }
   if (!result.ok()) {
@@ -104,6 +106,11 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
   t.status().sandbox_name = live->name;
   t.status().state = std::string(databricks::SandboxStateName(live->state));
   t.status().create_time = live->create_time;
+  if (live->state != SandboxState::kRunning) {
+    // The boot is over (or not begun): the next RUNNING must read the marker again, even if this
+    // reconcile fails or sbxd dies before it gets there.
+    t.status().boot_id.clear();
+  }
 
   if (!t.spec().image.empty() && live->image_uri != t.spec().image) {
     const std::string message = "spec.image is \"" + t.spec().image + "\" but sandbox " +
@@ -335,9 +342,17 @@ Status SandboxReconciler::PatchDrift(Target& t, const databricks::Sandbox& live)
 // setup steps there is nothing to run per boot, so no exec-sync at all: the AgentWorker's launch
 // script writes the marker itself, and status.bootId stays empty.
 StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databricks::Sandbox& live) {
+  const Clock::SteadyTime now = clock_.Steady();
+  bool check_due = true;
+  {
+    std::lock_guard lock(mu_);
+    auto checked = boot_checked_.find(t.key());
+    check_due =
+        checked == boot_checked_.end() || now - checked->second >= options_.boot_check_interval;
+  }
   const bool maybe_rebooted = t.before().state != "RUNNING" ||
                               t.before().create_time != live.create_time ||
-                              t.status().boot_id.empty();
+                              t.status().boot_id.empty() || check_due;
   if (maybe_rebooted && !t.spec().setup.empty()) {
     databricks::ExecRequest probe;
     probe.cmd = "/bin/bash";
@@ -354,11 +369,13 @@ StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databrick
                               [](unsigned char c) { return std::isspace(c) != 0; }),
                boot.end());
     if (boot != t.status().boot_id) {
-      if (!t.status().boot_id.empty()) {
+      if (!t.status().boot_id.empty() || !t.status().setup.empty()) {
         events_.Normal(t.key(), "Rebooted", "sandbox " + t.sandbox_id + " booted again");
       }
       t.status().boot_id = boot;
     }
+    std::lock_guard lock(mu_);
+    boot_checked_[t.key()] = now;
   }
   const std::string& boot = t.status().boot_id;
   std::vector<api::SetupResult>& results = t.status().setup;
@@ -406,7 +423,10 @@ StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databrick
     }
   }
   SetReady(t, ConditionStatus::kTrue, "Running", "sandbox is running and set up");
-  return ReconcileResult::Done();
+  if (t.spec().setup.empty()) {
+    return ReconcileResult::Done();
+  }
+  return ReconcileResult::RequeueAfter(options_.boot_check_interval);  // the next boot check
 }
 
 StatusOr<ReconcileResult> SandboxReconciler::Finalize(Target& t) {

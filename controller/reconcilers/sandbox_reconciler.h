@@ -17,6 +17,8 @@
 #pragma once
 
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -39,6 +41,10 @@ struct SandboxReconcilerOptions {
   std::chrono::milliseconds transition_requeue{10'000};
   // Marker file of the current boot; outside /home/sandbox-agent, so a stop wipes it.
   std::string boot_marker = internal::kDefaultBootMarker;
+  // A sandbox with setup steps has its boot marker read again this often, and once after every
+  // sbxd start: a stop and start that happened between two sweeps, or while sbxd was down, is
+  // noticed and setup runs for the new boot.
+  std::chrono::milliseconds boot_check_interval{std::chrono::minutes(5)};
 };
 
 class SandboxReconciler final : public Reconciler {
@@ -71,6 +77,9 @@ class SandboxReconciler final : public Reconciler {
   Clock& clock_;
   EventRecorder events_;
   const SandboxReconcilerOptions options_;
+
+  std::mutex mu_;
+  std::map<api::ObjectKey, Clock::SteadyTime> boot_checked_;  // last boot-marker read; mu_
 };
 
 }  // namespace sbx::controller

@@ -427,11 +427,13 @@ TEST_F(AgentWorkerReconcilerTest, AnExpiredSessionIsReplacedAndTheExecutorFollow
   WaitForExecutor();
   ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
   const std::string first_env = EnvironmentId();
+  const std::string first_session = Worker().agent_worker_status().session_id;
   const int first_pid = sandbox_->ExecutorPid("w");
   clouds_.agents().SetEnvironmentStatus(first_env, openai::EnvironmentStatus::kExpired);
   clock_.Advance(30s);  // the next look at the environment
   ASSERT_TRUE(Reconcile().ok());
   EXPECT_TRUE(HasEvent("SessionLost"));
+  EXPECT_FALSE(clouds_.agents().HasSession(first_session));  // replaced, not left behind
   ASSERT_TRUE(Reconcile().ok());
   EXPECT_EQ(clouds_.agents().Calls("create"), 2);
   EXPECT_NE(EnvironmentId(), first_env);
@@ -531,6 +533,28 @@ TEST_F(AgentWorkerReconcilerTest, AdoptsTheSessionACrashedCreateLeftBehind) {
   ASSERT_TRUE(clouds_.agents().CreateSession(req, {}).ok());
   ASSERT_TRUE(Reconcile().ok());
   EXPECT_EQ(clouds_.agents().SessionCount(), 1);
+  EXPECT_TRUE(HasEvent("SessionAdopted"));
+}
+
+// Found by the chaos suite: sbxd killed after the session create was recorded in inventory but
+// before the status (sessionId) was written. The restarted sbxd adopts that session instead of
+// creating a second one that would leave the first leaked.
+TEST_F(AgentWorkerReconcilerTest, ASessionWhoseIdNeverReachedTheStatusIsAdopted) {
+  MakeSandbox("box", true);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  const std::string session = Worker().agent_worker_status().session_id;
+  ASSERT_FALSE(session.empty());
+  api::Object w = Worker();  // as if the status write after the create had never happened
+  w.agent_worker_status() = api::AgentWorkerStatus{};
+  ASSERT_TRUE(store_->UpdateStatus(w).ok());
+  reconciler_ = std::make_unique<AgentWorkerReconciler>(*store_, clouds_, clock_, &deps_,
+                                                        AgentWorkerReconcilerOptions{
+                                                            .boot_marker = sandbox_->boot_marker()});
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.agents().Calls("create"), 1);
+  EXPECT_EQ(clouds_.agents().SessionCount(), 1);
+  EXPECT_EQ(Worker().agent_worker_status().session_id, session);
   EXPECT_TRUE(HasEvent("SessionAdopted"));
 }
 

@@ -207,6 +207,72 @@ TEST_F(SandboxReconcilerTest, StartsAgainAfterAutoStopAndRerunsSetupForTheNewBoo
   EXPECT_TRUE(HasEvent("Rebooted"));
 }
 
+// Found by the chaos suite: the first exec-sync after a start (the boot-marker read) fails once.
+// The failed reconcile still records state RUNNING, so the retry must not take the old boot's
+// setup as done: a sandbox seen not RUNNING has no boot id until the marker is read again.
+TEST_F(SandboxReconcilerTest, AFailedBootReadAfterAStartIsRetriedAndSetupRunsForTheNewBoot) {
+  Apply("a", [](api::SandboxSpec& s) { s.setup = {{"deps", "echo hi", 60s}}; });
+  MakeReady("a");
+  ASSERT_EQ(last_.sandbox_status().boot_id, "boot-default-a");
+  SetLiveState("a", SandboxState::kStopped);
+  ASSERT_TRUE(Reconcile("a").ok());  // starts it
+  EXPECT_EQ(Get("a").sandbox_status().boot_id, "");
+  SetLiveState("a", SandboxState::kRunning);
+  clouds_.api().SetExecHandler([](const std::string&, const databricks::ExecRequest& req) {
+    databricks::ExecResult r;
+    r.status = databricks::ExecStatus::kCompleted;
+    r.exit_code = 0;
+    if (req.args.size() > 2 && req.args[2] == "sbx-boot") {
+      r.stdout_text = "boot-2\n";
+    }
+    return r;
+  });
+  clouds_.api().FailNext("exec", api::UnavailableError("503 from exec-sync"));
+  EXPECT_FALSE(Reconcile("a").ok());
+  EXPECT_EQ(Get("a").sandbox_status().state, "RUNNING");
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(last_.sandbox_status().boot_id, "boot-2");
+  ASSERT_EQ(last_.sandbox_status().setup.size(), 1u);
+  EXPECT_EQ(last_.sandbox_status().setup[0].boot_id, "boot-2");
+}
+
+// A stop and start while sbxd was down (or between two sweeps) leave no trace in the status: a
+// new sbxd reads the marker once per sandbox with setup, and then every boot_check_interval.
+TEST_F(SandboxReconcilerTest, AReconcilerThatDidNotSeeTheBootReadsTheMarkerAgain) {
+  Apply("a", [](api::SandboxSpec& s) { s.setup = {{"deps", "echo hi", 60s}}; });
+  MakeReady("a");
+  std::string current = "boot-2";
+  clouds_.api().SetExecHandler([&](const std::string&, const databricks::ExecRequest& req) {
+    databricks::ExecResult r;
+    r.status = databricks::ExecStatus::kCompleted;
+    r.exit_code = 0;
+    if (req.args.size() > 2 && req.args[2] == "sbx-boot") {
+      r.stdout_text = current + "\n";
+    }
+    return r;
+  });
+  // The same process: nothing is read again before the interval.
+  const size_t execs = clouds_.api().execs().size();
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().execs().size(), execs);
+  // A restarted sbxd (a new reconciler): reads the marker, sees the new boot, runs setup.
+  reconciler_ = std::make_unique<SandboxReconciler>(*store_, clouds_, cache_, clock_);
+  ASSERT_TRUE(Reconcile("a").ok());
+  last_ = Get("a");
+  EXPECT_EQ(last_.sandbox_status().boot_id, "boot-2");
+  EXPECT_EQ(last_.sandbox_status().setup.at(0).boot_id, "boot-2");
+  EXPECT_EQ(clouds_.api().execs().size(), execs + 2);  // marker + the step
+  EXPECT_TRUE(HasEvent("Rebooted"));
+  // And again after the interval.
+  current = "boot-3";
+  clock_.Advance(SandboxReconcilerOptions{}.boot_check_interval);
+  auto r = Reconcile("a");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Get("a").sandbox_status().boot_id, "boot-3");
+  EXPECT_EQ(r->after, SandboxReconcilerOptions{}.boot_check_interval);
+}
+
 TEST_F(SandboxReconcilerTest, PowerStoppedStopsAndIsReadyWhenStopped) {
   Apply("a");
   MakeReady("a");
