@@ -49,6 +49,23 @@ class SandboxSweeperTest : public ::testing::Test {
     clouds_.api().Put(sb);
   }
 
+  // A live sandbox that inventory records for an owner object that no longer exists.
+  void AddOrphan(const std::string& id, Clock::WallTime recorded) {
+    Store::InventoryRecord r;
+    r.workspace = "default/default";
+    r.resource_type = "sandbox";
+    r.external_id = id;
+    r.state = Store::InventoryState::kLive;
+    r.owner = {api::Kind::kSandbox, "default", "gone"};
+    r.owner_uid = "uid-gone";
+    r.created_at = r.updated_at = FormatRfc3339(recorded);
+    ASSERT_TRUE(store_->PutInventory(r).ok());
+    databricks::Sandbox orphan;
+    orphan.sandbox_id = id;
+    orphan.state = databricks::SandboxState::kRunning;
+    clouds_.api().Put(orphan);
+  }
+
   testing::FakeClock clock_;
   testing::FakeCloudClients clouds_;
   SandboxCache cache_;
@@ -78,17 +95,7 @@ TEST_F(SandboxSweeperTest, ListsInPagesAndEnqueuesOnlyWhatChanged) {
 
 TEST_F(SandboxSweeperTest, AFailedListChangesNothingAndSkipsGarbageCollection) {
   AddSandbox("a", databricks::SandboxState::kRunning);
-  Store::InventoryRecord r;
-  r.workspace = "default/default";
-  r.resource_type = "sandbox";
-  r.external_id = "default-orphan";
-  r.state = Store::InventoryState::kLive;
-  r.owner = {api::Kind::kSandbox, "default", "orphan"};
-  r.updated_at = FormatRfc3339(clock_.Now());
-  ASSERT_TRUE(store_->PutInventory(r).ok());
-  databricks::Sandbox orphan;
-  orphan.sandbox_id = "default-orphan";
-  clouds_.api().Put(orphan);
+  AddOrphan("default-orphan", clock_.Now());
   clock_.Advance(10min);
 
   clouds_.api().FailNext("list", api::UnavailableError("503"));
@@ -151,19 +158,7 @@ TEST_F(SandboxSweeperTest, FastSweepsOfABigWorkspaceAreSpacedByItsPageCount) {
   EXPECT_EQ(clouds_.api().Calls("list"), 10);
 
   // An orphan past GC's grace: fast sweeps leave it alone, the next regular sweep takes it.
-  databricks::Sandbox orphan;
-  orphan.sandbox_id = "default-orphan";
-  orphan.state = databricks::SandboxState::kRunning;
-  clouds_.api().Put(orphan);
-  Store::InventoryRecord record;
-  record.workspace = "default/default";
-  record.resource_type = "sandbox";
-  record.external_id = "default-orphan";
-  record.state = Store::InventoryState::kLive;
-  record.owner = {api::Kind::kSandbox, "default", "gone"};
-  record.owner_uid = "uid-gone";
-  record.created_at = record.updated_at = FormatRfc3339(clock_.Now() - 10min);
-  ASSERT_TRUE(store_->PutInventory(record).ok());
+  AddOrphan("default-orphan", clock_.Now() - 10min);
   for (int i = 0; i < 20; ++i) {  // 40 s: fast sweeps only (the period is 60 s ± 10%)
     ASSERT_TRUE(clock_.AdvanceAndWaitForNextSleep(2s));
   }
