@@ -66,14 +66,19 @@ std::string CountingTransport::EndpointLabel(std::string_view method, std::strin
   return out;
 }
 
+std::string CountingTransport::ApiOf(std::string_view url) {
+  return PathOf(url).find("/agents/") != std::string_view::npos ? "openai" : "databricks";
+}
+
 databricks::HttpResult CountingTransport::Send(const databricks::HttpRequest& request,
                                                std::stop_token stop) {
   databricks::HttpResult result = inner_.Send(request, stop);
   const std::string code = result.status.ok() ? std::to_string(result.response.status) : "error";
   metrics_
-      .counter(
-          "sbx_api_calls_total", "Calls to cloud APIs by endpoint and HTTP status.",
-          {{"api", api_}, {"endpoint", EndpointLabel(request.method, request.url)}, {"code", code}})
+      .counter("sbx_api_calls_total", "Calls to cloud APIs by endpoint and HTTP status.",
+               {{"api", api_.empty() ? ApiOf(request.url) : api_},
+                {"endpoint", EndpointLabel(request.method, request.url)},
+                {"code", code}})
       .Inc();
   return result;
 }

@@ -1,7 +1,8 @@
 // CountingTransport: a databricks::HttpTransport decorator that counts every exchange into
 // sbx_api_calls_total{api,endpoint,code} and forwards it, unchanged, to the wrapped transport.
 //
-//   api      — the name given at construction ("databricks");
+//   api      — the name given at construction, or, when none is given (one transport shared by
+//              both clients), "openai" for paths under /agents/ and "databricks" otherwise;
 //   endpoint — method and path template, ids normalised so the label set stays bounded:
 //              "POST /api/2.0/sandboxes/{id}/start", "GET /api/2.0/sandboxes" (query dropped);
 //   code     — the HTTP status ("200", "404", …), or "error" when no response arrived.
@@ -26,14 +27,15 @@ namespace sbx::controller {
 
 class CountingTransport final : public databricks::HttpTransport {
  public:
-  CountingTransport(databricks::HttpTransport& inner, Metrics& metrics,
-                    std::string api = "databricks");
+  CountingTransport(databricks::HttpTransport& inner, Metrics& metrics, std::string api = "");
 
   databricks::HttpResult Send(const databricks::HttpRequest& request,
                               std::stop_token stop) override;
 
   // "METHOD /path/template" for a request (see above). Exposed for tests.
   static std::string EndpointLabel(std::string_view method, std::string_view url);
+  // The api label of a request when none was given at construction. Exposed for tests.
+  static std::string ApiOf(std::string_view url);
 
  private:
   databricks::HttpTransport& inner_;

@@ -77,6 +77,14 @@ TEST(CountingTransportTest, NormalisesIdsInPathTemplates) {
   EXPECT_EQ(label("GET", "https://h"), "GET /");
 }
 
+// One transport serves both clients in sbxd: the api label tells them apart by path.
+TEST(CountingTransportTest, LabelsOpenAiAndDatabricksCallsApart) {
+  EXPECT_EQ(CountingTransport::ApiOf("https://api.openai.com/v1/agents/sessions"), "openai");
+  EXPECT_EQ(CountingTransport::ApiOf("http://127.0.0.1:9/v1/agents/environments/e1"), "openai");
+  EXPECT_EQ(CountingTransport::ApiOf("https://h/api/2.0/sandboxes?page_size=100"), "databricks");
+  EXPECT_EQ(CountingTransport::ApiOf("https://h/oidc/v1/token"), "databricks");
+}
+
 TEST(CountingTransportTest, CountsByEndpointAndStatusAndForwardsUnchanged) {
   ScriptedTransport inner;
   Metrics metrics;
