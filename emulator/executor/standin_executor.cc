@@ -3,6 +3,7 @@
 #define _TURN_OFF_PLATFORM_STRING
 #include <cpprest/http_client.h>
 #include <cpprest/ws_client.h>
+#include <pplx/threadpool.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -584,6 +585,14 @@ std::string CheckRemoteHost(const std::string& remote) {
 
 int RunStandinExecutor(const StandinExecutorOptions& options, std::ostream& err,
                        std::stop_token stop) {
+  // One executor per emulated sandbox: cpprest's default pool of 40 threads each made 1,000
+  // sandboxes exhaust the machine's pid space (45 threads a process). Two are plenty for one
+  // WebSocket and a registration call. (Too late if cpprest already ran in this process: then the
+  // existing pool is kept.)
+  try {
+    crossplat::threadpool::initialize_with_threads(2);
+  } catch (const std::exception&) {
+  }
   if (options.api_key.empty()) {
     err << "Error: remote exec-server registration requires ChatGPT authentication or API key "
            "authentication; run `codex login` or set CODEX_API_KEY"
