@@ -2,7 +2,9 @@
 #include "emulator/openai/websocket_server.h"
 
 #include <chrono>
+#include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <websocketpp/config/asio_no_tls.hpp>
@@ -70,14 +72,22 @@ class WebSocketServer::Impl {
   void Stop() {
     if (!started_ || stopped_) return;
     stopped_ = true;
-    websocketpp::lib::error_code ec;
-    server_.stop_listening(ec);
     std::map<WsConnectionId, Hdl> conns;
     {
       std::lock_guard lock(mu_);
       conns = conns_;
     }
-    for (auto& [id, h] : conns) server_.close(h, websocketpp::close::status::going_away, "", ec);
+    // Closing the acceptor from this thread raced with the loop re-arming its accept (UBSan:
+    // null descriptor_state in epoll_reactor::start_op). On the loop's own thread the two are
+    // serialised. If the loop is gone already, the wait simply times out.
+    auto closed = std::make_shared<std::promise<void>>();
+    websocketpp::lib::asio::post(server_.get_io_service(), [this, conns, closed] {
+      websocketpp::lib::error_code ec;
+      server_.stop_listening(ec);
+      for (auto& [id, h] : conns) server_.close(h, websocketpp::close::status::going_away, "", ec);
+      closed->set_value();
+    });
+    closed->get_future().wait_for(std::chrono::seconds(2));
     // Give the close handshakes a moment, then stop the loop regardless.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     while (std::chrono::steady_clock::now() < deadline) {
