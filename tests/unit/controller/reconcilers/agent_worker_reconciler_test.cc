@@ -210,6 +210,16 @@ class AgentWorkerReconcilerTest : public ::testing::Test {
     }
     return false;
   }
+  // Worker "w" on Sandbox "box": launched, alive, and seen Running by a probe after the connect
+  // grace.
+  void StartRunningWorker() {
+    MakeSandbox("box", true);
+    ApplyWorker();
+    ASSERT_TRUE(Reconcile().ok());
+    WaitForExecutor();
+    ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
+    ASSERT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
+  }
   // Reconciles until the executor of `name` is alive (the launch is asynchronous: setsid).
   void WaitForExecutor(const std::string& name = "w") {
     for (int i = 0; i < 500 && !sandbox_->ExecutorAlive(name); ++i) {
@@ -376,12 +386,7 @@ TEST_F(AgentWorkerReconcilerTest, DiagnosesTheCommonExecutorFailures) {
 }
 
 TEST_F(AgentWorkerReconcilerTest, RelaunchesAfterTheSandboxBootedAgain) {
-  MakeSandbox("box", true);
-  ApplyWorker();
-  ASSERT_TRUE(Reconcile().ok());
-  WaitForExecutor();
-  ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
-  ASSERT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
+  ASSERT_NO_FATAL_FAILURE(StartRunningWorker());
 
   // A stop kills every process and wipes /tmp; the start is a new boot.
   sandbox_->KillExecutor();
@@ -400,12 +405,7 @@ TEST_F(AgentWorkerReconcilerTest, RelaunchesAfterTheSandboxBootedAgain) {
 // An executor a probe saw running that dies later (killed, crashed after hours) did not "exit
 // on start": it is relaunched at the next probe, without the crash-loop delay.
 TEST_F(AgentWorkerReconcilerTest, AnExecutorThatRanAndDiedIsRelaunchedAtOnce) {
-  MakeSandbox("box", true);
-  ApplyWorker();
-  ASSERT_TRUE(Reconcile().ok());
-  WaitForExecutor();
-  ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
-  ASSERT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
+  ASSERT_NO_FATAL_FAILURE(StartRunningWorker());
 
   const int pid = sandbox_->ExecutorPid("w");
   sandbox_->KillExecutor();
@@ -421,11 +421,7 @@ TEST_F(AgentWorkerReconcilerTest, AnExecutorThatRanAndDiedIsRelaunchedAtOnce) {
 }
 
 TEST_F(AgentWorkerReconcilerTest, AnExpiredSessionIsReplacedAndTheExecutorFollows) {
-  MakeSandbox("box", true);
-  ApplyWorker();
-  ASSERT_TRUE(Reconcile().ok());
-  WaitForExecutor();
-  ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
+  ASSERT_NO_FATAL_FAILURE(StartRunningWorker());
   const std::string first_env = EnvironmentId();
   const std::string first_session = Worker().agent_worker_status().session_id;
   const int first_pid = sandbox_->ExecutorPid("w");
@@ -447,12 +443,7 @@ TEST_F(AgentWorkerReconcilerTest, AnExpiredSessionIsReplacedAndTheExecutorFollow
 }
 
 TEST_F(AgentWorkerReconcilerTest, AStoppedSandboxMeansNoExecutor) {
-  MakeSandbox("box", true);
-  ApplyWorker();
-  ASSERT_TRUE(Reconcile().ok());
-  WaitForExecutor();
-  ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
-  ASSERT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
+  ASSERT_NO_FATAL_FAILURE(StartRunningWorker());
   api::Object sb = *store_->Get({api::Kind::kSandbox, "default", "box"});
   sb.sandbox_status().state = "STOPPED";
   api::SetCondition(sb.sandbox_status().conditions,
@@ -548,9 +539,9 @@ TEST_F(AgentWorkerReconcilerTest, ASessionWhoseIdNeverReachedTheStatusIsAdopted)
   api::Object w = Worker();  // as if the status write after the create had never happened
   w.agent_worker_status() = api::AgentWorkerStatus{};
   ASSERT_TRUE(store_->UpdateStatus(w).ok());
-  reconciler_ = std::make_unique<AgentWorkerReconciler>(*store_, clouds_, clock_, &deps_,
-                                                        AgentWorkerReconcilerOptions{
-                                                            .boot_marker = sandbox_->boot_marker()});
+  reconciler_ = std::make_unique<AgentWorkerReconciler>(
+      *store_, clouds_, clock_, &deps_,
+      AgentWorkerReconcilerOptions{.boot_marker = sandbox_->boot_marker()});
   ASSERT_TRUE(Reconcile().ok());
   EXPECT_EQ(clouds_.agents().Calls("create"), 1);
   EXPECT_EQ(clouds_.agents().SessionCount(), 1);
