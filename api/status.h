@@ -1,7 +1,8 @@
 // Status and StatusOr<T>: the error currency of every sbx module (abseil-style).
 //
 // A Status is a canonical code plus a message a user can act on. It may carry a retry hint
-// (from a server's Retry-After) that the one retry policy, controller ClassifyError, reads.
+// (from a server's Retry-After) and a condition reason (a CamelCase word more precise than the
+// code's, e.g. "CredentialsMissing") that the one retry policy, controller ClassifyError, reads.
 // Values are immutable after construction and cheap to copy; thread-compatible.
 #pragma once
 
@@ -54,7 +55,16 @@ class [[nodiscard]] Status {
     s.retry_after_ = delay;
     return s;
   }
-  // Returns a copy whose message is "<prefix>: <message>"; OK stays OK.
+  // A condition reason that names this error more precisely than its code does (ClassifyError
+  // uses it instead of the code's reason; the code still decides transient vs terminal).
+  const std::string& reason() const { return reason_; }
+  Status WithReason(std::string reason) const {
+    Status s = *this;
+    s.reason_ = std::move(reason);
+    return s;
+  }
+  // Returns a copy whose message is "<prefix>: <message>"; OK stays OK. Keeps the retry hint
+  // and the reason.
   Status Annotate(std::string_view prefix) const;
 
   // "NOT_FOUND: sandbox x not found", or "OK".
@@ -68,6 +78,7 @@ class [[nodiscard]] Status {
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
   std::optional<std::chrono::milliseconds> retry_after_;
+  std::string reason_;
 };
 
 std::ostream& operator<<(std::ostream& os, const Status& s);

@@ -4,8 +4,10 @@
 #include <array>
 
 namespace sbx::controller {
+namespace {
 
-ErrorClass ClassifyError(const api::Status& status) {
+// The table of the header, by code alone.
+ErrorClass ClassifyCode(const api::Status& status) {
   using api::StatusCode;
   using R = ErrorClass::Retry;
   auto transient = [&](const char* reason) {
@@ -52,11 +54,23 @@ ErrorClass ClassifyError(const api::Status& status) {
   return transient("Unknown");
 }
 
+}  // namespace
+
+ErrorClass ClassifyError(const api::Status& status) {
+  ErrorClass error = ClassifyCode(status);
+  if (!status.ok() && !status.reason().empty()) {
+    error.reason = status.reason();  // more precise than the code's; the code decides retrying
+  }
+  return error;
+}
+
 bool IsTerminalReason(std::string_view reason) {
-  static constexpr std::array<std::string_view, 9> kTerminal = {
+  static constexpr std::array<std::string_view, 11> kTerminal = {
       // ClassifyError's terminal classes …
       "InvalidSpec", "FailedPrecondition", "PermissionDenied", "Unauthenticated", "AlreadyExists",
       "NotFound", "Unimplemented",
+      // … the reasons terminal errors carry (Status::reason) …
+      "CredentialsMissing", "SecretNotAllowed",
       // … and what reconcilers report without an error.
       "ImmutableFieldChanged", "SandboxIdConflict"};
   return std::find(kTerminal.begin(), kTerminal.end(), reason) != kTerminal.end();

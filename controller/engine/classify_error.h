@@ -31,6 +31,9 @@
 // spec or dependency change, so it is terminal; the dependency index re-enqueues the object when
 // the missing one appears.
 //
+// A Status that carries a reason (Status::reason, e.g. "CredentialsMissing" from the cloud
+// clients) keeps its code's class but reports that reason instead of the code's.
+//
 // Any transient error carrying Status::retry_after() keeps it in `retry_after`. A pure function;
 // thread-safe.
 #pragma once
