@@ -38,8 +38,8 @@ StatusOr<Kind> ParseKind(std::string_view text);
 // A reference to a secret, resolved by the controller at the moment of use and never stored
 // resolved. Exactly one of env/file is set in a valid reference; both empty means "unset".
 struct SecretRef {
-  std::string env;   // {env: NAME}
-  std::string file;  // {file: /path}
+  std::string env{};   // {env: NAME}
+  std::string file{};  // {file: NAME}, inside the controller's secrets directory
   bool empty() const { return env.empty() && file.empty(); }
   friend bool operator==(const SecretRef&, const SecretRef&) = default;
 };

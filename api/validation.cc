@@ -136,60 +136,32 @@ bool IsEnvName(std::string_view s) {
   return true;
 }
 
-Status ValidateSecretRef(std::string_view path, const SecretRef& ref) {
-  if (ref.empty()) {
-    return OkStatus();  // unset: the optional reference falls back as documented
-  }
-  if (!ref.env.empty() && !ref.file.empty()) {
-    return Invalid(path, "set exactly one of env or file, not both");
-  }
-  if (!ref.env.empty() && !IsEnvName(ref.env)) {
-    return Invalid(std::string(path) + ".env",
-                   "invalid environment variable name " + Quote(ref.env) +
-                       " (expected letters, digits and '_', not starting with a digit)");
-  }
-  if (!ref.file.empty()) {
-    if (ref.file.front() != '/') {
-      return Invalid(std::string(path) + ".file",
-                     "must be an absolute path, got " + Quote(ref.file));
-    }
-    if (HasControlChars(ref.file, false)) {
-      return Invalid(std::string(path) + ".file", "must not contain control characters");
-    }
-  }
-  return OkStatus();
-}
-
 Status ValidateUrl(std::string_view path, std::string_view url) {
   if (url.empty()) {
     return OkStatus();
   }
-  // http:// is allowed for the local emulator and test servers.
-  if (url.rfind("https://", 0) != 0 && url.rfind("http://", 0) != 0) {
-    return Invalid(path,
-                   "must start with https:// (or http:// for a local emulator), got " + Quote(url));
-  }
-  for (char c : url) {
-    if (c == ' ' || static_cast<unsigned char>(c) < 0x20) {
-      return Invalid(path, "must not contain spaces or control characters");
-    }
+  if (std::string problem = ValidateServiceUrl(url); !problem.empty()) {
+    return Invalid(path, problem);
   }
   return OkStatus();
 }
 
-Status ValidateWorkspace(const WorkspaceSpec& s) {
+Status ValidateWorkspace(const WorkspaceSpec& s, const ValidationOptions& o) {
   RETURN_IF_ERROR(ValidateUrl("spec.databricks.host", s.databricks.host));
-  RETURN_IF_ERROR(ValidateSecretRef("spec.databricks.tokenFrom", s.databricks.token_from));
-  RETURN_IF_ERROR(ValidateSecretRef("spec.databricks.clientIdFrom", s.databricks.client_id_from));
   RETURN_IF_ERROR(
-      ValidateSecretRef("spec.databricks.clientSecretFrom", s.databricks.client_secret_from));
+      ValidateSecretRef("spec.databricks.tokenFrom", s.databricks.token_from, o.secret_env_prefix));
+  RETURN_IF_ERROR(ValidateSecretRef("spec.databricks.clientIdFrom", s.databricks.client_id_from,
+                                    o.secret_env_prefix));
+  RETURN_IF_ERROR(ValidateSecretRef("spec.databricks.clientSecretFrom",
+                                    s.databricks.client_secret_from, o.secret_env_prefix));
   if (s.databricks.client_id_from.empty() != s.databricks.client_secret_from.empty()) {
     return Invalid(s.databricks.client_id_from.empty() ? "spec.databricks.clientIdFrom"
                                                        : "spec.databricks.clientSecretFrom",
                    "OAuth machine-to-machine needs both clientIdFrom and clientSecretFrom");
   }
   RETURN_IF_ERROR(ValidateUrl("spec.openai.baseUrl", s.openai.base_url));
-  RETURN_IF_ERROR(ValidateSecretRef("spec.openai.apiKeyFrom", s.openai.api_key_from));
+  RETURN_IF_ERROR(
+      ValidateSecretRef("spec.openai.apiKeyFrom", s.openai.api_key_from, o.secret_env_prefix));
   if (!std::isfinite(s.limits.requests_per_second) || s.limits.requests_per_second < 0) {
     return Invalid("spec.limits.requestsPerSecond", "must be a non-negative number (0 = default)");
   }
@@ -268,7 +240,7 @@ Status ValidateSandbox(std::string_view prefix, const SandboxSpec& s) {
   return OkStatus();
 }
 
-Status ValidateAgentWorker(const AgentWorkerSpec& s) {
+Status ValidateAgentWorker(const AgentWorkerSpec& s, const ValidationOptions& o) {
   const bool has_ref = !s.sandbox_ref.empty();
   if (has_ref == s.sandbox.has_value()) {
     return Invalid("spec", has_ref ? "set exactly one of sandboxRef or sandbox, not both"
@@ -299,7 +271,8 @@ Status ValidateAgentWorker(const AgentWorkerSpec& s) {
       return Invalid("spec.executor.args[" + std::to_string(i) + "]", "must not contain NUL");
     }
   }
-  RETURN_IF_ERROR(ValidateSecretRef("spec.executor.apiKeyFrom", s.executor.api_key_from));
+  RETURN_IF_ERROR(
+      ValidateSecretRef("spec.executor.apiKeyFrom", s.executor.api_key_from, o.secret_env_prefix));
   return OkStatus();
 }
 
@@ -323,15 +296,121 @@ std::string ValidateDnsLabel(std::string_view s) {
   return "";
 }
 
-Status Validate(const Object& object) {
+Status ValidateSecretRef(std::string_view path, const SecretRef& ref, std::string_view env_prefix) {
+  if (ref.empty()) {
+    return OkStatus();  // unset: the optional reference falls back as documented
+  }
+  if (!ref.env.empty() && !ref.file.empty()) {
+    return Invalid(path, "set exactly one of env or file, not both");
+  }
+  if (!ref.env.empty()) {
+    const std::string where = std::string(path) + ".env";
+    if (!IsEnvName(ref.env)) {
+      return Invalid(where, "invalid environment variable name " + Quote(ref.env) +
+                                " (expected letters, digits and '_', not starting with a digit)");
+    }
+    if (!ref.env.starts_with(env_prefix) || ref.env.size() == env_prefix.size()) {
+      return Invalid(where, "environment variable " + Quote(ref.env) +
+                                " is not an allowed secret source: names must start with " +
+                                Quote(env_prefix) +
+                                " (the controller's own credentials cannot be named; see "
+                                "SECURITY.md)");
+    }
+    return OkStatus();
+  }
+  const std::string where = std::string(path) + ".file";
+  if (HasControlChars(ref.file, false)) {
+    return Invalid(where, "must not contain control characters");
+  }
+  if (ref.file.find('/') != std::string::npos || ref.file == "." || ref.file == "..") {
+    return Invalid(where,
+                   "must be a plain file name inside the controller's secrets directory "
+                   "(sbxd --secrets-dir), without '/' or \"..\", got " +
+                       Quote(ref.file));
+  }
+  if (ref.file.size() > 255) {
+    return Invalid(where, "must be at most 255 characters");
+  }
+  return OkStatus();
+}
+
+bool IsLoopbackUrl(std::string_view url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) {
+    return false;
+  }
+  std::string_view authority = url.substr(scheme_end + 3);
+  authority = authority.substr(0, authority.find_first_of("/?#"));
+  if (authority.find('@') != std::string_view::npos) {
+    return false;
+  }
+  std::string_view host = authority;
+  if (host.starts_with('[')) {
+    host = host.substr(0, host.find(']') + 1);
+    return host == "[::1]";
+  }
+  host = host.substr(0, host.find(':'));
+  if (host == "localhost") {
+    return true;
+  }
+  // 127.0.0.0/8 as four decimal octets.
+  int parts = 0;
+  size_t start = 0;
+  while (start <= host.size()) {
+    const size_t dot = host.find('.', start);
+    const std::string_view octet =
+        host.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (octet.empty() || octet.size() > 3 ||
+        octet.find_first_not_of("0123456789") != std::string_view::npos ||
+        std::stoi(std::string(octet)) > 255 || (parts == 0 && octet != "127")) {
+      return false;
+    }
+    ++parts;
+    if (dot == std::string_view::npos) {
+      break;
+    }
+    start = dot + 1;
+  }
+  return parts == 4;
+}
+
+std::string ValidateServiceUrl(std::string_view url) {
+  for (char c : url) {
+    if (c == ' ' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return "must not contain spaces or control characters";
+    }
+  }
+  const size_t scheme_end = url.find("://");
+  if (scheme_end != std::string_view::npos) {
+    std::string_view authority = url.substr(scheme_end + 3);
+    authority = authority.substr(0, authority.find_first_of("/?#"));
+    if (authority.find('@') != std::string_view::npos) {
+      return "must not contain user info (user@host), got " + Quote(url);
+    }
+  }
+  if (url.starts_with("https://")) {
+    return "";
+  }
+  if (url.starts_with("http://")) {
+    if (IsLoopbackUrl(url)) {
+      return "";
+    }
+    return "must use https:// (plain http:// only for a loopback host such as the local "
+           "emulator), got " +
+           Quote(url);
+  }
+  return "must start with https:// (or http:// for a loopback host), got " + Quote(url);
+}
+
+Status Validate(const Object& object, const ValidationOptions& options) {
   RETURN_IF_ERROR(ValidateMeta(object.metadata));
   switch (object.kind) {
     case Kind::kWorkspace:
-      return ValidateWorkspace(object.workspace_spec());
+      return ValidateWorkspace(object.workspace_spec(), options);
     case Kind::kSandbox:
       return ValidateSandbox("spec", object.sandbox_spec());
     case Kind::kAgentWorker:
-      return ValidateAgentWorker(object.agent_worker_spec());
+      return ValidateAgentWorker(object.agent_worker_spec(), options);
   }
   return OkStatus();
 }

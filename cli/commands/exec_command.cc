@@ -52,8 +52,11 @@ int RunExec(CommandContext& ctx, const ExecCommandOptions& options) {
       controller::databricks::MakeCppRestTransport();
   std::unique_ptr<controller::openai::StreamingTransport> streaming =
       controller::openai::MakeCppRestStreamingTransport();
+  controller::HttpCloudClientsOptions cloud_options;
+  cloud_options.secrets =
+      controller::SecretPolicyFromEnvironment(controller::databricks::ProcessEnv());
   controller::HttpCloudClients clouds(**store, ctx.clock(), *transport, *streaming,
-                                      controller::databricks::ProcessEnv());
+                                      controller::databricks::ProcessEnv(), cloud_options);
   auto sandboxes = clouds.Sandboxes(key->namespace_, spec.workspace_ref);
   if (!sandboxes.ok()) {
     return ctx.Fail(sandboxes.status());

@@ -133,8 +133,10 @@ int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
   std::unique_ptr<databricks::HttpTransport> transport = databricks::MakeCppRestTransport();
   std::unique_ptr<controller::openai::StreamingTransport> streaming =
       controller::openai::MakeCppRestStreamingTransport();
+  controller::HttpCloudClientsOptions cloud_options;
+  cloud_options.secrets = controller::SecretPolicyFromEnvironment(databricks::ProcessEnv());
   controller::HttpCloudClients clouds(**store, ctx.clock(), *transport, *streaming,
-                                      databricks::ProcessEnv());
+                                      databricks::ProcessEnv(), cloud_options);
   auto api = clouds.Sandboxes(key->namespace_, sandbox->sandbox_spec().workspace_ref);
   if (!api.ok()) {
     return ctx.Fail(api.status());

@@ -1,6 +1,7 @@
 #include "cli/commands/manifest_reader.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -129,7 +130,7 @@ ManifestSet ReadManifests(const ManifestReadOptions& options, std::istream& stdi
     }
     if (options.validate) {
       api::ApplyDefaults(m.object);
-      const api::Status valid = api::Validate(m.object);
+      const api::Status valid = api::Validate(m.object, options.validation);
       if (!valid.ok()) {
         // Validate may report several problems, one per line: place each one.
         std::istringstream lines(valid.message());
@@ -159,6 +160,10 @@ std::optional<ManifestSet> ReadCommandManifests(CommandContext& ctx,
   read.paths = paths;
   read.recursive = recursive;
   read.validate = validate;
+  if (const char* prefix = std::getenv("SBX_SECRET_ENV_PREFIX");
+      prefix != nullptr && *prefix != '\0') {
+    read.validation.secret_env_prefix = prefix;
+  }
   if (ctx.options().namespace_given) {
     read.namespace_override = ctx.options().namespace_;
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/codec.h"
+#include "api/validation.h"
 #include "cli/commands/command_context.h"
 
 namespace sbx::cli {
@@ -23,6 +24,9 @@ struct ManifestReadOptions {
   // -n given explicitly: objects that name no other namespace are put there.
   std::optional<std::string> namespace_override;
   bool validate = true;  // default + validate (delete -f only needs identities)
+  // The secret sources manifests may name; ReadCommandManifests takes the env prefix from
+  // $SBX_SECRET_ENV_PREFIX when set (the operator's sbxd flag, told to the CLI).
+  api::ValidationOptions validation;
 };
 
 struct ManifestSet {

@@ -37,10 +37,15 @@ class CloudClients {
   virtual api::StatusOr<openai::AgentsApi*> Agents(const std::string& namespace_,
                                                    const std::string& workspace_ref) = 0;
 
-  // The executor ("environment") key that enters a sandbox as CODEX_API_KEY: `ref` when set,
-  // else the controller's OPENAI_EXECUTOR_API_KEY. Held in memory only; kFailedPrecondition
-  // naming `field` (or the variable) when it cannot be resolved.
-  virtual api::StatusOr<std::string> ExecutorKey(const api::SecretRef& ref,
+  // The executor ("environment") key that enters a sandbox of workspace `workspace_ref` as
+  // CODEX_API_KEY: `ref` when set, else the controller's OPENAI_EXECUTOR_API_KEY — but that one
+  // only for a workspace that uses the controller's own Databricks and OpenAI credentials (the
+  // key goes where they go, never into a sandbox on a host a manifest chose). Held in memory
+  // only; kFailedPrecondition naming `field` (or the variable) when it cannot be resolved, with
+  // reason "CredentialsMissing" when the controller's key may not be used there.
+  virtual api::StatusOr<std::string> ExecutorKey(const std::string& namespace_,
+                                                 const std::string& workspace_ref,
+                                                 const api::SecretRef& ref,
                                                  std::string_view field) = 0;
 };
 

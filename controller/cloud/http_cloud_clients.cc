@@ -1,6 +1,9 @@
 #include "controller/cloud/http_cloud_clients.h"
 
 #include <functional>
+#include <iterator>
+
+#include "api/validation.h"
 
 namespace sbx::controller {
 
@@ -12,7 +15,25 @@ HttpCloudClients::HttpCloudClients(Store& store, Clock& clock, databricks::HttpT
       transport_(transport),
       streaming_(streaming),
       env_(std::move(env)),
+      lookup_([this](std::string_view name) { return env_(name); }),
       options_(std::move(options)) {}
+
+std::string HttpCloudClients::ControllerOpenAiUrl() const {
+  std::optional<std::string> url = env_("OPENAI_BASE_URL");
+  return url && !url->empty() ? *url : std::string(kDefaultOpenAiBaseUrl);
+}
+
+api::Status HttpCloudClients::CheckServiceUrl(const std::string& field, const std::string& url) {
+  if (url.empty()) {
+    return api::OkStatus();
+  }
+  // sbxctl checked this when the Workspace was applied; the database may be older than that.
+  if (std::string problem = api::ValidateServiceUrl(databricks::NormalizeHost(url));
+      !problem.empty()) {
+    return api::InvalidArgumentError(field + ": " + problem);
+  }
+  return api::OkStatus();
+}
 
 HttpCloudClients::~HttpCloudClients() = default;
 
@@ -37,42 +58,44 @@ api::StatusOr<std::optional<api::Object>> HttpCloudClients::FindWorkspace(
 api::StatusOr<HttpCloudClients::Resolved> HttpCloudClients::Resolve(
     const std::string& namespace_, const std::string& workspace_ref) {
   Resolved r;
-  databricks::DatabricksConfig explicit_values;
   ASSIGN_OR_RETURN(std::optional<api::Object> workspace, FindWorkspace(namespace_, workspace_ref));
+  api::StatusOr<databricks::DatabricksConfig> config = api::InternalError("unset");
   if (workspace) {
     const api::WorkspaceSpec& spec = workspace->workspace_spec();
-    const EnvLookup lookup = [this](std::string_view name) { return env_(name); };
-    explicit_values.host = spec.databricks.host;
-    explicit_values.profile = spec.databricks.profile;
-    explicit_values.workspace_id = spec.databricks.workspace_id;
-    if (!spec.databricks.token_from.empty()) {
-      ASSIGN_OR_RETURN(explicit_values.token,
-                       ResolveSecret(spec.databricks.token_from, lookup,
-                                     "Workspace " + workspace_ref + " spec.databricks.tokenFrom"));
+    const std::string where = "Workspace " + workspace_ref + " spec.databricks";
+    databricks::DatabricksConfig stated;
+    stated.host = spec.databricks.host;
+    stated.profile = spec.databricks.profile;
+    stated.workspace_id = spec.databricks.workspace_id;
+    RETURN_IF_ERROR(CheckServiceUrl(where + ".host", stated.host));
+    const std::pair<const api::SecretRef*, std::string*> refs[] = {
+        {&spec.databricks.token_from, &stated.token},
+        {&spec.databricks.client_id_from, &stated.client_id},
+        {&spec.databricks.client_secret_from, &stated.client_secret},
+    };
+    const char* names[] = {".tokenFrom", ".clientIdFrom", ".clientSecretFrom"};
+    for (size_t i = 0; i < std::size(refs); ++i) {
+      if (!refs[i].first->empty()) {
+        ASSIGN_OR_RETURN(*refs[i].second, ResolveSecret(*refs[i].first, lookup_, where + names[i],
+                                                        options_.secrets));
+      }
     }
-    if (!spec.databricks.client_id_from.empty()) {
-      ASSIGN_OR_RETURN(
-          explicit_values.client_id,
-          ResolveSecret(spec.databricks.client_id_from, lookup,
-                        "Workspace " + workspace_ref + " spec.databricks.clientIdFrom"));
-    }
-    if (!spec.databricks.client_secret_from.empty()) {
-      ASSIGN_OR_RETURN(
-          explicit_values.client_secret,
-          ResolveSecret(spec.databricks.client_secret_from, lookup,
-                        "Workspace " + workspace_ref + " spec.databricks.clientSecretFrom"));
-    }
+    r.controller_credentials =
+        stated.token.empty() && stated.client_id.empty() && stated.client_secret.empty();
+    config = databricks::ResolveWorkspaceConfig(stated, env_);
     r.requests_per_second = spec.limits.requests_per_second;
     r.fingerprint =
         "gen=" + std::to_string(workspace->metadata.generation) + ";uid=" + workspace->metadata.uid;
   } else {
+    config = databricks::ResolveConfig(databricks::DatabricksConfig{}, env_);
+    r.controller_credentials = true;
     r.fingerprint = "env";
   }
-  api::StatusOr<databricks::DatabricksConfig> config =
-      databricks::ResolveConfig(explicit_values, env_);
   if (!config.ok()) {
-    return api::FailedPreconditionError("Workspace " + WorkspaceId(namespace_, workspace_ref) +
-                                        ": " + config.status().message());
+    return api::Status(api::StatusCode::kFailedPrecondition,
+                       "Workspace " + WorkspaceId(namespace_, workspace_ref) + ": " +
+                           config.status().message())
+        .WithReason(config.status().reason());
   }
   r.config = *std::move(config);
   if (options_.on_secret) {
@@ -134,25 +157,38 @@ api::StatusOr<databricks::SandboxApi*> HttpCloudClients::Sandboxes(
 api::StatusOr<HttpCloudClients::ResolvedOpenAi> HttpCloudClients::ResolveOpenAi(
     const std::string& namespace_, const std::string& workspace_ref) {
   ResolvedOpenAi r;
-  const EnvLookup lookup = [this](std::string_view name) { return env_(name); };
   ASSIGN_OR_RETURN(std::optional<api::Object> workspace, FindWorkspace(namespace_, workspace_ref));
-  api::SecretRef key_ref{.env = "OPENAI_API_KEY"};
-  std::string field = "environment variable OPENAI_API_KEY";
+  const std::string controller_url = ControllerOpenAiUrl();
+  r.base_url = controller_url;
+  r.controller_credentials = true;
   if (workspace) {
     const api::OpenAiConnection& openai = workspace->workspace_spec().openai;
-    r.base_url = openai.base_url;
+    const std::string where = "Workspace " + workspace_ref + " spec.openai";
+    RETURN_IF_ERROR(CheckServiceUrl(where + ".baseUrl", openai.base_url));
+    if (!openai.base_url.empty()) {
+      r.base_url = openai.base_url;
+    }
     if (!openai.api_key_from.empty()) {
-      key_ref = openai.api_key_from;
-      field = "Workspace " + workspace_ref + " spec.openai.apiKeyFrom";
+      ASSIGN_OR_RETURN(r.api_key, ResolveSecret(openai.api_key_from, lookup_, where + ".apiKeyFrom",
+                                                options_.secrets));
+      r.controller_credentials = false;
+    } else if (!databricks::SameHost(r.base_url, controller_url)) {
+      return api::FailedPreconditionError(
+                 "Workspace " + WorkspaceId(namespace_, workspace_ref) + ": OpenAI base URL " +
+                 r.base_url +
+                 " needs a key of its own: set spec.openai.apiKeyFrom; the controller's "
+                 "OPENAI_API_KEY belongs to " +
+                 controller_url + " and is never sent to another host")
+          .WithReason("CredentialsMissing");
     }
     r.fingerprint = "gen=" + std::to_string(workspace->metadata.generation);
   } else {
     r.fingerprint = "env";
   }
-  if (r.base_url.empty()) {
-    r.base_url = env_("OPENAI_BASE_URL").value_or("https://api.openai.com/v1");
+  if (r.controller_credentials) {
+    ASSIGN_OR_RETURN(r.api_key, ResolveControllerEnv("OPENAI_API_KEY", lookup_,
+                                                     "Workspace " + workspace_ref + " OpenAI key"));
   }
-  ASSIGN_OR_RETURN(r.api_key, ResolveSecret(key_ref, lookup, field));
   if (options_.on_secret) {
     options_.on_secret(r.api_key);
   }
@@ -194,14 +230,30 @@ api::StatusOr<openai::AgentsApi*> HttpCloudClients::Agents(const std::string& na
   return api;
 }
 
-api::StatusOr<std::string> HttpCloudClients::ExecutorKey(const api::SecretRef& ref,
+api::StatusOr<std::string> HttpCloudClients::ExecutorKey(const std::string& namespace_,
+                                                         const std::string& workspace_ref,
+                                                         const api::SecretRef& ref,
                                                          std::string_view field) {
-  const EnvLookup lookup = [this](std::string_view name) { return env_(name); };
-  api::StatusOr<std::string> key =
-      ref.empty() ? ResolveSecret({.env = "OPENAI_EXECUTOR_API_KEY"}, lookup,
-                                  std::string(field) +
-                                      " (unset, so the controller's OPENAI_EXECUTOR_API_KEY)")
-                  : ResolveSecret(ref, lookup, field);
+  api::StatusOr<std::string> key = api::InternalError("unset");
+  if (!ref.empty()) {
+    key = ResolveSecret(ref, lookup_, field, options_.secrets);
+  } else {
+    // The controller's executor key goes only where the controller's own credentials go.
+    ASSIGN_OR_RETURN(Resolved databricks, Resolve(namespace_, workspace_ref));
+    ASSIGN_OR_RETURN(ResolvedOpenAi openai, ResolveOpenAi(namespace_, workspace_ref));
+    if (!databricks.controller_credentials || !openai.controller_credentials) {
+      return api::FailedPreconditionError(
+                 std::string(field) + " is unset, and Workspace " +
+                 WorkspaceId(namespace_, workspace_ref) +
+                 " does not use the controller's own credentials: the controller's "
+                 "OPENAI_EXECUTOR_API_KEY goes only into sandboxes of workspaces that do; set "
+                 "spec.executor.apiKeyFrom")
+          .WithReason("CredentialsMissing");
+    }
+    key = ResolveControllerEnv(
+        "OPENAI_EXECUTOR_API_KEY", lookup_,
+        std::string(field) + " (unset, so the controller's OPENAI_EXECUTOR_API_KEY)");
+  }
   if (key.ok() && options_.on_secret) {
     options_.on_secret(*key);
   }

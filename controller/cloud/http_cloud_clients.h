@@ -1,5 +1,9 @@
-// HttpCloudClients: the real CloudClients. For each Workspace it resolves credentials the way the
-// Databricks SDKs do (Workspace spec → controller environment → ~/.databrickscfg profile), builds
+// HttpCloudClients: the real CloudClients. For each Workspace it resolves credentials under the
+// rule that a credential is only ever sent to the host it belongs to (SECURITY.md): a Workspace's
+// own secret references (only from the sources SecretPolicy allows), or else the controller's own
+// credentials (environment → ~/.databrickscfg, the way the Databricks SDKs do) and only for
+// their own host / base URL; anything else is kFailedPrecondition with reason
+// "CredentialsMissing" and nothing is sent. It builds
 // one HttpSandboxApi with its own request TokenBucket (spec.limits.requestsPerSecond, default
 // 15/s like the Go SDK), and rebuilds it when the Workspace's generation or a resolved secret
 // changes. Secrets are resolved at most every `secret_ttl` and held in memory only.
@@ -37,6 +41,8 @@ struct HttpCloudClientsOptions {
   double burst = 10;
   std::chrono::milliseconds secret_ttl{std::chrono::seconds(30)};
   databricks::RetryPolicy retry;
+  // The secret sources manifests may name (sbxd --secret-env-prefix, --secrets-dir).
+  SecretPolicy secrets;
   // Told every secret value once resolved (sbxd registers them with the log redactor).
   std::function<void(const std::string&)> on_secret;
 };
@@ -52,7 +58,9 @@ class HttpCloudClients final : public CloudClients {
                                                    const std::string& workspace_ref) override;
   api::StatusOr<openai::AgentsApi*> Agents(const std::string& namespace_,
                                            const std::string& workspace_ref) override;
-  api::StatusOr<std::string> ExecutorKey(const api::SecretRef& ref,
+  api::StatusOr<std::string> ExecutorKey(const std::string& namespace_,
+                                         const std::string& workspace_ref,
+                                         const api::SecretRef& ref,
                                          std::string_view field) override;
 
  private:
@@ -73,11 +81,13 @@ class HttpCloudClients final : public CloudClients {
     databricks::DatabricksConfig config;
     double requests_per_second = 0;
     std::string fingerprint;
+    bool controller_credentials = false;  // the controller's own, not the Workspace's
   };
   struct ResolvedOpenAi {
     std::string base_url;
     std::string api_key;
     std::string fingerprint;
+    bool controller_credentials = false;
   };
   // The Workspace object, NotFound for the env-backed default (nullopt), or an error.
   api::StatusOr<std::optional<api::Object>> FindWorkspace(const std::string& namespace_,
@@ -86,11 +96,19 @@ class HttpCloudClients final : public CloudClients {
   api::StatusOr<ResolvedOpenAi> ResolveOpenAi(const std::string& namespace_,
                                               const std::string& workspace_ref);
 
+  // OPENAI_BASE_URL, else the public API: where the controller's OpenAI keys belong.
+  std::string ControllerOpenAiUrl() const;
+  // kInvalidArgument unless `url` is https:// (http:// only for a loopback host).
+  static api::Status CheckServiceUrl(const std::string& field, const std::string& url);
+
+  static constexpr std::string_view kDefaultOpenAiBaseUrl = "https://api.openai.com/v1";
+
   Store& store_;
   Clock& clock_;
   databricks::HttpTransport& transport_;
   openai::StreamingTransport& streaming_;
   const databricks::Env env_;
+  const EnvLookup lookup_;  // env_ as the secret resolver takes it
   const HttpCloudClientsOptions options_;
 
   std::mutex mu_;

@@ -1,26 +1,70 @@
-// Secret references (`*From` fields: {env: NAME} or {file: /path}) resolved at the moment of use
-// (DESIGN §2). The value lives only in memory; error messages name the reference (field path,
-// variable name or file path), never a value. Thread-safe.
+// Secret references (`*From` fields: {env: NAME} or {file: NAME}) resolved at the moment of use
+// (DESIGN §2), only from the sources the operator allowed (SECURITY.md):
+//   {env: NAME}   NAME must start with SecretPolicy::env_prefix (default SBX_SECRET_), so a
+//                 manifest can never name the controller's own DATABRICKS_* / OPENAI_* variables;
+//   {file: NAME}  NAME is a plain file name looked up in SecretPolicy::secrets_dir; symlinks are
+//                 followed only while they stay inside that directory (Kubernetes secret volumes
+//                 are symlinks into ..data/), never out of it.
+// The reference is checked again here, whatever sbxctl checked when it stored it: a database
+// may have been written by an older client, or by hand.
+//
+// The value lives only in memory; error messages name the reference (field path, variable name
+// or file name), never a value. Stateless functions; thread-safe.
 #pragma once
 
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "api/resources.h"
 #include "api/status.h"
+#include "api/validation.h"
 
 namespace sbx::controller {
 
 // Looks up an environment variable; nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(std::string_view name)>;
 
+// The secret sources a manifest may name (sbxd --secret-env-prefix, --secrets-dir).
+struct SecretPolicy {
+  std::string env_prefix = std::string(api::kDefaultSecretEnvPrefix);
+  std::string secrets_dir;  // empty: {file: …} references cannot be resolved
+};
+
+// $XDG_CONFIG_HOME/sbx/secrets when XDG_CONFIG_HOME is set, else /etc/sbx/secrets.
+std::string DefaultSecretsDir(const EnvLookup& env);
+
+// The policy a client (sbxctl exec/logs, which resolve a Workspace's credentials in the user's
+// own shell) follows: $SBX_SECRET_ENV_PREFIX and $SBX_SECRETS_DIR when set, else the defaults.
+SecretPolicy SecretPolicyFromEnvironment(const EnvLookup& env);
+
+// Secret files larger than this are refused (a secret is a token, not a document).
+inline constexpr size_t kMaxSecretFileBytes = 64 * 1024;
+
 // The secret's value with surrounding whitespace (a trailing newline in a file) trimmed.
-// kFailedPrecondition when the variable is unset or empty, or the file cannot be read or is
-// empty; `field` (e.g. "spec.databricks.tokenFrom") prefixes the message. An empty ref is
-// kInvalidArgument (the caller decides whether the field is optional).
+// kInvalidArgument with reason "SecretNotAllowed" when `policy` does not allow the reference;
+// kFailedPrecondition when the variable is unset or empty, or the file is missing, unreadable,
+// empty or too large; `field` (e.g. "spec.databricks.tokenFrom") prefixes the message. An empty
+// ref is kInvalidArgument (the caller decides whether the field is optional).
 api::StatusOr<std::string> ResolveSecret(const api::SecretRef& ref, const EnvLookup& env,
-                                         std::string_view field);
+                                         std::string_view field, const SecretPolicy& policy);
+
+// One of the controller's OWN variables (OPENAI_API_KEY, OPENAI_EXECUTOR_API_KEY, …), which no
+// manifest can name. The caller is responsible for sending it only to the host it belongs to.
+// kFailedPrecondition naming `field` when unset or empty.
+api::StatusOr<std::string> ResolveControllerEnv(std::string_view name, const EnvLookup& env,
+                                                std::string_view field);
+
+// Every secret value the controller can know of at start-up, so that they are scrubbed from
+// logs, status and events even before anything resolves them (after a restart, an executor
+// launched by the previous sbxd may print its key before this one has resolved it):
+// `environment` ("NAME=VALUE" entries) values of the variables with the policy's prefix and of
+// the controller's own credentials (DATABRICKS_TOKEN, DATABRICKS_CLIENT_SECRET, OPENAI_API_KEY,
+// OPENAI_EXECUTOR_API_KEY), and the trimmed content of every regular file of the secrets
+// directory (up to kMaxSecretFileBytes each). Unreadable entries are skipped.
+std::vector<std::string> KnownSecretValues(const SecretPolicy& policy,
+                                           const std::vector<std::string>& environment);
 
 }  // namespace sbx::controller

@@ -121,16 +121,6 @@ std::string LastLine(const std::string& log) {
   return last.size() > 300 ? last.substr(last.size() - 300) : last;
 }
 
-std::string Scrub(std::string text, const std::string& secret) {
-  if (secret.empty()) {
-    return text;
-  }
-  for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
-    text.replace(at, secret.size(), "[REDACTED]");
-  }
-  return text;
-}
-
 // The Sandbox a worker created from its template carries the worker's uid.
 constexpr char kAnnotationCreatedBy[] = "sbx.dev/created-by-uid";
 
@@ -267,8 +257,10 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Reconcile(const api::ObjectKey&
     return result;
   }
   if (!result.ok()) {
+    // Secrets in messages (an executor that prints its key) are scrubbed by the store sbxd
+    // wraps in a ScrubbingStore, for every status and event alike.
     Set(t, "Ready", ConditionStatus::kFalse, ClassifyError(result.status()).reason,
-        Scrub(result.status().message(), t.executor_key));
+        result.status().message());
   }
   t.status().observed_generation = t.object.metadata.generation;
   RETURN_IF_ERROR(internal::WriteStatusIfChanged(store_, t.object, t.original_status));
@@ -666,7 +658,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::HandleDeadExecutor(Target& t, c
     if (reason.empty()) {
       reason = ran ? "ExecutorExited" : "ExecutorExitedOnStart";
     }
-    const std::string message = Scrub(LastLine(probe.log_tail), t.executor_key);
+    const std::string message = LastLine(probe.log_tail);
     executor.last_exit_reason = reason;
     events_.Warning(t.key(), reason, "executor exited: " + message);
     t.memory.diagnosed = true;
@@ -700,9 +692,11 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::HandleDeadExecutor(Target& t, c
 // Runs the launch script and records what it did. `relaunch`: an executor was launched before
 // (this counts as a restart).
 StatusOr<ReconcileResult> AgentWorkerReconciler::Launch(Target& t, bool relaunch) {
-  ASSIGN_OR_RETURN(t.executor_key, clouds_.ExecutorKey(t.spec().executor.api_key_from,
-                                                       "AgentWorker " + t.object.metadata.name +
-                                                           " spec.executor.apiKeyFrom"));
+  ASSIGN_OR_RETURN(
+      t.executor_key,
+      clouds_.ExecutorKey(t.object.metadata.namespace_, t.sandbox.sandbox_spec().workspace_ref,
+                          t.spec().executor.api_key_from,
+                          "AgentWorker " + t.object.metadata.name + " spec.executor.apiKeyFrom"));
   databricks::ExecRequest request;
   request.cmd = "/bin/bash";
   request.args = {
@@ -723,10 +717,9 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Launch(Target& t, bool relaunch
   ASSIGN_OR_RETURN(databricks::ExecResult r,
                    t.sandboxes->ExecSync(t.sandbox_id(), request, t.stop));
   if (r.status != databricks::ExecStatus::kCompleted || r.exit_code != 0) {
-    return api::UnavailableError(
-        "executor launch in sandbox " + t.sandbox_id() + " failed (exit " +
-        std::to_string(r.exit_code.value_or(-1)) +
-        "): " + Scrub(LastLine(r.stderr_text + "\n" + r.stdout_text), t.executor_key));
+    return api::UnavailableError("executor launch in sandbox " + t.sandbox_id() + " failed (exit " +
+                                 std::to_string(r.exit_code.value_or(-1)) +
+                                 "): " + LastLine(r.stderr_text + "\n" + r.stdout_text));
   }
   const Probe report = ParseReport(r.stdout_text);
   const Clock::SteadyTime now = clock_.Steady();

@@ -43,7 +43,9 @@ class FakeCloudClients final : public controller::CloudClients {
     }
     return agents.get();
   }
-  api::StatusOr<std::string> ExecutorKey(const api::SecretRef& ref,
+  api::StatusOr<std::string> ExecutorKey(const std::string& /*namespace_*/,
+                                         const std::string& /*workspace_ref*/,
+                                         const api::SecretRef& ref,
                                          std::string_view field) override {
     std::lock_guard lock(mu_);
     if (executor_key_.empty()) {

@@ -15,6 +15,7 @@
 namespace sbx::controller::databricks {
 
 using api::CancelledError;
+using api::FailedPreconditionError;
 using api::InternalError;
 using api::InvalidArgumentError;
 using api::OkStatus;
@@ -293,6 +294,71 @@ StatusOr<DatabricksConfig> ResolveConfig(const DatabricksConfig& explicit_values
   } else {
     return InvalidArgumentError("auth_type \"" + cfg.auth_type +
                                 "\" is not supported (use pat or oauth-m2m)");
+  }
+  return cfg;
+}
+
+bool SameHost(std::string_view a, std::string_view b) {
+  return Lower(NormalizeHost(a)) == Lower(NormalizeHost(b));
+}
+
+StatusOr<DatabricksConfig> ResolveWorkspaceConfig(const DatabricksConfig& workspace,
+                                                  const Env& env) {
+  const bool own_credentials = AnyAuthConfigured(workspace);
+  // The controller's own configuration: a named profile alone (its host goes with its token), or
+  // the SDK chain of the environment.
+  StatusOr<DatabricksConfig> controller_config = InvalidArgumentError("unset");
+  if (!workspace.profile.empty()) {
+    DatabricksConfig profile_only;
+    profile_only.profile = workspace.profile;
+    profile_only.config_file = env("DATABRICKS_CONFIG_FILE").value_or("");
+    const Env home_only = [&env](std::string_view name) -> std::optional<std::string> {
+      return name == "HOME" ? env(name) : std::nullopt;
+    };
+    controller_config = ResolveConfig(profile_only, home_only);
+    if (!controller_config.ok() && !own_credentials) {
+      return controller_config.status();  // a named profile that is missing is worth saying
+    }
+  } else {
+    controller_config = ResolveConfig(DatabricksConfig{}, env);
+  }
+
+  if (own_credentials) {
+    DatabricksConfig cfg = workspace;
+    cfg.profile.clear();
+    if (cfg.host.empty()) {
+      if (!controller_config.ok()) {
+        return InvalidArgumentError(
+            "no Databricks host configured (set spec.databricks.host of the Workspace)");
+      }
+      cfg.host = controller_config->host;
+    }
+    const Env none = [](std::string_view) -> std::optional<std::string> { return std::nullopt; };
+    return ResolveConfig(cfg, none);
+  }
+
+  const std::string wanted = NormalizeHost(workspace.host);
+  if (!controller_config.ok()) {
+    if (wanted.empty()) {
+      return controller_config.status();
+    }
+    return FailedPreconditionError(
+               "host " + wanted +
+               " needs credentials of its own: set spec.databricks.tokenFrom (or clientIdFrom "
+               "and clientSecretFrom)")
+        .WithReason("CredentialsMissing");
+  }
+  if (!wanted.empty() && !SameHost(wanted, controller_config->host)) {
+    return FailedPreconditionError(
+               "host " + wanted +
+               " needs credentials of its own: set spec.databricks.tokenFrom (or clientIdFrom "
+               "and clientSecretFrom); the controller's own credentials belong to " +
+               controller_config->host + " and are never sent to another host")
+        .WithReason("CredentialsMissing");
+  }
+  DatabricksConfig cfg = *std::move(controller_config);
+  if (!workspace.workspace_id.empty()) {
+    cfg.workspace_id = workspace.workspace_id;
   }
   return cfg;
 }

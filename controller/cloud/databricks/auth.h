@@ -54,6 +54,23 @@ Env ProcessEnv();
 // auth_type or a pinned auth_type without its inputs, or no host at all.
 StatusOr<DatabricksConfig> ResolveConfig(const DatabricksConfig& explicit_values, const Env& env);
 
+// The config of a Workspace object, under the rule that a credential is only ever sent to the
+// host it belongs to (SECURITY.md). `workspace` holds what the Workspace states: host, profile,
+// workspace_id, and the credentials resolved from its own secret references (if any).
+//  - With credentials of its own: exactly those, with its host (else the controller's host).
+//    Nothing of the controller's own credentials is mixed in.
+//  - Without: the controller's own credentials — the SDK chain of `env` (DATABRICKS_* then
+//    ~/.databrickscfg), or, when the Workspace names a profile, that profile alone (its host with
+//    its token) — and only when the Workspace names no host or the very host those credentials
+//    belong to. Otherwise kFailedPrecondition with reason "CredentialsMissing", and nothing
+//    about the controller's credentials is in the message but their host.
+StatusOr<DatabricksConfig> ResolveWorkspaceConfig(const DatabricksConfig& workspace,
+                                                  const Env& env);
+
+// Whether two hosts (or base URLs) name the same place: NormalizeHost'ed, scheme and host
+// compared case-insensitively, trailing '/' ignored.
+bool SameHost(std::string_view a, std::string_view b);
+
 // "dbc-1.cloud.databricks.com/" → "https://dbc-1.cloud.databricks.com"; drops ":443".
 std::string NormalizeHost(std::string_view host);
 

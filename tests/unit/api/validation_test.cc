@@ -1,5 +1,6 @@
 #include "api/validation.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -123,21 +124,78 @@ TEST(ValidationTest, SetupSteps) {
 TEST(ValidationTest, SecretRefs) {
   Object o = MakeObject(Kind::kWorkspace, "default");
   WorkspaceSpec& s = o.workspace_spec();
-  s.databricks.token_from = {"DATABRICKS_TOKEN", "/etc/token"};
+  s.databricks.token_from = {"SBX_SECRET_TOKEN", "token"};
   EXPECT_EQ(Error(o), "spec.databricks.tokenFrom: set exactly one of env or file, not both");
   s.databricks.token_from = {"1BAD", ""};
   EXPECT_EQ(Error(o),
             "spec.databricks.tokenFrom.env: invalid environment variable name \"1BAD\" (expected "
             "letters, digits and '_', not starting with a digit)");
-  s.databricks.token_from = {"", "relative/token"};
-  EXPECT_EQ(Error(o),
-            "spec.databricks.tokenFrom.file: must be an absolute path, got \"relative/token\"");
-  s.databricks.token_from = {"", "/etc/token"};
+  s.databricks.token_from = {"", "token"};
   EXPECT_EQ(Error(o), "OK");
-  s.databricks.client_id_from = {"CLIENT_ID", ""};
+  s.databricks.token_from = {"SBX_SECRET_TOKEN", ""};
+  EXPECT_EQ(Error(o), "OK");
+  s.databricks.client_id_from = {"SBX_SECRET_CLIENT_ID", ""};
   EXPECT_EQ(Error(o),
             "spec.databricks.clientSecretFrom: OAuth machine-to-machine needs both clientIdFrom "
             "and clientSecretFrom");
+}
+
+// A manifest may name only the sources the operator allowed (SECURITY.md): not sbxd's own
+// credentials, not any file of the machine.
+TEST(ValidationTest, SecretRefsNameOnlyAllowedSources) {
+  Object o = MakeObject(Kind::kWorkspace, "default");
+  SecretRef& ref = o.workspace_spec().databricks.token_from;
+  for (const char* name : {"DATABRICKS_TOKEN", "OPENAI_API_KEY", "HOME", "SBX_SECRET_"}) {
+    ref = {name, ""};
+    EXPECT_EQ(Error(o), "spec.databricks.tokenFrom.env: environment variable \"" +
+                            std::string(name) +
+                            "\" is not an allowed secret source: names must start with "
+                            "\"SBX_SECRET_\" (the controller's own credentials cannot be named; "
+                            "see SECURITY.md)");
+  }
+  for (const char* file : {"/proc/self/environ", "/etc/hostname", "../token", "..", ".", "a/b"}) {
+    ref = {"", file};
+    EXPECT_EQ(Error(o),
+              "spec.databricks.tokenFrom.file: must be a plain file name inside the "
+              "controller's secrets directory (sbxd --secrets-dir), without '/' or "
+              "\"..\", got \"" +
+                  std::string(file) + "\"");
+  }
+  // The operator's own prefix.
+  ref = {"TEAM_KEY", ""};
+  EXPECT_TRUE(Validate(o, ValidationOptions{.secret_env_prefix = "TEAM_"}).ok());
+  EXPECT_FALSE(Validate(o).ok());
+  o = Worker();
+  o.agent_worker_spec().executor.api_key_from = {"DATABRICKS_TOKEN", ""};
+  EXPECT_THAT(Error(o), ::testing::StartsWith("spec.executor.apiKeyFrom.env: environment variable "
+                                              "\"DATABRICKS_TOKEN\" is not an allowed"));
+}
+
+TEST(ValidationTest, PlainHttpOnlyForLoopbackHosts) {
+  Object o = MakeObject(Kind::kWorkspace, "default");
+  for (const char* ok : {"https://dbc-1.cloud.databricks.com", "http://127.0.0.1:8080",
+                         "http://localhost:1/v1", "http://[::1]:80", "http://127.1.2.3"}) {
+    o.workspace_spec().databricks.host = ok;
+    o.workspace_spec().openai.base_url = ok;
+    EXPECT_EQ(Error(o), "OK") << ok;
+  }
+  o.workspace_spec().openai.base_url = "";
+  for (const char* bad : {"http://dbc-1.cloud.databricks.com", "http://127.0.0.1.evil.com",
+                          "http://localhost.evil.com", "http://10.0.0.1", "http://[::2]"}) {
+    o.workspace_spec().databricks.host = bad;
+    EXPECT_EQ(Error(o),
+              "spec.databricks.host: must use https:// (plain http:// only for a "
+              "loopback host such as the local emulator), got \"" +
+                  std::string(bad) + "\"")
+        << bad;
+  }
+  o.workspace_spec().databricks.host = "https://127.0.0.1@evil.com";
+  EXPECT_EQ(Error(o),
+            "spec.databricks.host: must not contain user info (user@host), got "
+            "\"https://127.0.0.1@evil.com\"");
+  o.workspace_spec().databricks.host = "";
+  o.workspace_spec().openai.base_url = "http://api.openai.com/v1";
+  EXPECT_THAT(Error(o), ::testing::StartsWith("spec.openai.baseUrl: must use https://"));
 }
 
 TEST(ValidationTest, WorkspaceLimitsAndUrls) {
@@ -151,7 +209,7 @@ TEST(ValidationTest, WorkspaceLimitsAndUrls) {
   o.workspace_spec().limits = {};
   o.workspace_spec().databricks.host = "x.cloud.databricks.com";
   EXPECT_EQ(Error(o),
-            "spec.databricks.host: must start with https:// (or http:// for a local emulator), "
+            "spec.databricks.host: must start with https:// (or http:// for a loopback host), "
             "got \"x.cloud.databricks.com\"");
 }
 
@@ -180,8 +238,9 @@ TEST(ValidationTest, WorkspaceDirectoryAndExecutor) {
   o.agent_worker_spec().executor.command = "";
   EXPECT_EQ(Error(o), "spec.executor.command: is required");
   o = Worker();
-  o.agent_worker_spec().executor.api_key_from = {"", "key"};
-  EXPECT_EQ(Error(o), "spec.executor.apiKeyFrom.file: must be an absolute path, got \"key\"");
+  o.agent_worker_spec().executor.api_key_from = {"", "/etc/key"};
+  EXPECT_THAT(Error(o),
+              ::testing::StartsWith("spec.executor.apiKeyFrom.file: must be a plain file name"));
 }
 
 TEST(ValidationTest, DnsLabelHelper) {
