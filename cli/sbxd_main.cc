@@ -38,7 +38,10 @@
 #include "controller/server/log.h"
 #include "controller/server/metrics.h"
 #include "controller/server/reconcile_metrics.h"
+#include "controller/store/scrubbing_store.h"
 #include "controller/store/sqlite_store.h"
+
+extern char** environ;
 
 namespace {
 
@@ -58,6 +61,8 @@ struct Flags {
   std::string log_level = "info";
   std::string identity;
   std::string lease_duration = "15s";
+  std::string secret_env_prefix = std::string(api::kDefaultSecretEnvPrefix);
+  std::string secrets_dir;
   bool once = false;
   // AgentWorker: how often the environment's connection is checked (while connected) and how
   // often the executor is probed in its sandbox. Short values make tests (and demos) react fast.
@@ -192,6 +197,11 @@ int main(int argc, char** argv) {
   app.add_option("--openai-requests-per-second", flags.openai_requests_per_second,
                  "pace OpenAI API calls per workspace (Databricks: Workspace limits)")
       ->check(CLI::Range(0.1, 10000.0));
+  app.add_option("--secret-env-prefix", flags.secret_env_prefix,
+                 "manifests may name only environment variables with this prefix in {env: NAME}");
+  app.add_option("--secrets-dir", flags.secrets_dir,
+                 "manifests' {file: NAME} are read from this directory only (default "
+                 "$XDG_CONFIG_HOME/sbx/secrets, else /etc/sbx/secrets)");
   CLI11_PARSE(app, argc, argv);
 
   const std::optional<log::Format> format = log::ParseFormat(flags.log_format);
@@ -210,6 +220,24 @@ int main(int argc, char** argv) {
   const milliseconds gc_grace = ParseFlagDuration("gc-grace", flags.gc_grace);
   const milliseconds lease = ParseFlagDuration("lease-duration", flags.lease_duration);
 
+  SecretPolicy secrets{.env_prefix = flags.secret_env_prefix, .secrets_dir = flags.secrets_dir};
+  if (secrets.secrets_dir.empty()) {
+    secrets.secrets_dir = DefaultSecretsDir(databricks::ProcessEnv());
+  }
+  if (secrets.env_prefix.empty()) {
+    std::cerr << "sbxd: error: --secret-env-prefix must not be empty (it would allow manifests "
+                 "to name every variable of sbxd's environment)\n";
+    return 2;
+  }
+  // Scrubbed from every log line, status and event from the first line on (SECURITY.md).
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) {
+    environment.emplace_back(*e);
+  }
+  for (std::string& value : KnownSecretValues(secrets, environment)) {
+    log::RegisterSecret(std::move(value));
+  }
+
   SignalStop signals;  // first, so every thread below inherits the blocked mask
 
   std::error_code ec;
@@ -219,7 +247,10 @@ int main(int argc, char** argv) {
     log::Error("cannot open store", {{"error", opened.status().ToString()}});
     return 1;
   }
-  std::unique_ptr<SqliteStore> store = *std::move(opened);
+  std::unique_ptr<SqliteStore> sqlite = *std::move(opened);
+  // Everything sbxd writes where people look passes the logger's secret registry.
+  ScrubbingStore scrubbing(*sqlite, [](std::string_view text) { return log::Scrub(text); });
+  Store* store = &scrubbing;
 
   SystemClock clock;
   Metrics metrics;
@@ -229,6 +260,7 @@ int main(int argc, char** argv) {
   HttpCloudClientsOptions cloud_options;
   cloud_options.openai_requests_per_second = flags.openai_requests_per_second;
   cloud_options.on_secret = [](const std::string& secret) { log::RegisterSecret(secret); };
+  cloud_options.secrets = secrets;
   HttpCloudClients clouds(*store, clock, transport, *streaming, databricks::ProcessEnv(),
                           cloud_options);
   SandboxCache cache;

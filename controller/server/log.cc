@@ -176,13 +176,35 @@ std::string RenderLine(const spdlog::details::log_msg& msg, Format format,
   return line;
 }
 
-void Scrub(std::string& line, const std::vector<std::string>& secrets) {
+// Every occurrence of every secret is found in the ORIGINAL text and the (possibly overlapping)
+// spans are replaced once each, so a secret that is part of "[REDACTED]" cannot make this loop,
+// and a secret found inside another's span is redacted with it.
+std::string ScrubText(std::string_view text, const std::vector<std::string>& secrets) {
+  std::vector<std::pair<size_t, size_t>> spans;  // [begin, end)
   for (const std::string& secret : secrets) {
-    for (size_t p = line.find(secret); p != std::string::npos;
-         p = line.find(secret, p + kRedacted.size())) {
-      line.replace(p, secret.size(), kRedacted);
+    for (size_t p = text.find(secret); p != std::string_view::npos; p = text.find(secret, p + 1)) {
+      spans.emplace_back(p, p + secret.size());
     }
   }
+  if (spans.empty()) {
+    return std::string(text);
+  }
+  std::sort(spans.begin(), spans.end());
+  std::string out;
+  out.reserve(text.size());
+  size_t copied = 0;
+  for (size_t i = 0; i < spans.size();) {
+    size_t begin = spans[i].first;
+    size_t end = spans[i].second;
+    for (++i; i < spans.size() && spans[i].first < end; ++i) {
+      end = std::max(end, spans[i].second);
+    }
+    out.append(text.substr(copied, begin - copied));
+    out.append(kRedacted);
+    copied = end;
+  }
+  out.append(text.substr(copied));
+  return out;
 }
 
 class Sink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
@@ -194,7 +216,7 @@ class Sink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> 
     const PendingFields* pending = t_pending;
     std::lock_guard lock(state_->mu);
     std::string line = RenderLine(msg, state_->format, pending);
-    Scrub(line, state_->secrets);
+    line = ScrubText(line, state_->secrets);
     if (state_->sink) {
       state_->sink(line);
       return;
@@ -294,6 +316,12 @@ std::optional<Format> ParseFormat(std::string_view text) {
     return Format::kJson;
   }
   return std::nullopt;
+}
+
+std::string Scrub(std::string_view text) {
+  State& state = *SharedState();
+  std::lock_guard lock(state.mu);
+  return ScrubText(text, state.secrets);
 }
 
 void RegisterSecret(std::string value) {

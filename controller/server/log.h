@@ -72,4 +72,9 @@ std::optional<Format> ParseFormat(std::string_view text);
 // Registered values stay registered for the life of the process. Thread-safe.
 void RegisterSecret(std::string value);
 
+// `text` scrubbed of every registered secret, the way lines are: for whatever else sbxd writes
+// where people look (status and events in the store go through ScrubbingStore with this).
+// Terminates whatever the secrets are (one that is part of "[REDACTED]" included). Thread-safe.
+std::string Scrub(std::string_view text);
+
 }  // namespace sbx::log

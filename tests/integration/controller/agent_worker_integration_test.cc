@@ -582,4 +582,38 @@ TEST_F(AgentWorkerTest, SecretsStayOutOfTheDatabaseLogsAndArgv) {
   }
 }
 
+// An executor that prints its own key (CODEX_API_KEY) and dies a little later, so that the key
+// reaches the worker's status through a later probe of the dead executor, not through the
+// launch: no status, event, table row or `sbxctl` output may show it (SECURITY.md). Before the
+// central scrub only the launch path was scrubbed, with a key known only inside Launch.
+TEST_F(AgentWorkerTest, AnExecutorThatPrintsItsKeyLeavesItInNoStatusEventOrTable) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  WorkerManifest m{"theta", "/home/sandbox-agent/bin/leaky", {}};
+  m.extra_setup.push_back(
+      "mkdir -p /home/sandbox-agent/bin && printf '%s\\n' '#!/bin/bash' "
+      "'echo \"leaky: my key is $CODEX_API_KEY\"' 'sleep 4' 'exit 3' "
+      "> /home/sandbox-agent/bin/leaky && chmod +x /home/sandbox-agent/bin/leaky");
+  ASSERT_NO_FATAL_FAILURE(Apply(m));
+  // The log line reached the status (so the checks below look at the right thing), scrubbed.
+  ASSERT_TRUE(WaitWorker("theta", [](const json& w) {
+    return w.dump().find("leaky: my key is [REDACTED]") != std::string::npos;
+  })) << last_.dump(2);
+
+  std::map<std::string, std::string> places = {
+      {"get -o yaml", Sbxctl({"get", "agentworker", "theta", "-o", "yaml"}).out},
+      {"get -o wide", Sbxctl({"get", "agentworker", "-o", "wide"}).out},
+      {"describe", Sbxctl({"describe", "agentworker", "theta"}).out},
+      {"events", Events("agentworker/theta")},
+      {"sbxd output", sbxd_->Stdout() + sbxd_->Stderr()}};
+  for (const char* suffix : {"", "-wal"}) {
+    const fs::path p = db_.string() + suffix;
+    if (fs::exists(p)) {
+      places["database file " + p.filename().string()] = ReadFile(p);
+    }
+  }
+  for (const auto& [place, content] : places) {
+    EXPECT_EQ(content.find(executor_key_), std::string::npos) << "executor key found in " << place;
+  }
+}
+
 }  // namespace

@@ -114,6 +114,21 @@ TEST_F(LogTest, RedactsRegisteredSecretsInEveryPartOfTheLine) {
   EXPECT_THAT(lines[0], HasSubstr("twice=[REDACTED][REDACTED]"));
 }
 
+// A secret that is part of "[REDACTED]" made the old scrub loop forever (it searched again at
+// the place it had just written). Each occurrence is now found in the original text.
+TEST_F(LogTest, ScrubTerminatesForSecretsInsideTheRedactionMarker) {
+  for (const char* secret : {"RED", "EDACT", "[REDACTED]", "D]"}) {
+    RegisterSecret(secret);
+  }
+  RegisterSecret("dapi-overlap-123");
+  const std::string scrubbed = Scrub("x RED y dapi-overlap-123 [REDACTED] EDACTED");
+  EXPECT_EQ(scrubbed.find("dapi-overlap"), std::string::npos) << scrubbed;
+  EXPECT_EQ(scrubbed.find(" y "), 12u) << scrubbed;  // what is no secret stays
+  Capture(Format::kText, Level::kInfo);
+  Info("line", {{"k", "RED dapi-overlap-123"}});
+  ASSERT_EQ(Lines().size(), 1u);
+}
+
 TEST_F(LogTest, RedactsSecretsInTheirEscapedForms) {
   RegisterSecret("pa\"ss\\word");
   Capture(Format::kText, Level::kInfo);

@@ -1,0 +1,80 @@
+// ScrubbingStore: a Store decorator that passes everything the controller writes where people
+// look — every string of an object's status (condition messages, setup output, exit reasons …)
+// and every event — through one scrub function before it reaches the database (SECURITY.md).
+// sbxd wraps its store in one with log::Scrub, so status, events and log lines are scrubbed of
+// the same process-wide set of secrets, whichever reconciler wrote them and whatever the secret
+// was last seen as. Reads and spec writes pass through unchanged.
+//
+// Thread-safe if the wrapped store and the scrub function are; the wrapped store must outlive it.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "controller/store/store.h"
+
+namespace sbx::controller {
+
+class ScrubbingStore final : public Store {
+ public:
+  using ScrubFn = std::function<std::string(std::string_view)>;
+  ScrubbingStore(Store& store, ScrubFn scrub) : store_(store), scrub_(std::move(scrub)) {}
+
+  StatusOr<std::vector<ApplyResult>> Apply(const std::vector<Object>& objects,
+                                           const ApplyOptions& options) override {
+    return store_.Apply(objects, options);
+  }
+  StatusOr<Object> Get(const ObjectKey& key) override { return store_.Get(key); }
+  StatusOr<std::vector<Object>> List(const ListOptions& options) override {
+    return store_.List(options);
+  }
+  // The status, scrubbed; kInternal if scrubbing broke its encoding (it cannot: a secret is
+  // registered in its JSON-escaped form too).
+  StatusOr<Object> UpdateStatus(const Object& object) override;
+  StatusOr<Object> UpdateControllerMetadata(const Object& object) override {
+    return store_.UpdateControllerMetadata(object);
+  }
+  StatusOr<DeleteOutcome> Delete(const ObjectKey& key) override { return store_.Delete(key); }
+  StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit) override {
+    return store_.WatchSince(since, limit);
+  }
+  StatusOr<int64_t> CurrentRevision() override { return store_.CurrentRevision(); }
+  bool WaitForChange(std::chrono::milliseconds timeout) override {
+    return store_.WaitForChange(timeout);
+  }
+  // The event with its reason and message scrubbed.
+  Status RecordEvent(const Event& event) override;
+  StatusOr<std::vector<Event>> ListEvents(const std::optional<ObjectKey>& involved) override {
+    return store_.ListEvents(involved);
+  }
+  Status PutInventory(const InventoryRecord& record) override {
+    return store_.PutInventory(record);
+  }
+  StatusOr<std::optional<InventoryRecord>> GetInventory(const std::string& workspace,
+                                                        const std::string& resource_type,
+                                                        const std::string& external_id) override {
+    return store_.GetInventory(workspace, resource_type, external_id);
+  }
+  StatusOr<std::vector<InventoryRecord>> ListInventory(
+      const std::optional<std::string>& workspace) override {
+    return store_.ListInventory(workspace);
+  }
+  Status DeleteInventory(const std::string& workspace, const std::string& resource_type,
+                         const std::string& external_id) override {
+    return store_.DeleteInventory(workspace, resource_type, external_id);
+  }
+  StatusOr<bool> TryAcquireLease(const std::string& name, const std::string& holder,
+                                 std::chrono::milliseconds ttl) override {
+    return store_.TryAcquireLease(name, holder, ttl);
+  }
+  Status ReleaseLease(const std::string& name, const std::string& holder) override {
+    return store_.ReleaseLease(name, holder);
+  }
+
+ private:
+  Store& store_;
+  const ScrubFn scrub_;
+};
+
+}  // namespace sbx::controller
