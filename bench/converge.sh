@@ -49,13 +49,9 @@ metadata:
   name: default
 spec:
   databricks:
-    host: $emu_url
-    tokenFrom:
-      env: DATABRICKS_TOKEN
+    host: $emu_url          # sbxd's own DATABRICKS_HOST: its DATABRICKS_TOKEN is used
   openai:
-    baseUrl: $openai_url
-    apiKeyFrom:
-      env: OPENAI_API_KEY
+    baseUrl: $openai_url    # sbxd's own OPENAI_BASE_URL: its OPENAI_API_KEY is used
   limits:
     requestsPerSecond: $rps
 EOF
@@ -72,9 +68,6 @@ spec:
   agent:
     model: gpt-5-codex
     instructions: benchmark worker $i
-  executor:
-    apiKeyFrom:
-      env: OPENAI_EXECUTOR_API_KEY
 EOF
   done
 

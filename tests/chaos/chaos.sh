@@ -250,10 +250,7 @@ mkdir -p "$bench_tmp/manifests"
 agent_block="  agent:
     model: gpt-5-codex
     instructions: chaos worker
-  workspaceDirectory: /home/sandbox-agent/workspace
-  executor:
-    apiKeyFrom:
-      env: OPENAI_EXECUTOR_API_KEY"
+  workspaceDirectory: /home/sandbox-agent/workspace"
 for i in $(seq 1 "$sandboxes"); do
   cat >"$bench_tmp/manifests/$(name sb "$i").yaml" <<EOM
 apiVersion: sbx.dev/v1alpha1
