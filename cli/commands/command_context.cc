@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
-#include <system_error>
 
 #include "api/duration.h"
 #include "controller/store/sqlite_store.h"
@@ -51,15 +50,7 @@ api::StatusOr<controller::Store*> CommandContext::store() {
     }
     return s.Annotate("database \"" + path + "\"");
   };
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) {
-    std::error_code ec;
-    fs::create_directories(parent, ec);
-    if (ec) {
-      return annotate(api::UnavailableError("cannot create directory \"" + parent.string() +
-                                            "\": " + ec.message()));
-    }
-  }
+  // The store creates missing directories itself, 0700 (and the file 0600).
   auto opened = controller::SqliteStore::Open(path);
   if (!opened.ok()) {
     return annotate(opened.status());

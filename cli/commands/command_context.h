@@ -59,8 +59,9 @@ class CommandContext {
 
   // The database path in effect: --db, else $SBX_DB, else DefaultDbPath().
   std::string DbPath() const;
-  // Opens the store once (creating the parent directory of the database). Errors name the
-  // database path: `database "/x/sbx.db": file is not a database`.
+  // Opens the store once (creating the database, and its missing parent directories, for the
+  // user only: see SqliteStore::Open). Errors name the database path:
+  // `database "/x/sbx.db": file is not a database`.
   api::StatusOr<controller::Store*> store();
   // Lets tests (and future verbs) supply a store instead of opening --db.
   void SetStoreForTesting(std::unique_ptr<controller::Store> store);

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -544,6 +545,26 @@ TEST_F(SbxctlTest, ExampleManifestsApply) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = Run({"diff", "-R", "-f", examples.string()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
+
+// ---- Security review, issue #10 (findings 6-8) ------------------------------------------------
+// Kept together at the end of the file: file modes of the store, control characters from
+// sandboxes and clouds on the operator's terminal, `apply --prune` with no objects.
+
+fs::perms PermsOf(const fs::path& p) { return fs::status(p).permissions() & fs::perms::mask; }
+
+// Finding 6: the database sbxctl creates, and the directory it creates for it, are 0600 and 0700.
+TEST_F(SbxctlTest, CreatesTheDatabaseAndItsDirectoryForTheUserOnly) {
+  WriteFile(dir_ / "s.yaml", SandboxManifest("s", "S"));
+  ASSERT_FALSE(fs::exists(db_.parent_path()));
+  // Under the usual umask, which gave 0755 and 0644 before.
+  const mode_t old_umask = ::umask(022);
+  const Result r = Run({"apply", "-f", (dir_ / "s.yaml").string()});
+  ::umask(old_umask);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(PermsOf(db_.parent_path()), fs::perms::owner_all);
+  EXPECT_EQ(PermsOf(db_), fs::perms::owner_read | fs::perms::owner_write);
 }
 
 }  // namespace
