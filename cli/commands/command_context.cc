@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "api/duration.h"
+#include "cli/commands/terminal_text.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::cli {
@@ -70,7 +71,9 @@ std::optional<std::string> CommandContext::ListNamespace() const {
   return options_.namespace_;
 }
 
-void CommandContext::PrintError(std::string_view line) { err_ << "error: " << line << "\n"; }
+void CommandContext::PrintError(std::string_view line) {
+  err_ << "error: " << EscapeTerminalText(line, TerminalLayout::kSingleLine) << "\n";
+}
 
 int CommandContext::Fail(const api::Status& status) {
   std::istringstream lines(status.message());
