@@ -632,4 +632,41 @@ TEST_F(SbxctlTest, ControlCharactersFromTheControllerDoNotReachTheTerminal) {
   EXPECT_THAT(r.out, HasSubstr("\"setup step 1 failed: boom\\x1b]0;pwned\\x07\\x1b[2J\""));
 }
 
+// Finding 8: `apply --prune` with a directory that holds no manifests would prune the whole set
+// (and deletionPolicy: Delete would then delete the sandboxes).
+TEST_F(SbxctlTest, PruneWithNoObjectsIsRefusedUnlessAllowed) {
+  const fs::path m = dir_ / "manifests";
+  WriteFile(m / "a.yaml", SandboxManifest("sb-a", "A") + "---\n" + SandboxManifest("sb-b", "B"));
+  Result r = Run({"apply", "-f", m.string(), "--prune", "--applyset", "a"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path empty = dir_ / "empty";
+  WriteFile(empty / "README.txt", "the manifests moved elsewhere\n");
+  const std::string before = Snapshot();
+  const std::string refusal =
+      "error: apply --prune: no objects passed to apply; refusing to prune every member of "
+      "applyset \"a\" (use --prune-allow-empty to allow it)\n";
+
+  r = Run({"apply", "-f", empty.string(), "--prune", "--applyset", "a"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, refusal);
+  EXPECT_EQ(r.out, "");
+  r = Run({"apply", "-f", empty.string(), "--prune", "--applyset", "a", "--dry-run"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, refusal);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(Snapshot(), before);
+  EXPECT_EQ(Run({"get", "sb", "-o", "name"}).out, "sandbox/sb-a\nsandbox/sb-b\n");
+
+  r = Run({"apply", "-f", empty.string(), "--prune", "--applyset", "a", "--prune-allow-empty",
+           "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/sb-a pruned (dry run)\nsandbox/sb-b pruned (dry run)\n");
+  EXPECT_EQ(Snapshot(), before);
+  r = Run({"apply", "-f", empty.string(), "--prune", "--applyset", "a", "--prune-allow-empty"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/sb-a pruned\nsandbox/sb-b pruned\n");
+  r = Run({"get", "sb"});
+  EXPECT_EQ(r.err, "No resources found in default namespace.\n");
+}
+
 }  // namespace
