@@ -4,6 +4,8 @@
 // To add a verb (exec, logs, …): write cli/commands/<verb>_command.{h,cc} with a
 // Run<Verb>(CommandContext&, const <Verb>CommandOptions&) and an Add<Verb>Command(app, ctx)
 // that sets ctx.action, list the .cc in cli/CMakeLists.txt, and add one line below.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
 
   sbx::controller::SystemClock clock;
   sbx::cli::CommandContext ctx(std::cout, std::cerr, clock, [] { return g_interrupted != 0; });
+  ctx.set_terminals(isatty(STDOUT_FILENO) == 1, isatty(STDERR_FILENO) == 1);
 
   CLI::App app("sbxctl controls sbx objects: Sandboxes, AgentWorkers and Workspaces.", "sbxctl");
   app.fallthrough();

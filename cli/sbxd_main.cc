@@ -240,8 +240,7 @@ int main(int argc, char** argv) {
 
   SignalStop signals;  // first, so every thread below inherits the blocked mask
 
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(flags.db).parent_path(), ec);
+  // Open creates the missing directories of the database 0700 and the file 0600.
   auto opened = SqliteStore::Open(flags.db);
   if (!opened.ok()) {
     log::Error("cannot open store", {{"error", opened.status().ToString()}});

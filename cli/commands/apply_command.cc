@@ -42,6 +42,15 @@ int RunApply(CommandContext& ctx, const ApplyCommandOptions& options) {
   if (set.manifests.empty() && !options.prune) {
     return ctx.Fail(api::InvalidArgumentError("no objects passed to apply"));
   }
+  // Pruning against an empty apply deletes every member of the set, and their deletionPolicy
+  // (Delete by default) then deletes the sandboxes: a directory with no manifests left in it,
+  // or a wrong -f, must not do that by accident. kubectl refuses the same way.
+  if (set.manifests.empty() && options.prune && !options.prune_allow_empty) {
+    return ctx.Fail(api::InvalidArgumentError(
+        "apply --prune: no objects passed to apply; refusing to prune every member of "
+        "applyset \"" +
+        options.applyset + "\" (use --prune-allow-empty to allow it)"));
+  }
 
   auto store = ctx.store();
   if (!store.ok()) {
@@ -93,6 +102,8 @@ void AddApplyCommand(CLI::App& app, CommandContext& ctx) {
   sub->add_flag("--dry-run", options->dry_run, "show what would change, change nothing");
   sub->add_flag("--prune", options->prune,
                 "delete members of the --applyset that are not in this apply");
+  sub->add_flag("--prune-allow-empty", options->prune_allow_empty,
+                "let --prune delete every member of the set when no objects are passed");
   sub->add_option("--applyset", options->applyset, "name of the set these objects belong to");
   sub->add_flag("--wait", options->wait, "wait until every applied object is Ready");
   sub->add_option("--timeout", options->timeout, "how long --wait waits (e.g. 30s, 5m)")

@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
-#include <system_error>
 
 #include "api/duration.h"
+#include "cli/commands/terminal_text.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::cli {
@@ -51,15 +51,7 @@ api::StatusOr<controller::Store*> CommandContext::store() {
     }
     return s.Annotate("database \"" + path + "\"");
   };
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) {
-    std::error_code ec;
-    fs::create_directories(parent, ec);
-    if (ec) {
-      return annotate(api::UnavailableError("cannot create directory \"" + parent.string() +
-                                            "\": " + ec.message()));
-    }
-  }
+  // The store creates missing directories itself, 0700 (and the file 0600).
   auto opened = controller::SqliteStore::Open(path);
   if (!opened.ok()) {
     return annotate(opened.status());
@@ -79,7 +71,9 @@ std::optional<std::string> CommandContext::ListNamespace() const {
   return options_.namespace_;
 }
 
-void CommandContext::PrintError(std::string_view line) { err_ << "error: " << line << "\n"; }
+void CommandContext::PrintError(std::string_view line) {
+  err_ << "error: " << EscapeTerminalText(line, TerminalLayout::kSingleLine) << "\n";
+}
 
 int CommandContext::Fail(const api::Status& status) {
   std::istringstream lines(status.message());

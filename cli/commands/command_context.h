@@ -54,13 +54,22 @@ class CommandContext {
   std::istream& in() { return *in_; }
   void set_in(std::istream& in) { in_ = &in; }
   controller::Clock& clock() { return clock_; }
+  // Whether out() and err() are terminals (isatty), as the main found them; false unless set.
+  // A program's own output (exec, logs) is escaped only on a terminal (terminal_text.h).
+  bool out_is_terminal() const { return out_is_terminal_; }
+  bool err_is_terminal() const { return err_is_terminal_; }
+  void set_terminals(bool out_is_terminal, bool err_is_terminal) {
+    out_is_terminal_ = out_is_terminal;
+    err_is_terminal_ = err_is_terminal;
+  }
   // True once the user asked to stop (SIGINT/SIGTERM); long-running verbs poll it.
   bool interrupted() const { return interrupted_ && interrupted_(); }
 
   // The database path in effect: --db, else $SBX_DB, else DefaultDbPath().
   std::string DbPath() const;
-  // Opens the store once (creating the parent directory of the database). Errors name the
-  // database path: `database "/x/sbx.db": file is not a database`.
+  // Opens the store once (creating the database, and its missing parent directories, for the
+  // user only: see SqliteStore::Open). Errors name the database path:
+  // `database "/x/sbx.db": file is not a database`.
   api::StatusOr<controller::Store*> store();
   // Lets tests (and future verbs) supply a store instead of opening --db.
   void SetStoreForTesting(std::unique_ptr<controller::Store> store);
@@ -71,7 +80,8 @@ class CommandContext {
   // Prints `error: <message>` (each line of a multi-line message prefixed) and returns
   // kExitError. Store errors get a kubectl-like form (`Error from server (NotFound): …`).
   int Fail(const api::Status& status);
-  // Prints `error: <line>` without deciding the exit code.
+  // Prints `error: <line>` (control characters escaped: messages quote what sandboxes and
+  // cloud APIs said) without deciding the exit code.
   void PrintError(std::string_view line);
 
   // The exit code the verb decided.
@@ -86,6 +96,8 @@ class CommandContext {
   std::istream* in_;
   controller::Clock& clock_;
   std::function<bool()> interrupted_;
+  bool out_is_terminal_ = false;
+  bool err_is_terminal_ = false;
   GlobalOptions options_;
   std::unique_ptr<controller::Store> store_;
 };

@@ -6,12 +6,14 @@
 #include "api/codec.h"
 #include "cli/commands/object_printer.h"
 #include "cli/commands/table_printer.h"
+#include "cli/commands/terminal_text.h"
 
 namespace sbx::cli {
 namespace {
 
 constexpr int kLabelWidth = 20;
 
+// One `Label:   value` line; the value is escaped (newlines too) to stay on its line.
 void Field(std::ostream& out, std::string_view label, std::string_view value, int indent = 0) {
   std::string line(static_cast<size_t>(indent), ' ');
   line += label;
@@ -20,7 +22,7 @@ void Field(std::ostream& out, std::string_view label, std::string_view value, in
                          ? static_cast<size_t>(kLabelWidth) - line.size()
                          : 1;
   line.append(pad, ' ');
-  line += value.empty() ? "<none>" : value;
+  line += value.empty() ? "<none>" : EscapeTerminalText(value, TerminalLayout::kSingleLine);
   out << line << "\n";
 }
 
@@ -36,12 +38,16 @@ void MapField(std::ostream& out, std::string_view label,
       Field(out, label, k + "=" + v);
       first = false;
     } else {
-      out << std::string(kLabelWidth, ' ') << k << "=" << v << "\n";
+      out << std::string(kLabelWidth, ' ')
+          << EscapeTerminalText(k + "=" + v, TerminalLayout::kSingleLine) << "\n";
     }
   }
 }
 
-void Indented(std::ostream& out, std::string_view block, int indent) {
+// The lines of `block`, indented, with control characters other than newline and tab escaped.
+void Indented(std::ostream& out, std::string_view text, int indent) {
+  const std::string escaped = EscapeTerminalText(text, TerminalLayout::kMultiLine);
+  const std::string_view block = escaped;
   size_t start = 0;
   while (start < block.size()) {
     size_t nl = block.find('\n', start);

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "cli/commands/terminal_text.h"
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/databricks/http_transport.h"
 #include "controller/cloud/http_cloud_clients.h"
@@ -70,9 +71,13 @@ int RunExec(CommandContext& ctx, const ExecCommandOptions& options) {
     return ctx.Fail(api::Status(result.status().code(), "exec in sandbox " + spec.sandbox_id +
                                                             ": " + result.status().message()));
   }
-  ctx.out() << result->stdout_text;
-  ctx.out().flush();
-  ctx.err() << result->stderr_text;
+  // The command's own bytes: unchanged into a pipe or file, escaped on a terminal.
+  ProgramOutput stdout_output(ctx.out(), ctx.out_is_terminal());
+  stdout_output.Write(result->stdout_text);
+  stdout_output.Finish();
+  ProgramOutput stderr_output(ctx.err(), ctx.err_is_terminal());
+  stderr_output.Write(result->stderr_text);
+  stderr_output.Finish();
   if (result->truncated) {
     ctx.PrintError("output truncated by the sandbox API");
   }

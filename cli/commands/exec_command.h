@@ -1,7 +1,8 @@
 // `sbxctl exec sandbox/NAME [--timeout 60s] -- CMD [ARG…]`: runs one command in the Databricks
 // sandbox of a Sandbox object through exec-sync (DESIGN §4), prints its stdout and stderr and
 // exits with its exit code, like `kubectl exec`. CMD is a program, not a shell line: wrap it in
-// `/bin/bash -c '…'` for pipes and redirections.
+// `/bin/bash -c '…'` for pipes and redirections. Its stdout and stderr reach a pipe or file
+// unchanged and a terminal with control characters escaped (terminal_text.h).
 //
 // The Databricks client is built the way sbxd builds it (HttpCloudClients over the cpprest
 // transport and the process environment), so the Sandbox's workspaceRef and its credentials

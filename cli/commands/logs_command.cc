@@ -5,6 +5,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/commands/terminal_text.h"
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/databricks/http_transport.h"
 #include "controller/cloud/http_cloud_clients.h"
@@ -151,9 +152,11 @@ int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
                    first.status().message());
     return kExitError;
   }
-  ctx.out() << first->bytes;
-  ctx.out().flush();
+  // The executor's bytes: unchanged into a pipe or file, escaped on a terminal.
+  ProgramOutput output(ctx.out(), ctx.out_is_terminal());
+  output.Write(first->bytes);
   if (!options.follow) {
+    output.Finish();
     return kExitOk;
   }
 
@@ -176,10 +179,10 @@ int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
       offset = 0;  // rotated: the executor was relaunched, the new log starts afresh
       inode = next->inode;
     }
-    ctx.out() << next->bytes;
-    ctx.out().flush();
+    output.Write(next->bytes);
     offset += next->bytes.size();
   }
+  output.Finish();
   return kExitOk;
 }
 

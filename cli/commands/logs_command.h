@@ -5,7 +5,8 @@
 // (default: the whole log, capped at the last kLogsMaxBytes bytes); -f keeps polling every
 // second and prints only the bytes appended since (tracked as a byte offset, `tail -c +OFFSET`)
 // until SIGINT/SIGTERM. A relaunch rotates the log (log → log.1); -f then starts the new log
-// from its first byte.
+// from its first byte. As kubectl does, a pipe or file gets the log's bytes unchanged; a
+// terminal gets control characters escaped (terminal_text.h).
 //
 // The Databricks client is built the way sbxd builds it (as `sbxctl exec` does). Not
 // thread-safe.

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cli/commands/terminal_text.h"
+
 namespace sbx::cli {
 
 TablePrinter::TablePrinter(std::vector<std::string> headers) : headers_(std::move(headers)) {}
@@ -15,6 +17,9 @@ void TablePrinter::AddRow(std::vector<std::string> row) {
     std::abort();
   }
   row.resize(headers_.size());
+  for (std::string& cell : row) {
+    cell = EscapeTerminalText(cell, TerminalLayout::kSingleLine);
+  }
   rows_.push_back(std::move(row));
 }
 
@@ -31,6 +36,16 @@ std::vector<size_t> TablePrinter::Widths() const {
 
 void TablePrinter::PrintRow(std::ostream& out, const std::vector<std::string>& row,
                             const std::vector<size_t>& widths) {
+  std::vector<std::string> escaped;
+  escaped.reserve(row.size());
+  for (const std::string& cell : row) {
+    escaped.push_back(EscapeTerminalText(cell, TerminalLayout::kSingleLine));
+  }
+  PrintEscapedRow(out, escaped, widths);
+}
+
+void TablePrinter::PrintEscapedRow(std::ostream& out, const std::vector<std::string>& row,
+                                   const std::vector<size_t>& widths) {
   std::string line;
   for (size_t c = 0; c < row.size(); ++c) {
     line += row[c];
@@ -49,10 +64,10 @@ void TablePrinter::PrintRow(std::ostream& out, const std::vector<std::string>& r
 void TablePrinter::Print(std::ostream& out, bool with_header) const {
   const std::vector<size_t> widths = Widths();
   if (with_header) {
-    PrintRow(out, headers_, widths);
+    PrintEscapedRow(out, headers_, widths);
   }
   for (const auto& row : rows_) {
-    PrintRow(out, row, widths);
+    PrintEscapedRow(out, row, widths);
   }
 }
 

@@ -1,5 +1,7 @@
 // TablePrinter: kubectl-style plain tables (upper-case headers, columns left-aligned and
-// separated by three spaces, no trailing blanks) and the AGE column's human durations.
+// separated by three spaces, no trailing blanks) and the AGE column's human durations. Cells
+// are printed with control characters escaped, newlines and tabs included (see
+// terminal_text.h), so that a message can neither drive the terminal nor break the layout.
 //
 // A value type; not thread-safe.
 #pragma once
@@ -17,7 +19,8 @@ class TablePrinter {
  public:
   explicit TablePrinter(std::vector<std::string> headers);
 
-  // Rows shorter than the header are padded with empty cells; longer rows abort (a bug).
+  // Rows shorter than the header are padded with empty cells; longer rows abort (a bug). The
+  // cells are escaped here, so Widths counts what is printed.
   void AddRow(std::vector<std::string> row);
   bool empty() const { return rows_.empty(); }
 
@@ -25,11 +28,15 @@ class TablePrinter {
   void Print(std::ostream& out, bool with_header = true) const;
   // The column widths that Print uses, so that later rows (get -w) can line up.
   std::vector<size_t> Widths() const;
-  // Writes one row with the given widths (as get -w does for rows that arrive later).
+  // Writes one row (escaped as AddRow does) with the given widths (as get -w does for rows
+  // that arrive later).
   static void PrintRow(std::ostream& out, const std::vector<std::string>& row,
                        const std::vector<size_t>& widths);
 
  private:
+  static void PrintEscapedRow(std::ostream& out, const std::vector<std::string>& row,
+                              const std::vector<size_t>& widths);
+
   std::vector<std::string> headers_;
   std::vector<std::vector<std::string>> rows_;
 };

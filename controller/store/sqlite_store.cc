@@ -1,10 +1,16 @@
 #include "controller/store/sqlite_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <chrono>
 #include <set>
@@ -378,7 +384,46 @@ SqliteStore::~SqliteStore() {
 
 int SqliteStore::LatestSchemaVersion() { return kLatestSchemaVersion; }
 
+namespace {
+
+// Creates `dir` and its missing ancestors with mode 0700: the store holds workspace hosts,
+// secret references, setup output and events, for its owner only. A directory that already
+// exists keeps its mode: an operator may have widened it on purpose.
+Status CreatePrivateDirectories(const std::filesystem::path& dir, const std::string& db) {
+  struct stat st {};
+  if (dir.empty() || ::stat(dir.c_str(), &st) == 0) {
+    return OkStatus();
+  }
+  const std::filesystem::path parent = dir.parent_path();
+  if (parent != dir) {
+    RETURN_IF_ERROR(CreatePrivateDirectories(parent, db));
+  }
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    const int error = errno;
+    return api::FailedPreconditionError("cannot create directory " + dir.string() +
+                                        " for database " + db + ": " + std::strerror(error));
+  }
+  return OkStatus();
+}
+
+// Creates the database file with mode 0600 unless it exists; an existing file keeps its mode.
+// SQLite gives the -wal and -shm files the mode of the database file, so they are 0600 too.
+// O_EXCL rather than a umask around sqlite3_open: the umask is process-wide and other threads
+// create files. Errors are left to sqlite3_open_v2, which reports them in its own words.
+void CreatePrivateFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path, Options options) {
+  if (path != ":memory:" && !path.empty()) {
+    RETURN_IF_ERROR(CreatePrivateDirectories(std::filesystem::path(path).parent_path(), path));
+    CreatePrivateFile(path);
+  }
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);

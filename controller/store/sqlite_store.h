@@ -53,10 +53,12 @@ class SqliteStore final : public Store {
   using Options = SqliteStoreOptions;
 
   // Opens (creating if absent) the database at `path`, or a private in-memory one for
-  // ":memory:", and migrates its schema. The parent directory must exist. Errors name the path:
-  // kFailedPrecondition if it cannot be opened, is not an SQLite/sbx database or has a schema
-  // newer than this build knows; kDataLoss if it is corrupt; kUnavailable if it stays locked
-  // past the busy timeout.
+  // ":memory:", and migrates its schema. What Open creates is private to the owner: missing
+  // parent directories mode 0700, the database file (hence its -wal and -shm) mode 0600; an
+  // existing directory or file keeps its mode. Errors name the path: kFailedPrecondition if a
+  // directory cannot be created, or the file cannot be opened, is not an SQLite/sbx database or
+  // has a schema newer than this build knows; kDataLoss if it is corrupt; kUnavailable if it
+  // stays locked past the busy timeout.
   static StatusOr<std::unique_ptr<SqliteStore>> Open(const std::string& path, Options options = {});
 
   ~SqliteStore() override;

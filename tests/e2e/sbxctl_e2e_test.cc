@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -544,6 +545,128 @@ TEST_F(SbxctlTest, ExampleManifestsApply) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = Run({"diff", "-R", "-f", examples.string()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
+// ---- Security review, issue #10 (findings 6-8) ------------------------------------------------
+// Kept together at the end of the file: file modes of the store, control characters from
+// sandboxes and clouds on the operator's terminal, `apply --prune` with no objects.
+
+fs::perms PermsOf(const fs::path& p) { return fs::status(p).permissions() & fs::perms::mask; }
+
+// Finding 6: the database sbxctl creates, and the directory it creates for it, are 0600 and 0700.
+TEST_F(SbxctlTest, CreatesTheDatabaseAndItsDirectoryForTheUserOnly) {
+  WriteFile(dir_ / "s.yaml", SandboxManifest("s", "S"));
+  ASSERT_FALSE(fs::exists(db_.parent_path()));
+  // Under the usual umask, which gave 0755 and 0644 before.
+  const mode_t old_umask = ::umask(022);
+  const Result r = Run({"apply", "-f", (dir_ / "s.yaml").string()});
+  ::umask(old_umask);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(PermsOf(db_.parent_path()), fs::perms::owner_all);
+  EXPECT_EQ(PermsOf(db_), fs::perms::owner_read | fs::perms::owner_write);
+}
+
+// Finding 7: an OSC title change ended by BEL, then a clear screen, as a hostile setup script or
+// cloud message would hold them. No verb may put the raw ESC or BEL bytes on stdout.
+constexpr char kHostileText[] = "boom\x1b]0;pwned\x07\x1b[2J";
+
+void ExpectNoTerminalControls(const std::string& out, const std::string& what) {
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << what << " printed a raw ESC:\n" << out;
+  EXPECT_EQ(out.find('\x07'), std::string::npos) << what << " printed a raw BEL:\n" << out;
+}
+
+TEST_F(SbxctlTest, ControlCharactersFromTheControllerDoNotReachTheTerminal) {
+  WriteFile(dir_ / "s.yaml", SandboxManifest("s", "S"));
+  ASSERT_EQ(Run({"apply", "-f", (dir_ / "s.yaml").string()}).exit_code, 0);
+  {
+    auto store = OpenStore();
+    auto object = store->Get({sbx::api::Kind::kSandbox, "default", "s"});
+    ASSERT_TRUE(object.ok()) << object.status();
+    sbx::api::Condition ready;
+    ready.type = "Ready";
+    ready.status = sbx::api::ConditionStatus::kFalse;
+    ready.reason = "SetupFailed";
+    ready.message = std::string("setup step 1 failed: ") + kHostileText;
+    sbx::api::SetCondition(object->conditions(), ready, "2026-01-01T00:00:00Z");
+    sbx::api::SetupResult setup;
+    setup.name = "install";
+    setup.exit_code = 2;
+    setup.message = std::string("last output: ") + kHostileText + "\nsecond line";
+    object->sandbox_status().setup.push_back(setup);
+    ASSERT_TRUE(store->UpdateStatus(*object).ok());
+    sbx::controller::Store::Event e;
+    e.involved = {sbx::api::Kind::kSandbox, "default", "s"};
+    e.type = "Warning";
+    e.reason = "SetupFailed";
+    e.message = std::string("step install: ") + kHostileText;
+    ASSERT_TRUE(store->RecordEvent(e).ok());
+  }
+
+  Result r = Run({"get", "sb", "-o", "wide"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectNoTerminalControls(r.out, "get -o wide");
+  EXPECT_THAT(r.out, HasSubstr("setup step 1 failed: boom\\x1b]0;pwned\\x07\\x1b[2J"));
+
+  r = Run({"describe", "sb", "s"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectNoTerminalControls(r.out, "describe");
+  EXPECT_THAT(r.out, HasSubstr("last output: boom\\x1b]0;pwned\\x07\\x1b[2J\\nsecond line"));
+  EXPECT_THAT(r.out, HasSubstr("step install: boom\\x1b]0;pwned\\x07\\x1b[2J"));
+
+  r = Run({"events"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectNoTerminalControls(r.out, "events");
+  EXPECT_THAT(r.out, HasSubstr("step install: boom\\x1b]0;pwned\\x07\\x1b[2J"));
+
+  // The encoders escape in their own syntax, and the text reads back unchanged.
+  r = Run({"get", "sb", "s", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectNoTerminalControls(r.out, "get -o json");
+  EXPECT_THAT(r.out, HasSubstr("\\u001b]0;pwned\\u0007\\u001b[2J"));
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json.at("status").at("setup").at(0).at("message").get<std::string>(),
+            std::string("last output: ") + kHostileText + "\nsecond line");
+  r = Run({"get", "sb", "s", "-o", "yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectNoTerminalControls(r.out, "get -o yaml");
+  EXPECT_THAT(r.out, HasSubstr("\"setup step 1 failed: boom\\x1b]0;pwned\\x07\\x1b[2J\""));
+}
+
+// Finding 8: `apply --prune` with a directory that holds no manifests would prune the whole set
+// (and deletionPolicy: Delete would then delete the sandboxes).
+TEST_F(SbxctlTest, PruneWithNoObjectsIsRefusedUnlessAllowed) {
+  const fs::path m = dir_ / "manifests";
+  WriteFile(m / "a.yaml", SandboxManifest("sb-a", "A") + "---\n" + SandboxManifest("sb-b", "B"));
+  Result r = Run({"apply", "-f", m.string(), "--prune", "--applyset", "a"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path empty = dir_ / "empty";
+  WriteFile(empty / "README.txt", "the manifests moved elsewhere\n");
+  const std::string before = Snapshot();
+  const std::string refusal =
+      "error: apply --prune: no objects passed to apply; refusing to prune every member of "
+      "applyset \"a\" (use --prune-allow-empty to allow it)\n";
+
+  r = Run({"apply", "-f", empty.string(), "--prune", "--applyset", "a"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, refusal);
+  EXPECT_EQ(r.out, "");
+  r = Run({"apply", "-f", empty.string(), "--prune", "--applyset", "a", "--dry-run"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, refusal);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(Snapshot(), before);
+  EXPECT_EQ(Run({"get", "sb", "-o", "name"}).out, "sandbox/sb-a\nsandbox/sb-b\n");
+
+  r = Run({"apply", "-f", empty.string(), "--prune", "--applyset", "a", "--prune-allow-empty",
+           "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/sb-a pruned (dry run)\nsandbox/sb-b pruned (dry run)\n");
+  EXPECT_EQ(Snapshot(), before);
+  r = Run({"apply", "-f", empty.string(), "--prune", "--applyset", "a", "--prune-allow-empty"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/sb-a pruned\nsandbox/sb-b pruned\n");
+  r = Run({"get", "sb"});
+  EXPECT_EQ(r.err, "No resources found in default namespace.\n");
 }
 
 }  // namespace

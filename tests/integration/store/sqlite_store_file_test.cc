@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <chrono>
@@ -153,14 +154,6 @@ TEST_F(SqliteStoreFileTest, NewerSchemaIsRefused) {
   EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(store.status().message(), HasSubstr(path_));
   EXPECT_THAT(store.status().message(), HasSubstr("999"));
-}
-
-TEST_F(SqliteStoreFileTest, MissingDirectoryIsAClearError) {
-  const std::string missing = (dir_ / "no" / "such" / "dir" / "sbx.db").string();
-  auto store = SqliteStore::Open(missing);
-  ASSERT_FALSE(store.ok());
-  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(store.status().message(), HasSubstr(missing));
 }
 
 TEST_F(SqliteStoreFileTest, LockedDatabaseIsUnavailableAfterTheBusyTimeout) {
@@ -325,6 +318,87 @@ TEST_F(SqliteStoreFileTest, LeaseIsExclusiveAcrossInstances) {
   EXPECT_FALSE(*b->TryAcquireLease("sbxd", "b", std::chrono::seconds(30)));
   ASSERT_TRUE(a->ReleaseLease("sbxd", "a").ok());
   EXPECT_TRUE(*b->TryAcquireLease("sbxd", "b", std::chrono::seconds(30)));
+}
+
+// ---- file modes ---------------------------------------------------------------------------
+
+// Sets the umask for one test: the modes checked below must not depend on the umask the suite
+// runs under (before the fix, 022 gave a 0755 directory and 0644 files; 077 would hide that).
+class ScopedUmask {
+ public:
+  explicit ScopedUmask(mode_t mask) : old_(::umask(mask)) {}
+  ~ScopedUmask() { ::umask(old_); }
+  ScopedUmask(const ScopedUmask&) = delete;
+  ScopedUmask& operator=(const ScopedUmask&) = delete;
+
+ private:
+  mode_t old_;
+};
+
+// The permission bits of `path`, or -1 if it does not exist.
+int ModeOf(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return -1;
+  }
+  return static_cast<int>(st.st_mode & 07777);
+}
+
+TEST_F(SqliteStoreFileTest, CreatesANewDatabaseAndItsDirectoriesPrivateToTheOwner) {
+  ScopedUmask umask(022);
+  const std::filesystem::path state = dir_ / "state";
+  const std::filesystem::path path = state / "sbx" / "sbx.db";
+  auto store = SqliteStore::Open(path.string());
+  ASSERT_TRUE(store.ok()) << store.status();
+  // A write, so that the -wal and -shm files exist while the store is open.
+  ASSERT_TRUE((*store)->Apply({Sandbox("a")}, {}).ok());
+
+  EXPECT_EQ(ModeOf(state), 0700);
+  EXPECT_EQ(ModeOf(state / "sbx"), 0700);
+  EXPECT_EQ(ModeOf(path), 0600);
+  EXPECT_EQ(ModeOf(path.string() + "-wal"), 0600);
+  EXPECT_EQ(ModeOf(path.string() + "-shm"), 0600);
+}
+
+TEST_F(SqliteStoreFileTest, CreatesANewDatabaseInAnExistingDirectoryPrivateToTheOwner) {
+  ScopedUmask umask(022);
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Apply({Sandbox("a")}, {}).ok());
+
+  EXPECT_EQ(ModeOf(path_), 0600);
+  EXPECT_EQ(ModeOf(path_ + "-wal"), 0600);
+  EXPECT_EQ(ModeOf(path_ + "-shm"), 0600);
+}
+
+TEST_F(SqliteStoreFileTest, KeepsTheModesAnOperatorSetOnAnExistingDatabaseAndDirectory) {
+  ScopedUmask umask(022);
+  {
+    auto store = MustOpen();
+    ASSERT_NE(store, nullptr);
+  }
+  ASSERT_EQ(::chmod(dir_.c_str(), 0750), 0);
+  ASSERT_EQ(::chmod(path_.c_str(), 0640), 0);
+
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Apply({Sandbox("a")}, {}).ok());
+
+  EXPECT_EQ(ModeOf(dir_), 0750);
+  EXPECT_EQ(ModeOf(path_), 0640);
+  EXPECT_EQ(ModeOf(path_ + "-wal"), 0640);
+  EXPECT_EQ(ModeOf(path_ + "-shm"), 0640);
+}
+
+TEST_F(SqliteStoreFileTest, ADirectoryThatCannotBeCreatedIsAClearError) {
+  // A regular file where a directory is needed.
+  WriteFile("not a directory");
+  const std::string db = path_ + "/sub/sbx.db";
+  auto store = SqliteStore::Open(db);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(),
+              HasSubstr("cannot create directory " + path_ + "/sub for database " + db));
 }
 
 }  // namespace

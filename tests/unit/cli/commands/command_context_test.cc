@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "cli/commands/wait_command.h"
+#include "tests/support/fake_clock.h"
 
 namespace sbx::cli {
 namespace {
@@ -57,6 +60,19 @@ TEST(ParseWaitForTest, ParsesConditionsAndDelete) {
   EXPECT_TRUE(ParseWaitFor("delete")->for_delete);
   EXPECT_FALSE(ParseWaitFor("Ready").ok());
   EXPECT_FALSE(ParseWaitFor("condition=Ready=maybe").ok());
+}
+
+
+TEST(CommandContextTest, ErrorLinesEscapeControlCharactersFromTheMessage) {
+  std::ostringstream out;
+  std::ostringstream err;
+  testing::FakeClock clock;
+  CommandContext ctx(out, err, clock, nullptr);
+  EXPECT_EQ(ctx.Fail(api::UnavailableError("sandbox said \x1b]0;pwned\x07\nsecond\rline")),
+            kExitError);
+  EXPECT_EQ(err.str(),
+            "error: sandbox said \\x1b]0;pwned\\x07\n"
+            "error: second\\rline\n");
 }
 
 }  // namespace

@@ -73,5 +73,23 @@ TEST(TablePrinterTest, PadsShortRowsAndPrintsLaterRowsWithTheSameWidths) {
   EXPECT_EQ(later.str(), "y      RUNNING\n");
 }
 
+TEST(TablePrinterTest, EscapesControlCharactersInCellsAndCountsTheEscapedWidth) {
+  TablePrinter t({"NAME", "MESSAGE", "AGE"});
+  t.AddRow({"a", "x\x1b]0;pwned\x07\x1b[2J\nsecond line\tend", "5s"});
+  t.AddRow({"b", "short", "1m"});
+  std::ostringstream out;
+  t.Print(out);
+  EXPECT_EQ(out.str(),
+            "NAME   MESSAGE                                      AGE\n"
+            "a      x\\x1b]0;pwned\\x07\\x1b[2J\\nsecond line\\tend   5s\n"
+            "b      short                                        1m\n");
+}
+
+TEST(TablePrinterTest, EscapesRowsPrintedLater) {
+  std::ostringstream later;
+  TablePrinter::PrintRow(later, {"y", "\x1b[31mred\r"}, {1, 5});
+  EXPECT_EQ(later.str(), "y   \\x1b[31mred\\r\n");
+}
+
 }  // namespace
 }  // namespace sbx::cli
