@@ -168,6 +168,7 @@ int RunOnce(Store& store, SandboxSweeper& sweeper, std::initializer_list<Reconci
 class NullEnqueuer final : public Enqueuer {
  public:
   void Enqueue(const api::ObjectKey&) override {}
+  void EnqueueDependents(const api::ObjectKey&) override {}
 };
 
 }  // namespace

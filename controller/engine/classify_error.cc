@@ -64,6 +64,19 @@ ErrorClass ClassifyError(const api::Status& status) {
   return error;
 }
 
+std::string ConditionMessage(const api::Status& status) {
+  static constexpr std::string_view kMarker = " (request_id ";
+  std::string message = status.message();
+  for (size_t at = message.find(kMarker); at != std::string::npos; at = message.find(kMarker, at)) {
+    const size_t close = message.find(')', at + kMarker.size());
+    if (close == std::string::npos) {
+      break;
+    }
+    message.erase(at, close + 1 - at);
+  }
+  return message;
+}
+
 bool IsTerminalReason(std::string_view reason) {
   static constexpr std::array<std::string_view, 11> kTerminal = {
       // ClassifyError's terminal classes …

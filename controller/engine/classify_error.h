@@ -62,6 +62,12 @@ struct ErrorClass {
 // retry).
 ErrorClass ClassifyError(const api::Status& status);
 
+// The message a condition shows for `status`: its message without per-request noise (the
+// "(request_id …)" that the clients append), so that the same failure, repeated, writes the same
+// condition — no status change, no store write, no watch event. Request ids stay in logs and
+// events, which get the full message.
+std::string ConditionMessage(const api::Status& status);
+
 // Whether a condition reason means "stuck until the spec (or a dependency) changes": the
 // terminal reasons of the table above, plus those reconcilers set without returning an error
 // (ImmutableFieldChanged, SandboxIdConflict). `sbxctl wait` fails fast on these instead of

@@ -19,6 +19,7 @@ namespace {
 Manager::Manager(Clock& clock, ManagerOptions options)
     : clock_(clock),
       options_(std::move(options)),
+      terminal_backoff_(options_.terminal_backoff, options_.random),
       queue_(clock, Backoff(options_.backoff, options_.random)) {}
 
 Manager::~Manager() { Stop(); }
@@ -89,6 +90,10 @@ void Manager::Stop(std::stop_token cancel) {
 
 void Manager::Enqueue(const api::ObjectKey& key) {
   queue_.Add(key);
+  EnqueueDependents(key);
+}
+
+void Manager::EnqueueDependents(const api::ObjectKey& key) {
   for (const api::ObjectKey& dependent : dependencies_.TransitiveDependentsOf(key)) {
     queue_.Add(dependent);
   }
@@ -154,7 +159,7 @@ void Manager::ProcessOne(const api::ObjectKey& key, std::stop_token stop) {
       queue_.AddRateLimited(key, error.retry_after);
     } else {
       ++terminal_errors_;
-      queue_.Forget(key);
+      queue_.AddRateLimited(key, terminal_backoff_.Delay(queue_.NumRequeues(key) + 1));
     }
     record.error = std::move(error);
   }

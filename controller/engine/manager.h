@@ -6,8 +6,11 @@
 //   OK kDone            → Forget (reset backoff);
 //   OK kRequeueAfter(d) → Forget, AddAfter(d)   (d <= 0: AddRateLimited — no hot loop);
 //   error, transient    → AddRateLimited(key, retry_after)  (backoff, never before Retry-After);
-//   error, terminal     → Forget, no requeue    (the reconciler wrote the condition; the next
-//                                                 spec or dependency change brings it back);
+//   error, terminal     → AddRateLimited(key, terminal backoff: 30 s → 10 min) (the reconciler
+//                         wrote the condition; a spec or dependency change brings the key back
+//                         at once; without one, the next try waits long and grows — so a
+//                         failing object never hot-loops, yet a fix made outside sbx, such as a
+//                         rotated credential, is picked up within minutes);
 //   exception escaping  → treated as kInternal (transient).
 // A key whose kind has no reconciler is dropped. The queue guarantees no key is reconciled by two
 // workers at once.
@@ -78,6 +81,8 @@ struct ManagerOptions {
   int workers = 2;
   BackoffPolicy backoff;    // per-key retry backoff (1 s → 5 min, ±10%)
   Backoff::Uniform random;  // null = seeded PRNG
+  // The least delay before a terminal error is tried again, by consecutive failures.
+  BackoffPolicy terminal_backoff{std::chrono::seconds(30), std::chrono::minutes(10), 0.1};
 };
 
 struct ManagerStats {
@@ -108,6 +113,7 @@ class Manager final : public Enqueuer {
 
   // Enqueues `key` and, transitively, every object that depends on it (DependencyIndex).
   void Enqueue(const api::ObjectKey& key) override;
+  void EnqueueDependents(const api::ObjectKey& key) override;
 
   DependencyIndex& dependencies() { return dependencies_; }
   WorkQueue& queue() { return queue_; }
@@ -119,6 +125,7 @@ class Manager final : public Enqueuer {
 
   Clock& clock_;
   const ManagerOptions options_;
+  const Backoff terminal_backoff_;
   WorkQueue queue_;
   DependencyIndex dependencies_;
   std::map<api::Kind, Reconciler*> reconcilers_;  // Set before Start, read-only after.

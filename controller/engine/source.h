@@ -18,6 +18,10 @@ class Enqueuer {
   virtual ~Enqueuer() = default;
   // Thread-safe. Enqueues `key` and every object that depends on it.
   virtual void Enqueue(const api::ObjectKey& key) = 0;
+  // Thread-safe. Enqueues every object that depends on `key`, but not `key` itself: what the
+  // store watch does when only `key`'s status changed (its own reconciler wrote it; re-running
+  // that reconciler for it would only loop).
+  virtual void EnqueueDependents(const api::ObjectKey& key) = 0;
 };
 
 class Source {

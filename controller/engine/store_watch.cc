@@ -24,6 +24,23 @@ bool StoreWatch::BackOff(const api::Status& error, int& failures, std::stop_toke
   return clock_.SleepFor(backoff_.Delay(failures), stop);
 }
 
+void StoreWatch::Dispatch(const Store::Change& change, Enqueuer& out) {
+  if (change.type == Store::ChangeType::kDeleted || !change.object) {
+    seen_.erase(change.key);
+    out.Enqueue(change.key);
+    return;
+  }
+  api::ObjectMeta meta = change.object->metadata;
+  meta.resource_version = 0;
+  auto [it, inserted] = seen_.try_emplace(change.key, meta);
+  if (!inserted && it->second == meta) {
+    out.EnqueueDependents(change.key);  // the status alone changed
+    return;
+  }
+  it->second = std::move(meta);
+  out.Enqueue(change.key);
+}
+
 void StoreWatch::Run(Enqueuer& out, std::stop_token stop) {
   int failures = 0;
   int64_t since = 0;
@@ -33,7 +50,14 @@ void StoreWatch::Run(Enqueuer& out, std::stop_token stop) {
     StatusOr<int64_t> revision = store_.CurrentRevision();
     api::Status status = revision.status();
     if (status.ok()) {
-      status = EnqueueAllObjects(store_, out);
+      StatusOr<std::vector<api::Object>> objects = store_.List(ListOptions{});
+      status = objects.status();
+      for (const api::Object& object : objects.ok() ? *objects : std::vector<api::Object>{}) {
+        Dispatch(
+            Store::Change{
+                .type = Store::ChangeType::kAdded, .key = api::KeyOf(object), .object = object},
+            out);
+      }
     }
     if (status.ok()) {
       since = *revision;
@@ -55,7 +79,7 @@ void StoreWatch::Run(Enqueuer& out, std::stop_token stop) {
     }
     failures = 0;
     for (const Store::Change& change : *changes) {
-      out.Enqueue(change.key);
+      Dispatch(change, out);
       since = std::max(since, change.revision);
     }
     last_revision_.store(since);

@@ -4,8 +4,14 @@
 // Run() first reads the current revision, then lists every object and enqueues it (list, then
 // watch: nothing written after that revision can be missed, and anything listed twice is
 // deduplicated by the queue). Then it loops: WatchSince(last_seen) → enqueue each changed key
-// (deletions too, so reconcilers can clean up) → WaitForChange(poll). Store errors are reported
-// to `on_error` and retried with backoff on the Clock. Stop latency is at most `poll`.
+// (deletions too, so reconcilers can clean up) → WaitForChange(poll).
+//
+// A change of an object's status ALONE (same metadata, same generation) does not enqueue the
+// object itself, only its dependants (Enqueuer::EnqueueDependents): its own reconciler wrote it,
+// and waking that reconciler again would turn every status write — a failing object's included
+// — into another reconcile (controller-runtime's GenerationChangedPredicate, with metadata). Store
+// errors are reported to `on_error` and retried with backoff on the Clock. Stop latency is at most
+// `poll`.
 //
 // Thread-safety: Run is called by one thread; last_revision() from any. Ownership: `store` and
 // `clock` are collaborators that must outlive the StoreWatch.
@@ -15,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 
 #include "api/status.h"
 #include "controller/engine/backoff.h"
@@ -50,12 +57,17 @@ class StoreWatch final : public Source {
  private:
   // Sleeps the error backoff; false if stopped.
   bool BackOff(const api::Status& error, int& failures, std::stop_token stop);
+  // Enqueues what `change` concerns: the object (and its dependants) unless only its status
+  // changed, then its dependants only. Remembers the object's metadata for the next change.
+  void Dispatch(const Store::Change& change, Enqueuer& out);
 
   Store& store_;
   Clock& clock_;
   const StoreWatchOptions options_;
   const Backoff backoff_;
   std::atomic<int64_t> last_revision_{-1};
+  // Metadata (without resourceVersion) of every object last seen; only Run's thread uses it.
+  std::map<api::ObjectKey, api::ObjectMeta> seen_;
 };
 
 }  // namespace sbx::controller

@@ -260,7 +260,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Reconcile(const api::ObjectKey&
     // Secrets in messages (an executor that prints its key) are scrubbed by the store sbxd
     // wraps in a ScrubbingStore, for every status and event alike.
     Set(t, "Ready", ConditionStatus::kFalse, ClassifyError(result.status()).reason,
-        result.status().message());
+        ConditionMessage(result.status()));
   }
   t.status().observed_generation = t.object.metadata.generation;
   RETURN_IF_ERROR(internal::WriteStatusIfChanged(store_, t.object, t.original_status));

@@ -79,7 +79,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key
   if (!result.ok()) {
     // Synced tells the user why the last attempt failed; the Manager decides about retrying.
     const ErrorClass error = ClassifyError(result.status());
-    SetSynced(t, ConditionStatus::kFalse, error.reason, result.status().message());
+    SetSynced(t, ConditionStatus::kFalse, error.reason, ConditionMessage(result.status()));
   }
   t.status().observed_generation = t.object.metadata.generation;
   RETURN_IF_ERROR(internal::WriteStatusIfChanged(store_, t.object, t.original_status));

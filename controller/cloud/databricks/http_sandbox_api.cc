@@ -87,6 +87,12 @@ double HttpSandboxApi::Jitter() {
 StatusOr<std::string> HttpSandboxApi::Send(const Call& call, std::stop_token stop) {
   const std::string what =
       call.method + " " + call.path_and_query.substr(0, call.path_and_query.find('?'));
+  if (std::optional<Status> rejected = breaker_.Check()) {
+    return Status(rejected->code(), what +
+                                        ": not sent, the workspace's credentials were "
+                                        "rejected recently: " +
+                                        rejected->message());
+  }
   const Clock::SteadyTime start = clock_.Steady();
   for (int attempt = 1;; ++attempt) {
     if (!bucket_.Acquire(stop)) {
@@ -126,6 +132,7 @@ StatusOr<std::string> HttpSandboxApi::Send(const Call& call, std::stop_token sto
         failure.status = RedactStatus(result.status, *authorization);
         failure.maybe_sent = result.maybe_sent;
       } else if (result.response.status >= 200 && result.response.status < 300) {
+        breaker_.Accepted();
         return std::move(result.response.body);
       } else {
         const HttpResponse& r = result.response;
@@ -141,6 +148,9 @@ StatusOr<std::string> HttpSandboxApi::Send(const Call& call, std::stop_token sto
         }
         if (r.status == 401) {
           credentials_.Invalidate();
+          breaker_.Rejected(RedactStatus(s, *authorization));
+        } else {
+          breaker_.Accepted();
         }
         failure.status = RedactStatus(s.Annotate(what), *authorization);
         failure.http_status = r.status;

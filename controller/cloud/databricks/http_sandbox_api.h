@@ -25,6 +25,7 @@
 #include "controller/cloud/databricks/retry_policy.h"
 #include "controller/cloud/databricks/sandbox_api.h"
 #include "controller/engine/clock.h"
+#include "controller/engine/credential_breaker.h"
 #include "controller/engine/token_bucket.h"
 
 namespace sbx::controller::databricks {
@@ -80,6 +81,7 @@ class HttpSandboxApi final : public SandboxApi {
   CredentialsProvider& credentials_;
   TokenBucket& bucket_;
   Clock& clock_;
+  CredentialBreaker breaker_{clock_};  // a 401 stops every call for a cool-down
   HttpTransport& transport_;
   std::mutex rng_mu_;
   std::mt19937_64 rng_;  // Guarded by rng_mu_.

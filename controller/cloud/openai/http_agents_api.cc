@@ -147,6 +147,12 @@ std::optional<Status> HttpAgentsApi::WaitToRetry(const std::string& what, Idempo
 
 StatusOr<std::string> HttpAgentsApi::Send(const Call& call, std::stop_token stop) {
   const std::string what = call.method + " " + call.path;
+  if (std::optional<Status> rejected = breaker_.Check()) {
+    return Status(rejected->code(), what +
+                                        ": not sent, the project's API key was rejected "
+                                        "recently: " +
+                                        rejected->message());
+  }
   const HttpRequest request = BuildRequest(call);
   const Clock::SteadyTime start = clock_.Steady();
   for (int attempt = 1;; ++attempt) {
@@ -161,9 +167,15 @@ StatusOr<std::string> HttpAgentsApi::Send(const Call& call, std::stop_token stop
     if (!result.status.ok()) {
       failure = FailureFromTransport(result);
     } else if (result.response.status >= 200 && result.response.status < 300) {
+      breaker_.Accepted();
       return std::move(result.response.body);
     } else {
       failure = FailureFromResponse(what, result.response);
+      if (result.response.status == 401) {
+        breaker_.Rejected(failure.status);
+      } else {
+        breaker_.Accepted();
+      }
     }
     if (auto end = WaitToRetry(what, call.idempotency, failure, attempt, start, stop)) {
       return *end;

@@ -26,6 +26,7 @@
 #include "controller/cloud/openai/streaming_transport.h"
 #include "controller/engine/backoff.h"
 #include "controller/engine/clock.h"
+#include "controller/engine/credential_breaker.h"
 #include "controller/engine/token_bucket.h"
 
 namespace sbx::controller::openai {
@@ -93,6 +94,7 @@ class HttpAgentsApi final : public AgentsApi {
   const std::string api_key_;
   TokenBucket& bucket_;
   Clock& clock_;
+  CredentialBreaker breaker_{clock_};  // a 401 stops every call for a cool-down
   databricks::HttpTransport& transport_;
   StreamingTransport& streaming_;
   const Backoff backoff_;

@@ -85,5 +85,31 @@ TEST(IsTerminalReasonTest, KnowsEveryTerminalClassAndReconcilerReason) {
   EXPECT_FALSE(IsTerminalReason(""));
 }
 
+TEST(ClassifyErrorTest, AReasonCarriedByTheStatusWinsButTheCodeDecidesRetrying) {
+  const ErrorClass c = ClassifyError(
+      api::FailedPreconditionError("host x needs credentials").WithReason("CredentialsMissing"));
+  EXPECT_EQ(c.reason, "CredentialsMissing");
+  EXPECT_FALSE(c.transient());
+  EXPECT_TRUE(IsTerminalReason("CredentialsMissing"));
+  EXPECT_TRUE(IsTerminalReason("SecretNotAllowed"));
+  // Annotate keeps it.
+  EXPECT_EQ(ClassifyError(api::UnavailableError("x").WithReason("Flaky").Annotate("GET /a")).reason,
+            "Flaky");
+}
+
+// Every API error carries a fresh request id: the condition must not, or each failed attempt
+// is a status change.
+TEST(ConditionMessageTest, DropsRequestIdsSoRepeatedFailuresWriteTheSameCondition) {
+  const api::Status first = api::UnauthenticatedError(
+      "POST /api/2.0/sandboxes: HTTP 401 UNAUTHENTICATED: Invalid token (request_id 7f3a-1)");
+  const api::Status second = api::UnauthenticatedError(
+      "POST /api/2.0/sandboxes: HTTP 401 UNAUTHENTICATED: Invalid token (request_id 9c2e-2)");
+  EXPECT_EQ(ConditionMessage(first), ConditionMessage(second));
+  EXPECT_EQ(ConditionMessage(first),
+            "POST /api/2.0/sandboxes: HTTP 401 UNAUTHENTICATED: Invalid token");
+  EXPECT_EQ(ConditionMessage(api::InternalError("a (request_id x) b (request_id y)")), "a b");
+  EXPECT_EQ(ConditionMessage(api::InternalError("no id (request_id")), "no id (request_id");
+}
+
 }  // namespace
 }  // namespace sbx::controller

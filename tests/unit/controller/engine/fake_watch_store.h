@@ -132,9 +132,18 @@ class RecordingEnqueuer final : public Enqueuer {
     std::lock_guard lock(mu_);
     keys_.push_back(key);
   }
+  void EnqueueDependents(const ObjectKey& key) override {
+    std::lock_guard lock(mu_);
+    dependents_of_.push_back(key);
+  }
   std::vector<ObjectKey> keys() const {
     std::lock_guard lock(mu_);
     return keys_;
+  }
+  // The keys whose dependents (only) were enqueued.
+  std::vector<ObjectKey> dependents_of() const {
+    std::lock_guard lock(mu_);
+    return dependents_of_;
   }
   size_t count(const ObjectKey& key) const {
     std::lock_guard lock(mu_);
@@ -143,7 +152,8 @@ class RecordingEnqueuer final : public Enqueuer {
 
  private:
   mutable std::mutex mu_;
-  std::vector<ObjectKey> keys_;  // Guarded by mu_.
+  std::vector<ObjectKey> keys_;           // Guarded by mu_.
+  std::vector<ObjectKey> dependents_of_;  // Guarded by mu_.
 };
 
 }  // namespace sbx::controller::testing_internal

@@ -96,11 +96,13 @@ class ManagerTest : public ::testing::Test {
     manager_->Start();
   }
   // Waits until `key` has been reconciled `n` times AND the worker has acted on the result.
-  bool WaitForReconciles(int64_t n) {
-    return PollUntil([&] {
-      return manager_->Stats().reconciles_total >= n &&
-             static_cast<int64_t>(observer_.records().size()) >= n;
-    });
+  bool WaitForReconciles(int64_t n, std::chrono::milliseconds timeout = 10s) {
+    return PollUntil(
+        [&] {
+          return manager_->Stats().reconciles_total >= n &&
+                 static_cast<int64_t>(observer_.records().size()) >= n;
+        },
+        timeout);
   }
 
   testing::FakeClock clock_;
@@ -166,21 +168,27 @@ TEST_F(ManagerTest, RetryAfterFromTheServerIsHonoured) {
   ASSERT_TRUE(WaitForReconciles(2));
 }
 
-TEST_F(ManagerTest, TerminalErrorIsNotRequeued) {
+// A terminal error is tried again only after a long backoff that grows (30 s, 60 s, … 10 min),
+// never at once — but a change of the object (a new enqueue) brings it back immediately.
+TEST_F(ManagerTest, TerminalErrorIsRetriedOnlyAfterALongGrowingBackoff) {
   StartWith([](auto&, int, auto) -> StatusOr<ReconcileResult> {
     return api::PermissionDeniedError("403: missing scope api.agents.environments.connect");
   });
   manager_->Enqueue(a_);
   ASSERT_TRUE(WaitForReconciles(1));
-  const ManagerStats s = manager_->Stats();
-  EXPECT_EQ(s.terminal_errors_total, 1);
-  EXPECT_EQ(s.queue.waiting, 0);
-  EXPECT_EQ(s.queue.depth, 0);
-  EXPECT_EQ(manager_->queue().NumRequeues(a_), 0);
+  const auto t1 = clock_.Steady();
+  EXPECT_EQ(manager_->Stats().terminal_errors_total, 1);
+  EXPECT_EQ(manager_->queue().ReadyAt(a_), t1 + 30s);
   EXPECT_EQ(observer_.records()[0].error->reason, "PermissionDenied");
-  // A later change (a new enqueue) brings it back.
-  manager_->Enqueue(a_);
+  clock_.Advance(29s);
+  EXPECT_FALSE(WaitForReconciles(2, 200ms));
+  clock_.Advance(1s);
   ASSERT_TRUE(WaitForReconciles(2));
+  EXPECT_EQ(manager_->queue().ReadyAt(a_), t1 + 30s + 60s);  // doubled
+  // A later change (a new enqueue) brings it back at once.
+  manager_->Enqueue(a_);
+  ASSERT_TRUE(WaitForReconciles(3));
+  EXPECT_EQ(reconciler_->calls(a_), 3);
 }
 
 TEST_F(ManagerTest, ExceptionIsCaughtAndRequeuedAsInternal) {

@@ -50,6 +50,37 @@ TEST(StoreWatchTest, ListsEverythingFirstThenEnqueuesEachChange) {
   runner.request_stop();
 }
 
+// A status write is its reconciler's own: it wakes the object's dependants, not the object (no
+// hot loop on a failing object whose every attempt writes a status), while a change of spec
+// (generation) or metadata (labels, deletion, finalizers) wakes the object itself.
+TEST(StoreWatchTest, AStatusChangeWakesOnlyTheDependants) {
+  testing::FakeClock clock;
+  FakeWatchStore store;
+  api::Object a = api::MakeObject(Kind::kSandbox, "a");
+  a.metadata.generation = 1;
+  store.Put(a);
+  RecordingEnqueuer out;
+  StoreWatch watch(store, clock, Options(20ms));
+  std::jthread runner([&](std::stop_token stop) { watch.Run(out, stop); });
+  ASSERT_TRUE(PollUntil([&] { return watch.last_revision() == 1; }));
+  EXPECT_EQ(out.count(Sb("a")), 1u);
+
+  a.sandbox_status().state = "RUNNING";  // status only
+  store.Put(a);
+  ASSERT_TRUE(PollUntil([&] { return watch.last_revision() == 2; }));
+  EXPECT_EQ(out.count(Sb("a")), 1u);
+  EXPECT_EQ(out.dependents_of(), std::vector<ObjectKey>{Sb("a")});
+
+  a.metadata.generation = 2;  // spec changed
+  store.Put(a);
+  a.metadata.deletion_timestamp = "2026-12-01T00:00:00Z";
+  store.Put(a);
+  ASSERT_TRUE(PollUntil([&] { return watch.last_revision() == 4; }));
+  EXPECT_EQ(out.count(Sb("a")), 3u);
+  EXPECT_EQ(out.dependents_of().size(), 1u);
+  runner.request_stop();
+}
+
 TEST(StoreWatchTest, ReadsLargeBacklogsInBatches) {
   testing::FakeClock clock;
   FakeWatchStore store;

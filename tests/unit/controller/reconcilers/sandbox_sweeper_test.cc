@@ -20,6 +20,7 @@ class RecordingEnqueuer final : public Enqueuer {
     std::lock_guard lock(mu_);
     keys_.push_back(key);
   }
+  void EnqueueDependents(const api::ObjectKey&) override {}
   std::vector<api::ObjectKey> Take() {
     std::lock_guard lock(mu_);
     return std::exchange(keys_, {});
