@@ -210,6 +210,7 @@ Node EncodeSandboxStatus(const SandboxStatus& s) {
   AddInt(n, "observedGeneration", s.observed_generation);
   AddConditions(n, s.conditions);
   AddString(n, "sandboxName", s.sandbox_name);
+  AddString(n, "workspaceRef", s.workspace_ref);
   AddString(n, "state", s.state);
   AddString(n, "createTime", s.create_time);
   AddString(n, "bootId", s.boot_id);
@@ -917,11 +918,12 @@ Status ReadSetupResult(const Ctx& ctx, const Field& f, SetupResult* out) {
 
 Status ReadSandboxStatus(const Ctx& ctx, const Field& f, SandboxStatus* out) {
   MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"observedGeneration", "conditions", "sandboxName", "state", "createTime",
-                          "bootId", "setup"}));
+  RETURN_IF_ERROR(r.Open({"observedGeneration", "conditions", "sandboxName", "workspaceRef",
+                          "state", "createTime", "bootId", "setup"}));
   SBX_READ(r, "observedGeneration", ReadInt, &out->observed_generation);
   SBX_READ(r, "conditions", ReadConditions, &out->conditions);
   SBX_READ(r, "sandboxName", ReadString, &out->sandbox_name);
+  SBX_READ(r, "workspaceRef", ReadString, &out->workspace_ref);
   SBX_READ(r, "state", ReadString, &out->state);
   SBX_READ(r, "createTime", ReadString, &out->create_time);
   SBX_READ(r, "bootId", ReadString, &out->boot_id);

@@ -156,10 +156,13 @@ struct SetupResult {
 struct SandboxStatus {
   int64_t observed_generation = 0;
   std::vector<Condition> conditions;
-  std::string sandbox_name;  // "sandboxName": "sandboxes/<id>"
-  std::string state;         // "RUNNING", "STOPPED", … (SANDBOX_STATE_ prefix dropped)
-  std::string create_time;   // "createTime"
-  std::string boot_id;       // "bootId"
+  // What the sandbox was created as, recorded before the create call: "sandboxes/<id>" and the
+  // Workspace it lives in. spec.sandboxId and spec.workspaceRef may not move away from them.
+  std::string sandbox_name;   // "sandboxName": "sandboxes/<id>"
+  std::string workspace_ref;  // "workspaceRef"
+  std::string state;          // "RUNNING", "STOPPED", … (SANDBOX_STATE_ prefix dropped)
+  std::string create_time;    // "createTime"
+  std::string boot_id;        // "bootId"
   std::vector<SetupResult> setup;
   friend bool operator==(const SandboxStatus&, const SandboxStatus&) = default;
 };

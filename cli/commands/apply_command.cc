@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "cli/commands/immutable_fields.h"
 #include "cli/commands/manifest_reader.h"
 #include "cli/commands/wait_command.h"
 
@@ -74,6 +75,9 @@ int RunApply(CommandContext& ctx, const ApplyCommandOptions& options) {
     ctx.out() << QualifiedName(r.key) << " " << ApplyActionName(r.action) << suffix << "\n";
   }
   ctx.out().flush();
+  for (const std::string& warning : ImmutableFieldWarnings(**store, *results)) {
+    ctx.err() << "Warning: " << warning << "\n";
+  }
 
   if (!options.wait || options.dry_run) {
     return kExitOk;

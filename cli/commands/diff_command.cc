@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "api/codec.h"
+#include "cli/commands/immutable_fields.h"
 #include "cli/commands/manifest_reader.h"
 #include "cli/commands/unified_diff.h"
 
@@ -49,6 +50,9 @@ int RunDiff(CommandContext& ctx, const DiffCommandOptions& options) {
   auto results = (*store)->Apply(objects, apply_options);
   if (!results.ok()) {
     return fail(results.status());
+  }
+  for (const std::string& warning : ImmutableFieldWarnings(**store, *results)) {
+    ctx.err() << "Warning: " << warning << "\n";
   }
   bool differences = false;
   for (const controller::ApplyResult& r : *results) {

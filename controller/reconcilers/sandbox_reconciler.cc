@@ -34,7 +34,9 @@ struct SandboxReconciler::Target {
   Object object;
   api::ResourceStatus original_status;
   databricks::SandboxApi* api = nullptr;
-  std::string workspace;  // WorkspaceId(namespace, workspaceRef)
+  // The sandbox this object stands for: the one it created (status), else the one its spec asks.
+  std::string workspace_ref;
+  std::string workspace;  // WorkspaceId(namespace, workspace_ref)
   std::string sandbox_id;
   std::stop_token stop;
   bool gone = false;  // the object row was removed (finalized)
@@ -66,8 +68,12 @@ StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key
   Target t;
   t.object = *std::move(object);
   t.original_status = t.object.status;
-  t.workspace = WorkspaceId(t.object.metadata.namespace_, t.spec().workspace_ref);
-  t.sandbox_id = t.spec().sandbox_id;
+  const api::SandboxStatus& created = t.status();
+  t.workspace_ref = created.workspace_ref.empty() ? t.spec().workspace_ref : created.workspace_ref;
+  t.sandbox_id = created.sandbox_name.empty()
+                     ? t.spec().sandbox_id
+                     : created.sandbox_name.substr(created.sandbox_name.find('/') + 1);
+  t.workspace = WorkspaceId(t.object.metadata.namespace_, t.workspace_ref);
   t.stop = stop;
 
   StatusOr<ReconcileResult> result = Converge(t);
@@ -92,7 +98,10 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
     return Finalize(t);
   }
   RETURN_IF_ERROR(internal::EnsureFinalizer(store_, t.object));
-  ASSIGN_OR_RETURN(t.api, clouds_.Sandboxes(t.object.metadata.namespace_, t.spec().workspace_ref));
+  if (RefuseIdentityChange(t)) {
+    return ReconcileResult::Done();  // nothing is created or deleted until the spec goes back
+  }
+  ASSIGN_OR_RETURN(t.api, clouds_.Sandboxes(t.object.metadata.namespace_, t.workspace_ref));
 
   ASSIGN_OR_RETURN(std::optional<databricks::Sandbox> live, Observe(t));
   if (!live) {
@@ -104,6 +113,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
   }
 
   t.status().sandbox_name = live->name;
+  t.status().workspace_ref = t.workspace_ref;
   t.status().state = std::string(databricks::SandboxStateName(live->state));
   t.status().create_time = live->create_time;
   if (live->state != SandboxState::kRunning) {
@@ -206,6 +216,11 @@ StatusOr<std::optional<databricks::Sandbox>> SandboxReconciler::Observe(Target& 
 }
 
 StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
+  ASSIGN_OR_RETURN(bool created_elsewhere, FindEarlierSandbox(t));
+  if (created_elsewhere) {
+    RefuseIdentityChange(t);
+    return ReconcileResult::Done();
+  }
   ASSIGN_OR_RETURN(std::optional<Store::InventoryRecord> prior,
                    store_.GetInventory(t.workspace, kResourceSandbox, t.sandbox_id));
   if (prior && prior->owner_uid != t.object.metadata.uid) {
@@ -267,12 +282,70 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
   cache_.Observe(t.workspace, *created);
 
   t.status().sandbox_name = created->name;
+  t.status().workspace_ref = t.workspace_ref;
   t.status().state = std::string(databricks::SandboxStateName(created->state));
   t.status().create_time = created->create_time;
   events_.Normal(t.key(), "Created", "created sandbox " + t.sandbox_id);
   SetReady(t, ConditionStatus::kFalse, "Creating", "sandbox is being created");
   SetSynced(t, ConditionStatus::kTrue, "Synced", "");
   return ReconcileResult::RequeueAfter(options_.transition_requeue);
+}
+
+// sandboxId and workspaceRef name the sandbox; once it exists they cannot move (DESIGN §3): a
+// new id would create a second sandbox and garbage collection would then delete the first, home
+// directory included. True (with the conditions set) when the spec asks for another sandbox than
+// the one this object created.
+bool SandboxReconciler::RefuseIdentityChange(Target& t) {
+  std::string changed;
+  if (t.spec().sandbox_id != t.sandbox_id) {
+    changed = "spec.sandboxId is \"" + t.spec().sandbox_id +
+              "\" but this Sandbox created sandbox " + t.sandbox_id;
+  } else if (t.spec().workspace_ref != t.workspace_ref) {
+    changed = "spec.workspaceRef is \"" + t.spec().workspace_ref +
+              "\" but this Sandbox created its sandbox in Workspace " + t.workspace_ref;
+  } else {
+    return false;
+  }
+  const std::string message = changed +
+                              "; sandboxId and workspaceRef cannot change after creation: change "
+                              "it back (nothing is created or deleted until then), or delete and "
+                              "re-create the Sandbox";
+  SetSynced(t, ConditionStatus::kFalse, "ImmutableFieldChanged", message);
+  SetReady(t, ConditionStatus::kFalse, "ImmutableFieldChanged", message);
+  return true;
+}
+
+// Before creating: did this object already create a sandbox under another id or workspace whose
+// creation its status does not show (sbxd died between the create and the status write)? An
+// intent row of this object's uid elsewhere is settled with a GET in its own workspace: found,
+// it is this object's sandbox (recorded in status, so the spec change is refused); gone, the
+// stale row is dropped. Creates are rare, so the inventory scan is affordable.
+StatusOr<bool> SandboxReconciler::FindEarlierSandbox(Target& t) {
+  ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> records, store_.ListInventory(std::nullopt));
+  for (const Store::InventoryRecord& r : records) {
+    if (r.resource_type != kResourceSandbox || r.owner_uid != t.object.metadata.uid ||
+        (r.workspace == t.workspace && r.external_id == t.sandbox_id)) {
+      continue;
+    }
+    const std::string prefix = t.object.metadata.namespace_ + "/";
+    const std::string workspace_ref =
+        r.workspace.starts_with(prefix) ? r.workspace.substr(prefix.size()) : r.workspace;
+    ASSIGN_OR_RETURN(databricks::SandboxApi * api,
+                     clouds_.Sandboxes(t.object.metadata.namespace_, workspace_ref));
+    StatusOr<databricks::Sandbox> got = api->Get(r.external_id, t.stop);
+    if (got.status().code() == StatusCode::kNotFound) {
+      RETURN_IF_ERROR(store_.DeleteInventory(r.workspace, kResourceSandbox, r.external_id));
+      continue;
+    }
+    RETURN_IF_ERROR(got.status());
+    t.workspace_ref = workspace_ref;
+    t.workspace = r.workspace;
+    t.sandbox_id = r.external_id;
+    t.status().sandbox_name = got->name;
+    t.status().workspace_ref = workspace_ref;
+    return true;
+  }
+  return false;
 }
 
 // A live sandbox is ours only if inventory says so. Settles an intent left by a crash.
@@ -437,8 +510,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Finalize(Target& t) {
                    store_.GetInventory(t.workspace, kResourceSandbox, t.sandbox_id));
   const bool ours = record && record->owner_uid == t.object.metadata.uid;
   if (ours && t.spec().deletion_policy == api::DeletionPolicy::kDelete) {
-    ASSIGN_OR_RETURN(t.api,
-                     clouds_.Sandboxes(t.object.metadata.namespace_, t.spec().workspace_ref));
+    ASSIGN_OR_RETURN(t.api, clouds_.Sandboxes(t.object.metadata.namespace_, t.workspace_ref));
     record->state = Store::InventoryState::kDeleting;
     record->updated_at = FormatRfc3339(clock_.Now());
     RETURN_IF_ERROR(store_.PutInventory(*record));

@@ -63,7 +63,9 @@ class SandboxReconciler final : public Reconciler {
   api::StatusOr<ReconcileResult> Converge(Target& t);
   api::StatusOr<ReconcileResult> Finalize(Target& t);
   api::StatusOr<std::optional<databricks::Sandbox>> Observe(Target& t);
+  bool RefuseIdentityChange(Target& t);
   api::StatusOr<ReconcileResult> Create(Target& t);
+  api::StatusOr<bool> FindEarlierSandbox(Target& t);
   api::StatusOr<bool> ClaimOwnership(Target& t);
   api::Status PatchDrift(Target& t, const databricks::Sandbox& live);
   api::StatusOr<ReconcileResult> RunSetup(Target& t, const databricks::Sandbox& live);

@@ -669,4 +669,35 @@ TEST_F(SbxctlTest, PruneWithNoObjectsIsRefusedUnlessAllowed) {
   EXPECT_EQ(r.err, "No resources found in default namespace.\n");
 }
 
+// Editing a created Sandbox's sandboxId is stored (the manifest is the user's) but warned about
+// at once, by apply and by diff: the controller will refuse it.
+TEST_F(SbxctlTest, ApplyAndDiffWarnThatTheControllerRefusesANewSandboxId) {
+  const fs::path file = dir_ / "sb.yaml";
+  WriteFile(file, SandboxManifest("dev", "Dev"));
+  ASSERT_EQ(Run({"apply", "-f", file.string()}).exit_code, 0);
+  {
+    auto store = OpenStore();
+    auto object = store->Get({sbx::api::Kind::kSandbox, "default", "dev"});
+    ASSERT_TRUE(object.ok()) << object.status();
+    object->sandbox_status().sandbox_name = "sandboxes/default-dev";
+    object->sandbox_status().workspace_ref = "default";
+    ASSERT_TRUE(store->UpdateStatus(*object).ok());
+  }
+  WriteFile(file, SandboxManifest("dev", "Dev") + "  sandboxId: dev-2\n");
+  const std::string warning =
+      "Warning: sandbox/dev: spec.sandboxId changed from \"default-dev\" to \"dev-2\" after its "
+      "sandbox was created; the controller refuses it (Synced=False, "
+      "reason=ImmutableFieldChanged) and creates or deletes nothing until it is changed back\n";
+  const Result diff = Run({"diff", "-f", file.string()});
+  EXPECT_EQ(diff.exit_code, 1) << diff.err;
+  EXPECT_EQ(diff.err, warning);
+  const Result applied = Run({"apply", "-f", file.string()});
+  EXPECT_EQ(applied.exit_code, 0) << applied.err;
+  EXPECT_EQ(applied.out, "sandbox/dev configured\n");
+  EXPECT_EQ(applied.err, warning);
+  // A display name change alone warns of nothing.
+  WriteFile(file, SandboxManifest("dev", "Dev2") + "  sandboxId: default-dev\n");
+  EXPECT_EQ(Run({"apply", "-f", file.string()}).err, "");
+}
+
 }  // namespace

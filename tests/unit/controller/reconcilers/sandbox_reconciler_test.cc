@@ -474,5 +474,83 @@ TEST_F(SandboxReconcilerTest, MissingWorkspaceIsReportedOnSynced) {
   EXPECT_NE(Cond("a", "Synced").message.find("default/other"), std::string::npos);
 }
 
+// ---- sandboxId and workspaceRef cannot move once the sandbox exists (#12 item 3) -------------
+
+// Editing sandboxId used to create a second sandbox, and garbage collection then deleted the
+// first one, home directory included.
+TEST_F(SandboxReconcilerTest, ChangingSandboxIdIsRefusedAndCreatesOrDeletesNothing) {
+  Apply("a");
+  MakeReady("a");
+  Apply("a", [](api::SandboxSpec& s) { s.sandbox_id = "default-a-renamed"; });
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Synced").reason, "ImmutableFieldChanged");
+  EXPECT_NE(Cond("a", "Synced").message.find("default-a-renamed"), std::string::npos);
+  EXPECT_EQ(Cond("a", "Ready").reason, "ImmutableFieldChanged");
+  EXPECT_EQ(clouds_.api().Calls("create"), 1);
+  EXPECT_EQ(clouds_.api().Calls("delete"), 0);
+  EXPECT_EQ(clouds_.api().ListAll(100, {})->size(), 1u);
+
+  // Changed back: managed again, as before.
+  Apply("a");
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("a", "Synced").status, ConditionStatus::kTrue);
+  EXPECT_EQ(clouds_.api().Calls("create"), 1);
+}
+
+TEST_F(SandboxReconcilerTest, ChangingWorkspaceRefIsRefused) {
+  Apply("a");
+  MakeReady("a");
+  Apply("a", [](api::SandboxSpec& s) { s.workspace_ref = "other"; });
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Synced").reason, "ImmutableFieldChanged");
+  EXPECT_EQ(clouds_.api("default/other").Calls("create"), 0);
+}
+
+// Deleting a Sandbox whose sandboxId was edited deletes the sandbox it created.
+TEST_F(SandboxReconcilerTest, DeletingAfterARefusedEditDeletesTheCreatedSandbox) {
+  Apply("a");
+  MakeReady("a");
+  Apply("a", [](api::SandboxSpec& s) { s.sandbox_id = "default-a-renamed"; });
+  ASSERT_TRUE(Reconcile("a").ok());
+  ASSERT_TRUE(store_->Delete({api::Kind::kSandbox, "default", "a"}).ok());
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("delete"), 1);
+  EXPECT_TRUE(clouds_.api().ListAll(100, {})->empty());
+}
+
+// sbxd died between the create and the status write, then the id was edited: the intent row of
+// the first id still says which sandbox is this object's.
+TEST_F(SandboxReconcilerTest, AnEarlierCreateWhoseStatusWasLostStillCounts) {
+  Apply("a");
+  ASSERT_TRUE(Reconcile("a").ok());  // created; now lose what status knows of it
+  api::Object o = Get("a");
+  o.sandbox_status() = api::SandboxStatus{};
+  ASSERT_TRUE(store_->UpdateStatus(o).ok());
+  Apply("a", [](api::SandboxSpec& s) { s.sandbox_id = "default-a-renamed"; });
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Synced").reason, "ImmutableFieldChanged");
+  EXPECT_EQ(clouds_.api().Calls("create"), 1);
+  EXPECT_EQ(last_.sandbox_status().sandbox_name, "sandboxes/default-a");
+}
+
+// An intent whose create never took effect (the API refused it) binds nothing: the id may be
+// fixed, and the stale row goes.
+TEST_F(SandboxReconcilerTest, AStaleIntentOfAnotherIdIsDroppedAndTheNewIdCreated) {
+  api::Object o = Apply("a");
+  Store::InventoryRecord stale;
+  stale.workspace = kWs;
+  stale.resource_type = "sandbox";
+  stale.external_id = "Bad_Id";
+  stale.state = Store::InventoryState::kIntent;
+  stale.owner = api::KeyOf(o);
+  stale.owner_uid = o.metadata.uid;
+  ASSERT_TRUE(store_->PutInventory(stale).ok());
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("create"), 1);
+  EXPECT_FALSE(store_->GetInventory(kWs, "sandbox", "Bad_Id")->has_value());
+  EXPECT_EQ(Get("a").sandbox_status().sandbox_name, "sandboxes/default-a");
+}
+
 }  // namespace
 }  // namespace sbx::controller
