@@ -212,8 +212,9 @@ Status ValidateSandbox(std::string_view prefix, const SandboxSpec& s) {
   }
   // The API's minimum and maximum inactivity_timeout are not documented; we only require a
   // positive value and let the API reject what it does not accept (Synced=False).
-  if (s.inactivity_timeout.has_value() && s.inactivity_timeout->count() <= 0) {
-    return Invalid(p + ".inactivityTimeout", "must be greater than 0");
+  // 0 turns auto-stop off (the seed: "set inactivity_timeout to 0 or leave the field unset").
+  if (s.inactivity_timeout.has_value() && s.inactivity_timeout->count() < 0) {
+    return Invalid(p + ".inactivityTimeout", "must not be negative (0 = auto-stop off)");
   }
   for (char c : s.image) {
     if (c == ' ' || static_cast<unsigned char>(c) < 0x20) {

@@ -162,7 +162,8 @@ int main(int argc, char** argv) {
   AddDuration(app, "--stopping-delay", opts.stopping_delay,
               "STOPPING → STOPPED delay (default 1s)");
   AddDuration(app, "--default-inactivity-timeout", opts.default_inactivity_timeout,
-              "Idle auto-stop when the sandbox sets none (default 10m; 0 = never)");
+              "Idle auto-stop when the sandbox sets none (default 0 = never, as the API "
+              "documents; e.g. 10m models a server-side default)");
   AddDuration(app, "--default-exec-timeout", opts.default_execution_timeout,
               "exec-sync timeout when none is given (default 5m)");
   AddDuration(app, "--max-exec-timeout", opts.max_execution_timeout,
@@ -209,6 +210,11 @@ int main(int argc, char** argv) {
               "Environment turns disconnected this long after its executor dropped (default 20s)");
   AddDuration(app, "--connection-wait", openai_opts.connection_wait,
               "How long input waits for an executor to connect (default 5m)");
+  app.add_flag("--strict-session-delete,!--no-strict-session-delete",
+               openai_opts.strict_session_delete,
+               "Session DELETE answers 409 while a turn runs and for a session whose first turn "
+               "never ran (\"no durably bound CCA root\"), as observed on the real service "
+               "(default on)");
   app.add_option("--registration-failure", registration_failure,
                  "Executor registration fails: none|ip (401)|scope (403)")
       ->check(CLI::IsMember({"none", "ip", "scope"}));

@@ -28,7 +28,7 @@ api::StatusOr<Query> ParseQuery(const std::vector<std::string>& args, const std:
   if (args.empty()) {
     return api::InvalidArgumentError(
         "you must specify the type of resource to get (sandbox|sb, agentworker|aw, "
-        "workspace|ws)");
+        "workspace|ws, inventory, abandoned)");
   }
   if (args[0].find('/') != std::string::npos) {
     ASSIGN_OR_RETURN(q.keys, ResolveTargets(args, ns));
@@ -177,9 +177,136 @@ int Watch(CommandContext& ctx, controller::Store& store, const Query& q,
   return kExitOk;
 }
 
+// ---- inventory: `get inventory` / `get abandoned` ---------------------------------------------
+
+std::string JsonString(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\u00";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xF];
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string_view InventoryStateName(controller::Store::InventoryState state) {
+  switch (state) {
+    case controller::Store::InventoryState::kIntent:
+      return "Intent";
+    case controller::Store::InventoryState::kLive:
+      return "Live";
+    case controller::Store::InventoryState::kDeleting:
+      return "Deleting";
+    case controller::Store::InventoryState::kAbandoned:
+      return "Abandoned";
+  }
+  return "Unknown";
+}
+
+std::string InventoryJson(const controller::Store::InventoryRecord& r) {
+  return "{\n    \"workspace\": " + JsonString(r.workspace) +
+         ",\n    \"resourceType\": " + JsonString(r.resource_type) +
+         ",\n    \"externalId\": " + JsonString(r.external_id) +
+         ",\n    \"state\": " + JsonString(InventoryStateName(r.state)) +
+         ",\n    \"owner\": {\n        \"kind\": " + JsonString(api::KindName(r.owner.kind)) +
+         ",\n        \"namespace\": " + JsonString(r.owner.namespace_) +
+         ",\n        \"name\": " + JsonString(r.owner.name) +
+         ",\n        \"uid\": " + JsonString(r.owner_uid) + "\n    }" +
+         ",\n    \"createdAt\": " + JsonString(r.created_at) +
+         ",\n    \"updatedAt\": " + JsonString(r.updated_at) + "\n}";
+}
+
+// What sbx recorded about the external resources it created (the store's inventory), filtered
+// by the owner's namespace (-A: all) and, when names are given, by external id. With
+// `only_abandoned`, just the resources sbx gave up deleting.
+int RunGetInventory(CommandContext& ctx, const GetCommandOptions& options, bool only_abandoned) {
+  auto format = ParseOutputFormat(options.output);
+  if (!format.ok()) {
+    return ctx.Fail(format.status());
+  }
+  if (*format == OutputFormat::kYaml || options.watch || !options.selector.empty()) {
+    return ctx.Fail(api::InvalidArgumentError(
+        "get " + options.args[0] + " supports -o wide|json|name, not -o yaml, -w or -l"));
+  }
+  auto store = ctx.store();
+  if (!store.ok()) {
+    return ctx.Fail(store.status());
+  }
+  auto records = (*store)->ListInventory(std::nullopt);
+  if (!records.ok()) {
+    return ctx.Fail(records.status());
+  }
+  const std::optional<std::string> ns = ctx.ListNamespace();
+  const std::set<std::string> ids(options.args.begin() + 1, options.args.end());
+  std::vector<controller::Store::InventoryRecord> shown;
+  for (controller::Store::InventoryRecord& r : *records) {
+    if ((only_abandoned && r.state != controller::Store::InventoryState::kAbandoned) ||
+        (ns && r.owner.namespace_ != *ns) || (!ids.empty() && ids.count(r.external_id) == 0)) {
+      continue;
+    }
+    shown.push_back(std::move(r));
+  }
+  if (*format == OutputFormat::kJson) {
+    std::vector<std::string> encoded;
+    for (const auto& r : shown) {
+      encoded.push_back(InventoryJson(r));
+    }
+    ctx.out() << JsonList(encoded);
+    return kExitOk;
+  }
+  if (shown.empty()) {
+    ctx.err() << NoResourcesMessage(ns) << "\n";
+    return kExitOk;
+  }
+  if (*format == OutputFormat::kName) {
+    for (const auto& r : shown) {
+      ctx.out() << r.resource_type << "/" << r.external_id << "\n";
+    }
+    return kExitOk;
+  }
+  const bool wide = *format == OutputFormat::kWide;
+  std::vector<std::string> headers = {"WORKSPACE", "TYPE", "ID", "STATE", "OWNER", "AGE"};
+  if (wide) {
+    headers.push_back("OWNER-UID");
+    headers.push_back("CREATED");
+  }
+  TablePrinter table(headers);
+  const auto now = ctx.clock().Now();
+  for (const auto& r : shown) {
+    // AGE: since the last change of state (for an abandoned row: since it was abandoned).
+    std::vector<std::string> row = {
+        r.workspace,
+        r.resource_type,
+        r.external_id,
+        std::string(InventoryStateName(r.state)),
+        std::string(api::KindName(r.owner.kind)) + "/" +
+            (ns ? r.owner.name : r.owner.namespace_ + "/" + r.owner.name),
+        AgeSince(r.updated_at, now)};
+    if (wide) {
+      row.push_back(r.owner_uid);
+      row.push_back(r.created_at);
+    }
+    table.AddRow(std::move(row));
+  }
+  table.Print(ctx.out());
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunGet(CommandContext& ctx, const GetCommandOptions& options) {
+  if (!options.args.empty() && (options.args[0] == "inventory" || options.args[0] == "abandoned")) {
+    return RunGetInventory(ctx, options, options.args[0] == "abandoned");
+  }
   auto format = ParseOutputFormat(options.output);
   if (!format.ok()) {
     return ctx.Fail(format.status());
@@ -269,7 +396,8 @@ int RunGet(CommandContext& ctx, const GetCommandOptions& options) {
 void AddGetCommand(CLI::App& app, CommandContext& ctx) {
   auto options = std::make_shared<GetCommandOptions>();
   CLI::App* sub = app.add_subcommand("get", "Display one or many objects");
-  sub->add_option("args", options->args, "KIND[,KIND…] [NAME…] or KIND/NAME…");
+  sub->add_option("args", options->args,
+                  "KIND[,KIND…] [NAME…] or KIND/NAME…; also `inventory` or `abandoned` [ID…]");
   sub->add_option("-l,--selector", options->selector, "label selector, e.g. app=x,tier=y");
   sub->add_option("-o,--output", options->output, "output format: wide|yaml|json|name");
   sub->add_flag("-w,--watch", options->watch, "after listing, watch for changes");

@@ -4,7 +4,13 @@
 // A named object that does not exist prints `Error from server (NotFound): sandboxes "foo" not
 // found` and exits 1; an empty list prints `No resources found in default namespace.` on
 // stderr and exits 0. -w prints the current state, then one row per change (of any process),
-// until SIGINT/SIGTERM or --timeout; both exit 0. Not thread-safe.
+// until SIGINT/SIGTERM or --timeout; both exit 0.
+//
+// `sbxctl get inventory [ID…]` lists the external resources sbx recorded creating (the store's
+// inventory: WORKSPACE, TYPE, ID, STATE Intent|Live|Deleting|Abandoned, OWNER, AGE);
+// `sbxctl get abandoned [ID…]` only those it gave up deleting (e.g. agent sessions the OpenAI
+// service refuses to delete), which an operator must clean up by hand. Filtered by the owner's
+// namespace (-n, -A); -o wide|json|name. Not thread-safe.
 #pragma once
 
 #include <string>

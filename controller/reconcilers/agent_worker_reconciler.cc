@@ -8,6 +8,7 @@
 #include "api/defaults.h"
 #include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/internal/object_updates.h"
+#include "controller/reconcilers/internal/session_deletion.h"
 
 namespace sbx::controller {
 namespace {
@@ -357,11 +358,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
     // neither lingers nor gets adopted again.
     const std::string workspace =
         WorkspaceId(t.object.metadata.namespace_, t.sandbox.sandbox_spec().workspace_ref);
-    Status deleted = t.agents->DeleteSession(t.status().session_id, t.stop);
-    if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
-      return deleted;
-    }
-    RETURN_IF_ERROR(store_.DeleteInventory(workspace, kResourceSession, t.status().session_id));
+    RETURN_IF_ERROR(DeleteLostSession(t, workspace));
     events_.Warning(t.key(), "SessionLost",
                     "environment " + env.id + " is " + env.status_raw + "; session " +
                         t.status().session_id + " deleted, creating a new one");
@@ -770,32 +767,9 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Finalize(Target& t) {
   const std::string workspace = WorkspaceId(ns, workspace_ref);
 
   // The session (and one a crash may have left behind an intent for).
-  ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> records, store_.ListInventory(workspace));
-  for (const Store::InventoryRecord& r : records) {
-    if (r.resource_type != kResourceSession || r.owner_uid != t.object.metadata.uid) {
-      continue;
-    }
-    ASSIGN_OR_RETURN(t.agents, clouds_.Agents(ns, workspace_ref));
-    std::vector<std::string> ids;
-    if (r.state == Store::InventoryState::kIntent) {
-      ASSIGN_OR_RETURN(std::vector<openai::Session> all, t.agents->ListAllSessions({}, t.stop));
-      for (const openai::Session& s : all) {
-        auto uid = s.metadata.find(kMetaUid);
-        if (uid != s.metadata.end() && uid->second == t.object.metadata.uid) {
-          ids.push_back(s.id);
-        }
-      }
-    } else {
-      ids.push_back(r.external_id);
-    }
-    for (const std::string& id : ids) {
-      Status deleted = t.agents->DeleteSession(id, t.stop);
-      if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) {
-        return deleted;
-      }
-      events_.Normal(t.key(), "SessionDeleted", "deleted session " + id);
-    }
-    RETURN_IF_ERROR(store_.DeleteInventory(workspace, kResourceSession, r.external_id));
+  ASSIGN_OR_RETURN(bool sessions_done, DeleteSessions(t, workspace, workspace_ref));
+  if (!sessions_done) {
+    return ReconcileResult::RequeueAfter(options_.session_delete.retry_after);
   }
 
   // The executor: best effort, only while the sandbox runs (a stop kills it anyway).
@@ -831,6 +805,82 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Finalize(Target& t) {
   }
   t.gone = true;
   return ReconcileResult::Done();
+}
+
+// Deletes every session recorded for this worker: an active turn is cancelled first, and a
+// session the service keeps refusing to delete is abandoned after a bounded time (see
+// internal/session_deletion.h). False while a refused session is still being retried.
+StatusOr<bool> AgentWorkerReconciler::DeleteSessions(Target& t, const std::string& workspace,
+                                                     const std::string& workspace_ref) {
+  ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> records, store_.ListInventory(workspace));
+  bool done = true;
+  for (const Store::InventoryRecord& r : records) {
+    if (r.resource_type != kResourceSession || r.owner_uid != t.object.metadata.uid ||
+        r.state == Store::InventoryState::kAbandoned) {
+      continue;
+    }
+    ASSIGN_OR_RETURN(t.agents, clouds_.Agents(t.object.metadata.namespace_, workspace_ref));
+    std::vector<std::string> ids;
+    if (r.state == Store::InventoryState::kIntent) {
+      ASSIGN_OR_RETURN(std::vector<openai::Session> all, t.agents->ListAllSessions({}, t.stop));
+      for (const openai::Session& s : all) {
+        auto uid = s.metadata.find(kMetaUid);
+        if (uid != s.metadata.end() && uid->second == t.object.metadata.uid) {
+          ids.push_back(s.id);
+        }
+      }
+    } else {
+      ids.push_back(r.external_id);
+    }
+    bool keep_row = false;
+    for (const std::string& id : ids) {
+      ASSIGN_OR_RETURN(internal::SessionDeleteResult result,
+                       internal::CancelThenDeleteSession(*t.agents, id, t.stop));
+      if (result.cancelled) {
+        events_.Normal(t.key(), "TurnCancelled",
+                       "cancelled the active turn of session " + id + " before deleting it");
+      }
+      if (result.deleted) {
+        events_.Normal(t.key(), "SessionDeleted", "deleted session " + id);
+        continue;
+      }
+      ASSIGN_OR_RETURN(bool abandoned,
+                       internal::RecordSessionRefusal(store_, events_, r, id, result.refusal,
+                                                      clock_.Now(), options_.session_delete));
+      done = done && abandoned;
+      keep_row = keep_row || id == r.external_id;  // its row now says deleting or abandoned
+    }
+    if (!keep_row) {
+      RETURN_IF_ERROR(store_.DeleteInventory(workspace, kResourceSession, r.external_id));
+    }
+  }
+  return done;
+}
+
+// The session of an expired or failed environment: deleted (an active turn cancelled first)
+// and forgotten; one the service refuses to delete is abandoned at once — it is of no use any
+// more, so retrying would only hold up its replacement.
+Status AgentWorkerReconciler::DeleteLostSession(Target& t, const std::string& workspace) {
+  const std::string& id = t.status().session_id;
+  ASSIGN_OR_RETURN(internal::SessionDeleteResult result,
+                   internal::CancelThenDeleteSession(*t.agents, id, t.stop));
+  if (result.deleted) {
+    return store_.DeleteInventory(workspace, kResourceSession, id);
+  }
+  ASSIGN_OR_RETURN(std::optional<Store::InventoryRecord> row,
+                   store_.GetInventory(workspace, kResourceSession, id));
+  Store::InventoryRecord record;
+  if (row) {
+    record = *std::move(row);
+  } else {
+    record.workspace = workspace;
+    record.resource_type = kResourceSession;
+    record.owner = t.key();
+    record.owner_uid = t.object.metadata.uid;
+    record.created_at = FormatRfc3339(clock_.Now());
+  }
+  return internal::AbandonSession(store_, events_, std::move(record), id, result.refusal,
+                                  clock_.Now());
 }
 
 void AgentWorkerReconciler::Set(Target& t, const char* type, ConditionStatus status,

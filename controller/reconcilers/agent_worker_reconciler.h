@@ -24,7 +24,11 @@
 //      ExecutorNotFound or ExecutorExitedOnStart, with a CrashLoopBackOff-style delay (long for
 //      auth reasons) instead of a hot loop, then launched again.
 // In the common case a worker costs one exec-sync (the launch) to become Ready.
-// Deletion deletes the session, stops the executor and deletes the owned Sandbox object.
+// Deletion cancels an active turn and deletes the session, stops the executor and deletes the
+// owned Sandbox object. A session the service refuses to delete (409, e.g. one that never ran a
+// turn: "no durably bound CCA root") is retried every `session_delete.retry_after` and, after
+// `session_delete.give_up_after`, recorded as abandoned (inventory kAbandoned, Warning
+// SessionNotDeletable); the finalizer then completes.
 //
 // Thread-safety: Reconcile may run concurrently for different keys. Collaborators must outlive
 // the reconciler.
@@ -44,6 +48,7 @@
 #include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
 #include "controller/reconcilers/internal/boot_marker.h"
+#include "controller/reconcilers/internal/session_deletion.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
@@ -65,6 +70,8 @@ struct AgentWorkerReconcilerOptions {
   // Marker file of the current boot (see internal/boot_marker.h); the launch script writes it
   // when the Sandbox reconciler had no setup to run and so never did.
   std::string boot_marker = internal::kDefaultBootMarker;
+  // Deleting the session (Finalize): retry cadence and when a refused session is abandoned.
+  internal::SessionDeletePolicy session_delete{};
 };
 
 // What the executor's log says went wrong; "" when it says nothing we recognise.
@@ -97,6 +104,9 @@ class AgentWorkerReconciler final : public Reconciler {
 
   api::StatusOr<ReconcileResult> Converge(Target& t);
   api::StatusOr<ReconcileResult> Finalize(Target& t);
+  api::StatusOr<bool> DeleteSessions(Target& t, const std::string& workspace,
+                                     const std::string& workspace_ref);
+  api::Status DeleteLostSession(Target& t, const std::string& workspace);
   api::StatusOr<api::ObjectKey> EnsureSandboxObject(Target& t);
   api::StatusOr<bool> EnsureSession(Target& t, bool verify);
   api::StatusOr<Probe> ProbeExecutor(Target& t);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "controller/reconcilers/internal/session_deletion.h"
+
 namespace sbx::controller {
 
 GarbageCollector::GarbageCollector(Store& store, SandboxCache& cache, Clock& clock,
@@ -75,26 +77,33 @@ api::StatusOr<int> GarbageCollector::CollectSandboxes(
 bool GarbageCollector::HasSessions(const std::string& workspace) {
   api::StatusOr<std::vector<Store::InventoryRecord>> records = store_.ListInventory(workspace);
   return records.ok() &&
-         std::any_of(records->begin(), records->end(),
-                     [](const Store::InventoryRecord& r) { return r.resource_type == "session"; });
+         std::any_of(records->begin(), records->end(), [](const Store::InventoryRecord& r) {
+           return r.resource_type == "session" && r.state != Store::InventoryState::kAbandoned;
+         });
 }
 
 api::StatusOr<int> GarbageCollector::CollectSessions(const std::string& workspace,
                                                      openai::AgentsApi& agents,
                                                      std::stop_token stop) {
   ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> records, store_.ListInventory(workspace));
-  std::erase_if(records,
-                [](const Store::InventoryRecord& r) { return r.resource_type != "session"; });
+  // Abandoned sessions were given up on: they are a record for the operator, never retried.
+  std::erase_if(records, [](const Store::InventoryRecord& r) {
+    return r.resource_type != "session" || r.state == Store::InventoryState::kAbandoned;
+  });
   const auto now = clock_.Now();
   const int budget = std::max<int>(1, static_cast<int>(records.size() * options_.max_fraction));
   std::optional<std::vector<openai::Session>> all;  // listed once, only for crashed intents
+  int attempts = 0;  // deletions tried this pass, refused ones included (each costs calls)
   int deleted = 0;
   for (const Store::InventoryRecord& record : records) {
-    if (stop.stop_requested() || deleted >= budget) {
+    if (stop.stop_requested() || attempts >= budget) {
       break;
     }
+    // A refused deletion (kDeleting) is retried on the next pass: its updated_at is the first
+    // refusal, which the give-up bound counts from, not a change of ownership to wait out.
     const std::optional<Clock::WallTime> changed = ParseRfc3339(record.updated_at);
-    if (changed && now - *changed < options_.grace) {
+    if (record.state != Store::InventoryState::kDeleting && changed &&
+        now - *changed < options_.grace) {
       continue;
     }
     if (store_.Get(record.owner).status().code() != api::StatusCode::kNotFound) {
@@ -114,17 +123,27 @@ api::StatusOr<int> GarbageCollector::CollectSessions(const std::string& workspac
     } else {
       ids.push_back(record.external_id);
     }
+    bool keep_row = false;
     for (const std::string& id : ids) {
-      api::Status status = agents.DeleteSession(id, stop);
-      if (!status.ok() && status.code() != api::StatusCode::kNotFound) {
-        return status;
+      ++attempts;
+      ASSIGN_OR_RETURN(internal::SessionDeleteResult result,
+                       internal::CancelThenDeleteSession(agents, id, stop));
+      if (!result.deleted) {
+        RETURN_IF_ERROR(internal::RecordSessionRefusal(store_, events_, record, id,
+                                                       result.refusal, now,
+                                                       options_.session_delete)
+                            .status());
+        keep_row = keep_row || id == record.external_id;
+        continue;
       }
       ++deleted;
       deleted_total_.fetch_add(1);
       events_.Warning(record.owner, "GarbageCollected",
                       "deleted orphaned session " + id + " (its AgentWorker is gone)");
     }
-    RETURN_IF_ERROR(store_.DeleteInventory(workspace, "session", record.external_id));
+    if (!keep_row) {
+      RETURN_IF_ERROR(store_.DeleteInventory(workspace, "session", record.external_id));
+    }
   }
   return deleted;
 }

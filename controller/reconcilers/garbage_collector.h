@@ -26,6 +26,7 @@
 #include "controller/cloud/openai/agents_api.h"
 #include "controller/engine/clock.h"
 #include "controller/engine/event_recorder.h"
+#include "controller/reconcilers/internal/session_deletion.h"
 #include "controller/reconcilers/sandbox_cache.h"
 #include "controller/store/store.h"
 
@@ -34,6 +35,9 @@ namespace sbx::controller {
 struct GarbageCollectorOptions {
   std::chrono::milliseconds grace{std::chrono::minutes(5)};
   double max_fraction = 0.1;
+  // Sessions the service refuses to delete: retried on later passes, abandoned once
+  // `give_up_after` has passed since the first refusal (retry_after is not used here).
+  internal::SessionDeletePolicy session_delete{};
 };
 
 class GarbageCollector {
@@ -48,13 +52,16 @@ class GarbageCollector {
                                       std::stop_token stop);
 
   // Sessions recorded in the inventory of `workspace` whose AgentWorker is gone (after `grace`):
-  // deleted through `agents` (404 counts as done), at most max(1, ⌊fraction·N⌋) of the N
-  // recorded sessions per pass. An intent left by a crashed create is resolved by the uid in the
-  // sessions' metadata. Returns the number deleted.
+  // an active turn is cancelled, then the session deleted through `agents` (404 counts as
+  // done), at most max(1, ⌊fraction·N⌋) attempts per pass for the N recorded sessions. An intent
+  // left by a crashed create is resolved by the uid in the sessions' metadata. A session the
+  // service refuses to delete (409) is tried again on later passes and abandoned (inventory
+  // kAbandoned, Warning SessionNotDeletable) once `session_delete.give_up_after` has passed since
+  // its first refusal; abandoned rows are never tried again. Returns the number deleted.
   api::StatusOr<int> CollectSessions(const std::string& workspace, openai::AgentsApi& agents,
                                      std::stop_token stop);
-  // Whether `workspace` has session records at all (so the sweeper only asks for an Agents
-  // client where one is needed).
+  // Whether `workspace` has session records other than abandoned ones (so the sweeper only asks
+  // for an Agents client where one is needed).
   bool HasSessions(const std::string& workspace);
 
   int64_t deleted_total() const { return deleted_total_.load(); }

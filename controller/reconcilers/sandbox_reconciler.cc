@@ -393,7 +393,13 @@ Status SandboxReconciler::PatchDrift(Target& t, const databricks::Sandbox& live)
     mask.emplace_back(databricks::kMaskDisplayName);
     desired.display_name = t.spec().display_name;
   }
-  if (t.spec().inactivity_timeout && t.spec().inactivity_timeout != live.inactivity_timeout) {
+  // inactivityTimeout 0 = auto-stop off; it is sent as "0s", the value the docs name for "off"
+  // ("set inactivity_timeout to 0 or leave the field unset"), rather than left out, which
+  // would leave the choice to a server default. A server may echo "0s" or omit a zero
+  // duration (unconfirmed): both mean off, so neither is drift to PATCH on every pass.
+  const std::chrono::seconds live_timeout =
+      live.inactivity_timeout.value_or(std::chrono::seconds(0));
+  if (t.spec().inactivity_timeout && *t.spec().inactivity_timeout != live_timeout) {
     mask.emplace_back(databricks::kMaskInactivityTimeout);
     desired.inactivity_timeout = t.spec().inactivity_timeout;
   }

@@ -29,6 +29,9 @@ api::StatusOr<SandboxSweeper::Known> SandboxSweeper::Discover() {
   // Workspaces that only inventory remembers still need sweeping: that is where orphans live.
   ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> records, store_.ListInventory(std::nullopt));
   for (const Store::InventoryRecord& r : records) {
+    if (r.state == Store::InventoryState::kAbandoned) {
+      continue;  // nothing is done about it any more: no reason to keep listing its workspace
+    }
     const size_t slash = r.workspace.find('/');
     if (slash != std::string::npos && known.workspaces.count(r.workspace) == 0) {
       known.workspaces[r.workspace] = {r.workspace.substr(0, slash), r.workspace.substr(slash + 1)};

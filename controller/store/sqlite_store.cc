@@ -106,6 +106,27 @@ CREATE TABLE leases (
   renewed_at TEXT NOT NULL
 );
 )sql",
+    // 2: inventory state 'abandoned' (a resource sbx gave up deleting, kept as a record for the
+    // operator). SQLite cannot change a CHECK constraint in place: copy the table.
+    R"sql(
+CREATE TABLE inventory_v2 (
+  workspace TEXT NOT NULL,
+  resource_type TEXT NOT NULL,
+  external_id TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('intent', 'live', 'deleting', 'abandoned')),
+  owner_kind TEXT NOT NULL,
+  owner_namespace TEXT NOT NULL,
+  owner_name TEXT NOT NULL,
+  owner_uid TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  PRIMARY KEY (workspace, resource_type, external_id)
+);
+INSERT INTO inventory_v2 SELECT workspace, resource_type, external_id, state, owner_kind,
+  owner_namespace, owner_name, owner_uid, created_at, updated_at FROM inventory;
+DROP TABLE inventory;
+ALTER TABLE inventory_v2 RENAME TO inventory;
+)sql",
 };
 constexpr int kLatestSchemaVersion = static_cast<int>(std::size(kMigrations));
 
@@ -150,6 +171,8 @@ std::string_view InventoryStateName(Store::InventoryState state) {
       return "live";
     case Store::InventoryState::kDeleting:
       return "deleting";
+    case Store::InventoryState::kAbandoned:
+      return "abandoned";
   }
   return "intent";
 }
@@ -163,6 +186,9 @@ std::optional<Store::InventoryState> ParseInventoryState(std::string_view text) 
   }
   if (text == "deleting") {
     return Store::InventoryState::kDeleting;
+  }
+  if (text == "abandoned") {
+    return Store::InventoryState::kAbandoned;
   }
   return std::nullopt;
 }

@@ -117,7 +117,10 @@ class Store {
 
   // ---- inventory of external resources ------------------------------------------------------
 
-  enum class InventoryState { kIntent, kLive, kDeleting };
+  // kAbandoned: sbx gave up deleting the resource (e.g. a session the API refuses to delete);
+  // the row stays as a record for the operator (`sbxctl get abandoned`) and nothing acts on it
+  // any more — no garbage collection, no adoption, no retry.
+  enum class InventoryState { kIntent, kLive, kDeleting, kAbandoned };
   struct InventoryRecord {
     std::string workspace;      // Workspace name the resource lives in
     std::string resource_type;  // "sandbox" | "session"

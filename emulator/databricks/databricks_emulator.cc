@@ -665,7 +665,8 @@ class DatabricksEmulator::Impl {
     if (!sb.display_name.empty()) j["display_name"] = sb.display_name;
     json spec = json::object();
     std::optional<Duration> timeout = sb.inactivity_timeout;
-    if (!timeout && options_.fill_default_inactivity_timeout) {
+    if (!timeout && options_.fill_default_inactivity_timeout &&
+        options_.default_inactivity_timeout.count() > 0) {
       timeout = options_.default_inactivity_timeout;
     }
     if (timeout) spec["compute"]["inactivity_timeout"] = FormatDuration(*timeout);
@@ -1230,6 +1231,10 @@ class DatabricksEmulator::Impl {
                    {"home_dir", (SandboxDir(id) / "home").string()},
                    {"tmp_dir", (SandboxDir(id) / "tmp").string()},
                    {"running_execs", sb->running_execs},
+                   // What the idle timer uses: "off" when nothing auto-stops the sandbox.
+                   {"inactivity_timeout", EffectiveTimeoutLocked(*sb).count() > 0
+                                              ? FormatDuration(EffectiveTimeoutLocked(*sb))
+                                              : std::string("off")},
                    {"idle_ms",
                     std::chrono::duration_cast<std::chrono::milliseconds>(now - sb->last_activity)
                         .count()}});

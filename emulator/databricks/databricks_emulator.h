@@ -46,13 +46,15 @@ class DatabricksEmulator {
     Duration pending_delay{1000};
     Duration stopping_delay{1000};
 
-    // §1/§13.5: default, minimum and maximum inactivity_timeout are undocumented. Defaults
-    // follow the lakebox CLI (10 min, ≤ 24 h); the minimum is 0 so tests can use "0.2s".
-    // "0s" disables auto-stop (the API has no no_autostop flag; this is our choice).
-    Duration default_inactivity_timeout{std::chrono::minutes(10)};
+    // §1/§13.5: the seed says "To disable sandbox auto-stop, set inactivity_timeout to 0 or
+    // leave the field unset", so by default a sandbox without a timeout (or with "0s") never
+    // auto-stops. `default_inactivity_timeout` > 0 models a server that applies a default
+    // instead (the lakebox CLI's 10 min); 0 = none. The minimum is 0 so tests can use "0.2s";
+    // the maximum follows lakebox (≤ 24 h).
+    Duration default_inactivity_timeout{0};
     Duration min_inactivity_timeout{0};
     Duration max_inactivity_timeout{std::chrono::hours(24)};
-    // Echo the default inactivity_timeout in responses when the client did not set one
+    // Echo a non-zero default_inactivity_timeout in responses when the client did not set one
     // (what a server that fills defaults does; lakebox lists idleTimeout for every sandbox).
     bool fill_default_inactivity_timeout = true;
     // §13.4: what counts as activity for the idle timer. A running exec-sync always keeps

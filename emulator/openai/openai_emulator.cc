@@ -183,6 +183,9 @@ struct SessionRec {
   std::set<std::string> idempotency_keys;
   bool runner_active = false;
   bool cancel_requested = false;
+  // A turn has run with a connected executor: the real service's "durably bound CCA root"
+  // (reference §1.6), without which DELETE answers 409 (strict_session_delete).
+  bool root_bound = false;
   int waiting_for_executor = 0;  // POSTs held in the connection wait
   // The process the active turn is running (to terminate on cancel).
   WsConnectionId active_conn = 0;
@@ -775,13 +778,27 @@ class OpenAiEmulator::Impl {
     auto it = sessions_.find(id);
     if (it == sessions_.end()) return ErrorResponse(NotFound("Session", id));
     SessionRec& s = *it->second;
-    if (s.runner_active) {
+    if (options_.strict_session_delete && s.runner_active) {
+      // Undocumented status ("running execution must be cancelled first"); 409 is our choice.
       return ErrorResponse({409,
                             "conflict_error",
                             "conflict_error",
                             "Session " + id + " has a running turn; cancel it first",
                             {},
                             {}});
+    }
+    if (options_.strict_session_delete && !s.root_bound) {
+      // Observed on the real service for a self-hosted session whose first turn never ran,
+      // also after a cancel (reference §1.6).
+      return ErrorResponse(
+          {409, "conflict_error", "conflict_error", "session has no durably bound CCA root", {}, {}});
+    }
+    if (s.runner_active) {
+      // Lenient mode: delete cancels the running turn (its runner ends when it sees the session
+      // gone).
+      s.cancel_requested = true;
+      s.pending.clear();
+      TerminateActiveLocked(s);
     }
     for (auto& sub : s.subscribers) sub->closed = true;  // the open stream ends with EOF
     auto env = environments_.find(s.environment_id);
@@ -1118,6 +1135,7 @@ class OpenAiEmulator::Impl {
       return;
     }
 
+    sr.root_bound = true;  // the turn runs with a connected executor
     int output_index = 0;
     std::vector<std::string> summaries;
     std::istringstream lines(in.text);
@@ -1626,6 +1644,7 @@ class OpenAiEmulator::Impl {
                           {"status", s->status},
                           {"environment_id", s->environment_id},
                           {"turns", s->turns.size()},
+                          {"root_bound", s->root_bound},
                           {"subscribers", s->subscribers.size()}});
     }
     json envs = json::array();
@@ -1643,6 +1662,7 @@ class OpenAiEmulator::Impl {
     return {{"sessions", sessions},
             {"environments", envs},
             {"registration_failure", kModes[static_cast<int>(registration_failure_)]},
+            {"strict_session_delete", options_.strict_session_delete},
             {"websocket_port", ws_port_}};
   }
 

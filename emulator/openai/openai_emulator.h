@@ -26,6 +26,10 @@
 // agent.session.turn.completed (failed if no executor connected within `connection_wait`;
 // cancelled on agent.session.input.cancel), then agent.session.idle.
 //
+// Session delete (Options::strict_session_delete, on by default): 409 conflict_error while a
+// turn runs, and 409 "session has no durably bound CCA root" for a session none of whose turns
+// ever ran with an executor — what the real service answered for such a self-hosted session.
+//
 // Thread-safety: all public methods are thread-safe. Start() once, Stop() once (also run by the
 // destructor). Owns its servers and threads; a FaultInjector passed in Options is borrowed and
 // must outlive the emulator.
@@ -84,6 +88,13 @@ class OpenAiEmulator {
     // SSE keepalive comment interval (": keepalive"); also how fast a gone client is noticed.
     Duration keepalive_interval{std::chrono::seconds(15)};
     RegistrationFailure registration_failure = RegistrationFailure::kNone;
+    // DELETE /agents/sessions/{id} as observed on the real service (reference §1.6), both
+    // answered 409 conflict_error: a session whose turn is running ("running execution must be
+    // cancelled first"; the real status is undocumented, 409 is our choice), and a session
+    // whose first turn never ran ("session has no durably bound CCA root", also after a
+    // cancel) — the root is bound once a turn has run with a connected executor. False: delete
+    // always succeeds, cancelling a running turn (the documented happy path).
+    bool strict_session_delete = true;
     // Default page size of GET /agents/sessions (limit 1..100).
     int default_list_limit = 20;
     // Shared accounting/fault injection (borrowed; null = the emulator owns one).

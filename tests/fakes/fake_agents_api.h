@@ -1,11 +1,17 @@
 // FakeAgentsApi: an in-memory AgentsApi. Sessions get ids sess_N and self-hosted environments
 // ccarenv_N (status pending until the test says otherwise); knobs to fail the next call of a
-// method, mark a session failed or gone, set an environment's status, and count calls.
+// method, mark a session failed or gone, set an environment's status, run a turn, and count
+// calls. DELETE follows the real service (reference §1.6, like the emulator's
+// --strict-session-delete): a session whose turn is running → kAborted (409, cancel first);
+// a session none of whose turns ever ran → kAborted "session has no durably bound CCA root",
+// also after a cancel (SetStrictDelete(false) turns that rule off). SendEvents supports the
+// cancel event only: it ends the active turn (unless SetCancelEndsTurn(false)).
 // Thread-safe.
 #pragma once
 
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "controller/cloud/openai/agents_api.h"
@@ -61,14 +67,37 @@ class FakeAgentsApi final : public oa::AgentsApi {
   api::Status DeleteSession(const std::string& id, std::stop_token) override {
     std::lock_guard lock(mu_);
     RETURN_IF_ERROR(Take("delete"));
-    if (sessions_.erase(id) == 0) {
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) {
       return api::NotFoundError("session " + id + " not found");
     }
+    if (it->second.status == oa::SessionStatus::kInProgress) {
+      return api::AbortedError("HTTP 409 conflict_error: Session " + id +
+                               " has a running turn; cancel it first");
+    }
+    if (strict_delete_ && bound_.count(id) == 0) {
+      return api::AbortedError("HTTP 409 conflict_error: session has no durably bound CCA root");
+    }
+    sessions_.erase(it);
     return api::OkStatus();
   }
-  api::Status SendEvents(const std::string&, const std::vector<oa::InputEvent>&, const std::string&,
-                         std::stop_token) override {
-    return api::UnimplementedError("not used by the reconciler");
+  api::Status SendEvents(const std::string& id, const std::vector<oa::InputEvent>& events,
+                         const std::string&, std::stop_token) override {
+    std::lock_guard lock(mu_);
+    for (const oa::InputEvent& e : events) {
+      if (e.kind != oa::InputEvent::Kind::kCancel) {
+        return api::UnimplementedError("the fake accepts only cancel events");
+      }
+    }
+    RETURN_IF_ERROR(Take("cancel"));
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) {
+      return api::NotFoundError("session " + id + " not found");
+    }
+    if (cancel_ends_turn_ && it->second.status == oa::SessionStatus::kInProgress) {
+      it->second.status = oa::SessionStatus::kIdle;
+    }
+    return api::OkStatus();
   }
   api::StatusOr<oa::Environment> GetEnvironment(const std::string& id, std::stop_token) override {
     std::lock_guard lock(mu_);
@@ -97,6 +126,25 @@ class FakeAgentsApi final : public oa::AgentsApi {
   void FailSession(const std::string& id) {
     std::lock_guard lock(mu_);
     sessions_.at(id).status = oa::SessionStatus::kFailed;
+  }
+  // A turn starts running (status in_progress); the session's root is bound from now on.
+  void StartTurn(const std::string& id) {
+    std::lock_guard lock(mu_);
+    sessions_.at(id).status = oa::SessionStatus::kInProgress;
+    bound_.insert(id);
+  }
+  // The running turn ends by itself (status idle).
+  void FinishTurn(const std::string& id) {
+    std::lock_guard lock(mu_);
+    sessions_.at(id).status = oa::SessionStatus::kIdle;
+  }
+  void SetStrictDelete(bool strict) {
+    std::lock_guard lock(mu_);
+    strict_delete_ = strict;
+  }
+  void SetCancelEndsTurn(bool ends) {
+    std::lock_guard lock(mu_);
+    cancel_ends_turn_ = ends;
   }
   void ForgetSession(const std::string& id) {
     std::lock_guard lock(mu_);
@@ -138,6 +186,9 @@ class FakeAgentsApi final : public oa::AgentsApi {
   std::map<std::string, oa::EnvironmentStatus> environments_;  // Guarded by mu_.
   std::map<std::string, int> calls_;                           // Guarded by mu_.
   std::map<std::string, api::Status> fail_next_;               // Guarded by mu_.
+  std::set<std::string> bound_;  // sessions a turn has run in. Guarded by mu_.
+  bool strict_delete_ = true;     // Guarded by mu_.
+  bool cancel_ends_turn_ = true;  // Guarded by mu_.
 };
 
 }  // namespace sbx::testing

@@ -312,6 +312,25 @@ class AgentWorkerTest : public ::testing::Test {
     return n;
   }
 
+  // Sends one user message to `session` and waits until its turn has completed.
+  void RunTurn(const std::string& session, const std::string& text) {
+    const json body = {
+        {"events",
+         {{{"type", "agent.session.input.message"},
+           {"input", {{{"role", "user"}, {"content", {{{"type", "input_text"}, {"text", text}}}}}}}}}}};
+    HttpResult sent = oai_->Post("/v1/agents/sessions/" + session + "/events", body.dump());
+    ASSERT_EQ(sent.status, 202) << sent.body;
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          const json turns =
+              json::parse(oai_->Get("/v1/agents/sessions/" + session + "/turns").body, nullptr,
+                          false);
+          return turns.is_object() && turns.contains("data") && !turns["data"].empty() &&
+                 turns["data"][0].value("status", "") == "completed";
+        },
+        In(kConverge), milliseconds(200)));
+  }
+
   // Registration attempts the OpenAI emulator saw for an environment.
   int64_t RegistrationAttempts(const std::string& environment_id) {
     HttpResult r = oai_->Get("/_emulator/openai/registrations");
@@ -532,6 +551,9 @@ TEST_F(AgentWorkerTest, DeleteCleansUpSessionExecutorAndOwnedSandbox) {
   const std::string session = S(last_, "sessionId");
   const int64_t pid = Pid(last_);
   ASSERT_EQ(oai_->Get("/v1/agents/sessions/" + session).status, 200);
+  // The worker does some work (a session that never ran a turn cannot be deleted: see the last
+  // test).
+  ASSERT_NO_FATAL_FAILURE(RunTurn(session, "$ true"));
 
   RunResult del = Sbxctl({"delete", "agentworker/zeta", "--wait"});
   ASSERT_EQ(del.exit_code, 0) << del.out << del.err;
@@ -614,6 +636,56 @@ TEST_F(AgentWorkerTest, AnExecutorThatPrintsItsKeyLeavesItInNoStatusEventOrTable
   for (const auto& [place, content] : places) {
     EXPECT_EQ(content.find(executor_key_), std::string::npos) << "executor key found in " << place;
   }
+}
+
+// Issue #12, item 7. The real service refuses to delete a self-hosted session whose first turn
+// never ran (409 "session has no durably bound CCA root", reference §1.6; the emulator's
+// --strict-session-delete, on by default). Deleting a worker that never got a task still
+// completes: the object is gone, the session is recorded as abandoned (`sbxctl get abandoned`)
+// with a Warning SessionNotDeletable naming it, and nothing retries it afterwards.
+TEST_F(AgentWorkerTest, DeletingAWorkerThatNeverRanATurnCompletesAndRecordsTheSessionAbandoned) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  ASSERT_NO_FATAL_FAILURE(Apply(WorkerManifest{"idle", "", {}}));
+  ASSERT_TRUE(WaitReady("idle")) << last_.dump(2);
+  const std::string session = S(last_, "sessionId");
+  ASSERT_FALSE(session.empty());
+
+  RunResult del = Sbxctl({"delete", "agentworker/idle", "--wait", "--timeout", "60s"});
+  ASSERT_EQ(del.exit_code, 0) << del.out << del.err;
+  EXPECT_FALSE(Get("agentworker", "idle").is_object());
+  // The service still has it: it refused every delete.
+  EXPECT_EQ(oai_->Get("/v1/agents/sessions/" + session).status, 200);
+
+  RunResult abandoned = Sbxctl({"get", "abandoned", "-o", "json"});
+  ASSERT_EQ(abandoned.exit_code, 0) << abandoned.err;
+  const json list = json::parse(abandoned.out, nullptr, false);
+  ASSERT_TRUE(list.is_object() && list.contains("items")) << abandoned.out;
+  ASSERT_EQ(list["items"].size(), 1u) << abandoned.out;
+  EXPECT_EQ(list["items"][0].value("externalId", ""), session);
+  EXPECT_EQ(list["items"][0].value("resourceType", ""), "session");
+  EXPECT_EQ(list["items"][0].value("state", ""), "Abandoned");
+  EXPECT_EQ(list["items"][0]["owner"].value("name", ""), "idle");
+  RunResult table = Sbxctl({"get", "abandoned"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr(session));
+
+  RunResult events = Sbxctl({"events"});
+  ASSERT_EQ(events.exit_code, 0) << events.err;
+  EXPECT_THAT(events.out, HasSubstr("SessionNotDeletable"));
+  EXPECT_THAT(events.out, HasSubstr(session));
+
+  // Nothing loops on it: the delete counter stays put while sweeps and GC passes go by.
+  auto deletes = [&] {
+    const json c = json::parse(oai_->Get("/_emulator/counters").body, nullptr, false);
+    return c.is_object() ? c.value("openai.sessions.delete", int64_t{0}) : int64_t{-1};
+  };
+  const int64_t after = deletes();
+  EXPECT_GE(after, 2);
+  EXPECT_LE(after, 10);
+  // The owned sandbox goes as usual.
+  ASSERT_TRUE(PollUntil([&] { return !Get("sandbox", "idle").is_object(); }, In(kConverge)))
+      << Get("sandbox", "idle").dump(2);
+  EXPECT_EQ(deletes(), after);
 }
 
 }  // namespace

@@ -148,6 +148,41 @@ TEST_F(DatabricksEmulatorTest, DefaultInactivityTimeoutIsFilledIn) {
   EXPECT_EQ(j["spec"]["compute"]["inactivity_timeout"], "600s");
 }
 
+// The seed: "To disable sandbox auto-stop, set inactivity_timeout to 0 or leave the field
+// unset". By default neither an unset timeout nor "0s" auto-stops; a sandbox with a short timeout
+// next to them does, which shows the idle timer runs.
+TEST_F(DatabricksEmulatorTest, UnsetOrZeroInactivityTimeoutNeverAutoStops) {
+  Boot([](auto& o) {
+    o.pending_delay = 0ms;
+    o.stopping_delay = 0ms;
+  });
+  json unset = Json(Create("unset"));
+  EXPECT_FALSE(unset.contains("spec") && unset["spec"].contains("compute")) << unset;
+  json zero = Json(Create("zero", {{"spec", {{"compute", {{"inactivity_timeout", "0s"}}}}}}));
+  EXPECT_EQ(zero["spec"]["compute"]["inactivity_timeout"], "0s") << zero;
+  ASSERT_EQ(Create("short", {{"spec", {{"compute", {{"inactivity_timeout", "0.3s"}}}}}}).status,
+            200);
+  EXPECT_EQ(Json(admin_->Get("/_emulator/sandboxes/unset"))["inactivity_timeout"], "off");
+  EXPECT_EQ(Json(admin_->Get("/_emulator/sandboxes/zero"))["inactivity_timeout"], "off");
+  ASSERT_TRUE(WaitForState("short", "STOPPED", 5s));
+  EXPECT_EQ(State("unset"), "SANDBOX_STATE_RUNNING");
+  EXPECT_EQ(State("zero"), "SANDBOX_STATE_RUNNING");
+}
+
+// --default-inactivity-timeout: a server-side default applies to sandboxes that set none (and
+// is echoed); "0s" still means off.
+TEST_F(DatabricksEmulatorTest, ADefaultInactivityTimeoutStopsOnlySandboxesThatSetNone) {
+  Boot([](auto& o) {
+    o.pending_delay = 0ms;
+    o.stopping_delay = 0ms;
+    o.default_inactivity_timeout = 300ms;
+  });
+  EXPECT_EQ(Json(Create("unset"))["spec"]["compute"]["inactivity_timeout"], "0.300s");
+  ASSERT_EQ(Create("zero", {{"spec", {{"compute", {{"inactivity_timeout", "0s"}}}}}}).status, 200);
+  ASSERT_TRUE(WaitForState("unset", "STOPPED", 5s));
+  EXPECT_EQ(State("zero"), "SANDBOX_STATE_RUNNING");
+}
+
 TEST_F(DatabricksEmulatorTest, DuplicateCreateIs409ResourceAlreadyExists) {
   Boot();
   ASSERT_EQ(Create("dup").status, 200);

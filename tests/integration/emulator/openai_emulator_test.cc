@@ -255,7 +255,8 @@ class OpenAiEmulatorTest : public ::testing::Test {
 };
 
 TEST_F(OpenAiEmulatorTest, SessionCreateGetUpdateDelete) {
-  Boot();
+  // Lenient delete: this session never runs a turn (the strict rules have their own test).
+  Boot([](OpenAiEmulator::Options& o) { o.strict_session_delete = false; });
   json s = CreateSession("/workspace", {{"owner", "aw-1"}});
   EXPECT_EQ(s["object"], "agent.session");
   EXPECT_EQ(s["status"], "idle");
@@ -286,7 +287,7 @@ TEST_F(OpenAiEmulatorTest, SessionCreateGetUpdateDelete) {
 }
 
 TEST_F(OpenAiEmulatorTest, ListPaginatesWithCursorsInBothOrders) {
-  Boot();
+  Boot([](OpenAiEmulator::Options& o) { o.strict_session_delete = false; });
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(CreateSession()["id"]);
 
@@ -518,6 +519,79 @@ TEST_F(OpenAiEmulatorTest, CancelStopsARunningCommand) {
   EXPECT_TRUE(Eventually([&] { return sse.Has("agent.session.idle"); }));
   EXPECT_FALSE(sse.Has("agent.session.turn.completed"));
   EXPECT_EQ(api_->Delete("/agents/sessions/" + id).status, 200);
+}
+
+// Reference §1.6, as observed on the real service and reproduced by default: a session whose
+// first turn never ran cannot be deleted ("session has no durably bound CCA root"), also after
+// a cancel, nor can one whose turn is running; once a turn has run and ended, delete works.
+TEST_F(OpenAiEmulatorTest, StrictDeleteRefusesRunningAndNeverRunSessionsWith409) {
+  Boot([](OpenAiEmulator::Options& o) { o.connection_wait = 300ms; });
+  auto expect_unbound = [&](const std::string& id) {
+    HttpResult r = api_->Delete("/agents/sessions/" + id);
+    ExpectError(r, 409, "conflict_error");
+    EXPECT_EQ(Json(r)["error"]["type"], "conflict_error") << r.body;
+    EXPECT_EQ(Json(r)["error"]["message"], "session has no durably bound CCA root") << r.body;
+  };
+  const std::string never = CreateSession()["id"];
+  expect_unbound(never);
+  ASSERT_EQ(api_->Post("/agents/sessions/" + never + "/events",
+                       oa::EncodeInputEvents({oa::InputEvent::Cancel()}))
+                .status,
+            202);
+  expect_unbound(never);
+  // A turn that failed because no executor connected did not run either.
+  ASSERT_EQ(api_->Post("/agents/sessions/" + never + "/events",
+                       oa::EncodeInputEvents({oa::InputEvent::UserMessage("$ true")}))
+                .status,
+            202);
+  ASSERT_TRUE(Eventually([&] {
+    json turns = Json(api_->Get("/agents/sessions/" + never + "/turns"));
+    return turns["data"].size() == 1 && turns["data"][0]["status"] == "failed";
+  }));
+  expect_unbound(never);
+  EXPECT_EQ(api_->Get("/agents/sessions/" + never).status, 200);
+
+  json s = CreateSession(dir_.string());
+  const std::string ran = s["id"];
+  Executor ex(dir_, s["environment"]["remote_url"], s["environment"]["id"], kExecKey);
+  ASSERT_TRUE(Eventually([&] { return EnvStatus(s["environment"]["id"]) == "connected"; }));
+  ASSERT_EQ(api_->Post("/agents/sessions/" + ran + "/events",
+                       oa::EncodeInputEvents({oa::InputEvent::UserMessage("$ sleep 30")}))
+                .status,
+            202);
+  ASSERT_TRUE(
+      Eventually([&] { return Json(api_->Get("/agents/sessions/" + ran))["status"] == "in_progress"; }));
+  HttpResult running = api_->Delete("/agents/sessions/" + ran);
+  ExpectError(running, 409, "conflict_error");
+  EXPECT_NE(Json(running)["error"]["message"].get<std::string>().find("running turn"),
+            std::string::npos)
+      << running.body;
+  ASSERT_EQ(api_->Post("/agents/sessions/" + ran + "/events",
+                       oa::EncodeInputEvents({oa::InputEvent::Cancel()}))
+                .status,
+            202);
+  ASSERT_TRUE(Eventually([&] { return api_->Delete("/agents/sessions/" + ran).status == 200; }));
+  EXPECT_EQ(api_->Get("/agents/sessions/" + ran).status, 404);
+}
+
+// --no-strict-session-delete: the documented happy path, delete always works (and cancels a
+// running turn).
+TEST_F(OpenAiEmulatorTest, LenientDeleteRemovesNeverRunAndRunningSessions) {
+  Boot([](OpenAiEmulator::Options& o) { o.strict_session_delete = false; });
+  const std::string never = CreateSession()["id"];
+  EXPECT_EQ(api_->Delete("/agents/sessions/" + never).status, 200);
+  json s = CreateSession(dir_.string());
+  const std::string ran = s["id"];
+  Executor ex(dir_, s["environment"]["remote_url"], s["environment"]["id"], kExecKey);
+  ASSERT_TRUE(Eventually([&] { return EnvStatus(s["environment"]["id"]) == "connected"; }));
+  ASSERT_EQ(api_->Post("/agents/sessions/" + ran + "/events",
+                       oa::EncodeInputEvents({oa::InputEvent::UserMessage("$ sleep 30")}))
+                .status,
+            202);
+  ASSERT_TRUE(
+      Eventually([&] { return Json(api_->Get("/agents/sessions/" + ran))["status"] == "in_progress"; }));
+  EXPECT_EQ(api_->Delete("/agents/sessions/" + ran).status, 200);
+  EXPECT_EQ(api_->Get("/agents/sessions/" + ran).status, 404);
 }
 
 TEST_F(OpenAiEmulatorTest, InputWithoutExecutorRequiresActionThenFailsTheTurn) {

@@ -143,6 +143,50 @@ TEST_F(SqliteStoreFileTest, ForeignSqliteDatabaseIsRefused) {
   EXPECT_THAT(store.status().message(), HasSubstr("not an sbx"));
 }
 
+// A database written by the first schema (inventory states intent|live|deleting) is migrated:
+// its rows survive and the new state 'abandoned' can be stored.
+TEST_F(SqliteStoreFileTest, MigratesInventoryToAcceptAbandonedAndKeepsItsRows) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  const char* v1 = R"sql(
+CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL);
+INSERT INTO schema_migrations VALUES (1, '2026-09-01T12:00:00Z');
+CREATE TABLE inventory (
+  workspace TEXT NOT NULL,
+  resource_type TEXT NOT NULL,
+  external_id TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('intent', 'live', 'deleting')),
+  owner_kind TEXT NOT NULL,
+  owner_namespace TEXT NOT NULL,
+  owner_name TEXT NOT NULL,
+  owner_uid TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  PRIMARY KEY (workspace, resource_type, external_id)
+);
+INSERT INTO inventory VALUES ('default/default', 'session', 'sess_1', 'live', 'AgentWorker',
+  'default', 'w', 'uid-w', '2026-09-01T12:00:00Z', '2026-09-01T12:00:00Z');
+PRAGMA user_version = 1;
+)sql";
+  ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  ASSERT_GE(SqliteStore::LatestSchemaVersion(), 2);
+
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  auto row = store->GetInventory("default/default", "session", "sess_1");
+  ASSERT_TRUE(row.ok()) << row.status();
+  ASSERT_TRUE(row->has_value());
+  EXPECT_EQ((*row)->state, Store::InventoryState::kLive);
+  EXPECT_EQ((*row)->owner_uid, "uid-w");
+  Store::InventoryRecord abandoned = **row;
+  abandoned.state = Store::InventoryState::kAbandoned;
+  ASSERT_TRUE(store->PutInventory(abandoned).ok());
+  row = store->GetInventory("default/default", "session", "sess_1");
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ((*row)->state, Store::InventoryState::kAbandoned);
+}
+
 TEST_F(SqliteStoreFileTest, NewerSchemaIsRefused) {
   ASSERT_NE(MustOpen(), nullptr);
   sqlite3* db = nullptr;

@@ -10,6 +10,8 @@
 #include <iterator>
 #include <string>
 
+#include "api/defaults.h"
+#include "api/validation.h"
 #include "tests/unit/api/test_objects.h"
 
 namespace sbx::api {
@@ -413,6 +415,31 @@ TEST(DecodeManifestsTest, InputOnWhichTheParserMakesNoProgressFailsCleanly) {
   EXPECT_EQ(decoded.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(decoded.status().message().find('\n'), std::string::npos);
   EXPECT_EQ(decoded.status().message().rfind("endless.yaml:", 0), 0u) << decoded.status();
+}
+
+}  // namespace
+}  // namespace sbx::api
+
+namespace sbx::api {
+namespace {
+
+// `inactivityTimeout: 0` (auto-stop off) survives decode → validate → encode → decode; without
+// the field the spec has no timeout at all (also off, but not sent).
+TEST(DecodeManifestsTest, ZeroInactivityTimeoutRoundTrips) {
+  StatusOr<std::vector<Manifest>> ms =
+      DecodeManifests("apiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: a}\n"
+                      "spec:\n  inactivityTimeout: 0\n",
+                      "a.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  Object o = (*ms)[0].object;
+  ASSERT_EQ(o.sandbox_spec().inactivity_timeout, std::chrono::seconds(0));
+  ApplyDefaults(o);
+  EXPECT_TRUE(Validate(o).ok()) << Validate(o);
+  const std::string json = EncodeSpecJson(o);
+  EXPECT_NE(json.find(R"("inactivityTimeout":"0s")"), std::string::npos) << json;
+  StatusOr<std::vector<Manifest>> again = DecodeManifests(EncodeObjectYaml(o), "b.yaml");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[0].object.sandbox_spec().inactivity_timeout, std::chrono::seconds(0));
 }
 
 }  // namespace

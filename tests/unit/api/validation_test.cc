@@ -100,8 +100,10 @@ TEST(ValidationTest, DisplayNameAndTimeout) {
   o.sandbox_spec().display_name = std::string(257, 'x');
   EXPECT_EQ(Error(o), "spec.displayName: must be at most 256 bytes");
   o = Sandbox();
-  o.sandbox_spec().inactivity_timeout = seconds(0);
-  EXPECT_EQ(Error(o), "spec.inactivityTimeout: must be greater than 0");
+  o.sandbox_spec().inactivity_timeout = seconds(0);  // auto-stop off, as the API documents
+  EXPECT_EQ(Error(o), "OK");
+  o.sandbox_spec().inactivity_timeout = seconds(-1);
+  EXPECT_EQ(Error(o), "spec.inactivityTimeout: must not be negative (0 = auto-stop off)");
 }
 
 TEST(ValidationTest, SetupSteps) {
@@ -225,9 +227,10 @@ TEST(ValidationTest, AgentWorkerNeedsExactlyOneSandboxSource) {
 TEST(ValidationTest, InlineSandboxIsValidatedUnderItsPath) {
   Object o = MakeObject(Kind::kAgentWorker, "w");
   o.agent_worker_spec().sandbox = SandboxSpec{};
-  o.agent_worker_spec().sandbox->inactivity_timeout = seconds(0);
+  o.agent_worker_spec().sandbox->inactivity_timeout = seconds(-1);
   ApplyDefaults(o);
-  EXPECT_EQ(Error(o), "spec.sandbox.inactivityTimeout: must be greater than 0");
+  EXPECT_EQ(Error(o),
+            "spec.sandbox.inactivityTimeout: must not be negative (0 = auto-stop off)");
 }
 
 TEST(ValidationTest, WorkspaceDirectoryAndExecutor) {

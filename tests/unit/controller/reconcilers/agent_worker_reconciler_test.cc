@@ -236,6 +236,15 @@ class AgentWorkerReconcilerTest : public ::testing::Test {
     }
   }
   std::string EnvironmentId() { return Worker().agent_worker_status().environment_id; }
+  std::optional<Store::InventoryRecord> SessionRow(const std::string& session) {
+    const std::vector<Store::InventoryRecord> rows = *store_->ListInventory(std::nullopt);
+    for (const Store::InventoryRecord& r : rows) {
+      if (r.resource_type == "session" && r.external_id == session) {
+        return r;
+      }
+    }
+    return std::nullopt;
+  }
   // Reconciles once the executor had its time to connect (then a probe looks inside).
   api::StatusOr<ReconcileResult> ReconcileAfterConnectGrace(const std::string& name = "w") {
     clock_.Advance(AgentWorkerReconcilerOptions{}.connect_grace + 1s);
@@ -425,6 +434,8 @@ TEST_F(AgentWorkerReconcilerTest, AnExpiredSessionIsReplacedAndTheExecutorFollow
   const std::string first_env = EnvironmentId();
   const std::string first_session = Worker().agent_worker_status().session_id;
   const int first_pid = sandbox_->ExecutorPid("w");
+  clouds_.agents().StartTurn(first_session);  // it did some work: deletable
+  clouds_.agents().FinishTurn(first_session);
   clouds_.agents().SetEnvironmentStatus(first_env, openai::EnvironmentStatus::kExpired);
   clock_.Advance(30s);  // the next look at the environment
   ASSERT_TRUE(Reconcile().ok());
@@ -613,6 +624,9 @@ TEST_F(AgentWorkerReconcilerTest, InlineTemplateOwnsASandboxAndDeletionCleansEve
   WaitForExecutor("inline");
   const std::string session = Worker("inline").agent_worker_status().session_id;
   ASSERT_TRUE(clouds_.agents().HasSession(session));
+  // The worker did its work: a turn ran (a session that never ran one cannot be deleted).
+  clouds_.agents().StartTurn(session);
+  clouds_.agents().FinishTurn(session);
 
   ASSERT_TRUE(store_->Delete({api::Kind::kAgentWorker, "default", "inline"}).ok());
   ASSERT_TRUE(Reconcile("inline").ok());
@@ -624,6 +638,108 @@ TEST_F(AgentWorkerReconcilerTest, InlineTemplateOwnsASandboxAndDeletionCleansEve
   EXPECT_EQ(store_->Get({api::Kind::kSandbox, "default", "inline"}).status().code(),
             api::StatusCode::kNotFound);
   EXPECT_TRUE(store_->ListInventory(std::nullopt)->empty());
+}
+
+// Reference §1.6: running execution must be cancelled before DELETE. The finalizer cancels the
+// active turn, then deletes the session, in one pass.
+TEST_F(AgentWorkerReconcilerTest, DeletionCancelsARunningTurnThenDeletesTheSession) {
+  ASSERT_NO_FATAL_FAILURE(StartRunningWorker());
+  const std::string session = Worker().agent_worker_status().session_id;
+  clouds_.agents().StartTurn(session);
+
+  ASSERT_TRUE(store_->Delete({api::Kind::kAgentWorker, "default", "w"}).ok());
+  auto result = Reconcile();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(clouds_.agents().Calls("cancel"), 1);
+  EXPECT_FALSE(clouds_.agents().HasSession(session));
+  EXPECT_EQ(store_->Get({api::Kind::kAgentWorker, "default", "w"}).status().code(),
+            api::StatusCode::kNotFound);
+  EXPECT_TRUE(store_->ListInventory(std::nullopt)->empty());
+  EXPECT_TRUE(HasEvent("TurnCancelled"));
+  EXPECT_TRUE(HasEvent("SessionDeleted"));
+}
+
+// An idle session is deleted without a cancel (a cancel costs a call and is not needed).
+TEST_F(AgentWorkerReconcilerTest, DeletionOfAnIdleSessionSendsNoCancel) {
+  ASSERT_NO_FATAL_FAILURE(StartRunningWorker());
+  const std::string session = Worker().agent_worker_status().session_id;
+  clouds_.agents().StartTurn(session);
+  clouds_.agents().FinishTurn(session);
+  ASSERT_TRUE(store_->Delete({api::Kind::kAgentWorker, "default", "w"}).ok());
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.agents().Calls("cancel"), 0);
+  EXPECT_FALSE(clouds_.agents().HasSession(session));
+}
+
+// Reference §1.6: a self-hosted session whose first turn never ran answers 409 "session has no
+// durably bound CCA root", also after a cancel. The finalizer retries for a bounded time, then
+// records the session as abandoned (inventory kAbandoned, Warning SessionNotDeletable naming
+// it) and completes; nothing loops.
+TEST_F(AgentWorkerReconcilerTest, ASessionThatNeverRanATurnIsAbandonedAfterBoundedRetries) {
+  ASSERT_NO_FATAL_FAILURE(StartRunningWorker());
+  const std::string session = Worker().agent_worker_status().session_id;
+  const internal::SessionDeletePolicy policy;
+  ASSERT_TRUE(store_->Delete({api::Kind::kAgentWorker, "default", "w"}).ok());
+
+  auto first = Reconcile();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, ReconcileResult::RequeueAfter(policy.retry_after));
+  EXPECT_TRUE(store_->Get({api::Kind::kAgentWorker, "default", "w"}).ok());  // finalizer kept
+  auto row = SessionRow(session);
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->state, Store::InventoryState::kDeleting);
+  EXPECT_TRUE(HasEvent("SessionDeleteRefused"));
+  EXPECT_FALSE(HasEvent("SessionNotDeletable"));
+
+  clock_.Advance(policy.retry_after);
+  auto second = Reconcile();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*second, ReconcileResult::RequeueAfter(policy.retry_after));
+
+  clock_.Advance(policy.give_up_after);
+  auto last = Reconcile();
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(*last, ReconcileResult::Done());
+  EXPECT_EQ(clouds_.agents().Calls("delete"), 3);
+  EXPECT_EQ(store_->Get({api::Kind::kAgentWorker, "default", "w"}).status().code(),
+            api::StatusCode::kNotFound);
+  EXPECT_TRUE(clouds_.agents().HasSession(session));  // still there: the service refused
+  row = SessionRow(session);
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->state, Store::InventoryState::kAbandoned);
+  EXPECT_EQ(row->owner.name, "w");
+  bool named = false;
+  const std::vector<Store::Event> events = *store_->ListEvents(std::nullopt);
+  for (const Store::Event& e : events) {
+    if (e.reason == "SessionNotDeletable") {
+      EXPECT_EQ(e.type, "Warning");
+      named = e.message.find(session) != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(named);
+  // Nothing acts on it any more.
+  EXPECT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.agents().Calls("delete"), 3);
+}
+
+// An expired session the service refuses to delete (it never ran a turn) does not hold up its
+// replacement: it is abandoned at once (no retries: it is of no use any more) and a new session
+// is created.
+TEST_F(AgentWorkerReconcilerTest, AnExpiredSessionThatRefusesDeletionIsAbandonedAndReplaced) {
+  ASSERT_NO_FATAL_FAILURE(StartRunningWorker());
+  const std::string first_session = Worker().agent_worker_status().session_id;
+  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kExpired);
+  clock_.Advance(30s);
+  auto r = Reconcile();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(HasEvent("SessionNotDeletable"));
+  auto row = SessionRow(first_session);
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->state, Store::InventoryState::kAbandoned);
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.agents().Calls("create"), 2);
+  EXPECT_NE(Worker().agent_worker_status().session_id, first_session);
+  EXPECT_EQ(clouds_.agents().Calls("delete"), 1);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ namespace sbx::controller {
 namespace {
 
 using std::chrono_literals::operator""min;
+using std::chrono_literals::operator""h;
 constexpr char kWs[] = "default/default";
 
 class GarbageCollectorTest : public ::testing::Test {
@@ -47,6 +48,17 @@ class GarbageCollectorTest : public ::testing::Test {
     api::Object o = api::MakeObject(api::Kind::kSandbox, name);
     o.sandbox_spec().sandbox_id = sandbox_id;
     ASSERT_TRUE(store_->Apply({o}, {}).ok());
+  }
+  void PutSession(const std::string& id, const std::string& owner, Store::InventoryState state) {
+    Store::InventoryRecord r;
+    r.workspace = kWs;
+    r.resource_type = "session";
+    r.external_id = id;
+    r.state = state;
+    r.owner = {api::Kind::kAgentWorker, "default", owner};
+    r.owner_uid = "uid-" + owner;
+    r.created_at = r.updated_at = FormatRfc3339(clock_.Now());
+    ASSERT_TRUE(store_->PutInventory(r).ok());
   }
   int Collect() {
     auto listed = api_.ListAll(100, {});
@@ -133,6 +145,10 @@ TEST_F(GarbageCollectorTest, DeletesSessionsWhoseWorkerIsGoneAfterGrace) {
   const std::string kept = agents.CreateSession(req, {})->id;
   req.metadata = {{"sbx.dev/uid", "uid-crashed"}};
   const std::string crashed = agents.CreateSession(req, {})->id;
+  for (const std::string& id : {orphan, kept, crashed}) {  // each ran a turn: deletable
+    agents.StartTurn(id);
+    agents.FinishTurn(id);
+  }
 
   api::Object worker = api::MakeObject(api::Kind::kAgentWorker, "alive");
   ASSERT_TRUE(store_->Apply({worker}, {}).ok());
@@ -161,6 +177,64 @@ TEST_F(GarbageCollectorTest, DeletesSessionsWhoseWorkerIsGoneAfterGrace) {
   EXPECT_FALSE(agents.HasSession(crashed));
   EXPECT_TRUE(agents.HasSession(kept));
   EXPECT_EQ(*gc_->CollectSessions(kWs, agents, {}), 0);
+}
+
+// A session collected while its turn runs is cancelled first, then deleted.
+TEST_F(GarbageCollectorTest, CancelsTheActiveTurnOfAnOrphanedSessionBeforeDeletingIt) {
+  testing::FakeAgentsApi agents;
+  openai::CreateSessionRequest req;
+  req.model = "m";
+  req.workspace_directory = "/w";
+  const std::string busy = agents.CreateSession(req, {})->id;
+  agents.StartTurn(busy);
+  PutSession(busy, "gone", Store::InventoryState::kLive);
+  clock_.Advance(10min);
+  EXPECT_EQ(*gc_->CollectSessions(kWs, agents, {}), 1);
+  EXPECT_EQ(agents.Calls("cancel"), 1);
+  EXPECT_FALSE(agents.HasSession(busy));
+  EXPECT_TRUE(store_->ListInventory(kWs)->empty());
+}
+
+// A session the service refuses to delete (it never ran a turn: "no durably bound CCA root") is
+// tried again on a later pass, then abandoned once the give-up bound has passed — and never
+// tried again; the sweeper no longer needs an Agents client for it.
+TEST_F(GarbageCollectorTest, AbandonsASessionThatKeepsRefusingDeletionAndNeverRetriesIt) {
+  testing::FakeAgentsApi agents;
+  openai::CreateSessionRequest req;
+  req.model = "m";
+  req.workspace_directory = "/w";
+  const std::string never_ran = agents.CreateSession(req, {})->id;
+  PutSession(never_ran, "gone", Store::InventoryState::kLive);
+  clock_.Advance(10min);
+
+  EXPECT_EQ(*gc_->CollectSessions(kWs, agents, {}), 0);
+  EXPECT_EQ(agents.Calls("delete"), 1);
+  auto row = store_->GetInventory(kWs, "session", never_ran);
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ((*row)->state, Store::InventoryState::kDeleting);
+
+  // The next pass retries at once (no second grace period), still within the bound.
+  EXPECT_EQ(*gc_->CollectSessions(kWs, agents, {}), 0);
+  EXPECT_EQ(agents.Calls("delete"), 2);
+  clock_.Advance(internal::SessionDeletePolicy{}.give_up_after);
+  EXPECT_EQ(*gc_->CollectSessions(kWs, agents, {}), 0);
+  EXPECT_EQ(agents.Calls("delete"), 3);
+  row = store_->GetInventory(kWs, "session", never_ran);
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ((*row)->state, Store::InventoryState::kAbandoned);
+  const std::vector<Store::Event> events = *store_->ListEvents(std::nullopt);
+  bool named = false;
+  for (const Store::Event& e : events) {
+    named = named || (e.reason == "SessionNotDeletable" && e.type == "Warning" &&
+                      e.message.find(never_ran) != std::string::npos);
+  }
+  EXPECT_TRUE(named);
+
+  EXPECT_FALSE(gc_->HasSessions(kWs));
+  clock_.Advance(1h);
+  EXPECT_EQ(*gc_->CollectSessions(kWs, agents, {}), 0);
+  EXPECT_EQ(agents.Calls("delete"), 3);
+  EXPECT_EQ(agents.Calls("get"), 3);
 }
 
 }  // namespace

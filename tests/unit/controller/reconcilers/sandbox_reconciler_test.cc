@@ -550,6 +550,29 @@ TEST_F(SandboxReconcilerTest, AStaleIntentOfAnotherIdIsDroppedAndTheNewIdCreated
   EXPECT_EQ(clouds_.api().Calls("create"), 1);
   EXPECT_FALSE(store_->GetInventory(kWs, "sandbox", "Bad_Id")->has_value());
   EXPECT_EQ(Get("a").sandbox_status().sandbox_name, "sandboxes/default-a");
+
+// inactivityTimeout 0 = auto-stop off: sent as "0s" on create (the documented "off"); a server
+// that omits a zero duration is not drift (no PATCH every pass); turning auto-stop off later is
+// a PATCH to "0s".
+TEST_F(SandboxReconcilerTest, ZeroInactivityTimeoutIsSentAsOffAndIsNotDriftWhenOmitted) {
+  Apply("a", [](api::SandboxSpec& s) { s.inactivity_timeout = std::chrono::seconds(0); });
+  MakeReady("a");
+  EXPECT_EQ(clouds_.api().Peek("default-a")->inactivity_timeout, std::chrono::seconds(0));
+  databricks::Sandbox omitted = *clouds_.api().Peek("default-a");
+  omitted.inactivity_timeout.reset();
+  clouds_.api().Put(omitted);
+  Sweep();
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("update"), 0);
+
+  Apply("a", [](api::SandboxSpec& s) { s.inactivity_timeout = std::chrono::seconds(900); });
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("update"), 1);
+  Apply("a", [](api::SandboxSpec& s) { s.inactivity_timeout = std::chrono::seconds(0); });
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("update"), 2);
+  EXPECT_EQ(clouds_.api().last_mask(), std::vector<std::string>{"spec.compute.inactivity_timeout"});
+  EXPECT_EQ(clouds_.api().Peek("default-a")->inactivity_timeout, std::chrono::seconds(0));
 }
 
 }  // namespace

@@ -461,6 +461,22 @@ TEST_F(SqliteStoreTest, EventsAreDeduplicated) {
   EXPECT_EQ(Revision(), 0);  // events are not object writes
 }
 
+TEST_F(SqliteStoreTest, InventoryKeepsAbandonedRecords) {
+  Store::InventoryRecord record;
+  record.workspace = "default/default";
+  record.resource_type = "session";
+  record.external_id = "sess_1";
+  record.state = Store::InventoryState::kAbandoned;
+  record.owner = {api::Kind::kAgentWorker, "default", "w"};
+  record.owner_uid = "uid-w";
+  ASSERT_TRUE(store_->PutInventory(record).ok());
+  auto got = store_->GetInventory("default/default", "session", "sess_1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->state, Store::InventoryState::kAbandoned);
+  EXPECT_EQ((*got)->owner.kind, api::Kind::kAgentWorker);
+}
+
 TEST_F(SqliteStoreTest, InventoryCrud) {
   Store::InventoryRecord record;
   record.workspace = "default";
