@@ -550,6 +550,7 @@ TEST_F(SandboxReconcilerTest, AStaleIntentOfAnotherIdIsDroppedAndTheNewIdCreated
   EXPECT_EQ(clouds_.api().Calls("create"), 1);
   EXPECT_FALSE(store_->GetInventory(kWs, "sandbox", "Bad_Id")->has_value());
   EXPECT_EQ(Get("a").sandbox_status().sandbox_name, "sandboxes/default-a");
+}
 
 // inactivityTimeout 0 = auto-stop off: sent as "0s" on create (the documented "off"); a server
 // that omits a zero duration is not drift (no PATCH every pass); turning auto-stop off later is
