@@ -219,8 +219,8 @@ StatusOr<ReconcileResult> WorkspaceReconciler::Finalize(Object& workspace, bool&
     }
     internal::SetCondition(workspace, kDeleting, ConditionStatus::kTrue, "InUse",
                            "waiting for " + std::to_string(users.size()) +
-                               (users.size() == 1 ? " object" : " objects") +
-                               " that use this workspace to be deleted: " + names,
+                               (users.size() == 1 ? " object that uses" : " objects that use") +
+                               " this workspace to be deleted: " + names,
                            clock_);
     return ReconcileResult::RequeueAfter(options_.in_use_recheck);
   }

@@ -242,7 +242,7 @@ TEST_F(WorkspaceReconcilerTest, DeletionWaitsForEveryObjectThatUsesIt) {
   ASSERT_TRUE(Reconcile().ok());
   ASSERT_TRUE(Get().ok());
   EXPECT_EQ(Cond("Deleting").message,
-            "waiting for 1 object that use this workspace to be deleted: AgentWorker w");
+            "waiting for 1 object that uses this workspace to be deleted: AgentWorker w");
 
   ASSERT_TRUE(store_->Delete(w).ok());
   ASSERT_TRUE(Reconcile().ok());
