@@ -33,6 +33,7 @@
 #include "controller/reconcilers/sandbox_cache.h"
 #include "controller/reconcilers/sandbox_reconciler.h"
 #include "controller/reconcilers/sandbox_sweeper.h"
+#include "controller/reconcilers/workspace_reconciler.h"
 #include "controller/server/counting_transport.h"
 #include "controller/server/health_server.h"
 #include "controller/server/log.h"
@@ -135,7 +136,8 @@ void WaitForStop(std::stop_token stop) {
 }
 
 // One full pass: sweep every workspace (fills the cache, runs GC), then reconcile every object
-// once — Sandboxes before the AgentWorkers that use them. Returns the number of failures.
+// once — Sandboxes before the AgentWorkers that use them, Workspaces last (one being deleted goes
+// in the same pass as the last object using it). Returns the number of failures.
 int RunOnce(Store& store, SandboxSweeper& sweeper, std::initializer_list<Reconciler*> reconcilers,
             Enqueuer& sink) {
   int failures = 0;
@@ -280,16 +282,18 @@ int main(int argc, char** argv) {
   worker_options.probe_interval =
       ParseFlagDuration("executor-probe-interval", flags.executor_probe_interval);
   AgentWorkerReconciler workers(*store, clouds, clock, &manager.dependencies(), worker_options);
+  WorkspaceReconciler workspaces(*store, clouds, clock, &manager.dependencies());
 
   if (flags.once) {
     NullEnqueuer sink;
-    const int failures = RunOnce(*store, sweeper, {&sandboxes, &workers}, sink);
+    const int failures = RunOnce(*store, sweeper, {&sandboxes, &workers, &workspaces}, sink);
     log::Info("pass complete", {{"failures", std::to_string(failures)}});
     return failures == 0 ? 0 : 1;
   }
 
   manager.Register(sandboxes);
   manager.Register(workers);
+  manager.Register(workspaces);
   const SourceErrorFn on_error = [](std::string_view source, const api::Status& error) {
     log::Warn("source error", {{"source", std::string(source)}, {"error", error.ToString()}});
   };

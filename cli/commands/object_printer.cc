@@ -95,9 +95,9 @@ std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_names
       }
       break;
     case api::Kind::kWorkspace:
-      h.insert(h.end(), {"HOST", "AGE"});
+      h.insert(h.end(), {"READY", "HOST", "AGE"});
       if (wide) {
-        h.insert(h.end(), {"READY", "PROFILE", "REASON", "MESSAGE"});
+        h.insert(h.end(), {"PROFILE", "REASON", "MESSAGE"});
       }
       break;
   }
@@ -139,10 +139,10 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
     }
     case api::Kind::kWorkspace: {
       const auto& spec = o.workspace_spec();
-      r.insert(r.end(), {OrNone(spec.databricks.host), age});
+      r.insert(r.end(), {ConditionCell(o, "Ready"), OrNone(spec.databricks.host), age});
       if (wide) {
-        r.insert(r.end(), {ConditionCell(o, "Ready"), OrNone(spec.databricks.profile),
-                           OrNone(ReadyReason(o)), ReadyMessage(o)});
+        r.insert(r.end(),
+                 {OrNone(spec.databricks.profile), OrNone(ReadyReason(o)), ReadyMessage(o)});
       }
       break;
     }

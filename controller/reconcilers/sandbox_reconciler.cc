@@ -20,6 +20,31 @@ using databricks::SandboxState;
 
 constexpr char kResourceSandbox[] = "sandbox";
 
+// Why creating one more sandbox in `workspace` would exceed the spec.limits.maxSandboxes of the
+// Workspace `workspace_ref` names; "" when it would not. Counts what sbx created there
+// (inventory rows of every state: an intent or a sandbox being deleted holds its slot too).
+StatusOr<std::string> QuotaProblem(Store& store, const std::string& namespace_,
+                                   const std::string& workspace_ref, const std::string& workspace) {
+  StatusOr<Object> spec = store.Get({api::Kind::kWorkspace, namespace_, workspace_ref});
+  if (spec.status().code() == StatusCode::kNotFound) {
+    return std::string();  // the controller's own default workspace: no limit of ours
+  }
+  RETURN_IF_ERROR(spec.status());
+  const int limit = spec->workspace_spec().limits.max_sandboxes;
+  if (limit <= 0) {
+    return std::string();
+  }
+  ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> records, store.ListInventory(workspace));
+  const auto created = std::count_if(records.begin(), records.end(), [](const auto& r) {
+    return r.resource_type == kResourceSandbox;
+  });
+  if (created < limit) {
+    return std::string();
+  }
+  return "workspace " + workspace_ref + " allows " + std::to_string(limit) +
+         " sandboxes (spec.limits.maxSandboxes) and sbx has created " + std::to_string(created);
+}
+
 std::string Tail(const std::string& text, size_t max_bytes) {
   if (text.size() <= max_bytes) {
     return text;
@@ -250,7 +275,26 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
   intent.owner_uid = t.object.metadata.uid;
   intent.created_at = prior ? prior->created_at : now;
   intent.updated_at = now;
-  RETURN_IF_ERROR(store_.PutInventory(intent));
+  {
+    // A prior row already holds this sandbox's slot. Otherwise the count and the intent row are
+    // one step under quota_mu_, so concurrent creates cannot both take the last slot.
+    std::unique_lock<std::mutex> quota_lock(quota_mu_, std::defer_lock);
+    if (!prior) {
+      quota_lock.lock();
+      ASSIGN_OR_RETURN(std::string full, QuotaProblem(store_, t.object.metadata.namespace_,
+                                                      t.spec().workspace_ref, t.workspace));
+      if (!full.empty()) {
+        if (const api::Condition* c = api::FindCondition(t.status().conditions, "Synced");
+            c == nullptr || c->reason != "QuotaExceeded") {
+          events_.Warning(t.key(), "QuotaExceeded", full);
+        }
+        SetSynced(t, ConditionStatus::kFalse, "QuotaExceeded", full);
+        SetReady(t, ConditionStatus::kFalse, "QuotaExceeded", full);
+        return ReconcileResult::RequeueAfter(options_.quota_recheck);
+      }
+    }
+    RETURN_IF_ERROR(store_.PutInventory(intent));
+  }
 
   databricks::Sandbox desired;
   desired.display_name = t.spec().display_name;

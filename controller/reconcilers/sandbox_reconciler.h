@@ -10,7 +10,10 @@
 //
 // Conditions: Ready (live state matches spec and setup ran for this boot), Synced (the last
 // reconcile reached the API without error; reason names the error class or a terminal problem
-// such as ImmutableFieldChanged or AlreadyExists).
+// such as ImmutableFieldChanged or AlreadyExists). A create that would exceed the Workspace's
+// spec.limits.maxSandboxes (counted in inventory: what sbx created there, intents included) is
+// not sent: Synced=False and Ready=False with reason QuotaExceeded, looked at again every
+// `quota_recheck` until a slot frees up.
 //
 // Thread-safety: Reconcile may run on several workers at once for different keys. All
 // collaborators must outlive the reconciler.
@@ -45,6 +48,9 @@ struct SandboxReconcilerOptions {
   // sbxd start: a stop and start that happened between two sweeps, or while sbxd was down, is
   // noticed and setup runs for the new boot.
   std::chrono::milliseconds boot_check_interval{std::chrono::minutes(5)};
+  // A Sandbox waiting for a slot of its Workspace's spec.limits.maxSandboxes (QuotaExceeded)
+  // looks again this often: two store reads, no API call.
+  std::chrono::milliseconds quota_recheck{std::chrono::seconds(10)};
 };
 
 class SandboxReconciler final : public Reconciler {
@@ -82,6 +88,10 @@ class SandboxReconciler final : public Reconciler {
 
   std::mutex mu_;
   std::map<api::ObjectKey, Clock::SteadyTime> boot_checked_;  // last boot-marker read; mu_
+  // Held across counting a workspace's inventory and writing an intent row, so that two
+  // concurrent creates cannot both take the last slot of spec.limits.maxSandboxes (only this
+  // process writes inventory: sbxctl never does, and a second sbxd is a standby).
+  std::mutex quota_mu_;
 };
 
 }  // namespace sbx::controller

@@ -23,6 +23,9 @@ class FakeCloudClients final : public controller::CloudClients {
     if (missing_.count(id) != 0) {
       return api::NotFoundError("Workspace " + id + " not found");
     }
+    if (auto error = resolve_errors_.find(id); error != resolve_errors_.end()) {
+      return error->second;
+    }
     auto& api = apis_[id];
     if (!api) {
       api = std::make_unique<FakeSandboxApi>();
@@ -36,6 +39,9 @@ class FakeCloudClients final : public controller::CloudClients {
     const std::string id = controller::WorkspaceId(namespace_, workspace_ref);
     if (missing_.count(id) != 0) {
       return api::NotFoundError("Workspace " + id + " not found");
+    }
+    if (auto error = resolve_errors_.find(id); error != resolve_errors_.end()) {
+      return error->second;
     }
     auto& agents = agents_[id];
     if (!agents) {
@@ -79,11 +85,22 @@ class FakeCloudClients final : public controller::CloudClients {
     std::lock_guard lock(mu_);
     missing_.insert(workspace_id);
   }
+  // Sandboxes() and Agents() of `workspace_id` fail with `error`, as when its credentials cannot
+  // be resolved (e.g. reason CredentialsMissing); an OK status clears it.
+  void SetResolveError(const std::string& workspace_id, api::Status error) {
+    std::lock_guard lock(mu_);
+    if (error.ok()) {
+      resolve_errors_.erase(workspace_id);
+    } else {
+      resolve_errors_[workspace_id] = std::move(error);
+    }
+  }
 
  private:
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<FakeSandboxApi>> apis_;   // Guarded by mu_.
   std::set<std::string> missing_;                                 // Guarded by mu_.
+  std::map<std::string, api::Status> resolve_errors_;             // Guarded by mu_.
   std::map<std::string, std::unique_ptr<FakeAgentsApi>> agents_;  // Guarded by mu_.
   std::string executor_key_ = "sk-executor-test";                 // Guarded by mu_.
 };

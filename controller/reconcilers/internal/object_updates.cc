@@ -4,26 +4,26 @@
 
 namespace sbx::controller::internal {
 
-bool HasFinalizer(const api::Object& object) {
+bool HasFinalizer(const api::Object& object, std::string_view finalizer) {
   const auto& f = object.metadata.finalizers;
-  return std::find(f.begin(), f.end(), api::kControllerFinalizer) != f.end();
+  return std::find(f.begin(), f.end(), finalizer) != f.end();
 }
 
-api::Status EnsureFinalizer(Store& store, api::Object& object) {
-  if (HasFinalizer(object)) {
+api::Status EnsureFinalizer(Store& store, api::Object& object, std::string_view finalizer) {
+  if (HasFinalizer(object, finalizer)) {
     return api::OkStatus();
   }
   api::Object updated = object;
-  updated.metadata.finalizers.emplace_back(api::kControllerFinalizer);
+  updated.metadata.finalizers.emplace_back(finalizer);
   ASSIGN_OR_RETURN(api::Object stored, store.UpdateControllerMetadata(updated));
   stored.status = object.status;
   object = std::move(stored);
   return api::OkStatus();
 }
 
-api::Status RemoveFinalizer(Store& store, const api::Object& object) {
+api::Status RemoveFinalizer(Store& store, const api::Object& object, std::string_view finalizer) {
   api::Object updated = object;
-  std::erase(updated.metadata.finalizers, std::string(api::kControllerFinalizer));
+  std::erase(updated.metadata.finalizers, std::string(finalizer));
   api::StatusOr<api::Object> stored = store.UpdateControllerMetadata(updated);
   if (!stored.ok() && stored.status().code() != api::StatusCode::kNotFound) {
     return stored.status();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "api/resources.h"
 #include "api/status.h"
@@ -12,15 +13,20 @@
 
 namespace sbx::controller::internal {
 
-bool HasFinalizer(const api::Object& object);
+// `finalizer` is the controller finalizer unless a reconciler holds one of its own (the
+// Workspace's kWorkspaceInUseFinalizer).
+bool HasFinalizer(const api::Object& object,
+                  std::string_view finalizer = api::kControllerFinalizer);
 
-// Adds the controller finalizer if missing (compare-and-swap on resourceVersion). `object` takes
-// the stored metadata and keeps the status built so far.
-api::Status EnsureFinalizer(Store& store, api::Object& object);
+// Adds the finalizer if missing (compare-and-swap on resourceVersion). `object` takes the stored
+// metadata and keeps the status built so far.
+api::Status EnsureFinalizer(Store& store, api::Object& object,
+                            std::string_view finalizer = api::kControllerFinalizer);
 
-// Removes the controller finalizer; the store removes the row if the object is being deleted
-// and no finalizer is left. An object already gone is fine.
-api::Status RemoveFinalizer(Store& store, const api::Object& object);
+// Removes the finalizer; the store removes the row if the object is being deleted and no
+// finalizer is left. An object already gone is fine.
+api::Status RemoveFinalizer(Store& store, const api::Object& object,
+                            std::string_view finalizer = api::kControllerFinalizer);
 
 // Sets condition `type` on `object`'s status for its current generation, stamped with `clock`.
 void SetCondition(api::Object& object, const std::string& type, api::ConditionStatus status,

@@ -741,4 +741,83 @@ TEST_F(SbxdTest, ABadTokenCostsAHandfulOfCallsNotAHotLoop) {
   EXPECT_EQ(Get("bad-9")["metadata"].value("resourceVersion", int64_t{0}), version);
 }
 
+// A Workspace has a status and a finalizer (issue #12 item 10): a rejected token is
+// Ready=False/Unauthenticated, a good one Ready=True, and `sbxctl get workspaces` shows it.
+// Deleting a Workspace that a Sandbox still uses waits for the Sandbox, whose finalizer then
+// deletes the cloud sandbox with the Workspace's own credentials; after that the Workspace goes.
+TEST_F(SbxdTest, WorkspaceReportsReadyAndOutlivesTheSandboxesThatUseIt) {
+  extra_env_ = {{"SBX_SECRET_GOOD_TOKEN", token_},
+                {"SBX_SECRET_BAD_TOKEN", "dapi-not-the-right-one"}};
+  const fs::path file = dir_ / "manifests" / "workspaces.yaml";
+  std::string yaml;
+  for (const char* name : {"good", "bad"}) {
+    yaml += std::string("---\napiVersion: sbx.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: ") +
+            name + "\nspec:\n  databricks:\n    host: " + url_ +
+            "\n    tokenFrom: {env: SBX_SECRET_" + (name == std::string("good") ? "GOOD" : "BAD") +
+            "_TOKEN}\n";
+  }
+  yaml +=
+      "---\napiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata:\n  name: in-good\n"
+      "spec:\n  workspaceRef: good\n";
+  WriteFile(file, yaml);
+  RunResult applied = Sbxctl({"apply", "-f", file.string()});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  ASSERT_NE(StartSbxd(), nullptr);
+
+  json workspace;
+  // True once Workspace `name`'s current generation has condition `type` = (status, reason).
+  const auto workspace_has = [&](const std::string& name, const std::string& type,
+                                 const std::string& status, const std::string& reason) {
+    RunResult r = Sbxctl({"get", "workspace", name, "-o", "json"});
+    workspace = r.exit_code == 0 ? json::parse(r.out, nullptr, false) : json(nullptr);
+    if (!workspace.is_object() || !workspace.contains("status") ||
+        workspace["status"].value("observedGeneration", int64_t{-1}) <
+            workspace["metadata"].value("generation", 0)) {
+      return false;
+    }
+    return ConditionOf(workspace, type) == std::pair<std::string, std::string>(status, reason);
+  };
+  ASSERT_TRUE(PollUntil([&] { return workspace_has("good", "Ready", "True", "Ready"); },
+                        In(kConverge), milliseconds(200)))
+      << workspace.dump(2);
+  using Cond = std::pair<std::string, std::string>;
+  EXPECT_EQ(ConditionOf(workspace, "DatabricksReady"), Cond("True", "Authenticated"));
+  EXPECT_EQ(ConditionOf(workspace, "OpenAIReady"), Cond("", ""));  // unset: not checked
+  ASSERT_TRUE(PollUntil([&] { return workspace_has("bad", "Ready", "False", "Unauthenticated"); },
+                        In(kConverge), milliseconds(200)))
+      << workspace.dump(2);
+  EXPECT_EQ(workspace.dump().find("dapi-not-the-right-one"), std::string::npos);
+
+  RunResult table = Sbxctl({"get", "workspaces"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_TRUE(std::regex_search(table.out, std::regex(R"(NAME\s+READY\s+HOST)"))) << table.out;
+  EXPECT_TRUE(std::regex_search(table.out, std::regex(R"((^|\n)bad\s+False\s)"))) << table.out;
+  EXPECT_TRUE(std::regex_search(table.out, std::regex(R"((^|\n)good\s+True\s)"))) << table.out;
+
+  ASSERT_TRUE(WaitRunningAndReady("in-good")) << last_.dump(2);
+
+  // The Workspace first: it waits for the Sandbox that uses it.
+  RunResult deleted = Sbxctl({"delete", "workspace", "good"});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  ASSERT_TRUE(PollUntil([&] { return workspace_has("good", "Deleting", "True", "InUse"); },
+                        In(kConverge), milliseconds(200)))
+      << workspace.dump(2);
+  EXPECT_THAT(workspace.dump(), HasSubstr("Sandbox in-good"));
+  EXPECT_EQ(EmuGet(SandboxId("in-good")).status, 200);
+
+  // Then the Sandbox: its finalizer still has the credentials, and the Workspace goes after it.
+  deleted = Sbxctl({"delete", "sandbox", "in-good"});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return Sbxctl({"get", "workspace", "good"}).exit_code != 0;
+      },
+      In(kConverge), milliseconds(200)))
+      << "Workspace good was not removed once no Sandbox used it";
+  EXPECT_TRUE(Get("in-good").is_null());
+  EXPECT_TRUE(PollUntil([&] { return EmuGet(SandboxId("in-good")).status == 404; }, In(kConverge),
+                        milliseconds(200)))
+      << "the Sandbox's finalizer did not delete the cloud sandbox";
+}
+
 }  // namespace

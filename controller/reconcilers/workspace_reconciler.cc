@@ -1,0 +1,235 @@
+#include "controller/reconcilers/workspace_reconciler.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "controller/engine/classify_error.h"
+#include "controller/reconcilers/internal/object_updates.h"
+
+namespace sbx::controller {
+namespace {
+
+using api::ConditionStatus;
+using api::Object;
+using api::Status;
+using api::StatusCode;
+using api::StatusOr;
+
+constexpr char kDatabricksReady[] = "DatabricksReady";
+constexpr char kOpenAiReady[] = "OpenAIReady";
+constexpr char kDeleting[] = "Deleting";
+// How many users the Deleting condition names before "and N more".
+constexpr size_t kUsersNamed = 5;
+
+bool DatabricksSet(const api::DatabricksConnection& d) {
+  return !d.host.empty() || !d.profile.empty() || !d.workspace_id.empty() ||
+         !d.token_from.empty() || !d.client_id_from.empty() || !d.client_secret_from.empty();
+}
+
+bool OpenAiSet(const api::OpenAiConnection& o) {
+  return !o.base_url.empty() || !o.api_key_from.empty();
+}
+
+// What one side's check found.
+struct Side {
+  ConditionStatus status = ConditionStatus::kUnknown;
+  std::string reason;
+  std::string message;
+  bool retry_soon = false;  // not observed for sure: look again after retry_interval
+};
+
+// `resolving`: the error came from resolving the credentials, before any request.
+Side FromError(const Status& error, bool resolving) {
+  const ErrorClass error_class = ClassifyError(error);
+  Side side{ConditionStatus::kFalse, error_class.reason, ConditionMessage(error), false};
+  if (resolving && error.code() == StatusCode::kFailedPrecondition && error.reason().empty()) {
+    side.reason = "CredentialsMissing";  // a secret that is not there (file, variable)
+  } else if (error.reason().empty() && (error.code() == StatusCode::kUnavailable ||
+                                        error.code() == StatusCode::kDeadlineExceeded)) {
+    side.reason = "Unreachable";
+    side.retry_soon = true;
+  } else if (error_class.transient()) {
+    side.status = ConditionStatus::kUnknown;  // 429, 500, …: not evidence either way
+    side.retry_soon = true;
+  }
+  return side;
+}
+
+std::string KeyName(const api::ObjectKey& key) {
+  return std::string(api::KindName(key.kind)) + " " + key.name;
+}
+
+}  // namespace
+
+WorkspaceReconciler::WorkspaceReconciler(Store& store, CloudClients& clouds, Clock& clock,
+                                         DependencyIndex* dependencies,
+                                         WorkspaceReconcilerOptions options)
+    : store_(store),
+      clouds_(clouds),
+      clock_(clock),
+      dependencies_(dependencies),
+      options_(std::move(options)) {}
+
+StatusOr<ReconcileResult> WorkspaceReconciler::Reconcile(const api::ObjectKey& key,
+                                                         std::stop_token stop) {
+  StatusOr<Object> got = store_.Get(key);
+  if (got.status().code() == StatusCode::kNotFound) {
+    if (dependencies_ != nullptr) {
+      dependencies_->Untrack(key);
+    }
+    return ReconcileResult::Done();
+  }
+  RETURN_IF_ERROR(got.status());
+  Object workspace = *std::move(got);
+  const api::ResourceStatus original = workspace.status;
+
+  StatusOr<ReconcileResult> result = ReconcileResult::Done();
+  if (!workspace.metadata.deletion_timestamp.empty()) {
+    bool gone = false;
+    result = Finalize(workspace, gone);
+    if (gone) {
+      return result;
+    }
+  } else {
+    RETURN_IF_ERROR(internal::EnsureFinalizer(store_, workspace, kWorkspaceInUseFinalizer));
+    result = ReconcileResult::RequeueAfter(Check(workspace, stop));
+  }
+  workspace.workspace_status().observed_generation = workspace.metadata.generation;
+  RETURN_IF_ERROR(internal::WriteStatusIfChanged(store_, workspace, original));
+  return result;
+}
+
+std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::stop_token stop) {
+  const std::string& ns = workspace.metadata.namespace_;
+  const std::string& name = workspace.metadata.name;
+  const api::WorkspaceSpec& spec = workspace.workspace_spec();
+  std::vector<std::pair<const char*, Side>> sides;
+
+  if (DatabricksSet(spec.databricks)) {
+    StatusOr<databricks::SandboxApi*> api = clouds_.Sandboxes(ns, name);
+    Side side;
+    if (!api.ok()) {
+      side = FromError(api.status(), /*resolving=*/true);
+    } else if (StatusOr<databricks::SandboxPage> page = (*api)->List(1, "", stop); !page.ok()) {
+      side = FromError(page.status(), /*resolving=*/false);
+    } else {
+      side = {ConditionStatus::kTrue, "Authenticated", "listing sandboxes succeeded", false};
+    }
+    sides.emplace_back(kDatabricksReady, std::move(side));
+  }
+  if (OpenAiSet(spec.openai)) {
+    StatusOr<openai::AgentsApi*> api = clouds_.Agents(ns, name);
+    Side side;
+    if (!api.ok()) {
+      side = FromError(api.status(), /*resolving=*/true);
+    } else if (StatusOr<openai::SessionPage> page =
+                   (*api)->ListSessions(openai::ListSessionsParams{.limit = 1}, stop);
+               !page.ok()) {
+      side = FromError(page.status(), /*resolving=*/false);
+    } else {
+      side = {ConditionStatus::kTrue, "Authenticated", "listing agent sessions succeeded", false};
+    }
+    sides.emplace_back(kOpenAiReady, std::move(side));
+  }
+
+  // A section that is no longer set has no condition any more.
+  std::vector<api::Condition>& conditions = workspace.conditions();
+  std::erase_if(conditions, [&](const api::Condition& c) {
+    return (c.type == kDatabricksReady || c.type == kOpenAiReady) &&
+           std::none_of(sides.begin(), sides.end(),
+                        [&](const auto& side) { return c.type == side.first; });
+  });
+
+  // Ready, derived: the first False side, else the first Unknown one, else True.
+  Side ready{ConditionStatus::kTrue, "Ready", "", false};
+  bool retry_soon = false;
+  for (const auto& [type, side] : sides) {
+    internal::SetCondition(workspace, type, side.status, side.reason, side.message, clock_);
+    retry_soon = retry_soon || side.retry_soon;
+    const std::string label = type == std::string_view(kDatabricksReady) ? "Databricks" : "OpenAI";
+    if (side.status == ConditionStatus::kTrue) {
+      continue;
+    }
+    const bool worse =
+        ready.status == ConditionStatus::kTrue ||
+        (ready.status == ConditionStatus::kUnknown && side.status == ConditionStatus::kFalse);
+    if (worse) {
+      ready.status = side.status;
+      ready.reason = side.reason;
+    }
+    ready.message += (ready.message.empty() ? "" : "; ") + label + ": " + side.message;
+  }
+  if (sides.empty()) {
+    ready.reason = "NothingToCheck";
+    ready.message =
+        "spec sets neither databricks nor openai: the controller's own credentials are used, "
+        "and not checked here";
+  } else if (ready.status == ConditionStatus::kTrue) {
+    ready.message = "credentials accepted";
+  }
+  internal::SetCondition(workspace, "Ready", ready.status, ready.reason, ready.message, clock_);
+  return retry_soon ? options_.retry_interval : options_.check_interval;
+}
+
+StatusOr<std::vector<api::ObjectKey>> WorkspaceReconciler::Users(const Object& workspace) {
+  std::vector<api::ObjectKey> users;
+  ListOptions sandboxes;
+  sandboxes.kind = api::Kind::kSandbox;
+  sandboxes.namespace_ = workspace.metadata.namespace_;
+  ASSIGN_OR_RETURN(std::vector<Object> all, store_.List(sandboxes));
+  for (const Object& o : all) {
+    if (o.sandbox_spec().workspace_ref == workspace.metadata.name) {
+      users.push_back(api::KeyOf(o));
+    }
+  }
+  // A worker's inline sandbox becomes a Sandbox object only when the worker is reconciled; until
+  // then (and while it would create it again) the worker itself uses the Workspace.
+  ListOptions workers;
+  workers.kind = api::Kind::kAgentWorker;
+  workers.namespace_ = workspace.metadata.namespace_;
+  ASSIGN_OR_RETURN(all, store_.List(workers));
+  for (const Object& o : all) {
+    const auto& inline_sandbox = o.agent_worker_spec().sandbox;
+    if (inline_sandbox && inline_sandbox->workspace_ref == workspace.metadata.name) {
+      users.push_back(api::KeyOf(o));
+    }
+  }
+  std::sort(users.begin(), users.end());
+  return users;
+}
+
+StatusOr<ReconcileResult> WorkspaceReconciler::Finalize(Object& workspace, bool& gone) {
+  const api::ObjectKey key = api::KeyOf(workspace);
+  if (!internal::HasFinalizer(workspace, kWorkspaceInUseFinalizer)) {
+    return ReconcileResult::Done();  // not ours to hold; the store removes it with its last one
+  }
+  ASSIGN_OR_RETURN(std::vector<api::ObjectKey> users, Users(workspace));
+  if (dependencies_ != nullptr) {
+    // A change to any user — its deletion above all — brings this Workspace back at once.
+    dependencies_->SetDependencies(key, users);
+  }
+  if (!users.empty()) {
+    std::string names;
+    for (size_t i = 0; i < users.size() && i < kUsersNamed; ++i) {
+      names += (i == 0 ? "" : ", ") + KeyName(users[i]);
+    }
+    if (users.size() > kUsersNamed) {
+      names += " and " + std::to_string(users.size() - kUsersNamed) + " more";
+    }
+    internal::SetCondition(workspace, kDeleting, ConditionStatus::kTrue, "InUse",
+                           "waiting for " + std::to_string(users.size()) +
+                               (users.size() == 1 ? " object that uses" : " objects that use") +
+                               " this workspace to be deleted: " + names,
+                           clock_);
+    return ReconcileResult::RequeueAfter(options_.in_use_recheck);
+  }
+  RETURN_IF_ERROR(internal::RemoveFinalizer(store_, workspace, kWorkspaceInUseFinalizer));
+  if (dependencies_ != nullptr) {
+    dependencies_->Untrack(key);
+  }
+  gone = true;
+  return ReconcileResult::Done();
+}
+
+}  // namespace sbx::controller

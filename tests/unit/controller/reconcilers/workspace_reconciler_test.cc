@@ -1,0 +1,270 @@
+#include "controller/reconcilers/workspace_reconciler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+
+#include "controller/store/sqlite_store.h"
+#include "tests/fakes/fake_cloud_clients.h"
+#include "tests/support/fake_clock.h"
+
+namespace sbx::controller {
+namespace {
+
+using api::ConditionStatus;
+using namespace std::chrono_literals;
+
+constexpr char kWs[] = "default/team";
+
+class WorkspaceReconcilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = SqliteStore::Open(":memory:", SqliteStore::Options{});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    reconciler_ = std::make_unique<WorkspaceReconciler>(*store_, clouds_, clock_, &dependencies_);
+  }
+
+  // Workspace "team" with both sections set, unless `edit` says otherwise.
+  void ApplyWorkspace(std::function<void(api::WorkspaceSpec&)> edit = {}) {
+    api::Object o = api::MakeObject(api::Kind::kWorkspace, "team");
+    api::WorkspaceSpec& spec = o.workspace_spec();
+    spec.databricks.host = "https://dbc-team.cloud.databricks.com";
+    spec.databricks.token_from.env = "SBX_SECRET_TEAM_TOKEN";
+    spec.openai.api_key_from.env = "SBX_SECRET_TEAM_OPENAI";
+    if (edit) {
+      edit(spec);
+    }
+    auto applied = store_->Apply({o}, {});
+    ASSERT_TRUE(applied.ok()) << applied.status();
+  }
+  void ApplySandbox(const std::string& name, const std::string& workspace_ref) {
+    api::Object o = api::MakeObject(api::Kind::kSandbox, name);
+    o.sandbox_spec().sandbox_id = "default-" + name;
+    o.sandbox_spec().workspace_ref = workspace_ref;
+    auto applied = store_->Apply({o}, {});
+    ASSERT_TRUE(applied.ok()) << applied.status();
+  }
+  void ApplyInlineWorker(const std::string& name, const std::string& workspace_ref) {
+    api::Object o = api::MakeObject(api::Kind::kAgentWorker, name);
+    api::AgentWorkerSpec& spec = o.agent_worker_spec();
+    spec.sandbox = api::SandboxSpec{};
+    spec.sandbox->workspace_ref = workspace_ref;
+    spec.agent.model = "gpt-5-codex";
+    auto applied = store_->Apply({o}, {});
+    ASSERT_TRUE(applied.ok()) << applied.status();
+  }
+
+  api::StatusOr<ReconcileResult> Reconcile() {
+    return reconciler_->Reconcile({api::Kind::kWorkspace, "default", "team"}, {});
+  }
+  api::StatusOr<api::Object> Get() {
+    return store_->Get({api::Kind::kWorkspace, "default", "team"});
+  }
+  const api::Condition& Cond(const std::string& type) {
+    static api::Condition none;
+    auto o = Get();
+    EXPECT_TRUE(o.ok()) << o.status();
+    last_ = o.ok() ? *o : api::Object{};
+    const api::Condition* c = api::FindCondition(last_.conditions(), type);
+    return c != nullptr ? *c : none;
+  }
+  bool HasCondition(const std::string& type) {
+    Cond(type);
+    return api::FindCondition(last_.conditions(), type) != nullptr;
+  }
+
+  testing::FakeClock clock_;
+  testing::FakeCloudClients clouds_;
+  DependencyIndex dependencies_;
+  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<WorkspaceReconciler> reconciler_;
+  api::Object last_;
+};
+
+TEST_F(WorkspaceReconcilerTest, ChecksEachSideWithOneCheapCallAndIsReady) {
+  ApplyWorkspace();
+  auto r = Reconcile();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, ReconcileResult::RequeueAfter(5min));
+  EXPECT_EQ(Cond("DatabricksReady").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("OpenAIReady").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(last_.workspace_status().observed_generation, last_.metadata.generation);
+  // One LIST page on each side, nothing else.
+  EXPECT_EQ(clouds_.api(kWs).Calls("list"), 1);
+  EXPECT_EQ(clouds_.api(kWs).MutatingCalls(), 0);
+  EXPECT_EQ(clouds_.agents(kWs).Calls("list"), 1);
+  EXPECT_EQ(last_.metadata.finalizers,
+            std::vector<std::string>{std::string(kWorkspaceInUseFinalizer)});
+
+  // The same answer again writes nothing.
+  const int64_t version = last_.metadata.resource_version;
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Get()->metadata.resource_version, version);
+}
+
+TEST_F(WorkspaceReconcilerTest, ARejectedTokenIsUnauthenticatedWithAStableMessage) {
+  ApplyWorkspace();
+  clouds_.api(kWs).FailNext(
+      "list", api::UnauthenticatedError("HTTP 401 UNAUTHENTICATED: bad token (request_id r-1)"));
+  auto r = Reconcile();
+  ASSERT_TRUE(r.ok()) << r.status();  // a failed check is status, not a reconcile error
+  EXPECT_EQ(*r, ReconcileResult::RequeueAfter(5min));
+  EXPECT_EQ(Cond("DatabricksReady").status, ConditionStatus::kFalse);
+  EXPECT_EQ(Cond("DatabricksReady").reason, "Unauthenticated");
+  EXPECT_EQ(Cond("DatabricksReady").message, "HTTP 401 UNAUTHENTICATED: bad token");
+  EXPECT_EQ(Cond("OpenAIReady").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kFalse);
+  EXPECT_EQ(Cond("Ready").reason, "Unauthenticated");
+  EXPECT_EQ(Cond("Ready").message, "Databricks: HTTP 401 UNAUTHENTICATED: bad token");
+
+  // Fixed (a rotated secret): Ready again on the next check.
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+}
+
+TEST_F(WorkspaceReconcilerTest, CredentialsThatCannotBeResolvedSendNothing) {
+  ApplyWorkspace();
+  clouds_.SetResolveError(
+      kWs, api::FailedPreconditionError("Workspace team: OpenAI base URL needs a key of its own")
+               .WithReason("CredentialsMissing"));
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("DatabricksReady").reason, "CredentialsMissing");
+  EXPECT_EQ(Cond("OpenAIReady").reason, "CredentialsMissing");
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kFalse);
+  EXPECT_EQ(Cond("Ready").reason, "CredentialsMissing");
+  EXPECT_EQ(clouds_.api(kWs).Calls("list"), 0);
+  EXPECT_EQ(clouds_.agents(kWs).Calls("list"), 0);
+
+  // A secret that is not there (no reason of its own) is CredentialsMissing too.
+  clouds_.SetResolveError(
+      kWs, api::FailedPreconditionError("spec.databricks.tokenFrom: secret file \"t\" not found"));
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("DatabricksReady").reason, "CredentialsMissing");
+  // A reference the operator does not allow keeps its own reason.
+  clouds_.SetResolveError(kWs,
+                          api::InvalidArgumentError("tokenFrom: DATABRICKS_TOKEN is not allowed")
+                              .WithReason("SecretNotAllowed"));
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("DatabricksReady").reason, "SecretNotAllowed");
+  EXPECT_EQ(Cond("DatabricksReady").status, ConditionStatus::kFalse);
+}
+
+TEST_F(WorkspaceReconcilerTest, UnreachableIsFalseAndAnErrorWhileObservingIsUnknown) {
+  ApplyWorkspace();
+  clouds_.api(kWs).FailNext("list", api::UnavailableError("connection refused"));
+  clouds_.agents(kWs).FailNext("list", api::ResourceExhaustedError("HTTP 429 rate_limit"));
+  auto r = Reconcile();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, ReconcileResult::RequeueAfter(30s));  // looked at again sooner
+  EXPECT_EQ(Cond("DatabricksReady").status, ConditionStatus::kFalse);
+  EXPECT_EQ(Cond("DatabricksReady").reason, "Unreachable");
+  EXPECT_EQ(Cond("OpenAIReady").status, ConditionStatus::kUnknown);
+  EXPECT_EQ(Cond("OpenAIReady").reason, "RateLimited");
+  // False wins over Unknown; both messages are shown.
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kFalse);
+  EXPECT_EQ(Cond("Ready").reason, "Unreachable");
+  EXPECT_EQ(Cond("Ready").message, "Databricks: connection refused; OpenAI: HTTP 429 rate_limit");
+
+  clouds_.agents(kWs).FailNext("list", api::InternalError("HTTP 500"));
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kUnknown);
+  EXPECT_EQ(Cond("Ready").reason, "InternalError");
+}
+
+TEST_F(WorkspaceReconcilerTest, ASectionLeftUnsetIsNotChecked) {
+  ApplyWorkspace([](api::WorkspaceSpec& spec) { spec.openai = {}; });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  EXPECT_FALSE(HasCondition("OpenAIReady"));
+  EXPECT_EQ(clouds_.agents(kWs).Calls("list"), 0);
+  EXPECT_EQ(clouds_.api(kWs).Calls("list"), 1);
+
+  // Neither section: nothing to check, nothing sent; a condition of a section that went away
+  // goes with it.
+  ApplyWorkspace([](api::WorkspaceSpec& spec) {
+    spec.openai = {};
+    spec.databricks = {};
+    spec.limits.max_sandboxes = 3;
+  });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("Ready").reason, "NothingToCheck");
+  EXPECT_FALSE(HasCondition("DatabricksReady"));
+  EXPECT_EQ(clouds_.api(kWs).Calls("list"), 1);
+}
+
+TEST_F(WorkspaceReconcilerTest, ReadinessGatesNothingItIsOnlyReported) {
+  // The Workspace's check failing is not a reconcile error (no retry storm, no Synced).
+  ApplyWorkspace();
+  clouds_.api(kWs).FailNext("list", api::PermissionDeniedError("HTTP 403"));
+  auto r = Reconcile();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Cond("Ready").reason, "PermissionDenied");
+  EXPECT_FALSE(HasCondition("Synced"));
+}
+
+TEST_F(WorkspaceReconcilerTest, DeletionWaitsForEveryObjectThatUsesIt) {
+  ApplyWorkspace();
+  ApplySandbox("a", "team");
+  ApplySandbox("elsewhere", "other");
+  ApplyInlineWorker("w", "team");
+  ApplyInlineWorker("w-default", "default");
+  ASSERT_TRUE(Reconcile().ok());  // holds the finalizer from now on
+
+  auto deleted = store_->Delete({api::Kind::kWorkspace, "default", "team"});
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, DeleteOutcome::kMarkedForDeletion);
+  const int list_calls = clouds_.api(kWs).Calls("list");
+  auto r = Reconcile();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, ReconcileResult::RequeueAfter(30s));
+  ASSERT_TRUE(Get().ok()) << "deleted while Sandbox a and AgentWorker w still use it";
+  EXPECT_EQ(Cond("Deleting").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("Deleting").reason, "InUse");
+  EXPECT_EQ(Cond("Deleting").message,
+            "waiting for 2 objects that use this workspace to be deleted: Sandbox a, "
+            "AgentWorker w");
+  EXPECT_EQ(clouds_.api(kWs).Calls("list"), list_calls);  // no checks while deleting
+
+  // A change to a user (its deletion above all) enqueues the Workspace: the Manager enqueues the
+  // transitive dependents of a changed key.
+  const api::ObjectKey ws{api::Kind::kWorkspace, "default", "team"};
+  const api::ObjectKey a{api::Kind::kSandbox, "default", "a"};
+  const api::ObjectKey w{api::Kind::kAgentWorker, "default", "w"};
+  EXPECT_EQ(dependencies_.TransitiveDependentsOf(a), std::vector<api::ObjectKey>{ws});
+  EXPECT_EQ(dependencies_.TransitiveDependentsOf(w), std::vector<api::ObjectKey>{ws});
+
+  ASSERT_TRUE(store_->Delete(a).ok());
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_TRUE(Get().ok());
+  EXPECT_EQ(Cond("Deleting").message,
+            "waiting for 1 object that uses this workspace to be deleted: AgentWorker w");
+
+  ASSERT_TRUE(store_->Delete(w).ok());
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Get().status().code(), api::StatusCode::kNotFound);
+  EXPECT_EQ(dependencies_.size(), 0);
+  // The objects of other workspaces were never waited for, nor touched.
+  EXPECT_TRUE(store_->Get({api::Kind::kSandbox, "default", "elsewhere"}).ok());
+}
+
+TEST_F(WorkspaceReconcilerTest, AWorkspaceNobodyUsesGoesAtOnce) {
+  ApplyWorkspace();
+  ApplySandbox("elsewhere", "other");
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_TRUE(store_->Delete({api::Kind::kWorkspace, "default", "team"}).ok());
+  ASSERT_TRUE(Get().ok());  // the finalizer holds it until the reconciler has looked
+  auto r = Reconcile();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, ReconcileResult::Done());
+  EXPECT_EQ(Get().status().code(), api::StatusCode::kNotFound);
+  // Gone: a later reconcile of its key is a no-op.
+  ASSERT_TRUE(Reconcile().ok());
+}
+
+}  // namespace
+}  // namespace sbx::controller
