@@ -706,6 +706,7 @@ TEST_F(SandboxReconcilerTest, ConcurrentCreatesNeverTakeTheSameLastSlot) {
     overshoots += clouds_.api("default/" + ws).Calls("create") > 1 || rows->size() > 1 ? 1 : 0;
   }
   EXPECT_EQ(overshoots, 0) << "rounds in which both workers created a sandbox, of " << kRounds;
+}
 
 }  // namespace
 }  // namespace sbx::controller
