@@ -44,7 +44,7 @@ report() {
   get "$d/env"; echo "env=$v"
   get "$d/boot"; echo "boot=$v"
   get "$m"; echo "current_boot=$v"
-  if [ -d "$ws" ]; then echo "workspace=1"; else echo "workspace=0"; fi
+  if [ -d "$ws" ] && [ -w "$ws" ]; then echo "workspace=1"; else echo "workspace=0"; fi
   if command -v "$cmd" >/dev/null 2>&1; then echo "command=1"; else echo "command=0"; fi
   echo "---log---"
   if [ "$1" != launched ] && [ "$1" != running ]; then tail -c 4000 "$d/log" 2>/dev/null; fi
@@ -75,7 +75,10 @@ if [ -n "$pid" ] && [ "$v" = "$boot" ] && alive "$pid"; then
   kill "$pid" 2>/dev/null
   for _ in 1 2 3 4 5 6 7 8 9 10; do alive "$pid" || break; sleep 0.2; done
 fi
-if [ ! -d "$ws" ] || ! command -v "$cmd" >/dev/null 2>&1; then report missing; fi
+# sbx knows the workspace directory: it creates it where the sandbox's home is (the only place
+# that survives a stop), and insists on a directory it can write.
+case "$ws" in /home/sandbox-agent/*) [ -d "$ws" ] || mkdir -p "$ws" 2>/dev/null ;; esac
+if [ ! -d "$ws" ] || [ ! -w "$ws" ] || ! command -v "$cmd" >/dev/null 2>&1; then report missing; fi
 if [ -f "$d/log" ]; then mv -f "$d/log" "$d/log.1"; fi
 if [ -e "$d/pid" ]; then rm -f "$d/pid"; fi
 printf '%s\n' "$SBX_ENVIRONMENT_ID" > "$d/env"
@@ -289,6 +292,19 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   }
   RETURN_IF_ERROR(sandbox.status());
   t.sandbox = *std::move(sandbox);
+  if (t.sandbox.sandbox_spec().power == api::Power::kStopped) {
+    // Stopped on purpose: no session, no exec-sync (it would fail, or wake it), nothing to
+    // diagnose. A change of the Sandbox's power enqueues this worker again.
+    const std::string message = "Sandbox " + sandbox_key.name +
+                                " has spec.power Stopped; the executor runs once it is Running";
+    t.status().executor.pid = 0;
+    t.memory.verify_pending = false;
+    Set(t, "SandboxReady", ConditionStatus::kFalse, "SandboxStopped", message);
+    Set(t, "ExecutorRunning", ConditionStatus::kFalse, "SandboxStopped", message);
+    Set(t, "ExecutorConnected", ConditionStatus::kUnknown, "SandboxStopped", message);
+    Set(t, "Ready", ConditionStatus::kFalse, "SandboxStopped", message);
+    return ReconcileResult::Done();
+  }
   const api::Condition* sandbox_ready = api::FindCondition(t.sandbox.conditions(), "Ready");
   if (sandbox_ready == nullptr || sandbox_ready->status != ConditionStatus::kTrue) {
     const std::string message = "Sandbox " + sandbox_key.name + " is not Ready" +
@@ -622,7 +638,9 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::ReportMissing(Target& t, const 
   if (!probe.workspace_exists) {
     reason = "WorkspaceDirectoryMissing";
     message = "workspace directory " + t.spec().workspace_directory +
-              " does not exist in sandbox " + t.sandbox_id() + "; create it in the Sandbox's setup";
+              " does not exist in sandbox " + t.sandbox_id() +
+              " or is not writable (sbx creates it only under /home/sandbox-agent; elsewhere "
+              "create it in the Sandbox's setup)";
   } else {
     reason = "ExecutorNotFound";
     message = "command \"" + t.spec().executor.command + "\" not found on PATH in sandbox " +

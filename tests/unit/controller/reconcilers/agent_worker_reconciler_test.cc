@@ -467,6 +467,45 @@ TEST_F(AgentWorkerReconcilerTest, AStoppedSandboxMeansNoExecutor) {
   EXPECT_EQ(Worker().agent_worker_status().executor.pid, 0);
 }
 
+// A Sandbox stopped on purpose (spec.power Stopped) reports Ready=True/Stopped; a worker on it
+// used to create a session and exec-sync into the STOPPED sandbox, ending at InvalidSpec. Now it
+// says SandboxStopped, calls nothing, and comes back by itself when the power changes.
+TEST_F(AgentWorkerReconcilerTest, AWorkerOnAStoppedSandboxWaitsWithoutCalls) {
+  MakeSandbox("box", true);
+  api::Object sb = *store_->Get({api::Kind::kSandbox, "default", "box"});
+  sb.sandbox_spec().power = api::Power::kStopped;
+  ASSERT_TRUE(store_->Apply({sb}, {}).ok());
+  sb = *store_->Get({api::Kind::kSandbox, "default", "box"});
+  sb.sandbox_status().state = "STOPPED";
+  api::SetCondition(sb.sandbox_status().conditions,
+                    {"Ready", ConditionStatus::kTrue, "Stopped", "", "", sb.metadata.generation},
+                    "t2");
+  ASSERT_TRUE(store_->UpdateStatus(sb).ok());
+  ApplyWorker();
+  auto r = Reconcile();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Cond("Ready").reason, "SandboxStopped");
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kFalse);
+  EXPECT_EQ(Cond("ExecutorRunning").reason, "SandboxStopped");
+  EXPECT_EQ(clouds_.agents().Calls("create"), 0);
+  EXPECT_TRUE(clouds_.api().execs().empty());
+  // The dependency index brings it back when the Sandbox changes.
+  EXPECT_EQ(deps_.DependentsOf({api::Kind::kSandbox, "default", "box"}).size(), 1u);
+
+  sb = *store_->Get({api::Kind::kSandbox, "default", "box"});
+  sb.sandbox_spec().power = api::Power::kRunning;
+  ASSERT_TRUE(store_->Apply({sb}, {}).ok());
+  sb = *store_->Get({api::Kind::kSandbox, "default", "box"});
+  sb.sandbox_status().state = "RUNNING";
+  api::SetCondition(sb.sandbox_status().conditions,
+                    {"Ready", ConditionStatus::kTrue, "Running", "", "", sb.metadata.generation},
+                    "t3");
+  ASSERT_TRUE(store_->UpdateStatus(sb).ok());
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.agents().Calls("create"), 1);
+  EXPECT_EQ(Launches(), 1);
+}
+
 TEST_F(AgentWorkerReconcilerTest, MissingWorkspaceDirectoryIsReported) {
   MakeSandbox("box", true);
   ApplyWorker([&](api::AgentWorkerSpec& s) { s.workspace_directory = workspace_dir_ + "/nope"; });
