@@ -444,3 +444,18 @@ TEST(DecodeManifestsTest, ZeroInactivityTimeoutRoundTrips) {
 
 }  // namespace
 }  // namespace sbx::api
+
+namespace sbx::api {
+namespace {
+
+// Review #10, finding 5: 99999999999h was accepted and overflowed later.
+TEST(DecodeManifestsTest, DurationAboveTheParsersMaximumIsRefusedAtItsPlace) {
+  EXPECT_EQ(DecodeError(std::string(kHeader) +
+                        "kind: Sandbox\nmetadata:\n  name: a\nspec:\n  inactivityTimeout: "
+                        "99999999999h\n"),
+            "workers/a.yaml:6:3: spec.inactivityTimeout: invalid duration \"99999999999h\": "
+            "more than the maximum of 876000h (100 years)");
+}
+
+}  // namespace
+}  // namespace sbx::api
