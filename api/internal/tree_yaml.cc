@@ -1,6 +1,7 @@
 // yaml-cpp adapter for the codec tree: positions from node Marks, quoted vs plain scalars from
 // the node tag ("!" = quoted, "?" = plain), and an emitter that quotes strings which would read
 // back as another type.
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -8,9 +9,9 @@
 #include <charconv>
 #include <istream>
 #include <streambuf>
-#include <unordered_map>
 #include <unordered_set>
 
+#include "api/codec.h"
 #include "api/internal/tree.h"
 
 namespace sbx::api::internal {
@@ -27,8 +28,16 @@ bool IsNullWord(std::string_view s) {
   return s == "~" || s == "null" || s == "Null" || s == "NULL";
 }
 
+// Thrown by TreeBuilder on its first error to stop the parser at once (the error itself is in
+// TreeBuilder::error()); never leaves this file.
+struct StopParsing {};
+
 // Builds the tree straight from parser events: about twice as fast as building yaml-cpp's
-// own node graph first, and keys come with their positions.
+// own node graph first, and keys come with their positions. Seeing the events also lets it
+// refuse what yaml-cpp would otherwise accept at any cost: aliases (each one a copy of the
+// anchored node: a 1 MiB scalar aliased 2,000 times took 4 GB), nesting deeper than
+// kMaxManifestDepth (yaml-cpp's own guard reports "bad file" without a useful position) and
+// more than kMaxManifestNodes nodes.
 class TreeBuilder : public YAML::EventHandler {
  public:
   explicit TreeBuilder(std::string_view file) : file_(file) {}
@@ -40,35 +49,23 @@ class TreeBuilder : public YAML::EventHandler {
   void OnDocumentStart(const YAML::Mark&) override {
     root_ = Node();
     stack_.clear();
-    anchors_.clear();
-    nodes_ = 0;
   }
   void OnDocumentEnd() override {}
 
-  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override {
+    Count(mark);
     Node n;
     SetMark(n, mark);
-    Finish(std::move(n), anchor);
+    Finish(std::move(n));
   }
 
-  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
-    auto it = anchors_.find(anchor);
-    if (it == anchors_.end()) {
-      Fail(mark, "unknown alias");
-      return;
-    }
-    // Aliases are expanded; bound the expansion so a "billion laughs" document fails fast.
-    nodes_ += it->second.second;
-    if (nodes_ > kMaxNodes) {
-      Fail(mark, "document too large after expanding aliases");
-      return;
-    }
-    Node n = it->second.first;
-    Finish(std::move(n), 0);
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override {
+    Fail(mark, PathOrYaml(CurrentPath()) + ": aliases (*name) are not allowed in sbx manifests");
   }
 
-  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t,
                 const std::string& value) override {
+    Count(mark);
     Node n;
     SetMark(n, mark);
     if (!(tag == "?" && IsNullWord(value))) {
@@ -76,29 +73,25 @@ class TreeBuilder : public YAML::EventHandler {
       n.scalar = (tag == "?") ? Node::Scalar::kPlain : Node::Scalar::kString;
       n.text = value;
     }
-    Finish(std::move(n), anchor);
+    Finish(std::move(n));
   }
 
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
                        YAML::EmitterStyle::value) override {
-    Open(Node::Seq(), mark, anchor);
+    Open(Node::Seq(), mark);
   }
   void OnSequenceEnd() override { Close(); }
 
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
                   YAML::EmitterStyle::value) override {
-    Open(Node::Map(), mark, anchor);
+    Open(Node::Map(), mark);
   }
   void OnMapEnd() override { Close(); }
 
  private:
-  static constexpr size_t kMaxNodes = 1'000'000;
-
   struct Frame {
     Node node;
-    YAML::anchor_t anchor = 0;
-    size_t first_node = 0;  // nodes_ when the frame opened (subtree size for anchors)
-    bool has_key = false;   // maps: a key was read, its value is next
+    bool has_key = false;  // maps: a key was read, its value is next
     std::string key;
     int key_line = 0;
     int key_column = 0;
@@ -110,43 +103,37 @@ class TreeBuilder : public YAML::EventHandler {
     n.column = Column(mark);
   }
 
-  void Open(Node n, const YAML::Mark& mark, YAML::anchor_t anchor) {
-    if (!error_.ok()) {
-      return;
+  void Count(const YAML::Mark& mark) {
+    if (++nodes_ > kMaxManifestNodes) {
+      Fail(mark, "yaml: more than " + std::to_string(kMaxManifestNodes) +
+                     " keys and values in one file");
     }
-    if (!stack_.empty() && stack_.back().node.type == Node::Type::kMap && !stack_.back().has_key) {
-      Fail(mark, "keys must be plain strings");
-      return;
+  }
+
+  void Open(Node n, const YAML::Mark& mark) {
+    Count(mark);
+    // Bounded here, before yaml-cpp (and the recursive decoder and emitters after it) go deeper.
+    if (stack_.size() >= static_cast<size_t>(kMaxManifestDepth)) {
+      Fail(mark,
+           "yaml: nesting deeper than " + std::to_string(kMaxManifestDepth) + " levels");
     }
     SetMark(n, mark);
     Frame f;
     f.node = std::move(n);
-    f.anchor = anchor;
-    f.first_node = ++nodes_;
     stack_.push_back(std::move(f));
   }
 
   void Close() {
-    if (!error_.ok() || stack_.empty()) {
+    if (stack_.empty()) {
       return;
     }
     Frame f = std::move(stack_.back());
     stack_.pop_back();
-    if (f.anchor != 0) {
-      anchors_[f.anchor] = {f.node, nodes_ - f.first_node + 1};
-    }
-    Finish(std::move(f.node), 0);
+    Finish(std::move(f.node));
   }
 
   // A complete node: becomes the root, a list item, a map key or a map value.
-  void Finish(Node n, YAML::anchor_t anchor) {
-    if (!error_.ok()) {
-      return;
-    }
-    if (anchor != 0) {
-      anchors_[anchor] = {n, 1};
-    }
-    ++nodes_;
+  void Finish(Node n) {
     if (stack_.empty()) {
       root_ = std::move(n);
       return;
@@ -157,9 +144,10 @@ class TreeBuilder : public YAML::EventHandler {
       return;
     }
     if (!top.has_key) {
+      // Checked once the key is complete, not when it opens, so that an unclosed "[[[[…" (which
+      // yaml-cpp reads as lists used as keys) is reported as too deep, where it is.
       if (n.type != Node::Type::kScalar) {
         Fail(n.line, n.column, "keys must be plain strings");
-        return;
       }
       top.has_key = true;
       top.key = std::move(n.text);
@@ -170,7 +158,6 @@ class TreeBuilder : public YAML::EventHandler {
     top.has_key = false;
     if (IsDuplicate(top)) {
       Fail(top.key_line, top.key_column, Path(top.key) + ": duplicate field");
-      return;
     }
     top.node.entries.push_back(
         Entry{std::move(top.key), top.key_line, top.key_column, std::move(n)});
@@ -195,8 +182,8 @@ class TreeBuilder : public YAML::EventHandler {
     return !f.keys.insert(f.key).second;
   }
 
-  // Field path of `key` in the innermost open mapping ("spec.setup[0].name").
-  std::string Path(const std::string& key) const {
+  // Field path of the innermost open collection ("spec.setup[0]"; "" at the top).
+  std::string ContainerPath() const {
     std::string path;
     for (size_t i = 0; i + 1 < stack_.size(); ++i) {
       const Frame& f = stack_[i];
@@ -206,23 +193,46 @@ class TreeBuilder : public YAML::EventHandler {
         path += "[" + std::to_string(f.node.items.size()) + "]";
       }
     }
+    return path;
+  }
+
+  // Field path of `key` in the innermost open mapping ("spec.setup[0].name").
+  std::string Path(const std::string& key) const {
+    std::string path = ContainerPath();
     return path.empty() ? key : path + "." + key;
   }
 
-  void Fail(const YAML::Mark& mark, std::string_view problem) {
+  // Field path of the node the next event completes: a map value, a list item, or (for a key,
+  // whose own text may be what is wrong) the mapping it is a key of.
+  std::string CurrentPath() const {
+    if (stack_.empty()) {
+      return "";
+    }
+    const Frame& top = stack_.back();
+    if (top.node.type == Node::Type::kSeq) {
+      return ContainerPath() + "[" + std::to_string(top.node.items.size()) + "]";
+    }
+    if (top.has_key) {
+      return Path(top.key);
+    }
+    return ContainerPath();
+  }
+
+  static std::string PathOrYaml(std::string path) { return path.empty() ? "yaml" : path; }
+
+  // Records the first error and stops the parser.
+  [[noreturn]] void Fail(const YAML::Mark& mark, std::string_view problem) {
     Fail(Line(mark), Column(mark), problem);
   }
-  void Fail(int line, int column, std::string_view problem) {
-    if (error_.ok()) {
-      error_ = InvalidArgumentError(Where(file_, line, column) + std::string(problem));
-    }
+  [[noreturn]] void Fail(int line, int column, std::string_view problem) {
+    error_ = InvalidArgumentError(Where(file_, line, column) + std::string(problem));
+    throw StopParsing{};
   }
 
   std::string_view file_;
   Node root_;
   std::vector<Frame> stack_;
-  std::unordered_map<YAML::anchor_t, std::pair<Node, size_t>> anchors_;
-  size_t nodes_ = 0;
+  size_t nodes_ = 0;  // in the whole stream: every document is kept
   Status error_;
 };
 
@@ -386,7 +396,6 @@ StatusOr<std::vector<Document>> ParseYaml(std::string_view content, std::string_
     // instead of growing without bound.
     const size_t max_documents = content.size() / 3 + 2;
     while (parser.HandleNextDocument(builder)) {
-      RETURN_IF_ERROR(builder.error());
       if (out.size() >= max_documents) {
         return InvalidArgumentError(Where(file, 1, 1) +
                                     "invalid YAML: the parser stopped making progress");
@@ -395,11 +404,18 @@ StatusOr<std::vector<Document>> ParseYaml(std::string_view content, std::string_
       const int line = root.line;
       out.push_back(Document{std::move(root), line});
     }
+  } catch (const StopParsing&) {
+    return builder.error();
+  } catch (const YAML::DeepRecursion& e) {
+    // Not reached while kMaxManifestDepth is below yaml-cpp's own limit; its message would be
+    // "bad file".
+    return InvalidArgumentError(Where(file, Line(e.mark), Column(e.mark)) +
+                                "yaml: nesting deeper than " +
+                                std::to_string(kMaxManifestDepth) + " levels");
   } catch (const YAML::Exception& e) {
     return InvalidArgumentError(Where(file, Line(e.mark), Column(e.mark)) +
                                 "invalid YAML: " + e.msg);
   }
-  RETURN_IF_ERROR(builder.error());
   return out;
 }
 
