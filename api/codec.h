@@ -24,7 +24,9 @@
 //     accepted.)
 //   - nesting deeper than kMaxManifestDepth collections: "...: yaml: nesting deeper than 64
 //     levels" (sbx objects need fewer than 10);
-//   - more than kMaxManifestNodes keys and values in one text.
+//   - more than kMaxManifestNodes keys and values in one text;
+//   - keys or string values that are not UTF-8: "...: <field.path>: not valid UTF-8" (the
+//     path of the mapping for a key).
 // The size of a manifest file is bounded by its reader (cli/commands/manifest_reader.h).
 // Stateless functions; thread-safe.
 #pragma once

@@ -28,6 +28,54 @@ bool IsNullWord(std::string_view s) {
   return s == "~" || s == "null" || s == "Null" || s == "NULL";
 }
 
+// Well-formed UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF.
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    unsigned char lo = 0x80;  // bounds of the second byte
+    unsigned char hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) {
+        lo = 0xA0;  // overlong
+      } else if (c == 0xED) {
+        hi = 0x9F;  // surrogates
+      }
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) {
+        lo = 0x90;  // overlong
+      } else if (c == 0xF4) {
+        hi = 0x8F;  // above U+10FFFF
+      }
+    } else {
+      return false;
+    }
+    if (s.size() - i < len) {
+      return false;
+    }
+    const auto second = static_cast<unsigned char>(s[i + 1]);
+    if (second < lo || second > hi) {
+      return false;
+    }
+    for (size_t k = 2; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) {
+        return false;
+      }
+    }
+    i += len;
+  }
+  return true;
+}
+
 // Thrown by TreeBuilder on its first error to stop the parser at once (the error itself is in
 // TreeBuilder::error()); never leaves this file.
 struct StopParsing {};
@@ -65,6 +113,11 @@ class TreeBuilder : public YAML::EventHandler {
 
   void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t,
                 const std::string& value) override {
+    // The one place every key and every string value passes: bytes that are not UTF-8 would
+    // otherwise reach the store's JSON and (depending on the encoder) abort or turn into U+FFFD.
+    if (!IsValidUtf8(value)) {
+      Fail(mark, PathOrYaml(CurrentPath()) + ": not valid UTF-8");
+    }
     Count(mark);
     Node n;
     SetMark(n, mark);

@@ -540,6 +540,48 @@ TEST(DecodeManifestsTest, MoreNodesThanTheLimitAreRefused) {
 namespace sbx::api {
 namespace {
 
+// Review #10, finding 4: "\xff\xfe" in an annotation aborted sbxctl in the store's JSON encoder.
+// Every key and string value is checked once, where it is parsed.
+TEST(DecodeManifestsTest, RefusesTextThatIsNotUtf8WithItsPlace) {
+  const std::string meta = std::string(kHeader) + "kind: Sandbox\nmetadata:\n  name: a\n";
+  EXPECT_EQ(DecodeError(meta + "  annotations:\n    note: \"\xff\xfe\"\n"),
+            "workers/a.yaml:6:11: metadata.annotations.note: not valid UTF-8");
+  EXPECT_EQ(DecodeError(meta + "  annotations:\n    note: plain \xff\n"),
+            "workers/a.yaml:6:11: metadata.annotations.note: not valid UTF-8");
+  // A key: the path of its mapping ("yaml" at the top).
+  EXPECT_EQ(DecodeError(meta + "  labels:\n    \xc3: x\n"),
+            "workers/a.yaml:6:5: metadata.labels: not valid UTF-8");
+  EXPECT_EQ(DecodeError("k\xff: x\n"), "workers/a.yaml:1:1: yaml: not valid UTF-8");
+  EXPECT_EQ(DecodeError(meta + "spec:\n  setup:\n    - {name: a, run: \"\xed\xa0\x80\"}\n"),
+            "workers/a.yaml:7:22: spec.setup[0].run: not valid UTF-8");
+  const std::string bad[] = {
+      "\x80",              // continuation byte alone
+      "\xc0\xaf",          // overlong "/"
+      "\xe0\x80\xaf",      // overlong "/"
+      "\xe2\x82",          // truncated "€"
+      "\xed\xa0\x80",      // UTF-16 surrogate
+      "\xf4\x90\x80\x80",  // above U+10FFFF
+      "\xf8\x88\x80\x80\x80",
+  };
+  for (const std::string& b : bad) {
+    EXPECT_THAT(DecodeError(meta + "  annotations: {x: \"a" + b + "z\"}\n"),
+                HasSubstr(": metadata.annotations.x: not valid UTF-8"))
+        << b;
+  }
+  // Well-formed text of every length passes, and so does YAML's \x escape (a code point).
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(
+      meta + "  annotations: {a: \"é€😀\xef\xbf\xbf\xf4\x8f\xbf\xbf\", b: \"\\xff\"}\n", "u.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_EQ((*ms)[0].object.metadata.annotations.at("a"), "é€😀\xef\xbf\xbf\xf4\x8f\xbf\xbf");
+  EXPECT_EQ((*ms)[0].object.metadata.annotations.at("b"), "\xc3\xbf");
+}
+
+}  // namespace
+}  // namespace sbx::api
+
+namespace sbx::api {
+namespace {
+
 // Review #10, finding 5: 99999999999h was accepted and overflowed later.
 TEST(DecodeManifestsTest, DurationAboveTheParsersMaximumIsRefusedAtItsPlace) {
   EXPECT_EQ(DecodeError(std::string(kHeader) +
