@@ -25,6 +25,9 @@
 //   - nesting deeper than kMaxManifestDepth collections: "...: yaml: nesting deeper than 64
 //     levels" (sbx objects need fewer than 10);
 //   - more than kMaxManifestNodes keys and values in one text;
+//   - a flow collection ("[…]", "{…}") of more than 262,144 entries: "...: yaml: a flow
+//     collection ([…] or {…}) with more than 262144 entries; write it in block style" (yaml-cpp
+//     would hold all its tokens in memory at once, at up to 250 bytes per byte);
 //   - keys or string values that are not UTF-8: "...: <field.path>: not valid UTF-8" (the
 //     path of the mapping for a key).
 // The size of a manifest file is bounded by its reader (cli/commands/manifest_reader.h).

@@ -64,8 +64,8 @@ struct Document {
 // roots. Errors are kInvalidArgument, one line, the first one found:
 // "<file>:<line>:<column>: invalid YAML: <reason>" for syntax errors, and
 // "<file>:<line>:<column>: <field.path or yaml>: <problem>" for duplicate keys, aliases,
-// nesting deeper than kMaxManifestDepth, more than kMaxManifestNodes nodes and text that is
-// not UTF-8 (api/codec.h).
+// nesting deeper than kMaxManifestDepth, more than kMaxManifestNodes nodes, huge flow
+// collections and text that is not UTF-8 (api/codec.h).
 StatusOr<std::vector<Document>> ParseYaml(std::string_view content, std::string_view file);
 
 // Parses one JSON text; nodes carry no positions. kInvalidArgument on malformed JSON.

@@ -93,8 +93,11 @@ class TreeBuilder : public YAML::EventHandler {
   // The finished document root, once OnDocumentEnd ran; the first error, if any.
   Node TakeRoot() { return std::move(root_); }
   const Status& error() const { return error_; }
+  // Where the last event with a position started (byte offset, and as line/column).
+  const YAML::Mark& last_mark() const { return last_mark_; }
 
-  void OnDocumentStart(const YAML::Mark&) override {
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    last_mark_ = mark;
     root_ = Node();
     stack_.clear();
   }
@@ -157,6 +160,7 @@ class TreeBuilder : public YAML::EventHandler {
   }
 
   void Count(const YAML::Mark& mark) {
+    last_mark_ = mark;
     if (++nodes_ > kMaxManifestNodes) {
       Fail(mark, "yaml: more than " + std::to_string(kMaxManifestNodes) +
                      " keys and values in one file");
@@ -286,16 +290,71 @@ class TreeBuilder : public YAML::EventHandler {
   Node root_;
   std::vector<Frame> stack_;
   size_t nodes_ = 0;  // in the whole stream: every document is kept
+  YAML::Mark last_mark_;
   Status error_;
 };
 
-// A read-only streambuf over the caller's text (no copy for the parser's istream).
-class ViewBuffer : public std::streambuf {
+// Hands the caller's text (no copy) to yaml-cpp in chunks, and ends it early once yaml-cpp has
+// read more than kMaxPendingFlowIndicators '[', '{' and ',' beyond the last event it delivered.
+// yaml-cpp's scanner holds back every token of a flow collection that might still turn out to
+// be a mapping key (any top-level "[…]" or "{…}", "[…]: v") until the collection ends, at up to
+// 250 bytes per input byte: 8 MiB of "[[[[…" took 2 GB before the first event, where the depth
+// limit could have stopped it. Counting flow indicators, not bytes, leaves long scalars alone.
+class PacedBuffer : public std::streambuf {
  public:
-  explicit ViewBuffer(std::string_view text) {
+  static constexpr size_t kMaxPendingFlowIndicators = 1 << 18;
+
+  PacedBuffer(std::string_view text, const TreeBuilder& builder)
+      : text_(text), builder_(builder) {
     char* p = const_cast<char*>(text.data());  // never written: get area only
-    setg(p, p, p + text.size());
+    setg(p, p, p);
   }
+
+  // True once the text was cut short; everything the parser said after that is moot.
+  bool cut() const { return cut_; }
+  // The builder's last_mark() when the text was cut: the collection, or the key before it.
+  const YAML::Mark& cut_mark() const { return cut_mark_; }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) {
+      return traits_type::to_int_type(*gptr());
+    }
+    const auto given = static_cast<size_t>(egptr() - eback());
+    if (cut_ || given == text_.size()) {
+      return traits_type::eof();
+    }
+    const size_t delivered =
+        std::min(static_cast<size_t>(std::max(builder_.last_mark().pos, 0)), given);
+    for (; counted_ < delivered; ++counted_) {
+      delivered_indicators_ += IsFlowIndicator(text_[counted_]) ? 1 : 0;
+    }
+    if (given_indicators_ - delivered_indicators_ > kMaxPendingFlowIndicators) {
+      cut_ = true;
+      cut_mark_ = builder_.last_mark();
+      return traits_type::eof();
+    }
+    const size_t n = std::min(kChunk, text_.size() - given);
+    for (size_t i = given; i < given + n; ++i) {
+      given_indicators_ += IsFlowIndicator(text_[i]) ? 1 : 0;
+    }
+    // eback() stays at the start of the text: yaml-cpp puts back the first bytes it reads.
+    setg(eback(), egptr(), egptr() + n);
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  static constexpr size_t kChunk = 4096;
+
+  static bool IsFlowIndicator(char c) { return c == '[' || c == '{' || c == ','; }
+
+  std::string_view text_;
+  const TreeBuilder& builder_;
+  bool cut_ = false;
+  YAML::Mark cut_mark_;
+  size_t given_indicators_ = 0;      // in text_[0, egptr())
+  size_t counted_ = 0;               // text_[0, counted_) is counted in delivered_indicators_
+  size_t delivered_indicators_ = 0;  // before the last event
 };
 
 // True if a YAML 1.1 or 1.2 reader could resolve the plain scalar to a number.
@@ -437,10 +496,18 @@ void Emit(YAML::Emitter& out, const Node& n) {
 }  // namespace
 
 StatusOr<std::vector<Document>> ParseYaml(std::string_view content, std::string_view file) {
-  ViewBuffer buffer(content);
-  std::istream in(&buffer);
   std::vector<Document> out;
   TreeBuilder builder(file);
+  PacedBuffer buffer(content, builder);
+  std::istream in(&buffer);
+  // Once the text was cut short, the parser's own verdict (an error, or documents) is moot.
+  const auto cut_short = [&] {
+    return InvalidArgumentError(
+        Where(file, Line(buffer.cut_mark()), Column(buffer.cut_mark())) +
+        "yaml: a flow collection ([…] or {…}) with more than " +
+        std::to_string(PacedBuffer::kMaxPendingFlowIndicators) +
+        " entries; write it in block style");
+  };
   try {
     YAML::Parser parser(in);
     // yaml-cpp can report documents forever on some malformed input (found by the codec
@@ -449,6 +516,9 @@ StatusOr<std::vector<Document>> ParseYaml(std::string_view content, std::string_
     // instead of growing without bound.
     const size_t max_documents = content.size() / 3 + 2;
     while (parser.HandleNextDocument(builder)) {
+      if (buffer.cut()) {
+        return cut_short();
+      }
       if (out.size() >= max_documents) {
         return InvalidArgumentError(Where(file, 1, 1) +
                                     "invalid YAML: the parser stopped making progress");
@@ -458,7 +528,7 @@ StatusOr<std::vector<Document>> ParseYaml(std::string_view content, std::string_
       out.push_back(Document{std::move(root), line});
     }
   } catch (const StopParsing&) {
-    return builder.error();
+    return buffer.cut() ? cut_short() : builder.error();
   } catch (const YAML::DeepRecursion& e) {
     // Not reached while kMaxManifestDepth is below yaml-cpp's own limit; its message would be
     // "bad file".
@@ -466,8 +536,14 @@ StatusOr<std::vector<Document>> ParseYaml(std::string_view content, std::string_
                                 "yaml: nesting deeper than " +
                                 std::to_string(kMaxManifestDepth) + " levels");
   } catch (const YAML::Exception& e) {
+    if (buffer.cut()) {
+      return cut_short();
+    }
     return InvalidArgumentError(Where(file, Line(e.mark), Column(e.mark)) +
                                 "invalid YAML: " + e.msg);
+  }
+  if (buffer.cut()) {
+    return cut_short();
   }
   return out;
 }
