@@ -162,8 +162,8 @@ class TreeBuilder : public YAML::EventHandler {
   void Count(const YAML::Mark& mark) {
     last_mark_ = mark;
     if (++nodes_ > kMaxManifestNodes) {
-      Fail(mark, "yaml: more than " + std::to_string(kMaxManifestNodes) +
-                     " keys and values in one file");
+      Fail(mark,
+           "yaml: more than " + std::to_string(kMaxManifestNodes) + " keys and values in one file");
     }
   }
 
@@ -171,8 +171,7 @@ class TreeBuilder : public YAML::EventHandler {
     Count(mark);
     // Bounded here, before yaml-cpp (and the recursive decoder and emitters after it) go deeper.
     if (stack_.size() >= static_cast<size_t>(kMaxManifestDepth)) {
-      Fail(mark,
-           "yaml: nesting deeper than " + std::to_string(kMaxManifestDepth) + " levels");
+      Fail(mark, "yaml: nesting deeper than " + std::to_string(kMaxManifestDepth) + " levels");
     }
     SetMark(n, mark);
     Frame f;
@@ -304,8 +303,7 @@ class PacedBuffer : public std::streambuf {
  public:
   static constexpr size_t kMaxPendingFlowIndicators = 1 << 18;
 
-  PacedBuffer(std::string_view text, const TreeBuilder& builder)
-      : text_(text), builder_(builder) {
+  PacedBuffer(std::string_view text, const TreeBuilder& builder) : text_(text), builder_(builder) {
     char* p = const_cast<char*>(text.data());  // never written: get area only
     setg(p, p, p);
   }
@@ -502,11 +500,10 @@ StatusOr<std::vector<Document>> ParseYaml(std::string_view content, std::string_
   std::istream in(&buffer);
   // Once the text was cut short, the parser's own verdict (an error, or documents) is moot.
   const auto cut_short = [&] {
-    return InvalidArgumentError(
-        Where(file, Line(buffer.cut_mark()), Column(buffer.cut_mark())) +
-        "yaml: a flow collection ([…] or {…}) with more than " +
-        std::to_string(PacedBuffer::kMaxPendingFlowIndicators) +
-        " entries; write it in block style");
+    return InvalidArgumentError(Where(file, Line(buffer.cut_mark()), Column(buffer.cut_mark())) +
+                                "yaml: a flow collection ([…] or {…}) with more than " +
+                                std::to_string(PacedBuffer::kMaxPendingFlowIndicators) +
+                                " entries; write it in block style");
   };
   try {
     YAML::Parser parser(in);
@@ -533,8 +530,8 @@ StatusOr<std::vector<Document>> ParseYaml(std::string_view content, std::string_
     // Not reached while kMaxManifestDepth is below yaml-cpp's own limit; its message would be
     // "bad file".
     return InvalidArgumentError(Where(file, Line(e.mark), Column(e.mark)) +
-                                "yaml: nesting deeper than " +
-                                std::to_string(kMaxManifestDepth) + " levels");
+                                "yaml: nesting deeper than " + std::to_string(kMaxManifestDepth) +
+                                " levels");
   } catch (const YAML::Exception& e) {
     if (buffer.cut()) {
       return cut_short();

@@ -76,8 +76,8 @@ std::string TooLarge(const std::string& file, std::optional<std::uintmax_t> size
 
 // Stops as soon as more than max_bytes were read: a stream (stdin, a pipe) has no size to check
 // first.
-bool ReadBounded(std::istream& in, const std::string& file, size_t max_bytes,
-                 std::string& content, std::vector<std::string>& errors) {
+bool ReadBounded(std::istream& in, const std::string& file, size_t max_bytes, std::string& content,
+                 std::vector<std::string>& errors) {
   content.clear();
   char buffer[64 * 1024];
   while (in) {

@@ -761,8 +761,8 @@ std::string SandboxHeader(const std::string& name) {
 TEST_F(SbxctlHostileManifestTest, AliasBombIsRefusedAtTheFirstAliasWithLittleMemory) {
   // A 1 MiB scalar and aliases of it: 2,000 of them took 4 GB, and the old decoder needed
   // ~2 MB per alias, so 256 (~530 MB) tell the difference without endangering a shared machine.
-  std::string yaml = SandboxHeader("bomb") + "  annotations:\n    big: &big " +
-                     std::string(1 << 20, 'x') + "\n";
+  std::string yaml =
+      SandboxHeader("bomb") + "  annotations:\n    big: &big " + std::string(1 << 20, 'x') + "\n";
   for (int i = 0; i < 256; ++i) {
     yaml += "    a" + std::to_string(i) + ": *big\n";
   }
@@ -780,10 +780,9 @@ TEST_F(SbxctlHostileManifestTest, OversizedManifestIsRefusedBeforeItIsRead) {
   const fs::path file = dir_ / "huge.yaml";
   WriteFile(file, SandboxHeader("huge"));
   fs::resize_file(file, 100'000'000);
-  ExpectRefused(file,
-                file.string() +
-                    ": manifest is 100000000 bytes, more than the limit of 8388608 bytes",
-                /*max_extra_mb=*/50);
+  ExpectRefused(
+      file, file.string() + ": manifest is 100000000 bytes, more than the limit of 8388608 bytes",
+      /*max_extra_mb=*/50);
   // In a directory too.
   const Result dir = Run({"apply", "-f", dir_.string()});
   EXPECT_EQ(dir.exit_code, 1);
@@ -839,8 +838,8 @@ TEST_F(SbxctlHostileManifestTest, DurationsAreBounded) {
   ExpectRefused(day, day.string() + ":6:3: spec.inactivityTimeout: must be at most 24h",
                 /*max_extra_mb=*/100);
   // The flags share the parser.
-  const Result r = Run({"apply", "--wait", "--timeout", "99999999999h", "-f",
-                        (dir_ / "good.yaml").string()});
+  const Result r =
+      Run({"apply", "--wait", "--timeout", "99999999999h", "-f", (dir_ / "good.yaml").string()});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err,
             "error: invalid --timeout: invalid duration \"99999999999h\": more than the maximum "

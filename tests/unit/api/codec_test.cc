@@ -455,15 +455,15 @@ using ::testing::Not;
 // Review #10, finding 3. An alias is refused where it is used, before anything is copied: the
 // old decoder expanded each one into a copy of the anchored node.
 TEST(DecodeManifestsTest, RefusesAliasesWhereTheyAreUsed) {
-  EXPECT_EQ(DecodeError(std::string(kHeader) +
-                        "kind: Sandbox\nmetadata:\n  name: a\n  annotations:\n"
-                        "    x: &v hello\n    y: *v\n"),
-            "workers/a.yaml:7:8: metadata.annotations.y: aliases (*name) are not allowed in sbx "
-            "manifests");
-  EXPECT_EQ(DecodeError(std::string(kHeader) +
-                        "kind: Sandbox\nmetadata: {name: a}\nspec:\n  setup:\n"
-                        "    - &step {name: a, run: b}\n    - *step\n"),
-            "workers/a.yaml:7:7: spec.setup[1]: aliases (*name) are not allowed in sbx manifests");
+  EXPECT_EQ(
+      DecodeError(std::string(kHeader) + "kind: Sandbox\nmetadata:\n  name: a\n  annotations:\n"
+                                         "    x: &v hello\n    y: *v\n"),
+      "workers/a.yaml:7:8: metadata.annotations.y: aliases (*name) are not allowed in sbx "
+      "manifests");
+  EXPECT_EQ(
+      DecodeError(std::string(kHeader) + "kind: Sandbox\nmetadata: {name: a}\nspec:\n  setup:\n"
+                                         "    - &step {name: a, run: b}\n    - *step\n"),
+      "workers/a.yaml:7:7: spec.setup[1]: aliases (*name) are not allowed in sbx manifests");
   // As a key, the place is the mapping it is a key of ("yaml" at the top).
   EXPECT_EQ(DecodeError("x: &k kind\n*k : Sandbox\n"),
             "workers/a.yaml:2:1: yaml: aliases (*name) are not allowed in sbx manifests");
@@ -495,9 +495,7 @@ TEST(DecodeManifestsTest, AliasBombsFailAtTheFirstAlias) {
             "workers/a.yaml:2:10: l1[0]: aliases (*name) are not allowed in sbx manifests");
 }
 
-std::string NestedLists(int depth) {
-  return std::string(depth, '[') + std::string(depth, ']');
-}
+std::string NestedLists(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
 // yaml-cpp's own recursion guard said "invalid YAML: bad file" at 1:1; the limit is now ours,
 // with the place where it is crossed.
@@ -529,9 +527,8 @@ TEST(DecodeManifestsTest, MoreNodesThanTheLimitAreRefused) {
   }
   // The list and kMaxManifestNodes - 1 items are exactly the limit; one item more is over it.
   EXPECT_THAT(DecodeError(list.substr(0, list.size() - 2) + "]"), HasSubstr("got a list"));
-  EXPECT_EQ(DecodeError(list + "]"),
-            "workers/a.yaml:1:" + std::to_string(2 * kMaxManifestNodes) +
-                ": yaml: more than 250000 keys and values in one file");
+  EXPECT_EQ(DecodeError(list + "]"), "workers/a.yaml:1:" + std::to_string(2 * kMaxManifestNodes) +
+                                         ": yaml: more than 250000 keys and values in one file");
 }
 
 // yaml-cpp keeps every token of a flow collection that might be a mapping key until the

@@ -54,9 +54,9 @@ TEST(DurationTest, RefusesValuesAboveTheMaximum) {
   EXPECT_EQ(*ParseDuration("52560000m"), kMaxDuration);
   EXPECT_EQ(ParseDuration("99999999999h").status().message(),
             "invalid duration \"99999999999h\": more than the maximum of 876000h (100 years)");
-  for (const char* big : {"876000h1s", "876001h", "3153600001s", "52560001m", "876000h0m1s",
-                          "9223372036854775807h", "99999999999999999999h", "2562048h",
-                          "153722867280912930m", "9223372036854775807s"}) {
+  for (const char* big :
+       {"876000h1s", "876001h", "3153600001s", "52560001m", "876000h0m1s", "9223372036854775807h",
+        "99999999999999999999h", "2562048h", "153722867280912930m", "9223372036854775807s"}) {
     const StatusOr<seconds> d = ParseDuration(big);
     ASSERT_FALSE(d.ok()) << big << " parsed as " << d->count() << "s";
     EXPECT_EQ(d.status().message(), "invalid duration \"" + std::string(big) +
