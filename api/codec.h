@@ -15,9 +15,26 @@
 //
 // Field positions: the <line>:<column> of an error is that of the field's key (of the list
 // item for list items, of the document for a missing top-level field).
+//
+// Hostile input: manifests are read from files a user may not have written, so decoding
+// refuses, with a one-line kInvalidArgument error at the offending place, and stops there:
+//   - YAML aliases (`*name`): "<file>:<line>:<col>: <field.path>: aliases (*name) are not
+//     allowed in sbx manifests". sbx manifests have no use for them, and expanding them is
+//     what makes "billion laughs" documents cost gigabytes. (Anchors alone are harmless and
+//     accepted.)
+//   - nesting deeper than kMaxManifestDepth collections: "...: yaml: nesting deeper than 64
+//     levels" (sbx objects need fewer than 10);
+//   - more than kMaxManifestNodes keys and values in one text;
+//   - a flow collection ("[…]", "{…}") of more than 262,144 entries: "...: yaml: a flow
+//     collection ([…] or {…}) with more than 262144 entries; write it in block style" (yaml-cpp
+//     would hold all its tokens in memory at once, at up to 250 bytes per byte);
+//   - keys or string values that are not UTF-8: "...: <field.path>: not valid UTF-8" (the
+//     path of the mapping for a key).
+// The size of a manifest file is bounded by its reader (cli/commands/manifest_reader.h).
 // Stateless functions; thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <string>
@@ -28,6 +45,12 @@
 #include "api/status.h"
 
 namespace sbx::api {
+
+// Limits of DecodeManifests (see "Hostile input" above). sbx objects nest fewer than 10 levels
+// and take 20–50 nodes each, so only input built to hurt reaches them; 250,000 nodes (thousands
+// of objects in one text) keep the decoded tree to some tens of MB.
+inline constexpr int kMaxManifestDepth = 64;
+inline constexpr size_t kMaxManifestNodes = 250'000;
 
 // One object read from a manifest, with where it came from.
 struct Manifest {

@@ -1,7 +1,6 @@
 #include "api/duration.h"
 
 #include <cstdint>
-#include <limits>
 
 namespace sbx::api {
 namespace {
@@ -21,6 +20,13 @@ Status Invalid(std::string_view text, std::string_view why) {
   return InvalidArgumentError(std::move(m));
 }
 
+// The text is well formed; only its value is out of range, so no "expected e.g." hint.
+Status TooLarge(std::string_view text) {
+  return InvalidArgumentError("invalid duration \"" + std::string(text) +
+                              "\": more than the maximum of " + FormatDuration(kMaxDuration) +
+                              " (100 years)");
+}
+
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 }  // namespace
@@ -35,7 +41,8 @@ StatusOr<std::chrono::seconds> ParseDuration(std::string_view text) {
   if (text == "0") {
     return std::chrono::seconds(0);
   }
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  // The checks below keep every intermediate value at most kMax (3.2e9 s), far from overflow.
+  constexpr int64_t kMax = std::chrono::seconds(kMaxDuration).count();
   int64_t total = 0;
   int last_unit_rank = -1;  // h=0, m=1, s=2: each unit once, in that order.
   size_t i = 0;
@@ -47,7 +54,7 @@ StatusOr<std::chrono::seconds> ParseDuration(std::string_view text) {
     while (i < text.size() && IsDigit(text[i])) {
       const int digit = text[i] - '0';
       if (value > (kMax - digit) / 10) {
-        return Invalid(text, "too large");
+        return TooLarge(text);
       }
       value = value * 10 + digit;
       ++i;
@@ -81,7 +88,7 @@ StatusOr<std::chrono::seconds> ParseDuration(std::string_view text) {
     }
     last_unit_rank = rank;
     if (value > kMax / multiplier || total > kMax - value * multiplier) {
-      return Invalid(text, "too large");
+      return TooLarge(text);
     }
     total += value * multiplier;
   }

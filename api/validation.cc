@@ -4,6 +4,8 @@
 #include <set>
 #include <string>
 
+#include "api/duration.h"
+
 namespace sbx::api {
 namespace {
 
@@ -210,11 +212,18 @@ Status ValidateSandbox(std::string_view prefix, const SandboxSpec& s) {
   if (HasControlChars(s.display_name, false)) {
     return Invalid(p + ".displayName", "must not contain control characters");
   }
-  // The API's minimum and maximum inactivity_timeout are not documented; we only require a
-  // positive value and let the API reject what it does not accept (Synced=False).
+  // The API's minimum and maximum inactivity_timeout are not documented. We require at most
+  // 24h, the maximum the lakebox CLI documents for the same auto-stop (reference: "1 min–24 h";
+  // unconfirmed for this API), and let the API reject what else it does not accept
+  // (Synced=False). Unbounded, 99999999999h reached our own time arithmetic.
   // 0 turns auto-stop off (the seed: "set inactivity_timeout to 0 or leave the field unset").
   if (s.inactivity_timeout.has_value() && s.inactivity_timeout->count() < 0) {
     return Invalid(p + ".inactivityTimeout", "must not be negative (0 = auto-stop off)");
+  }
+  constexpr std::chrono::hours kMaxInactivityTimeout{24};
+  if (s.inactivity_timeout.has_value() && *s.inactivity_timeout > kMaxInactivityTimeout) {
+    return Invalid(p + ".inactivityTimeout",
+                   "must be at most " + FormatDuration(kMaxInactivityTimeout));
   }
   for (char c : s.image) {
     if (c == ' ' || static_cast<unsigned char>(c) < 0x20) {
@@ -236,6 +245,13 @@ Status ValidateSandbox(std::string_view prefix, const SandboxSpec& s) {
     }
     if (step.timeout.count() <= 0) {
       return Invalid(sp + ".timeout", "must be greater than 0");
+    }
+    // A step runs as one exec-sync call whose maximum execution_timeout is undocumented; a
+    // setup step that needs more than a day is a mistake, and 24h keeps the HTTP timeout
+    // derived from it (in milliseconds) far from overflow.
+    constexpr std::chrono::hours kMaxSetupTimeout{24};
+    if (step.timeout > kMaxSetupTimeout) {
+      return Invalid(sp + ".timeout", "must be at most " + FormatDuration(kMaxSetupTimeout));
     }
   }
   return OkStatus();

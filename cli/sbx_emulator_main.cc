@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -139,9 +140,8 @@ void InstallCodexWrapper(const std::filesystem::path& bin_dir) {
                                std::filesystem::perm_options::replace, ec);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The program itself; main (at the end) runs it behind a catch-all.
+int Main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "executor") return RunExecutor(argc - 1, argv + 1);
 
   CLI::App app{"sbx-emulator: local emulator of the Databricks Sandbox API for tests and demos"};
@@ -278,4 +278,20 @@ int main(int argc, char** argv) {
   if (openai) openai->Stop();
   databricks.Stop();
   return 0;
+}
+
+}  // namespace
+
+// A library exception that escapes (nlohmann, yaml-cpp, std::) is a bug, but it must end the
+// process with one line and a distinct exit code, not an abort (134) and a core dump.
+int main(int argc, char** argv) {
+  constexpr int kExitInternalError = 70;  // EX_SOFTWARE, sysexits.h
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "sbx-emulator: internal error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "sbx-emulator: internal error: unknown exception\n";
+  }
+  return kExitInternalError;
 }

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <exception>
 #include <iostream>
 #include <string_view>
 
@@ -30,9 +31,8 @@ volatile std::sig_atomic_t g_interrupted = 0;
 
 void OnSignal(int) { g_interrupted = 1; }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The program itself; main (at the end) runs it behind a catch-all.
+int Main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
 
@@ -96,4 +96,20 @@ int main(int argc, char** argv) {
   const int code = ctx.action();
   std::cout.flush();
   return code;
+}
+
+}  // namespace
+
+// A library exception that escapes (nlohmann, yaml-cpp, std::) is a bug, but it must end the
+// process with one line and a distinct exit code, not an abort (134) and a core dump.
+int main(int argc, char** argv) {
+  constexpr int kExitInternalError = 70;  // EX_SOFTWARE, sysexits.h
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "sbxctl: internal error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "sbxctl: internal error: unknown exception\n";
+  }
+  return kExitInternalError;
 }

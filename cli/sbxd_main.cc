@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -173,9 +174,8 @@ class NullEnqueuer final : public Enqueuer {
   void EnqueueDependents(const api::ObjectKey&) override {}
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The program itself; main (at the end) runs it behind a catch-all.
+int Main(int argc, char** argv) {
   Flags flags;
   CLI::App app{
       "sbxd — the sbx controller: keeps Databricks sandboxes and agent workers "
@@ -386,4 +386,20 @@ int main(int argc, char** argv) {
   health.Stop();
   log::Info("stopped");
   return lost ? 1 : 0;
+}
+
+}  // namespace
+
+// A library exception that escapes (nlohmann, yaml-cpp, std::) is a bug, but it must end the
+// process with one line and a distinct exit code, not an abort (134) and a core dump.
+int main(int argc, char** argv) {
+  constexpr int kExitInternalError = 70;  // EX_SOFTWARE, sysexits.h
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "sbxd: internal error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "sbxd: internal error: unknown exception\n";
+  }
+  return kExitInternalError;
 }

@@ -61,8 +61,11 @@ struct Document {
 };
 
 // Parses a (multi-document) YAML stream (JSON is YAML). Empty documents are kept as null
-// roots. Duplicate keys are an error. Errors are kInvalidArgument
-// "<file>:<line>:<column>: invalid YAML: <reason>".
+// roots. Errors are kInvalidArgument, one line, the first one found:
+// "<file>:<line>:<column>: invalid YAML: <reason>" for syntax errors, and
+// "<file>:<line>:<column>: <field.path or yaml>: <problem>" for duplicate keys, aliases,
+// nesting deeper than kMaxManifestDepth, more than kMaxManifestNodes nodes, huge flow
+// collections and text that is not UTF-8 (api/codec.h).
 StatusOr<std::vector<Document>> ParseYaml(std::string_view content, std::string_view file);
 
 // Parses one JSON text; nodes carry no positions. kInvalidArgument on malformed JSON.

@@ -1,6 +1,7 @@
 // yaml-cpp adapter for the codec tree: positions from node Marks, quoted vs plain scalars from
 // the node tag ("!" = quoted, "?" = plain), and an emitter that quotes strings which would read
 // back as another type.
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -8,9 +9,9 @@
 #include <charconv>
 #include <istream>
 #include <streambuf>
-#include <unordered_map>
 #include <unordered_set>
 
+#include "api/codec.h"
 #include "api/internal/tree.h"
 
 namespace sbx::api::internal {
@@ -27,8 +28,64 @@ bool IsNullWord(std::string_view s) {
   return s == "~" || s == "null" || s == "Null" || s == "NULL";
 }
 
+// Well-formed UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF.
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    unsigned char lo = 0x80;  // bounds of the second byte
+    unsigned char hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) {
+        lo = 0xA0;  // overlong
+      } else if (c == 0xED) {
+        hi = 0x9F;  // surrogates
+      }
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) {
+        lo = 0x90;  // overlong
+      } else if (c == 0xF4) {
+        hi = 0x8F;  // above U+10FFFF
+      }
+    } else {
+      return false;
+    }
+    if (s.size() - i < len) {
+      return false;
+    }
+    const auto second = static_cast<unsigned char>(s[i + 1]);
+    if (second < lo || second > hi) {
+      return false;
+    }
+    for (size_t k = 2; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) {
+        return false;
+      }
+    }
+    i += len;
+  }
+  return true;
+}
+
+// Thrown by TreeBuilder on its first error to stop the parser at once (the error itself is in
+// TreeBuilder::error()); never leaves this file.
+struct StopParsing {};
+
 // Builds the tree straight from parser events: about twice as fast as building yaml-cpp's
-// own node graph first, and keys come with their positions.
+// own node graph first, and keys come with their positions. Seeing the events also lets it
+// refuse what yaml-cpp would otherwise accept at any cost: aliases (each one a copy of the
+// anchored node: a 1 MiB scalar aliased 2,000 times took 4 GB), nesting deeper than
+// kMaxManifestDepth (yaml-cpp's own guard reports "bad file" without a useful position) and
+// more than kMaxManifestNodes nodes.
 class TreeBuilder : public YAML::EventHandler {
  public:
   explicit TreeBuilder(std::string_view file) : file_(file) {}
@@ -36,39 +93,35 @@ class TreeBuilder : public YAML::EventHandler {
   // The finished document root, once OnDocumentEnd ran; the first error, if any.
   Node TakeRoot() { return std::move(root_); }
   const Status& error() const { return error_; }
+  // Where the last event with a position started (byte offset, and as line/column).
+  const YAML::Mark& last_mark() const { return last_mark_; }
 
-  void OnDocumentStart(const YAML::Mark&) override {
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    last_mark_ = mark;
     root_ = Node();
     stack_.clear();
-    anchors_.clear();
-    nodes_ = 0;
   }
   void OnDocumentEnd() override {}
 
-  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override {
+    Count(mark);
     Node n;
     SetMark(n, mark);
-    Finish(std::move(n), anchor);
+    Finish(std::move(n));
   }
 
-  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
-    auto it = anchors_.find(anchor);
-    if (it == anchors_.end()) {
-      Fail(mark, "unknown alias");
-      return;
-    }
-    // Aliases are expanded; bound the expansion so a "billion laughs" document fails fast.
-    nodes_ += it->second.second;
-    if (nodes_ > kMaxNodes) {
-      Fail(mark, "document too large after expanding aliases");
-      return;
-    }
-    Node n = it->second.first;
-    Finish(std::move(n), 0);
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override {
+    Fail(mark, PathOrYaml(CurrentPath()) + ": aliases (*name) are not allowed in sbx manifests");
   }
 
-  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t,
                 const std::string& value) override {
+    // The one place every key and every string value passes: bytes that are not UTF-8 would
+    // otherwise reach the store's JSON and (depending on the encoder) abort or turn into U+FFFD.
+    if (!IsValidUtf8(value)) {
+      Fail(mark, PathOrYaml(CurrentPath()) + ": not valid UTF-8");
+    }
+    Count(mark);
     Node n;
     SetMark(n, mark);
     if (!(tag == "?" && IsNullWord(value))) {
@@ -76,29 +129,25 @@ class TreeBuilder : public YAML::EventHandler {
       n.scalar = (tag == "?") ? Node::Scalar::kPlain : Node::Scalar::kString;
       n.text = value;
     }
-    Finish(std::move(n), anchor);
+    Finish(std::move(n));
   }
 
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
                        YAML::EmitterStyle::value) override {
-    Open(Node::Seq(), mark, anchor);
+    Open(Node::Seq(), mark);
   }
   void OnSequenceEnd() override { Close(); }
 
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
                   YAML::EmitterStyle::value) override {
-    Open(Node::Map(), mark, anchor);
+    Open(Node::Map(), mark);
   }
   void OnMapEnd() override { Close(); }
 
  private:
-  static constexpr size_t kMaxNodes = 1'000'000;
-
   struct Frame {
     Node node;
-    YAML::anchor_t anchor = 0;
-    size_t first_node = 0;  // nodes_ when the frame opened (subtree size for anchors)
-    bool has_key = false;   // maps: a key was read, its value is next
+    bool has_key = false;  // maps: a key was read, its value is next
     std::string key;
     int key_line = 0;
     int key_column = 0;
@@ -110,43 +159,37 @@ class TreeBuilder : public YAML::EventHandler {
     n.column = Column(mark);
   }
 
-  void Open(Node n, const YAML::Mark& mark, YAML::anchor_t anchor) {
-    if (!error_.ok()) {
-      return;
+  void Count(const YAML::Mark& mark) {
+    last_mark_ = mark;
+    if (++nodes_ > kMaxManifestNodes) {
+      Fail(mark,
+           "yaml: more than " + std::to_string(kMaxManifestNodes) + " keys and values in one file");
     }
-    if (!stack_.empty() && stack_.back().node.type == Node::Type::kMap && !stack_.back().has_key) {
-      Fail(mark, "keys must be plain strings");
-      return;
+  }
+
+  void Open(Node n, const YAML::Mark& mark) {
+    Count(mark);
+    // Bounded here, before yaml-cpp (and the recursive decoder and emitters after it) go deeper.
+    if (stack_.size() >= static_cast<size_t>(kMaxManifestDepth)) {
+      Fail(mark, "yaml: nesting deeper than " + std::to_string(kMaxManifestDepth) + " levels");
     }
     SetMark(n, mark);
     Frame f;
     f.node = std::move(n);
-    f.anchor = anchor;
-    f.first_node = ++nodes_;
     stack_.push_back(std::move(f));
   }
 
   void Close() {
-    if (!error_.ok() || stack_.empty()) {
+    if (stack_.empty()) {
       return;
     }
     Frame f = std::move(stack_.back());
     stack_.pop_back();
-    if (f.anchor != 0) {
-      anchors_[f.anchor] = {f.node, nodes_ - f.first_node + 1};
-    }
-    Finish(std::move(f.node), 0);
+    Finish(std::move(f.node));
   }
 
   // A complete node: becomes the root, a list item, a map key or a map value.
-  void Finish(Node n, YAML::anchor_t anchor) {
-    if (!error_.ok()) {
-      return;
-    }
-    if (anchor != 0) {
-      anchors_[anchor] = {n, 1};
-    }
-    ++nodes_;
+  void Finish(Node n) {
     if (stack_.empty()) {
       root_ = std::move(n);
       return;
@@ -157,9 +200,10 @@ class TreeBuilder : public YAML::EventHandler {
       return;
     }
     if (!top.has_key) {
+      // Checked once the key is complete, not when it opens, so that an unclosed "[[[[…" (which
+      // yaml-cpp reads as lists used as keys) is reported as too deep, where it is.
       if (n.type != Node::Type::kScalar) {
         Fail(n.line, n.column, "keys must be plain strings");
-        return;
       }
       top.has_key = true;
       top.key = std::move(n.text);
@@ -170,7 +214,6 @@ class TreeBuilder : public YAML::EventHandler {
     top.has_key = false;
     if (IsDuplicate(top)) {
       Fail(top.key_line, top.key_column, Path(top.key) + ": duplicate field");
-      return;
     }
     top.node.entries.push_back(
         Entry{std::move(top.key), top.key_line, top.key_column, std::move(n)});
@@ -195,8 +238,8 @@ class TreeBuilder : public YAML::EventHandler {
     return !f.keys.insert(f.key).second;
   }
 
-  // Field path of `key` in the innermost open mapping ("spec.setup[0].name").
-  std::string Path(const std::string& key) const {
+  // Field path of the innermost open collection ("spec.setup[0]"; "" at the top).
+  std::string ContainerPath() const {
     std::string path;
     for (size_t i = 0; i + 1 < stack_.size(); ++i) {
       const Frame& f = stack_[i];
@@ -206,33 +249,110 @@ class TreeBuilder : public YAML::EventHandler {
         path += "[" + std::to_string(f.node.items.size()) + "]";
       }
     }
+    return path;
+  }
+
+  // Field path of `key` in the innermost open mapping ("spec.setup[0].name").
+  std::string Path(const std::string& key) const {
+    std::string path = ContainerPath();
     return path.empty() ? key : path + "." + key;
   }
 
-  void Fail(const YAML::Mark& mark, std::string_view problem) {
+  // Field path of the node the next event completes: a map value, a list item, or (for a key,
+  // whose own text may be what is wrong) the mapping it is a key of.
+  std::string CurrentPath() const {
+    if (stack_.empty()) {
+      return "";
+    }
+    const Frame& top = stack_.back();
+    if (top.node.type == Node::Type::kSeq) {
+      return ContainerPath() + "[" + std::to_string(top.node.items.size()) + "]";
+    }
+    if (top.has_key) {
+      return Path(top.key);
+    }
+    return ContainerPath();
+  }
+
+  static std::string PathOrYaml(std::string path) { return path.empty() ? "yaml" : path; }
+
+  // Records the first error and stops the parser.
+  [[noreturn]] void Fail(const YAML::Mark& mark, std::string_view problem) {
     Fail(Line(mark), Column(mark), problem);
   }
-  void Fail(int line, int column, std::string_view problem) {
-    if (error_.ok()) {
-      error_ = InvalidArgumentError(Where(file_, line, column) + std::string(problem));
-    }
+  [[noreturn]] void Fail(int line, int column, std::string_view problem) {
+    error_ = InvalidArgumentError(Where(file_, line, column) + std::string(problem));
+    throw StopParsing{};
   }
 
   std::string_view file_;
   Node root_;
   std::vector<Frame> stack_;
-  std::unordered_map<YAML::anchor_t, std::pair<Node, size_t>> anchors_;
-  size_t nodes_ = 0;
+  size_t nodes_ = 0;  // in the whole stream: every document is kept
+  YAML::Mark last_mark_;
   Status error_;
 };
 
-// A read-only streambuf over the caller's text (no copy for the parser's istream).
-class ViewBuffer : public std::streambuf {
+// Hands the caller's text (no copy) to yaml-cpp in chunks, and ends it early once yaml-cpp has
+// read more than kMaxPendingFlowIndicators '[', '{' and ',' beyond the last event it delivered.
+// yaml-cpp's scanner holds back every token of a flow collection that might still turn out to
+// be a mapping key (any top-level "[…]" or "{…}", "[…]: v") until the collection ends, at up to
+// 250 bytes per input byte: 8 MiB of "[[[[…" took 2 GB before the first event, where the depth
+// limit could have stopped it. Counting flow indicators, not bytes, leaves long scalars alone.
+class PacedBuffer : public std::streambuf {
  public:
-  explicit ViewBuffer(std::string_view text) {
+  static constexpr size_t kMaxPendingFlowIndicators = 1 << 18;
+
+  PacedBuffer(std::string_view text, const TreeBuilder& builder) : text_(text), builder_(builder) {
     char* p = const_cast<char*>(text.data());  // never written: get area only
-    setg(p, p, p + text.size());
+    setg(p, p, p);
   }
+
+  // True once the text was cut short; everything the parser said after that is moot.
+  bool cut() const { return cut_; }
+  // The builder's last_mark() when the text was cut: the collection, or the key before it.
+  const YAML::Mark& cut_mark() const { return cut_mark_; }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) {
+      return traits_type::to_int_type(*gptr());
+    }
+    const auto given = static_cast<size_t>(egptr() - eback());
+    if (cut_ || given == text_.size()) {
+      return traits_type::eof();
+    }
+    const size_t delivered =
+        std::min(static_cast<size_t>(std::max(builder_.last_mark().pos, 0)), given);
+    for (; counted_ < delivered; ++counted_) {
+      delivered_indicators_ += IsFlowIndicator(text_[counted_]) ? 1 : 0;
+    }
+    if (given_indicators_ - delivered_indicators_ > kMaxPendingFlowIndicators) {
+      cut_ = true;
+      cut_mark_ = builder_.last_mark();
+      return traits_type::eof();
+    }
+    const size_t n = std::min(kChunk, text_.size() - given);
+    for (size_t i = given; i < given + n; ++i) {
+      given_indicators_ += IsFlowIndicator(text_[i]) ? 1 : 0;
+    }
+    // eback() stays at the start of the text: yaml-cpp puts back the first bytes it reads.
+    setg(eback(), egptr(), egptr() + n);
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  static constexpr size_t kChunk = 4096;
+
+  static bool IsFlowIndicator(char c) { return c == '[' || c == '{' || c == ','; }
+
+  std::string_view text_;
+  const TreeBuilder& builder_;
+  bool cut_ = false;
+  YAML::Mark cut_mark_;
+  size_t given_indicators_ = 0;      // in text_[0, egptr())
+  size_t counted_ = 0;               // text_[0, counted_) is counted in delivered_indicators_
+  size_t delivered_indicators_ = 0;  // before the last event
 };
 
 // True if a YAML 1.1 or 1.2 reader could resolve the plain scalar to a number.
@@ -374,10 +494,17 @@ void Emit(YAML::Emitter& out, const Node& n) {
 }  // namespace
 
 StatusOr<std::vector<Document>> ParseYaml(std::string_view content, std::string_view file) {
-  ViewBuffer buffer(content);
-  std::istream in(&buffer);
   std::vector<Document> out;
   TreeBuilder builder(file);
+  PacedBuffer buffer(content, builder);
+  std::istream in(&buffer);
+  // Once the text was cut short, the parser's own verdict (an error, or documents) is moot.
+  const auto cut_short = [&] {
+    return InvalidArgumentError(Where(file, Line(buffer.cut_mark()), Column(buffer.cut_mark())) +
+                                "yaml: a flow collection ([…] or {…}) with more than " +
+                                std::to_string(PacedBuffer::kMaxPendingFlowIndicators) +
+                                " entries; write it in block style");
+  };
   try {
     YAML::Parser parser(in);
     // yaml-cpp can report documents forever on some malformed input (found by the codec
@@ -386,7 +513,9 @@ StatusOr<std::vector<Document>> ParseYaml(std::string_view content, std::string_
     // instead of growing without bound.
     const size_t max_documents = content.size() / 3 + 2;
     while (parser.HandleNextDocument(builder)) {
-      RETURN_IF_ERROR(builder.error());
+      if (buffer.cut()) {
+        return cut_short();
+      }
       if (out.size() >= max_documents) {
         return InvalidArgumentError(Where(file, 1, 1) +
                                     "invalid YAML: the parser stopped making progress");
@@ -395,11 +524,24 @@ StatusOr<std::vector<Document>> ParseYaml(std::string_view content, std::string_
       const int line = root.line;
       out.push_back(Document{std::move(root), line});
     }
+  } catch (const StopParsing&) {
+    return buffer.cut() ? cut_short() : builder.error();
+  } catch (const YAML::DeepRecursion& e) {
+    // Not reached while kMaxManifestDepth is below yaml-cpp's own limit; its message would be
+    // "bad file".
+    return InvalidArgumentError(Where(file, Line(e.mark), Column(e.mark)) +
+                                "yaml: nesting deeper than " + std::to_string(kMaxManifestDepth) +
+                                " levels");
   } catch (const YAML::Exception& e) {
+    if (buffer.cut()) {
+      return cut_short();
+    }
     return InvalidArgumentError(Where(file, Line(e.mark), Column(e.mark)) +
                                 "invalid YAML: " + e.msg);
   }
-  RETURN_IF_ERROR(builder.error());
+  if (buffer.cut()) {
+    return cut_short();
+  }
   return out;
 }
 

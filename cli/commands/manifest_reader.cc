@@ -1,11 +1,12 @@
 #include "cli/commands/manifest_reader.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <system_error>
 
@@ -63,19 +64,59 @@ std::vector<std::string> ExpandPath(const std::string& path, bool recursive,
   return files;
 }
 
-bool ReadFile(const std::string& path, std::istream& stdin_stream, std::string& content,
-              std::vector<std::string>& errors) {
+// `size` is unknown (nullopt) for a stream cut off at the limit.
+std::string TooLarge(const std::string& file, std::optional<std::uintmax_t> size,
+                     size_t max_bytes) {
+  const std::string limit = "the limit of " + std::to_string(max_bytes) + " bytes";
+  if (!size) {
+    return file + ": manifest is more than " + limit;
+  }
+  return file + ": manifest is " + std::to_string(*size) + " bytes, more than " + limit;
+}
+
+// Stops as soon as more than max_bytes were read: a stream (stdin, a pipe) has no size to check
+// first.
+bool ReadBounded(std::istream& in, const std::string& file, size_t max_bytes, std::string& content,
+                 std::vector<std::string>& errors) {
+  content.clear();
+  char buffer[64 * 1024];
+  while (in) {
+    in.read(buffer, sizeof(buffer));
+    const auto got = static_cast<size_t>(in.gcount());
+    if (content.size() + got > max_bytes) {
+      errors.push_back(TooLarge(file, std::nullopt, max_bytes));
+      return false;
+    }
+    content.append(buffer, got);
+  }
+  if (in.bad()) {
+    errors.push_back("cannot read \"" + file + "\"");
+    return false;
+  }
+  return true;
+}
+
+bool ReadFile(const std::string& path, size_t max_bytes, std::istream& stdin_stream,
+              std::string& content, std::vector<std::string>& errors) {
   if (path == "-") {
-    content.assign(std::istreambuf_iterator<char>(stdin_stream), std::istreambuf_iterator<char>());
-    return true;
+    return ReadBounded(stdin_stream, path, max_bytes, content, errors);
+  }
+  // Refuse a large file by its size, before reading any of it.
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) {
+    const std::uintmax_t size = fs::file_size(path, ec);
+    if (!ec && size > max_bytes) {
+      errors.push_back(TooLarge(path, size, max_bytes));
+      return false;
+    }
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     errors.push_back("cannot read \"" + path + "\"");
     return false;
   }
-  content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return true;
+  // Still bounded: the file may grow after the check, or be a FIFO (<(…)) with no size.
+  return ReadBounded(in, path, max_bytes, content, errors);
 }
 
 void AddLines(const api::Status& status, std::vector<std::string>& errors) {
@@ -109,7 +150,7 @@ ManifestSet ReadManifests(const ManifestReadOptions& options, std::istream& stdi
   }
   for (const std::string& file : files) {
     std::string content;
-    if (!ReadFile(file, stdin_stream, content, set.errors)) {
+    if (!ReadFile(file, options.max_manifest_bytes, stdin_stream, content, set.errors)) {
       continue;
     }
     auto decoded = api::DecodeManifests(content, file);

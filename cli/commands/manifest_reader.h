@@ -4,9 +4,13 @@
 //
 // Directories contribute their *.yaml, *.yml and *.json files in sorted order (recursively with
 // -R). The same object (kind, namespace, name) twice, even across files, is an error naming
-// both places. Stateless functions; thread-safe apart from reading `stdin_stream`.
+// both places. A file (or stdin) larger than ManifestReadOptions::max_manifest_bytes is refused
+// before it is read: "<file>: manifest is N bytes, more than the limit of M bytes". What the
+// decoder refuses in a manifest (aliases, deep nesting, invalid UTF-8) is listed in
+// api/codec.h. Stateless functions; thread-safe apart from reading `stdin_stream`.
 #pragma once
 
+#include <cstddef>
 #include <istream>
 #include <optional>
 #include <string>
@@ -18,6 +22,10 @@
 
 namespace sbx::cli {
 
+// Per manifest file (and stdin). Manifests are a few KiB each, so 8 MiB holds thousands of
+// objects; a 100 MB file is refused by its size instead of being read and parsed.
+inline constexpr size_t kDefaultMaxManifestBytes = size_t{8} << 20;
+
 struct ManifestReadOptions {
   std::vector<std::string> paths;  // -f, in order; "-" is stdin
   bool recursive = false;          // -R
@@ -27,6 +35,7 @@ struct ManifestReadOptions {
   // The secret sources manifests may name; ReadCommandManifests takes the env prefix from
   // $SBX_SECRET_ENV_PREFIX when set (the operator's sbxd flag, told to the CLI).
   api::ValidationOptions validation;
+  size_t max_manifest_bytes = kDefaultMaxManifestBytes;
 };
 
 struct ManifestSet {

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -698,6 +699,152 @@ TEST_F(SbxctlTest, ApplyAndDiffWarnThatTheControllerRefusesANewSandboxId) {
   // A display name change alone warns of nothing.
   WriteFile(file, SandboxManifest("dev", "Dev2") + "  sandboxId: default-dev\n");
   EXPECT_EQ(Run({"apply", "-f", file.string()}).err, "");
+}
+
+// Review #10, findings 3–5: manifests built to hurt are refused with one line at their place,
+// quickly and with little memory, and nothing of the apply happens.
+class SbxctlHostileManifestTest : public SbxctlTest {
+ protected:
+  void SetUp() override {
+    SbxctlTest::SetUp();
+    WriteFile(dir_ / "good.yaml", SandboxManifest("keep", "Keep"));
+    ASSERT_EQ(Run({"apply", "-f", (dir_ / "good.yaml").string()}).exit_code, 0);
+    before_ = Snapshot();
+    // What sbxctl takes to refuse a small manifest: the yardstick for the hostile ones (an
+    // ASan build starts at ~120 MB, a debug build at ~12 MB).
+    WriteFile(dir_ / "small" / "typo.yaml", "apiVersion: sbx.dev/v1alpha1\nkind: Sandboxx\n");
+    const Result r = RunMeasuringMemory({"apply", "-f", (dir_ / "small" / "typo.yaml").string()},
+                                        &baseline_rss_kb_);
+    ASSERT_EQ(r.exit_code, 1) << r.err;
+  }
+
+  // Run, also returning the child's peak resident set size (wait4 reports it per child).
+  Result RunMeasuringMemory(const std::vector<std::string>& args, long* max_rss_kb,
+                            const std::string& input = "") {
+    const int n = ++runs_;
+    const pid_t pid = Start(args, input, n);
+    Result r;
+    int status = 0;
+    rusage usage{};
+    EXPECT_EQ(wait4(pid, &status, 0, &usage), pid);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = ReadAll(dir_ / ("stdout" + std::to_string(n)));
+    r.err = ReadAll(dir_ / ("stderr" + std::to_string(n)));
+    *max_rss_kb = usage.ru_maxrss;
+    return r;
+  }
+
+  // `apply -f file` and `diff -f file` both fail with exactly `error: <expected>`, apply with
+  // 1 and diff with 2 (like diff(1)), each with a peak RSS less than `max_extra_mb` above
+  // that of refusing a small manifest, and the store is unchanged.
+  void ExpectRefused(const fs::path& file, const std::string& expected, long max_extra_mb) {
+    for (const std::string verb : {"apply", "diff"}) {
+      SCOPED_TRACE(verb);
+      long rss_kb = 0;
+      const Result r = RunMeasuringMemory({verb, "-f", file.string()}, &rss_kb);
+      EXPECT_EQ(r.exit_code, verb == "apply" ? 1 : 2) << r.err;
+      EXPECT_EQ(r.err, "error: " + expected + "\n");
+      EXPECT_EQ(r.out, "");
+      EXPECT_LT(rss_kb, baseline_rss_kb_ + max_extra_mb * 1024) << "peak RSS of sbxctl " << verb;
+    }
+    EXPECT_EQ(Snapshot(), before_);
+  }
+
+  std::string before_;
+  long baseline_rss_kb_ = 0;
+};
+
+std::string SandboxHeader(const std::string& name) {
+  return "apiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata:\n  name: " + name + "\n";
+}
+
+TEST_F(SbxctlHostileManifestTest, AliasBombIsRefusedAtTheFirstAliasWithLittleMemory) {
+  // A 1 MiB scalar and aliases of it: 2,000 of them took 4 GB, and the old decoder needed
+  // ~2 MB per alias, so 256 (~530 MB) tell the difference without endangering a shared machine.
+  std::string yaml =
+      SandboxHeader("bomb") + "  annotations:\n    big: &big " + std::string(1 << 20, 'x') + "\n";
+  for (int i = 0; i < 256; ++i) {
+    yaml += "    a" + std::to_string(i) + ": *big\n";
+  }
+  const fs::path file = dir_ / "bomb.yaml";
+  WriteFile(file, yaml);
+  ExpectRefused(file,
+                file.string() +
+                    ":7:9: metadata.annotations.a0: aliases (*name) are not allowed in sbx "
+                    "manifests",
+                /*max_extra_mb=*/100);
+}
+
+TEST_F(SbxctlHostileManifestTest, OversizedManifestIsRefusedBeforeItIsRead) {
+  // Sparse: 100 MB that take no disk. Reading it whole would take 100 MB of memory more.
+  const fs::path file = dir_ / "huge.yaml";
+  WriteFile(file, SandboxHeader("huge"));
+  fs::resize_file(file, 100'000'000);
+  ExpectRefused(
+      file, file.string() + ": manifest is 100000000 bytes, more than the limit of 8388608 bytes",
+      /*max_extra_mb=*/50);
+  // In a directory too.
+  const Result dir = Run({"apply", "-f", dir_.string()});
+  EXPECT_EQ(dir.exit_code, 1);
+  EXPECT_THAT(dir.err, HasSubstr(file.string() + ": manifest is 100000000 bytes"));
+  // stdin has no size to check: it is read up to the limit and no further.
+  long rss_kb = 0;
+  const Result in = RunMeasuringMemory({"apply", "-f", "-"}, &rss_kb,
+                                       SandboxHeader("piped") + std::string(8 << 20, '\n'));
+  EXPECT_EQ(in.exit_code, 1);
+  EXPECT_EQ(in.err, "error: -: manifest is more than the limit of 8388608 bytes\n");
+  EXPECT_EQ(Snapshot(), before_);
+}
+
+TEST_F(SbxctlHostileManifestTest, DeepNestingIsRefusedWithItsPlace) {
+  // yaml-cpp said "invalid YAML: bad file" at 1:1 for this; it must not overflow the stack.
+  const fs::path file = dir_ / "deep.yaml";
+  WriteFile(file, SandboxHeader("deep") + "spec: " + std::string(100'000, '['));
+  ExpectRefused(file, file.string() + ":5:39: yaml: nesting deeper than 64 levels",
+                /*max_extra_mb=*/100);
+}
+
+TEST_F(SbxctlHostileManifestTest, HugeFlowCollectionIsCutShortWithLittleMemory) {
+  // Just under the size limit. yaml-cpp buffered all of it before the first event: 2 GB.
+  const fs::path file = dir_ / "brackets.yaml";
+  WriteFile(file, SandboxHeader("brackets") + "spec: " + std::string((8 << 20) - 100, '['));
+  ExpectRefused(file,
+                file.string() +
+                    ":5:7: yaml: a flow collection ([…] or {…}) with more than 262144 entries; "
+                    "write it in block style",
+                /*max_extra_mb=*/150);
+}
+
+TEST_F(SbxctlHostileManifestTest, TextThatIsNotUtf8IsRefusedWithItsPlace) {
+  // This aborted sbxctl (exit 134) in the store's JSON encoder.
+  const fs::path file = dir_ / "latin1.yaml";
+  WriteFile(file, SandboxHeader("bytes") + "  annotations:\n    note: \"\xff\xfe\"\n");
+  ExpectRefused(file, file.string() + ":6:11: metadata.annotations.note: not valid UTF-8",
+                /*max_extra_mb=*/100);
+}
+
+TEST_F(SbxctlHostileManifestTest, DurationsAreBounded) {
+  const fs::path overflow = dir_ / "overflow.yaml";
+  WriteFile(overflow, SandboxHeader("late") + "spec:\n  inactivityTimeout: 99999999999h\n");
+  ExpectRefused(overflow,
+                overflow.string() +
+                    ":6:3: spec.inactivityTimeout: invalid duration \"99999999999h\": more than "
+                    "the maximum of 876000h (100 years)",
+                /*max_extra_mb=*/100);
+  const fs::path day = dir_ / "day.yaml";
+  WriteFile(day, SandboxHeader("late") +
+                     "spec:\n  inactivityTimeout: 25h\n  setup:\n    - name: a\n      run: x\n"
+                     "      timeout: 24h\n");
+  ExpectRefused(day, day.string() + ":6:3: spec.inactivityTimeout: must be at most 24h",
+                /*max_extra_mb=*/100);
+  // The flags share the parser.
+  const Result r =
+      Run({"apply", "--wait", "--timeout", "99999999999h", "-f", (dir_ / "good.yaml").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "error: invalid --timeout: invalid duration \"99999999999h\": more than the maximum "
+            "of 876000h (100 years)\n");
+  EXPECT_EQ(Snapshot(), before_);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "api/codec.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -440,6 +441,178 @@ TEST(DecodeManifestsTest, ZeroInactivityTimeoutRoundTrips) {
   StatusOr<std::vector<Manifest>> again = DecodeManifests(EncodeObjectYaml(o), "b.yaml");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ((*again)[0].object.sandbox_spec().inactivity_timeout, std::chrono::seconds(0));
+}
+
+}  // namespace
+}  // namespace sbx::api
+
+namespace sbx::api {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Review #10, finding 3. An alias is refused where it is used, before anything is copied: the
+// old decoder expanded each one into a copy of the anchored node.
+TEST(DecodeManifestsTest, RefusesAliasesWhereTheyAreUsed) {
+  EXPECT_EQ(
+      DecodeError(std::string(kHeader) + "kind: Sandbox\nmetadata:\n  name: a\n  annotations:\n"
+                                         "    x: &v hello\n    y: *v\n"),
+      "workers/a.yaml:7:8: metadata.annotations.y: aliases (*name) are not allowed in sbx "
+      "manifests");
+  EXPECT_EQ(
+      DecodeError(std::string(kHeader) + "kind: Sandbox\nmetadata: {name: a}\nspec:\n  setup:\n"
+                                         "    - &step {name: a, run: b}\n    - *step\n"),
+      "workers/a.yaml:7:7: spec.setup[1]: aliases (*name) are not allowed in sbx manifests");
+  // As a key, the place is the mapping it is a key of ("yaml" at the top).
+  EXPECT_EQ(DecodeError("x: &k kind\n*k : Sandbox\n"),
+            "workers/a.yaml:2:1: yaml: aliases (*name) are not allowed in sbx manifests");
+  // An anchor alone is harmless.
+  EXPECT_EQ(DecodeError(std::string(kHeader) + "kind: Sandbox\nmetadata:\n  name: &n a\n"), "OK");
+}
+
+TEST(DecodeManifestsTest, AliasBombsFailAtTheFirstAlias) {
+  // A large scalar used many times (this shape took 2 GB with a 1 MiB scalar)…
+  std::string wide = std::string(kHeader) + "kind: Sandbox\nmetadata:\n  name: a\n" +
+                     "  annotations:\n    big: &big " + std::string(64 << 10, 'x') + "\n";
+  for (int i = 0; i < 2000; ++i) {
+    wide += "    a" + std::to_string(i) + ": *big\n";
+  }
+  EXPECT_EQ(DecodeError(wide),
+            "workers/a.yaml:7:9: metadata.annotations.a0: aliases (*name) are not allowed in sbx "
+            "manifests");
+  // …and "billion laughs": ten times ten times … a small list.
+  std::string laughs = "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int level = 1; level < 10; ++level) {
+    const std::string prev = "*l" + std::to_string(level - 1);
+    laughs += "l" + std::to_string(level) + ": &l" + std::to_string(level) + " [" + prev;
+    for (int k = 1; k < 10; ++k) {
+      laughs += ", " + prev;
+    }
+    laughs += "]\n";
+  }
+  EXPECT_EQ(DecodeError(laughs),
+            "workers/a.yaml:2:10: l1[0]: aliases (*name) are not allowed in sbx manifests");
+}
+
+std::string NestedLists(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+// yaml-cpp's own recursion guard said "invalid YAML: bad file" at 1:1; the limit is now ours,
+// with the place where it is crossed.
+TEST(DecodeManifestsTest, NestingDeeperThanTheLimitIsRefusedWithItsPlace) {
+  ASSERT_EQ(kMaxManifestDepth, 64);
+  EXPECT_THAT(DecodeError(NestedLists(64)), Not(HasSubstr("nesting")));
+  EXPECT_EQ(DecodeError(NestedLists(65)),
+            "workers/a.yaml:1:65: yaml: nesting deeper than 64 levels");
+  EXPECT_EQ(DecodeError(NestedLists(400)),
+            "workers/a.yaml:1:65: yaml: nesting deeper than 64 levels");
+  std::string block;
+  for (int i = 0; i < 100; ++i) {
+    block += std::string(2 * i, ' ') + "k:\n";
+  }
+  EXPECT_EQ(DecodeError(block), "workers/a.yaml:65:129: yaml: nesting deeper than 64 levels");
+  // Unclosed: yaml-cpp reads "[[" as a list holding a mapping with a list for key, so the
+  // 64 levels are crossed at the 33rd bracket. Must not overflow the stack (ASan in CI).
+  EXPECT_EQ(DecodeError("a: " + std::string(100'000, '[')),
+            "workers/a.yaml:1:36: yaml: nesting deeper than 64 levels");
+  EXPECT_EQ(DecodeError(std::string(100'000, '{')),
+            "workers/a.yaml:1:64: yaml: nesting deeper than 64 levels");
+}
+
+TEST(DecodeManifestsTest, MoreNodesThanTheLimitAreRefused) {
+  std::string list = "[0";
+  list.reserve(2 * kMaxManifestNodes + 4);
+  for (size_t i = 1; i < kMaxManifestNodes; ++i) {
+    list += ",0";
+  }
+  // The list and kMaxManifestNodes - 1 items are exactly the limit; one item more is over it.
+  EXPECT_THAT(DecodeError(list.substr(0, list.size() - 2) + "]"), HasSubstr("got a list"));
+  EXPECT_EQ(DecodeError(list + "]"), "workers/a.yaml:1:" + std::to_string(2 * kMaxManifestNodes) +
+                                         ": yaml: more than 250000 keys and values in one file");
+}
+
+// yaml-cpp keeps every token of a flow collection that might be a mapping key until the
+// collection ends (~250 bytes per "["): 8 MiB of "[" took 2 GB before the first event.
+TEST(DecodeManifestsTest, HugeFlowCollectionsAreCutShortBeforeTheyAreBuffered) {
+  const std::string expected =
+      "workers/a.yaml:1:1: yaml: a flow collection ([…] or {…}) with more than 262144 entries; "
+      "write it in block style";
+  EXPECT_EQ(DecodeError(std::string(300'000, '[')), expected);
+  std::string flat = "[a";
+  for (int i = 0; i < 300'000; ++i) {
+    flat += ",a";
+  }
+  EXPECT_EQ(DecodeError(flat + "]"), expected);
+  // As a value, after other documents: yaml-cpp delivers the outer "{" before buffering.
+  EXPECT_THAT(DecodeError("a: b\n---\nc: " + std::string(300'000, '{')),
+              HasSubstr("workers/a.yaml:3:4: yaml: a flow collection"));
+  // Only flow indicators count: a long scalar passes, and so does a flow list under the limit.
+  std::string meta = std::string(kHeader) + "kind: Sandbox\nmetadata:\n  name: a\n";
+  EXPECT_EQ(DecodeError(meta + "  annotations:\n    big: \"" + std::string(4 << 20, 'x') + "\"\n"),
+            "OK");
+  std::string list = "[x";
+  for (int i = 0; i < 200'000; ++i) {
+    list += ",x";
+  }
+  EXPECT_EQ(DecodeError(meta + "  labels: {a: b}\nspec:\n  image: " + list + "]\n"),
+            "workers/a.yaml:7:3: spec.image: expected a string, got a list");
+}
+
+}  // namespace
+}  // namespace sbx::api
+
+namespace sbx::api {
+namespace {
+
+// Review #10, finding 4: "\xff\xfe" in an annotation aborted sbxctl in the store's JSON encoder.
+// Every key and string value is checked once, where it is parsed.
+TEST(DecodeManifestsTest, RefusesTextThatIsNotUtf8WithItsPlace) {
+  const std::string meta = std::string(kHeader) + "kind: Sandbox\nmetadata:\n  name: a\n";
+  EXPECT_EQ(DecodeError(meta + "  annotations:\n    note: \"\xff\xfe\"\n"),
+            "workers/a.yaml:6:11: metadata.annotations.note: not valid UTF-8");
+  EXPECT_EQ(DecodeError(meta + "  annotations:\n    note: plain \xff\n"),
+            "workers/a.yaml:6:11: metadata.annotations.note: not valid UTF-8");
+  // A key: the path of its mapping ("yaml" at the top).
+  EXPECT_EQ(DecodeError(meta + "  labels:\n    \xc3: x\n"),
+            "workers/a.yaml:6:5: metadata.labels: not valid UTF-8");
+  EXPECT_EQ(DecodeError("k\xff: x\n"), "workers/a.yaml:1:1: yaml: not valid UTF-8");
+  EXPECT_EQ(DecodeError(meta + "spec:\n  setup:\n    - {name: a, run: \"\xed\xa0\x80\"}\n"),
+            "workers/a.yaml:7:22: spec.setup[0].run: not valid UTF-8");
+  const std::string bad[] = {
+      "\x80",              // continuation byte alone
+      "\xc0\xaf",          // overlong "/"
+      "\xe0\x80\xaf",      // overlong "/"
+      "\xe2\x82",          // truncated "€"
+      "\xed\xa0\x80",      // UTF-16 surrogate
+      "\xf4\x90\x80\x80",  // above U+10FFFF
+      "\xf8\x88\x80\x80\x80",
+  };
+  for (const std::string& b : bad) {
+    EXPECT_THAT(DecodeError(meta + "  annotations: {x: \"a" + b + "z\"}\n"),
+                HasSubstr(": metadata.annotations.x: not valid UTF-8"))
+        << b;
+  }
+  // Well-formed text of every length passes, and so does YAML's \x escape (a code point).
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(
+      meta + "  annotations: {a: \"é€😀\xef\xbf\xbf\xf4\x8f\xbf\xbf\", b: \"\\xff\"}\n", "u.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_EQ((*ms)[0].object.metadata.annotations.at("a"), "é€😀\xef\xbf\xbf\xf4\x8f\xbf\xbf");
+  EXPECT_EQ((*ms)[0].object.metadata.annotations.at("b"), "\xc3\xbf");
+}
+
+}  // namespace
+}  // namespace sbx::api
+
+namespace sbx::api {
+namespace {
+
+// Review #10, finding 5: 99999999999h was accepted and overflowed later.
+TEST(DecodeManifestsTest, DurationAboveTheParsersMaximumIsRefusedAtItsPlace) {
+  EXPECT_EQ(DecodeError(std::string(kHeader) +
+                        "kind: Sandbox\nmetadata:\n  name: a\nspec:\n  inactivityTimeout: "
+                        "99999999999h\n"),
+            "workers/a.yaml:6:3: spec.inactivityTimeout: invalid duration \"99999999999h\": "
+            "more than the maximum of 876000h (100 years)");
 }
 
 }  // namespace

@@ -106,6 +106,31 @@ TEST(ValidationTest, DisplayNameAndTimeout) {
   EXPECT_EQ(Error(o), "spec.inactivityTimeout: must not be negative (0 = auto-stop off)");
 }
 
+// Review #10, finding 5: durations are bounded by what their consumer accepts.
+TEST(ValidationTest, InactivityTimeoutIsAtMostADay) {
+  Object o = Sandbox();
+  o.sandbox_spec().inactivity_timeout = std::chrono::hours(24);
+  EXPECT_EQ(Error(o), "OK");
+  o.sandbox_spec().inactivity_timeout = std::chrono::hours(24) + seconds(1);
+  EXPECT_EQ(Error(o), "spec.inactivityTimeout: must be at most 24h");
+  o.sandbox_spec().inactivity_timeout = std::chrono::hours(99999999999);
+  EXPECT_EQ(Error(o), "spec.inactivityTimeout: must be at most 24h");
+  Object w = MakeObject(Kind::kAgentWorker, "w");
+  w.agent_worker_spec().sandbox = SandboxSpec{};
+  w.agent_worker_spec().sandbox->inactivity_timeout = std::chrono::hours(25);
+  ApplyDefaults(w);
+  EXPECT_EQ(Error(w), "spec.sandbox.inactivityTimeout: must be at most 24h");
+}
+
+TEST(ValidationTest, SetupStepTimeoutIsAtMostADay) {
+  Object o = Sandbox();
+  o.sandbox_spec().setup = {{"a", "echo", std::chrono::hours(24)}};
+  EXPECT_EQ(Error(o), "OK");
+  o.sandbox_spec().setup = {{"a", "echo", seconds(60)},
+                            {"b", "echo", std::chrono::hours(24) + seconds(1)}};
+  EXPECT_EQ(Error(o), "spec.setup[1].timeout: must be at most 24h");
+}
+
 TEST(ValidationTest, SetupSteps) {
   Object o = Sandbox();
   o.sandbox_spec().setup = {{"deps", "apt-get install -y jq", seconds(60)},
