@@ -48,6 +48,9 @@ int Main(int argc, char** argv) {
                  "database file (env SBX_DB; default $XDG_STATE_HOME/sbx/sbx.db)");
   app.add_option("-n,--namespace", global.namespace_, "namespace (default \"default\")");
   app.add_flag("-A,--all-namespaces", global.all_namespaces, "list across all namespaces");
+  app.add_option("--max-manifest-bytes", global.max_manifest_bytes,
+                 "refuse a manifest file (or stdin) larger than this (default 8 MiB)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 30));
 
   sbx::cli::AddApplyCommand(app, ctx);
   sbx::cli::AddDiffCommand(app, ctx);

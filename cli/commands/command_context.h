@@ -36,6 +36,7 @@ struct GlobalOptions {
   std::string namespace_ = std::string(api::kDefaultNamespace);  // -n
   bool namespace_given = false;                                  // -n was on the command line
   bool all_namespaces = false;                                   // -A
+  size_t max_manifest_bytes = size_t{8} << 20;                   // --max-manifest-bytes
 };
 
 // $XDG_STATE_HOME/sbx/sbx.db, else $HOME/.local/state/sbx/sbx.db.

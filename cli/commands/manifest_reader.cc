@@ -67,7 +67,8 @@ std::vector<std::string> ExpandPath(const std::string& path, bool recursive,
 // `size` is unknown (nullopt) for a stream cut off at the limit.
 std::string TooLarge(const std::string& file, std::optional<std::uintmax_t> size,
                      size_t max_bytes) {
-  const std::string limit = "the limit of " + std::to_string(max_bytes) + " bytes";
+  const std::string limit =
+      "the limit of " + std::to_string(max_bytes) + " bytes (--max-manifest-bytes)";
   if (!size) {
     return file + ": manifest is more than " + limit;
   }
@@ -201,6 +202,7 @@ std::optional<ManifestSet> ReadCommandManifests(CommandContext& ctx,
   read.paths = paths;
   read.recursive = recursive;
   read.validate = validate;
+  read.max_manifest_bytes = ctx.options().max_manifest_bytes;
   if (const char* prefix = std::getenv("SBX_SECRET_ENV_PREFIX");
       prefix != nullptr && *prefix != '\0') {
     read.validation.secret_env_prefix = prefix;

@@ -24,7 +24,7 @@ namespace sbx::cli {
 
 // Per manifest file (and stdin). Manifests are a few KiB each, so 8 MiB holds thousands of
 // objects; a 100 MB file is refused by its size instead of being read and parsed.
-inline constexpr size_t kDefaultMaxManifestBytes = size_t{8} << 20;
+inline constexpr size_t kDefaultMaxManifestBytes = size_t{8} << 20;  // = GlobalOptions' default
 
 struct ManifestReadOptions {
   std::vector<std::string> paths;  // -f, in order; "-" is stdin

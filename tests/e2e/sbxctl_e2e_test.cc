@@ -781,7 +781,10 @@ TEST_F(SbxctlHostileManifestTest, OversizedManifestIsRefusedBeforeItIsRead) {
   WriteFile(file, SandboxHeader("huge"));
   fs::resize_file(file, 100'000'000);
   ExpectRefused(
-      file, file.string() + ": manifest is 100000000 bytes, more than the limit of 8388608 bytes",
+      file,
+      file.string() +
+          ": manifest is 100000000 bytes, more than the limit of 8388608 bytes "
+          "(--max-manifest-bytes)",
       /*max_extra_mb=*/50);
   // In a directory too.
   const Result dir = Run({"apply", "-f", dir_.string()});
@@ -792,8 +795,15 @@ TEST_F(SbxctlHostileManifestTest, OversizedManifestIsRefusedBeforeItIsRead) {
   const Result in = RunMeasuringMemory({"apply", "-f", "-"}, &rss_kb,
                                        SandboxHeader("piped") + std::string(8 << 20, '\n'));
   EXPECT_EQ(in.exit_code, 1);
-  EXPECT_EQ(in.err, "error: -: manifest is more than the limit of 8388608 bytes\n");
+  EXPECT_EQ(in.err,
+            "error: -: manifest is more than the limit of 8388608 bytes (--max-manifest-bytes)\n");
   EXPECT_EQ(Snapshot(), before_);
+  // The operator's own limit.
+  const fs::path small = dir_ / "small.yaml";
+  WriteFile(small, SandboxHeader("small"));
+  const Result limited = Run({"--max-manifest-bytes", "10", "apply", "-f", small.string()});
+  EXPECT_EQ(limited.exit_code, 1);
+  EXPECT_THAT(limited.err, HasSubstr("more than the limit of 10 bytes (--max-manifest-bytes)"));
 }
 
 TEST_F(SbxctlHostileManifestTest, DeepNestingIsRefusedWithItsPlace) {
