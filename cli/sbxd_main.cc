@@ -1,7 +1,8 @@
 // sbxd: the controller daemon (DESIGN §4). Builds the concrete objects, wires them, and runs
 // them until SIGTERM/SIGINT: leader election on the store, then the Manager (workers, store
 // watch, periodic resync, live-state sweeper with garbage collection) and the health/metrics
-// server. `--once` runs one full pass instead and exits non-zero if anything failed.
+// server. `--once` runs one full pass instead and exits non-zero if anything failed; it takes
+// the same leader lease first and exits kExitLeaseHeld when a running sbxd holds it.
 #include <signal.h>
 #include <unistd.h>
 
@@ -73,6 +74,9 @@ struct Flags {
   double openai_requests_per_second = 10;
 };
 
+// `sbxd --once` found the leader lease held by another sbxd: nothing was done.
+constexpr int kExitLeaseHeld = 3;
+
 std::string DefaultDbPath() {
   if (const char* env = std::getenv("SBX_DB"); env != nullptr && *env != '\0') {
     return env;
@@ -135,9 +139,10 @@ void WaitForStop(std::stop_token stop) {
 }
 
 // One full pass: sweep every workspace (fills the cache, runs GC), then reconcile every object
-// once — Sandboxes before the AgentWorkers that use them. Returns the number of failures.
+// once — Sandboxes before the AgentWorkers that use them. Returns the number of failures; a stop
+// (SIGTERM, a lost lease) ends the pass between two reconciles and counts as one.
 int RunOnce(Store& store, SandboxSweeper& sweeper, std::initializer_list<Reconciler*> reconcilers,
-            Enqueuer& sink) {
+            Enqueuer& sink, std::stop_token stop) {
   int failures = 0;
   if (api::Status s = sweeper.SweepAll(sink, {}); !s.ok()) {
     log::Error("sweep failed", {{"error", s.ToString()}});
@@ -152,6 +157,10 @@ int RunOnce(Store& store, SandboxSweeper& sweeper, std::initializer_list<Reconci
       return failures + 1;
     }
     for (const api::Object& o : *objects) {
+      if (stop.stop_requested()) {
+        log::Error("pass stopped before it was complete");
+        return failures + 1;
+      }
       api::StatusOr<ReconcileResult> r = reconciler->Reconcile(api::KeyOf(o), {});
       if (!r.ok()) {
         log::Error("reconcile failed",
@@ -170,6 +179,22 @@ class NullEnqueuer final : public Enqueuer {
   void Enqueue(const api::ObjectKey&) override {}
   void EnqueueDependents(const api::ObjectKey&) override {}
 };
+
+// Why `--once` did not run: the lease, its holder and until when, as far as the store tells.
+std::string LeaseHeldMessage(Store& store, const std::string& lease, const std::string& db,
+                             Clock& clock) {
+  std::string holder = "another sbxd";
+  api::StatusOr<std::optional<Store::Lease>> current = store.GetLease(lease);
+  if (current.ok() && *current) {
+    const auto left = std::chrono::duration_cast<std::chrono::seconds>((*current)->expires_at -
+                                                                       clock.Now());
+    holder = "\"" + (*current)->holder + "\" (renewed " + (*current)->renewed_at +
+             ", expires in " + std::to_string(std::max<int64_t>(left.count(), 0)) + "s)";
+  }
+  return "sbxd: error: --once: the leader lease \"" + lease + "\" on " + db + " is held by " +
+         holder + "; a running sbxd is reconciling this store, so no pass was run (stop it, or " +
+         "let it do the work)\n";
+}
 
 }  // namespace
 
@@ -190,7 +215,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", flags.log_level, "debug|info|warn|error");
   app.add_option("--identity", flags.identity, "leader lease holder name (default <host>-<pid>)");
   app.add_option("--lease-duration", flags.lease_duration, "leader lease duration");
-  app.add_flag("--once", flags.once, "run one full pass and exit (non-zero if anything failed)");
+  app.add_flag("--once", flags.once,
+               "run one full pass and exit (non-zero if anything failed; 3 if a running sbxd "
+               "holds the leader lease)");
   app.add_option("--executor-status-interval", flags.executor_status_interval,
                  "check a connected agent worker's environment this often");
   app.add_option("--executor-probe-interval", flags.executor_probe_interval,
@@ -281,11 +308,45 @@ int main(int argc, char** argv) {
       ParseFlagDuration("executor-probe-interval", flags.executor_probe_interval);
   AgentWorkerReconciler workers(*store, clouds, clock, &manager.dependencies(), worker_options);
 
+  LeaderElectorOptions elector_options;
+  elector_options.identity = flags.identity;
+  elector_options.lease_duration = lease;
+  elector_options.renew_interval = lease / 3;
+  LeaderElector elector(*store, clock, elector_options);
+
   if (flags.once) {
+    // The pass acts like a leader, so it holds the leader's lease — never next to a running sbxd.
+    api::StatusOr<bool> held = elector.TryAcquire();
+    if (!held.ok()) {
+      log::Error("cannot take the leader lease", {{"error", held.status().ToString()}});
+      return 1;
+    }
+    if (!*held) {
+      std::cerr << LeaseHeldMessage(*store, elector_options.lease_name, flags.db, clock);
+      return kExitLeaseHeld;
+    }
+    log::Info("took the leader lease for one pass",
+              {{"lease", elector_options.lease_name}, {"identity", elector.identity()}});
+    std::stop_source stop;
+    signals.Start(stop);
+    std::atomic<bool> lost{false};
+    std::jthread renewals([&](std::stop_token own) {
+      elector.RunRenewals(own, [&] {
+        lost = true;
+        log::Error("lost the leader lease; stopping the pass");
+        stop.request_stop();
+      });
+    });
     NullEnqueuer sink;
-    const int failures = RunOnce(*store, sweeper, {&sandboxes, &workers}, sink);
+    const int failures =
+        RunOnce(*store, sweeper, {&sandboxes, &workers}, sink, stop.get_token());
+    renewals.request_stop();
+    renewals.join();
+    if (!lost) {
+      elector.Release();
+    }
     log::Info("pass complete", {{"failures", std::to_string(failures)}});
-    return failures == 0 ? 0 : 1;
+    return failures == 0 && !lost ? 0 : 1;
   }
 
   manager.Register(sandboxes);
@@ -305,12 +366,6 @@ int main(int argc, char** argv) {
   manager.AddSource(sweeper);
   ReconcileMetrics reconcile_metrics(metrics);
   manager.SetObserver(&reconcile_metrics);
-
-  LeaderElectorOptions elector_options;
-  elector_options.identity = flags.identity;
-  elector_options.lease_duration = lease;
-  elector_options.renew_interval = lease / 3;
-  LeaderElector elector(*store, clock, elector_options);
 
   metrics.AddCollector([&](Metrics& m) {
     const ManagerStats s = manager.Stats();

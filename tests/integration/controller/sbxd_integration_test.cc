@@ -741,4 +741,39 @@ TEST_F(SbxdTest, ABadTokenCostsAHandfulOfCallsNotAHotLoop) {
   EXPECT_EQ(Get("bad-9")["metadata"].value("resourceVersion", int64_t{0}), version);
 }
 
+// `sbxd --once` next to a running sbxd takes the same leader lease or does nothing: exit 3,
+// naming the lease and its holder. Once the daemon has stopped (SIGTERM releases the lease) the
+// pass runs, and it gives the lease back when done.
+TEST_F(SbxdTest, OnceRefusesToRunNextToALeaderAndRunsOnceItHasStopped) {
+  Process* sbxd = StartSbxd("sbxd-leader");
+  ASSERT_NE(sbxd, nullptr);
+  const int port = MetricsPort(*sbxd);
+  ASSERT_TRUE(PollUntil([&] { return HealthStatus(port, "/readyz") == 200; }, In(kConverge)));
+  Apply(SandboxManifest("solo", "Solo"));
+  ASSERT_TRUE(WaitRunningAndReady("solo")) << last_.dump(2);
+
+  const std::vector<std::string> once = {"--db", db_.string(), "--once", "--identity", "sbxd-once"};
+  RunResult refused = RunProcess(SBXD_PATH, once, dir_ / "logs", Env());
+  EXPECT_EQ(refused.exit_code, 3) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("lease \"sbxd\""));
+  EXPECT_THAT(refused.err, HasSubstr("held by \"sbxd-leader\""));
+  EXPECT_THAT(refused.err, ::testing::Not(HasSubstr("reconciled")));
+  EXPECT_TRUE(sbxd->Running()) << "the daemon must be left alone";
+
+  sbxd->Signal(SIGTERM);
+  std::optional<int> code = sbxd->Wait(In(milliseconds(10'000)));
+  ASSERT_TRUE(code.has_value()) << "sbxd did not exit on SIGTERM";
+  ASSERT_EQ(*code, 0) << sbxd->Stderr();
+
+  RunResult ran = RunProcess(SBXD_PATH, once, dir_ / "logs", Env());
+  EXPECT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_THAT(ran.err, HasSubstr("took the leader lease"));
+  EXPECT_THAT(ran.err, HasSubstr("reconciled"));
+  auto store = sbx::controller::SqliteStore::Open(db_.string());
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto lease = (*store)->GetLease("sbxd");
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_FALSE(lease->has_value()) << "--once kept the lease: " << (*lease)->holder;
+}
+
 }  // namespace
