@@ -28,6 +28,7 @@
 #include "controller/engine/leader_elector.h"
 #include "controller/engine/manager.h"
 #include "controller/engine/periodic_resync.h"
+#include "controller/engine/store_compactor.h"
 #include "controller/engine/store_watch.h"
 #include "controller/reconcilers/agent_worker_reconciler.h"
 #include "controller/reconcilers/garbage_collector.h"
@@ -72,6 +73,10 @@ struct Flags {
   // Client-side pacing of the OpenAI API per workspace. Its limits for the Agents endpoints are
   // not documented (the official SDK paces nothing and retries 429s); 10/s is a cautious default.
   double openai_requests_per_second = 10;
+  // Store growth (issue #12): change-log compaction and event expiry by the leader.
+  std::string compaction_interval = "5m";
+  std::string event_ttl = "1h";
+  int events_per_object = 100;
 };
 
 // `sbxd --once` found the leader lease held by another sbxd: nothing was done.
@@ -230,6 +235,13 @@ int main(int argc, char** argv) {
   app.add_option("--secrets-dir", flags.secrets_dir,
                  "manifests' {file: NAME} are read from this directory only (default "
                  "$XDG_CONFIG_HOME/sbx/secrets, else /etc/sbx/secrets)");
+  app.add_option("--compaction-interval", flags.compaction_interval,
+                 "compact the store's change log to the revision of one interval ago, and "
+                 "expire events, this often (0s: never)");
+  app.add_option("--event-ttl", flags.event_ttl, "delete events last seen longer ago than this");
+  app.add_option("--events-per-object", flags.events_per_object,
+                 "keep at most this many events per object (the most recently seen)")
+      ->check(CLI::Range(1, 100000));
   CLI11_PARSE(app, argc, argv);
 
   const std::optional<log::Format> format = log::ParseFormat(flags.log_format);
@@ -247,6 +259,13 @@ int main(int argc, char** argv) {
   const milliseconds sweep = ParseFlagDuration("sweep-interval", flags.sweep_interval);
   const milliseconds gc_grace = ParseFlagDuration("gc-grace", flags.gc_grace);
   const milliseconds lease = ParseFlagDuration("lease-duration", flags.lease_duration);
+  const milliseconds compaction_interval =
+      ParseFlagDuration("compaction-interval", flags.compaction_interval);
+  const milliseconds event_ttl = ParseFlagDuration("event-ttl", flags.event_ttl);
+  if (event_ttl.count() <= 0) {
+    std::cerr << "sbxd: error: --event-ttl must be positive\n";
+    return 2;
+  }
 
   SecretPolicy secrets{.env_prefix = flags.secret_env_prefix, .secrets_dir = flags.secrets_dir};
   if (secrets.secrets_dir.empty()) {
@@ -269,7 +288,9 @@ int main(int argc, char** argv) {
   SignalStop signals;  // first, so every thread below inherits the blocked mask
 
   // Open creates the missing directories of the database 0700 and the file 0600.
-  auto opened = SqliteStore::Open(flags.db);
+  SqliteStore::Options store_options;
+  store_options.max_events_per_object = flags.events_per_object;
+  auto opened = SqliteStore::Open(flags.db, store_options);
   if (!opened.ok()) {
     log::Error("cannot open store", {{"error", opened.status().ToString()}});
     return 1;
@@ -425,10 +446,32 @@ int main(int argc, char** argv) {
       stop.request_stop();
     });
   });
+  // Only the leader compacts; never past its own watch, so it never has to re-list for it.
+  StoreCompactorOptions compactor_options;
+  compactor_options.interval = compaction_interval;
+  compactor_options.event_ttl = event_ttl;
+  compactor_options.watermark = [&watch] { return watch.last_revision(); };
+  std::jthread compaction;
+  if (compaction_interval.count() > 0) {
+    compaction = std::jthread([&](std::stop_token own) {
+      StoreCompactor compactor(*store, clock, compactor_options);
+      compactor.Run(own, [](const api::StatusOr<StoreCompactor::Round>& round) {
+        if (!round.ok()) {
+          log::Warn("store compaction failed", {{"error", round.status().ToString()}});
+          return;
+        }
+        log::Debug("store compacted",
+                   {{"revision", round->compacted_to ? std::to_string(*round->compacted_to) : "-"},
+                    {"changes_deleted", std::to_string(round->changes_deleted)},
+                    {"events_deleted", std::to_string(round->events_deleted)}});
+      });
+    });
+  }
   WaitForStop(stop.get_token());
 
   log::Info("draining in-flight reconciles");
   manager.Stop();
+  compaction = {};  // stops and joins
   renewals.request_stop();
   renewals.join();
   if (!lost) {

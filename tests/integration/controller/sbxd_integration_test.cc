@@ -776,4 +776,36 @@ TEST_F(SbxdTest, OnceRefusesToRunNextToALeaderAndRunsOnceItHasStopped) {
   EXPECT_FALSE(lease->has_value()) << "--once kept the lease: " << (*lease)->holder;
 }
 
+// 12. The leader compacts the store's change log (here every second) and nobody who keeps up
+//     notices: sbxd's own watch never has to re-list, new work still converges, and a running
+//     `sbxctl get -w` goes on printing changes across compactions.
+TEST_F(SbxdTest, CompactsTheChangeLogWhileWatchersKeepUp) {
+  Process* sbxd = StartSbxd("sbxd-a", {"--compaction-interval", "1s"});
+  ASSERT_NE(sbxd, nullptr);
+  auto watch = Process::Start(SBXCTL_PATH,
+                              Options("get-w", {"--db", db_.string(), "get", "sandboxes", "-w"}));
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  Apply(SandboxManifest("first", "First"));
+  ASSERT_TRUE(WaitRunningAndReady("first")) << last_.dump(2);
+
+  auto stats = [&] {
+    auto store = sbx::controller::SqliteStore::Open(db_.string());
+    EXPECT_TRUE(store.ok()) << store.status();
+    auto s = store.ok() ? (*store)->ReadStats() : store.status();
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : sbx::controller::SqliteStore::Stats{};
+  };
+  const int64_t ready_at = stats().revision;
+  ASSERT_TRUE(PollUntil([&] { return stats().compacted_revision >= ready_at; }, In(kConverge),
+                        milliseconds(200)))
+      << "the change log was not compacted";
+
+  Apply(SandboxManifest("second", "Second"));
+  ASSERT_TRUE(WaitRunningAndReady("second")) << last_.dump(2);
+  EXPECT_TRUE((*watch)->WaitForLine(std::regex(R"(^second\s)"), In(kConverge)).has_value())
+      << (*watch)->Stdout() << (*watch)->Stderr();
+  EXPECT_TRUE((*watch)->Running()) << (*watch)->Stderr();
+  EXPECT_THAT(sbxd->Stderr(), ::testing::Not(HasSubstr("re-listing")));
+}
+
 }  // namespace
