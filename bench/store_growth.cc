@@ -93,8 +93,7 @@ Object WithStatus(Object object, int64_t tick, const std::string& now) {
 }
 
 Result Run(const Config& config, bool compacted) {
-  const std::filesystem::path path =
-      config.dir / (compacted ? "compacted.db" : "uncompacted.db");
+  const std::filesystem::path path = config.dir / (compacted ? "compacted.db" : "uncompacted.db");
   for (const char* suffix : {"", "-wal", "-shm"}) {
     std::filesystem::remove(path.string() + suffix);
   }
@@ -134,7 +133,8 @@ Result Run(const Config& config, bool compacted) {
       // Spread the fleet over the period, as a real one is.
       const int64_t phase = t + i;
       if (phase % config.status_every_s == 0) {
-        auto written = store.UpdateStatus(WithStatus(objects[i], phase / config.status_every_s, now));
+        auto written =
+            store.UpdateStatus(WithStatus(objects[i], phase / config.status_every_s, now));
         Check(written.status(), "status");
         objects[i] = *written;
         ++result.status_writes;

@@ -191,10 +191,10 @@ std::string LeaseHeldMessage(Store& store, const std::string& lease, const std::
   std::string holder = "another sbxd";
   api::StatusOr<std::optional<Store::Lease>> current = store.GetLease(lease);
   if (current.ok() && *current) {
-    const auto left = std::chrono::duration_cast<std::chrono::seconds>((*current)->expires_at -
-                                                                       clock.Now());
-    holder = "\"" + (*current)->holder + "\" (renewed " + (*current)->renewed_at +
-             ", expires in " + std::to_string(std::max<int64_t>(left.count(), 0)) + "s)";
+    const auto left =
+        std::chrono::duration_cast<std::chrono::seconds>((*current)->expires_at - clock.Now());
+    holder = "\"" + (*current)->holder + "\" (renewed " + (*current)->renewed_at + ", expires in " +
+             std::to_string(std::max<int64_t>(left.count(), 0)) + "s)";
   }
   return "sbxd: error: --once: the leader lease \"" + lease + "\" on " + db + " is held by " +
          holder + "; a running sbxd is reconciling this store, so no pass was run (stop it, or " +
@@ -359,8 +359,7 @@ int main(int argc, char** argv) {
       });
     });
     NullEnqueuer sink;
-    const int failures =
-        RunOnce(*store, sweeper, {&sandboxes, &workers}, sink, stop.get_token());
+    const int failures = RunOnce(*store, sweeper, {&sandboxes, &workers}, sink, stop.get_token());
     renewals.request_stop();
     renewals.join();
     if (!lost) {

@@ -60,9 +60,9 @@ class LeaderElector {
   // on), false if another holder has it. Store errors are returned (and not passed to
   // on_store_error).
   StatusOr<bool> TryAcquire();
-  // Call after WaitUntilLeader or TryAcquire returned true. Renews until `stop` is requested (returns without
-  // calling on_lost; still leader until Release) or the lease is lost (calls on_lost once, then
-  // returns; is_leader() is false from then on).
+  // Call after WaitUntilLeader or TryAcquire returned true. Renews until `stop` is requested
+  // (returns without calling on_lost; still leader until Release) or the lease is lost (calls
+  // on_lost once, then returns; is_leader() is false from then on).
   void RunRenewals(std::stop_token stop, std::function<void()> on_lost);
   bool is_leader() const { return leader_.load(); }
   // Gives the lease up if held (a store error goes to on_store_error; the lease then expires on

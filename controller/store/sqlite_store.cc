@@ -1194,9 +1194,10 @@ StatusOr<std::vector<Store::Change>> SqliteStore::WatchSince(int64_t since, int 
   if (gap) {
     ASSIGN_OR_RETURN(const int64_t compacted, ReadCompactedRevision());
     return Status(StatusCode::kOutOfRange,
-        "database " + path_ + ": cannot watch from revision " + std::to_string(since) +
-        ": resourceVersion too old, the change log was compacted up to revision " +
-        std::to_string(compacted) + "; list again and watch from the revision read before");
+                  "database " + path_ + ": cannot watch from revision " + std::to_string(since) +
+                      ": resourceVersion too old, the change log was compacted up to revision " +
+                      std::to_string(compacted) +
+                      "; list again and watch from the revision read before");
   }
   return out;
 }
@@ -1231,8 +1232,8 @@ StatusOr<SqliteStore::Stats> SqliteStore::ReadStats() {
     Stats stats;
     ASSIGN_OR_RETURN(stats.revision, ReadRevision());
     ASSIGN_OR_RETURN(stats.compacted_revision, ReadCompactedRevision());
-    for (auto [table, field] : {std::pair{"changes", &Stats::changes},
-                                std::pair{"events", &Stats::events}}) {
+    for (auto [table, field] :
+         {std::pair{"changes", &Stats::changes}, std::pair{"events", &Stats::events}}) {
       ASSIGN_OR_RETURN(Stmt stmt, Prepare(std::string("SELECT count(*) FROM ") + table));
       ASSIGN_OR_RETURN(bool row, stmt.Step());
       stats.*field = row ? stmt.Int(0) : 0;
@@ -1544,8 +1545,7 @@ StatusOr<std::optional<Store::Lease>> SqliteStore::GetLease(const std::string& n
   Lease lease;
   lease.name = name;
   lease.holder = stmt.Text(0);
-  lease.expires_at =
-      std::chrono::system_clock::time_point(std::chrono::milliseconds(stmt.Int(1)));
+  lease.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(stmt.Int(1)));
   lease.renewed_at = stmt.Text(2);
   return std::optional<Lease>(std::move(lease));
 }

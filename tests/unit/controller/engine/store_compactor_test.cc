@@ -69,7 +69,8 @@ TEST_F(StoreCompactorTest, CompactsToTheRevisionThePreviousRoundReadNeverPastThe
   StoreCompactor compactor(*store_, clock_,
                            StoreCompactorOptions{.watermark = [&] { return watermark; }});
   Create({"a", "b", "c"});  // revisions 1-3
-  EXPECT_FALSE(MustCompact(compactor).compacted_to.has_value());  // nothing to go by yet
+  // The first round has no earlier revision to compact to.
+  EXPECT_FALSE(MustCompact(compactor).compacted_to.has_value());
   EXPECT_EQ(Stats().changes, 3);
 
   WriteState("a", "PENDING");  // 4
@@ -108,8 +109,9 @@ TEST_F(StoreCompactorTest, BoundsTheChangeLogAndTheEventsOfABusyFleet) {
     names.push_back("sb-" + std::to_string(i));
   }
   Create(names);
-  StoreCompactor compactor(*store_, clock_,
-                           StoreCompactorOptions{.interval = kInterval, .event_ttl = kTtl, .watermark = {}});
+  StoreCompactor compactor(
+      *store_, clock_,
+      StoreCompactorOptions{.interval = kInterval, .event_ttl = kTtl, .watermark = {}});
   ASSERT_FALSE(MustCompact(compactor).compacted_to.has_value());
   int64_t previous_round_revision = Stats().revision;
   int64_t steady_watcher = Stats().revision;   // reads at every round

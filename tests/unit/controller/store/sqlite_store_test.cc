@@ -588,8 +588,8 @@ std::vector<int64_t> Revisions(const std::vector<Store::Change>& changes) {
 
 TEST_F(SqliteStoreTest, WatchingFromACompactedRevisionIsOutOfRangeNotASilentGap) {
   MustApply({Sandbox("a"), Sandbox("b"), Sandbox("c")});  // revisions 1-3
-  WriteState(*store_, Key("a"), "PENDING");                // 4
-  WriteState(*store_, Key("b"), "PENDING");                // 5
+  WriteState(*store_, Key("a"), "PENDING");               // 4
+  WriteState(*store_, Key("b"), "PENDING");               // 5
   auto deleted = store_->CompactChanges(3);
   ASSERT_TRUE(deleted.ok()) << deleted.status();
   EXPECT_EQ(*deleted, 3);
