@@ -776,9 +776,9 @@ TEST_F(SbxdTest, OnceRefusesToRunNextToALeaderAndRunsOnceItHasStopped) {
   EXPECT_FALSE(lease->has_value()) << "--once kept the lease: " << (*lease)->holder;
 }
 
-// 12. The leader compacts the store's change log (here every second) and nobody who keeps up
-//     notices: sbxd's own watch never has to re-list, new work still converges, and a running
-//     `sbxctl get -w` goes on printing changes across compactions.
+// The leader compacts the store's change log (here every second) and nobody who keeps up
+// notices: sbxd's own watch never has to re-list, new work still converges, and a running
+// `sbxctl get -w` goes on printing changes across compactions.
 TEST_F(SbxdTest, CompactsTheChangeLogWhileWatchersKeepUp) {
   Process* sbxd = StartSbxd("sbxd-a", {"--compaction-interval", "1s"});
   ASSERT_NE(sbxd, nullptr);
