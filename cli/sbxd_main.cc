@@ -1,7 +1,8 @@
 // sbxd: the controller daemon (DESIGN §4). Builds the concrete objects, wires them, and runs
 // them until SIGTERM/SIGINT: leader election on the store, then the Manager (workers, store
 // watch, periodic resync, live-state sweeper with garbage collection) and the health/metrics
-// server. `--once` runs one full pass instead and exits non-zero if anything failed.
+// server. `--once` runs one full pass instead and exits non-zero if anything failed; it takes
+// the same leader lease first and exits kExitLeaseHeld when a running sbxd holds it.
 #include <signal.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include "controller/engine/leader_elector.h"
 #include "controller/engine/manager.h"
 #include "controller/engine/periodic_resync.h"
+#include "controller/engine/store_compactor.h"
 #include "controller/engine/store_watch.h"
 #include "controller/reconcilers/agent_worker_reconciler.h"
 #include "controller/reconcilers/garbage_collector.h"
@@ -73,7 +75,14 @@ struct Flags {
   // Client-side pacing of the OpenAI API per workspace. Its limits for the Agents endpoints are
   // not documented (the official SDK paces nothing and retries 429s); 10/s is a cautious default.
   double openai_requests_per_second = 10;
+  // Store growth (issue #12): change-log compaction and event expiry by the leader.
+  std::string compaction_interval = "5m";
+  std::string event_ttl = "1h";
+  int events_per_object = 100;
 };
+
+// `sbxd --once` found the leader lease held by another sbxd: nothing was done.
+constexpr int kExitLeaseHeld = 3;
 
 std::string DefaultDbPath() {
   if (const char* env = std::getenv("SBX_DB"); env != nullptr && *env != '\0') {
@@ -138,9 +147,10 @@ void WaitForStop(std::stop_token stop) {
 
 // One full pass: sweep every workspace (fills the cache, runs GC), then reconcile every object
 // once — Sandboxes before the AgentWorkers that use them, Workspaces last (one being deleted goes
-// in the same pass as the last object using it). Returns the number of failures.
+// in the same pass as the last object using it). Returns the number of failures; a stop
+// (SIGTERM, a lost lease) ends the pass between two reconciles and counts as one.
 int RunOnce(Store& store, SandboxSweeper& sweeper, std::initializer_list<Reconciler*> reconcilers,
-            Enqueuer& sink) {
+            Enqueuer& sink, std::stop_token stop) {
   int failures = 0;
   if (api::Status s = sweeper.SweepAll(sink, {}); !s.ok()) {
     log::Error("sweep failed", {{"error", s.ToString()}});
@@ -155,6 +165,10 @@ int RunOnce(Store& store, SandboxSweeper& sweeper, std::initializer_list<Reconci
       return failures + 1;
     }
     for (const api::Object& o : *objects) {
+      if (stop.stop_requested()) {
+        log::Error("pass stopped before it was complete");
+        return failures + 1;
+      }
       api::StatusOr<ReconcileResult> r = reconciler->Reconcile(api::KeyOf(o), {});
       if (!r.ok()) {
         log::Error("reconcile failed",
@@ -174,6 +188,22 @@ class NullEnqueuer final : public Enqueuer {
   void EnqueueDependents(const api::ObjectKey&) override {}
 };
 
+// Why `--once` did not run: the lease, its holder and until when, as far as the store tells.
+std::string LeaseHeldMessage(Store& store, const std::string& lease, const std::string& db,
+                             Clock& clock) {
+  std::string holder = "another sbxd";
+  api::StatusOr<std::optional<Store::Lease>> current = store.GetLease(lease);
+  if (current.ok() && *current) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::seconds>((*current)->expires_at - clock.Now());
+    holder = "\"" + (*current)->holder + "\" (renewed " + (*current)->renewed_at + ", expires in " +
+             std::to_string(std::max<int64_t>(left.count(), 0)) + "s)";
+  }
+  return "sbxd: error: --once: the leader lease \"" + lease + "\" on " + db + " is held by " +
+         holder + "; a running sbxd is reconciling this store, so no pass was run (stop it, or " +
+         "let it do the work)\n";
+}
+
 // The program itself; main (at the end) runs it behind a catch-all.
 int Main(int argc, char** argv) {
   Flags flags;
@@ -192,7 +222,9 @@ int Main(int argc, char** argv) {
   app.add_option("--log-level", flags.log_level, "debug|info|warn|error");
   app.add_option("--identity", flags.identity, "leader lease holder name (default <host>-<pid>)");
   app.add_option("--lease-duration", flags.lease_duration, "leader lease duration");
-  app.add_flag("--once", flags.once, "run one full pass and exit (non-zero if anything failed)");
+  app.add_flag("--once", flags.once,
+               "run one full pass and exit (non-zero if anything failed; 3 if a running sbxd "
+               "holds the leader lease)");
   app.add_option("--executor-status-interval", flags.executor_status_interval,
                  "check a connected agent worker's environment this often");
   app.add_option("--executor-probe-interval", flags.executor_probe_interval,
@@ -205,6 +237,13 @@ int Main(int argc, char** argv) {
   app.add_option("--secrets-dir", flags.secrets_dir,
                  "manifests' {file: NAME} are read from this directory only (default "
                  "$XDG_CONFIG_HOME/sbx/secrets, else /etc/sbx/secrets)");
+  app.add_option("--compaction-interval", flags.compaction_interval,
+                 "compact the store's change log to the revision of one interval ago, and "
+                 "expire events, this often (0s: never)");
+  app.add_option("--event-ttl", flags.event_ttl, "delete events last seen longer ago than this");
+  app.add_option("--events-per-object", flags.events_per_object,
+                 "keep at most this many events per object (the most recently seen)")
+      ->check(CLI::Range(1, 100000));
   CLI11_PARSE(app, argc, argv);
 
   const std::optional<log::Format> format = log::ParseFormat(flags.log_format);
@@ -222,6 +261,13 @@ int Main(int argc, char** argv) {
   const milliseconds sweep = ParseFlagDuration("sweep-interval", flags.sweep_interval);
   const milliseconds gc_grace = ParseFlagDuration("gc-grace", flags.gc_grace);
   const milliseconds lease = ParseFlagDuration("lease-duration", flags.lease_duration);
+  const milliseconds compaction_interval =
+      ParseFlagDuration("compaction-interval", flags.compaction_interval);
+  const milliseconds event_ttl = ParseFlagDuration("event-ttl", flags.event_ttl);
+  if (event_ttl.count() <= 0) {
+    std::cerr << "sbxd: error: --event-ttl must be positive\n";
+    return 2;
+  }
 
   SecretPolicy secrets{.env_prefix = flags.secret_env_prefix, .secrets_dir = flags.secrets_dir};
   if (secrets.secrets_dir.empty()) {
@@ -244,7 +290,9 @@ int Main(int argc, char** argv) {
   SignalStop signals;  // first, so every thread below inherits the blocked mask
 
   // Open creates the missing directories of the database 0700 and the file 0600.
-  auto opened = SqliteStore::Open(flags.db);
+  SqliteStore::Options store_options;
+  store_options.max_events_per_object = flags.events_per_object;
+  auto opened = SqliteStore::Open(flags.db, store_options);
   if (!opened.ok()) {
     log::Error("cannot open store", {{"error", opened.status().ToString()}});
     return 1;
@@ -284,11 +332,45 @@ int Main(int argc, char** argv) {
   AgentWorkerReconciler workers(*store, clouds, clock, &manager.dependencies(), worker_options);
   WorkspaceReconciler workspaces(*store, clouds, clock, &manager.dependencies());
 
+  LeaderElectorOptions elector_options;
+  elector_options.identity = flags.identity;
+  elector_options.lease_duration = lease;
+  elector_options.renew_interval = lease / 3;
+  LeaderElector elector(*store, clock, elector_options);
+
   if (flags.once) {
+    // The pass acts like a leader, so it holds the leader's lease — never next to a running sbxd.
+    api::StatusOr<bool> held = elector.TryAcquire();
+    if (!held.ok()) {
+      log::Error("cannot take the leader lease", {{"error", held.status().ToString()}});
+      return 1;
+    }
+    if (!*held) {
+      std::cerr << LeaseHeldMessage(*store, elector_options.lease_name, flags.db, clock);
+      return kExitLeaseHeld;
+    }
+    log::Info("took the leader lease for one pass",
+              {{"lease", elector_options.lease_name}, {"identity", elector.identity()}});
+    std::stop_source stop;
+    signals.Start(stop);
+    std::atomic<bool> lost{false};
+    std::jthread renewals([&](std::stop_token own) {
+      elector.RunRenewals(own, [&] {
+        lost = true;
+        log::Error("lost the leader lease; stopping the pass");
+        stop.request_stop();
+      });
+    });
     NullEnqueuer sink;
-    const int failures = RunOnce(*store, sweeper, {&sandboxes, &workers, &workspaces}, sink);
+    const int failures =
+        RunOnce(*store, sweeper, {&sandboxes, &workers, &workspaces}, sink, stop.get_token());
+    renewals.request_stop();
+    renewals.join();
+    if (!lost) {
+      elector.Release();
+    }
     log::Info("pass complete", {{"failures", std::to_string(failures)}});
-    return failures == 0 ? 0 : 1;
+    return failures == 0 && !lost ? 0 : 1;
   }
 
   manager.Register(sandboxes);
@@ -309,12 +391,6 @@ int Main(int argc, char** argv) {
   manager.AddSource(sweeper);
   ReconcileMetrics reconcile_metrics(metrics);
   manager.SetObserver(&reconcile_metrics);
-
-  LeaderElectorOptions elector_options;
-  elector_options.identity = flags.identity;
-  elector_options.lease_duration = lease;
-  elector_options.renew_interval = lease / 3;
-  LeaderElector elector(*store, clock, elector_options);
 
   metrics.AddCollector([&](Metrics& m) {
     const ManagerStats s = manager.Stats();
@@ -374,10 +450,32 @@ int Main(int argc, char** argv) {
       stop.request_stop();
     });
   });
+  // Only the leader compacts; never past its own watch, so it never has to re-list for it.
+  StoreCompactorOptions compactor_options;
+  compactor_options.interval = compaction_interval;
+  compactor_options.event_ttl = event_ttl;
+  compactor_options.watermark = [&watch] { return watch.last_revision(); };
+  std::jthread compaction;
+  if (compaction_interval.count() > 0) {
+    compaction = std::jthread([&](std::stop_token own) {
+      StoreCompactor compactor(*store, clock, compactor_options);
+      compactor.Run(own, [](const api::StatusOr<StoreCompactor::Round>& round) {
+        if (!round.ok()) {
+          log::Warn("store compaction failed", {{"error", round.status().ToString()}});
+          return;
+        }
+        log::Debug("store compacted",
+                   {{"revision", round->compacted_to ? std::to_string(*round->compacted_to) : "-"},
+                    {"changes_deleted", std::to_string(round->changes_deleted)},
+                    {"events_deleted", std::to_string(round->events_deleted)}});
+      });
+    });
+  }
   WaitForStop(stop.get_token());
 
   log::Info("draining in-flight reconciles");
   manager.Stop();
+  compaction = {};  // stops and joins
   renewals.request_stop();
   renewals.join();
   if (!lost) {

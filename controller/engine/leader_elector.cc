@@ -32,6 +32,17 @@ std::string LeaderElector::DefaultIdentity() {
   return std::string(host) + "-" + std::to_string(getpid());
 }
 
+StatusOr<bool> LeaderElector::TryAcquire() {
+  const Clock::SteadyTime attempt_at = clock_.Steady();  // as in WaitUntilLeader
+  ASSIGN_OR_RETURN(const bool held, store_.TryAcquireLease(options_.lease_name, options_.identity,
+                                                           options_.lease_duration));
+  if (held) {
+    last_renewal_ = attempt_at;
+    leader_.store(true);
+  }
+  return held;
+}
+
 bool LeaderElector::WaitUntilLeader(std::stop_token stop) {
   while (!stop.stop_requested()) {
     // The store stamps the expiry from its own clock at the call, which is no earlier than

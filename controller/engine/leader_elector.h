@@ -10,6 +10,8 @@
 //             lost. Either way `on_lost` is called once and RunRenewals returns.
 //   shutdown: Release() gives the lease up so a standby takes over at its next attempt instead
 //             of waiting for expiry.
+//   one-shot: TryAcquire() makes one attempt and does not wait (`sbxd --once`: a pass must not
+//             run next to a leader); on success RunRenewals and Release work as for a leader.
 //
 // A standby takes over at most lease_duration + retry_interval after the leader's last renewal.
 // Split brain is bounded, not excluded: a leader that cannot reach the store acts on until
@@ -54,9 +56,13 @@ class LeaderElector {
 
   // Blocks until this process holds the lease (true) or `stop` is requested (false).
   bool WaitUntilLeader(std::stop_token stop);
-  // Call after WaitUntilLeader returned true. Renews until `stop` is requested (returns without
-  // calling on_lost; still leader until Release) or the lease is lost (calls on_lost once, then
-  // returns; is_leader() is false from then on).
+  // One attempt to take the lease: true if this process holds it now (is_leader() from then
+  // on), false if another holder has it. Store errors are returned (and not passed to
+  // on_store_error).
+  StatusOr<bool> TryAcquire();
+  // Call after WaitUntilLeader or TryAcquire returned true. Renews until `stop` is requested
+  // (returns without calling on_lost; still leader until Release) or the lease is lost (calls
+  // on_lost once, then returns; is_leader() is false from then on).
   void RunRenewals(std::stop_token stop, std::function<void()> on_lost);
   bool is_leader() const { return leader_.load(); }
   // Gives the lease up if held (a store error goes to on_store_error; the lease then expires on

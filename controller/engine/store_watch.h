@@ -13,8 +13,15 @@
 // errors are reported to `on_error` and retried with backoff on the Clock. Stop latency is at most
 // `poll`.
 //
-// Thread-safety: Run is called by one thread; last_revision() from any. Ownership: `store` and
-// `clock` are collaborators that must outlive the StoreWatch.
+// Fell behind compaction: when WatchSince answers kOutOfRange (the changes after last_seen were
+// compacted away, Store::CompactChanges), the watch reports it to `on_error` and re-lists like
+// client-go after "410 Gone": every listed object is dispatched as above (enqueued unless only
+// its status changed since it was last seen), every object seen before and no longer listed is
+// enqueued as deleted (a list alone would never show that deletion), and the watch goes on from
+// the revision read before the re-list. So no change is lost, only coalesced.
+//
+// Thread-safety: Run is called by one thread; last_revision() and relists() from any.
+// Ownership: `store` and `clock` are collaborators that must outlive the StoreWatch.
 #pragma once
 
 #include <atomic>
@@ -22,6 +29,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
+#include <string_view>
 
 #include "api/status.h"
 #include "controller/engine/backoff.h"
@@ -53,6 +62,8 @@ class StoreWatch final : public Source {
   // Highest revision seen and enqueued so far; -1 until the initial list has completed (so a
   // readiness probe can wait for it).
   int64_t last_revision() const { return last_revision_.load(); }
+  // Re-lists after falling behind compaction, so far.
+  int64_t relists() const { return relists_.load(); }
 
  private:
   // Sleeps the error backoff; false if stopped.
@@ -60,12 +71,18 @@ class StoreWatch final : public Source {
   // Enqueues what `change` concerns: the object (and its dependants) unless only its status
   // changed, then its dependants only. Remembers the object's metadata for the next change.
   void Dispatch(const Store::Change& change, Enqueuer& out);
+  // Reads the revision, lists, dispatches every listed object and a deletion of every object
+  // seen before but not listed; retries errors with backoff. The revision read, or nullopt when
+  // stopped.
+  std::optional<int64_t> ListAndDispatch(Enqueuer& out, std::stop_token stop,
+                                         std::string_view what);
 
   Store& store_;
   Clock& clock_;
   const StoreWatchOptions options_;
   const Backoff backoff_;
   std::atomic<int64_t> last_revision_{-1};
+  std::atomic<int64_t> relists_{0};
   // Metadata (without resourceVersion) of every object last seen; only Run's thread uses it.
   std::map<api::ObjectKey, api::ObjectMeta> seen_;
 };

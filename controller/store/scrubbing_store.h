@@ -43,10 +43,16 @@ class ScrubbingStore final : public Store {
   bool WaitForChange(std::chrono::milliseconds timeout) override {
     return store_.WaitForChange(timeout);
   }
+  StatusOr<int64_t> CompactChanges(int64_t revision) override {
+    return store_.CompactChanges(revision);
+  }
   // The event with its reason and message scrubbed.
   Status RecordEvent(const Event& event) override;
   StatusOr<std::vector<Event>> ListEvents(const std::optional<ObjectKey>& involved) override {
     return store_.ListEvents(involved);
+  }
+  StatusOr<int64_t> ExpireEvents(std::chrono::system_clock::time_point cutoff) override {
+    return store_.ExpireEvents(cutoff);
   }
   Status PutInventory(const InventoryRecord& record) override {
     return store_.PutInventory(record);
@@ -70,6 +76,9 @@ class ScrubbingStore final : public Store {
   }
   Status ReleaseLease(const std::string& name, const std::string& holder) override {
     return store_.ReleaseLease(name, holder);
+  }
+  StatusOr<std::optional<Lease>> GetLease(const std::string& name) override {
+    return store_.GetLease(name);
   }
 
  private:

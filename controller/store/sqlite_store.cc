@@ -1146,11 +1146,19 @@ StatusOr<DeleteOutcome> SqliteStore::Delete(const ObjectKey& key) {
 
 StatusOr<std::vector<Store::Change>> SqliteStore::WatchSince(int64_t since, int limit) {
   std::vector<Change> out;
+  since = std::max<int64_t>(since, 0);
+  if (limit <= 0) {
+    return out;
+  }
   std::lock_guard lock(mu_);
   // Remember what this read covers before reading, so that WaitForChange sees anything
   // committed after this point.
   ASSIGN_OR_RETURN(seen_data_version_, DataVersion());
   seen_local_commits_ = local_commits_;
+  // Read before the rows: every revision up to `current` was committed by then, and a committed
+  // change leaves the log only by compaction. So if revision since + 1 <= current is not among
+  // the rows read afterwards, it was compacted — whatever other processes did in between.
+  ASSIGN_OR_RETURN(const int64_t current, ReadRevision());
   ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT revision, type, kind, namespace, name, object FROM "
                                       "changes WHERE revision > ? ORDER BY revision LIMIT ?"));
   stmt.Bind(1, since).Bind(2, static_cast<int64_t>(std::max(limit, 0)));
@@ -1182,7 +1190,71 @@ StatusOr<std::vector<Store::Change>> SqliteStore::WatchSince(int64_t since, int 
     }
     out.push_back(std::move(change));
   }
+  const bool gap = out.empty() ? since < current : out.front().revision != since + 1;
+  if (gap) {
+    ASSIGN_OR_RETURN(const int64_t compacted, ReadCompactedRevision());
+    return Status(StatusCode::kOutOfRange,
+                  "database " + path_ + ": cannot watch from revision " + std::to_string(since) +
+                      ": resourceVersion too old, the change log was compacted up to revision " +
+                      std::to_string(compacted) +
+                      "; list again and watch from the revision read before");
+  }
   return out;
+}
+
+StatusOr<int64_t> SqliteStore::ReadCompactedRevision() {
+  ASSIGN_OR_RETURN(const int64_t current, ReadRevision());
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT min(revision) FROM changes"));
+  ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row || stmt.IsNull(0)) {
+    return current;  // an empty log: everything is compacted (or nothing was ever written)
+  }
+  return stmt.Int(0) - 1;
+}
+
+StatusOr<int64_t> SqliteStore::CompactChanges(int64_t revision) {
+  std::lock_guard lock(mu_);
+  Txn txn(*this);
+  RETURN_IF_ERROR(txn.Begin());
+  ASSIGN_OR_RETURN(const int64_t current, ReadRevision());
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("DELETE FROM changes WHERE revision <= ?"));
+  RETURN_IF_ERROR(stmt.Bind(1, std::min(revision, current)).Run());
+  const int64_t deleted = sqlite3_changes64(db_);
+  RETURN_IF_ERROR(txn.Commit());
+  return deleted;
+}
+
+StatusOr<SqliteStore::Stats> SqliteStore::ReadStats() {
+  std::lock_guard lock(mu_);
+  // One read transaction, so the numbers belong together.
+  RETURN_IF_ERROR(Exec("BEGIN"));
+  auto read = [&]() -> StatusOr<Stats> {
+    Stats stats;
+    ASSIGN_OR_RETURN(stats.revision, ReadRevision());
+    ASSIGN_OR_RETURN(stats.compacted_revision, ReadCompactedRevision());
+    for (auto [table, field] :
+         {std::pair{"changes", &Stats::changes}, std::pair{"events", &Stats::events}}) {
+      ASSIGN_OR_RETURN(Stmt stmt, Prepare(std::string("SELECT count(*) FROM ") + table));
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      stats.*field = row ? stmt.Int(0) : 0;
+    }
+    return stats;
+  };
+  StatusOr<Stats> stats = read();
+  (void)Exec("COMMIT");
+  return stats;
+}
+
+Status SqliteStore::Checkpoint() {
+  std::lock_guard lock(mu_);
+  int wal_frames = 0;
+  int checkpointed = 0;
+  const int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &wal_frames,
+                                           &checkpointed);
+  if (rc != SQLITE_OK) {
+    return Error(rc, "wal_checkpoint(TRUNCATE)");
+  }
+  return OkStatus();
 }
 
 StatusOr<int64_t> SqliteStore::CurrentRevision() {
@@ -1240,7 +1312,32 @@ Status SqliteStore::RecordEvent(const Event& event) {
       .Bind(8, event.first_seen.empty() ? now : event.first_seen)
       .Bind(9, event.last_seen.empty() ? now : event.last_seen);
   RETURN_IF_ERROR(stmt.Run());
+  if (options_.max_events_per_object > 0) {
+    // Both lookups use the unique index, whose prefix is the involved object.
+    ASSIGN_OR_RETURN(Stmt trim, Prepare("DELETE FROM events WHERE kind = ?1 AND namespace = ?2 AND "
+                                        "name = ?3 AND id NOT IN (SELECT id FROM events WHERE "
+                                        "kind = ?1 AND namespace = ?2 AND name = ?3 "
+                                        "ORDER BY last_seen DESC, id DESC LIMIT ?4)"));
+    RETURN_IF_ERROR(trim.Bind(1, KindName(event.involved.kind))
+                        .Bind(2, event.involved.namespace_)
+                        .Bind(3, event.involved.name)
+                        .Bind(4, static_cast<int64_t>(options_.max_events_per_object))
+                        .Run());
+  }
   return txn.Commit();
+}
+
+StatusOr<int64_t> SqliteStore::ExpireEvents(std::chrono::system_clock::time_point cutoff) {
+  // last_seen is RFC 3339 UTC with second precision (FormatRfc3339), so text order is time order.
+  const std::string before = FormatRfc3339(cutoff);
+  std::lock_guard lock(mu_);
+  Txn txn(*this);
+  RETURN_IF_ERROR(txn.Begin());
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("DELETE FROM events WHERE last_seen < ?"));
+  RETURN_IF_ERROR(stmt.Bind(1, before).Run());
+  const int64_t deleted = sqlite3_changes64(db_);
+  RETURN_IF_ERROR(txn.Commit());
+  return deleted;
 }
 
 StatusOr<std::vector<Store::Event>> SqliteStore::ListEvents(
@@ -1434,6 +1531,23 @@ Status SqliteStore::ReleaseLease(const std::string& name, const std::string& hol
   ASSIGN_OR_RETURN(Stmt stmt, Prepare("DELETE FROM leases WHERE name = ? AND holder = ?"));
   RETURN_IF_ERROR(stmt.Bind(1, name).Bind(2, holder).Run());
   return txn.Commit();
+}
+
+StatusOr<std::optional<Store::Lease>> SqliteStore::GetLease(const std::string& name) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(Stmt stmt,
+                   Prepare("SELECT holder, expires_at_ms, renewed_at FROM leases WHERE name = ?"));
+  stmt.Bind(1, name);
+  ASSIGN_OR_RETURN(bool found, stmt.Step());
+  if (!found) {
+    return std::optional<Lease>();
+  }
+  Lease lease;
+  lease.name = name;
+  lease.holder = stmt.Text(0);
+  lease.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(stmt.Int(1)));
+  lease.renewed_at = stmt.Text(2);
+  return std::optional<Lease>(std::move(lease));
 }
 
 }  // namespace sbx::controller

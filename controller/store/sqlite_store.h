@@ -8,8 +8,16 @@
 //
 // Revisions count object writes only (Apply, UpdateStatus, UpdateControllerMetadata, Delete):
 // each changed object gets the next revision and one row in the change log that WatchSince
-// reads. Events, inventory and leases do not bump the revision. The change log is not trimmed
-// yet (it grows by one row per object write).
+// reads. Events, inventory and leases do not bump the revision.
+//
+// Bounded growth. The change log holds exactly the revisions (compacted, current]: revisions are
+// contiguous (one change row each, committed in order) and CompactChanges only ever deletes a
+// prefix, so the compaction point needs no column of its own — it is the oldest row's revision
+// minus one, or the current revision when the log is empty. WatchSince(since) notices a missing
+// revision right after `since` and answers kOutOfRange instead of skipping it. Events are
+// bounded per object (RecordEvent keeps the newest Options::max_events_per_object of the
+// involved object) and by age (ExpireEvents). The file does not shrink: freed pages are reused,
+// so its size follows the high-water mark of what is kept.
 //
 // Thread-safety: one SQLite connection guarded by one mutex; every method may be called from
 // any thread. Several SqliteStore instances (in one or several processes) may share a file.
@@ -46,6 +54,10 @@ struct SqliteStoreOptions {
   std::chrono::milliseconds poll_interval{10};
   // Source of timestamps and lease expiry; SystemClock when null. Not owned.
   Clock* clock = nullptr;
+  // RecordEvent keeps at most this many events per involved object, dropping the least recently
+  // seen ones (Kubernetes keeps events by TTL only; a crash-looping object with varying messages
+  // would otherwise fill the table within one TTL). 0 = unbounded.
+  int max_events_per_object = 100;
 };
 
 class SqliteStore final : public Store {
@@ -82,9 +94,13 @@ class SqliteStore final : public Store {
   StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit = 1000) override;
   StatusOr<int64_t> CurrentRevision() override;
   bool WaitForChange(std::chrono::milliseconds timeout) override;
+  StatusOr<int64_t> CompactChanges(int64_t revision) override;
 
+  // Also drops the involved object's least recently seen events beyond
+  // Options::max_events_per_object, in the same transaction.
   Status RecordEvent(const Event& event) override;
   StatusOr<std::vector<Event>> ListEvents(const std::optional<ObjectKey>& involved) override;
+  StatusOr<int64_t> ExpireEvents(std::chrono::system_clock::time_point cutoff) override;
 
   Status PutInventory(const InventoryRecord& record) override;
   StatusOr<std::optional<InventoryRecord>> GetInventory(const std::string& workspace,
@@ -98,6 +114,20 @@ class SqliteStore final : public Store {
   StatusOr<bool> TryAcquireLease(const std::string& name, const std::string& holder,
                                  std::chrono::milliseconds ttl) override;
   Status ReleaseLease(const std::string& name, const std::string& holder) override;
+  StatusOr<std::optional<Lease>> GetLease(const std::string& name) override;
+
+  // What the bounds act on, for tests, benchmarks and logs.
+  struct Stats {
+    int64_t revision = 0;            // current revision
+    int64_t compacted_revision = 0;  // WatchSince(since) needs since >= this
+    int64_t changes = 0;             // rows in the change log
+    int64_t events = 0;              // rows in the events table
+  };
+  StatusOr<Stats> ReadStats();
+  // Copies the WAL into the database file and truncates the WAL to zero bytes
+  // (PRAGMA wal_checkpoint(TRUNCATE)), so that the file sizes show what is stored. kUnavailable
+  // if readers or writers of other connections kept it from completing.
+  Status Checkpoint();
 
  private:
   class Stmt;
@@ -123,6 +153,8 @@ class SqliteStore final : public Store {
   // Delete semantics shared by Delete, prune and finalizer removal; bumps `*revision`.
   StatusOr<DeleteOutcome> DeleteLocked(Row& row, int64_t& revision);
   StatusOr<int64_t> DataVersion();
+  // Revisions <= this are no longer in the change log.
+  StatusOr<int64_t> ReadCompactedRevision();
   std::string Now() const;
   std::string NewUid();
 

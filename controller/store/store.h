@@ -3,7 +3,10 @@
 // One SQLite file in WAL mode (SqliteStore); sbxctl writes spec/metadata, the controller writes
 // status only. Every object write bumps one global, monotonic revision; an object's
 // resourceVersion is the revision of its last write. Events, inventory and leases are not
-// object writes and bump no revision (a lease renewal must not wake every watcher). Implementations are safe to use from several threads and
+// object writes and bump no revision (a lease renewal must not wake every watcher). Neither the
+// change log nor the events grow forever: CompactChanges trims the log (a watcher behind the
+// compaction point gets kOutOfRange and re-lists), ExpireEvents drops old events, and each object
+// keeps a bounded number of events. Implementations are safe to use from several threads and
 // several processes at once (each write is one transaction; a busy database is retried up to a
 // busy timeout, then kUnavailable naming the database path).
 #pragma once
@@ -91,13 +94,23 @@ class Store {
   };
 
   // Every change with revision > `since`, in revision order, each exactly once; also changes
-  // made by other processes. At most `limit` changes.
+  // made by other processes. At most `limit` changes. kOutOfRange ("resourceVersion too old")
+  // when changes after `since` have been compacted away: the caller cannot know what it missed
+  // and must list again, then watch from the revision it read before listing.
   virtual StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit = 1000) = 0;
   // Highest revision written so far (0 for a new store).
   virtual StatusOr<int64_t> CurrentRevision() = 0;
   // Blocks until the database may have changed (any process) or `timeout` passes; cheap
   // (PRAGMA data_version). Returns true if a change may have happened.
   virtual bool WaitForChange(std::chrono::milliseconds timeout) = 0;
+  // Compaction, the Kubernetes way (etcd compaction + "410 Gone"): deletes every change with
+  // revision <= `revision` (clamped to the current revision) from the change log, so that the
+  // log does not grow forever. There is no registry of watchers: a watcher that is still behind
+  // the compacted revision gets kOutOfRange from WatchSince and re-lists. Callers choose
+  // `revision` so that live watchers are not behind it (sbxd compacts to the revision it saw
+  // one compaction interval ago, and never past its own watch). Compacting to a revision at or
+  // below the current compaction point deletes nothing. Returns the number of changes deleted.
+  virtual StatusOr<int64_t> CompactChanges(int64_t revision) = 0;
 
   // ---- events -------------------------------------------------------------------------------
 
@@ -114,6 +127,9 @@ class Store {
   virtual Status RecordEvent(const Event& event) = 0;
   // Oldest first. With `involved`, only that object's events.
   virtual StatusOr<std::vector<Event>> ListEvents(const std::optional<ObjectKey>& involved) = 0;
+  // Deletes every event last seen before `cutoff` (Kubernetes' event TTL). Returns the number
+  // deleted. (The newest-N-per-object bound is kept by RecordEvent itself.)
+  virtual StatusOr<int64_t> ExpireEvents(std::chrono::system_clock::time_point cutoff) = 0;
 
   // ---- inventory of external resources ------------------------------------------------------
 
@@ -149,6 +165,16 @@ class Store {
   virtual StatusOr<bool> TryAcquireLease(const std::string& name, const std::string& holder,
                                          std::chrono::milliseconds ttl) = 0;
   virtual Status ReleaseLease(const std::string& name, const std::string& holder) = 0;
+
+  struct Lease {
+    std::string name;
+    std::string holder;
+    std::string renewed_at;  // RFC 3339
+    std::chrono::system_clock::time_point expires_at;
+  };
+  // Lease `name` as last written, expired or not (nullopt when nobody holds or held it since
+  // its last release): for naming the holder in an error message.
+  virtual StatusOr<std::optional<Lease>> GetLease(const std::string& name) = 0;
 };
 
 }  // namespace sbx::controller

@@ -820,4 +820,71 @@ TEST_F(SbxdTest, WorkspaceReportsReadyAndOutlivesTheSandboxesThatUseIt) {
       << "the Sandbox's finalizer did not delete the cloud sandbox";
 }
 
+// `sbxd --once` next to a running sbxd takes the same leader lease or does nothing: exit 3,
+// naming the lease and its holder. Once the daemon has stopped (SIGTERM releases the lease) the
+// pass runs, and it gives the lease back when done.
+TEST_F(SbxdTest, OnceRefusesToRunNextToALeaderAndRunsOnceItHasStopped) {
+  Process* sbxd = StartSbxd("sbxd-leader");
+  ASSERT_NE(sbxd, nullptr);
+  const int port = MetricsPort(*sbxd);
+  ASSERT_TRUE(PollUntil([&] { return HealthStatus(port, "/readyz") == 200; }, In(kConverge)));
+  Apply(SandboxManifest("solo", "Solo"));
+  ASSERT_TRUE(WaitRunningAndReady("solo")) << last_.dump(2);
+
+  const std::vector<std::string> once = {"--db", db_.string(), "--once", "--identity", "sbxd-once"};
+  RunResult refused = RunProcess(SBXD_PATH, once, dir_ / "logs", Env());
+  EXPECT_EQ(refused.exit_code, 3) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("lease \"sbxd\""));
+  EXPECT_THAT(refused.err, HasSubstr("held by \"sbxd-leader\""));
+  EXPECT_THAT(refused.err, ::testing::Not(HasSubstr("reconciled")));
+  EXPECT_TRUE(sbxd->Running()) << "the daemon must be left alone";
+
+  sbxd->Signal(SIGTERM);
+  std::optional<int> code = sbxd->Wait(In(milliseconds(10'000)));
+  ASSERT_TRUE(code.has_value()) << "sbxd did not exit on SIGTERM";
+  ASSERT_EQ(*code, 0) << sbxd->Stderr();
+
+  RunResult ran = RunProcess(SBXD_PATH, once, dir_ / "logs", Env());
+  EXPECT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_THAT(ran.err, HasSubstr("took the leader lease"));
+  EXPECT_THAT(ran.err, HasSubstr("reconciled"));
+  auto store = sbx::controller::SqliteStore::Open(db_.string());
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto lease = (*store)->GetLease("sbxd");
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_FALSE(lease->has_value()) << "--once kept the lease: " << (*lease)->holder;
+}
+
+// The leader compacts the store's change log (here every second) and nobody who keeps up
+// notices: sbxd's own watch never has to re-list, new work still converges, and a running
+// `sbxctl get -w` goes on printing changes across compactions.
+TEST_F(SbxdTest, CompactsTheChangeLogWhileWatchersKeepUp) {
+  Process* sbxd = StartSbxd("sbxd-a", {"--compaction-interval", "1s"});
+  ASSERT_NE(sbxd, nullptr);
+  auto watch = Process::Start(SBXCTL_PATH,
+                              Options("get-w", {"--db", db_.string(), "get", "sandboxes", "-w"}));
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  Apply(SandboxManifest("first", "First"));
+  ASSERT_TRUE(WaitRunningAndReady("first")) << last_.dump(2);
+
+  auto stats = [&] {
+    auto store = sbx::controller::SqliteStore::Open(db_.string());
+    EXPECT_TRUE(store.ok()) << store.status();
+    auto s = store.ok() ? (*store)->ReadStats() : store.status();
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : sbx::controller::SqliteStore::Stats{};
+  };
+  const int64_t ready_at = stats().revision;
+  ASSERT_TRUE(PollUntil([&] { return stats().compacted_revision >= ready_at; }, In(kConverge),
+                        milliseconds(200)))
+      << "the change log was not compacted";
+
+  Apply(SandboxManifest("second", "Second"));
+  ASSERT_TRUE(WaitRunningAndReady("second")) << last_.dump(2);
+  EXPECT_TRUE((*watch)->WaitForLine(std::regex(R"(^second\s)"), In(kConverge)).has_value())
+      << (*watch)->Stdout() << (*watch)->Stderr();
+  EXPECT_TRUE((*watch)->Running()) << (*watch)->Stderr();
+  EXPECT_THAT(sbxd->Stderr(), ::testing::Not(HasSubstr("re-listing")));
+}
+
 }  // namespace

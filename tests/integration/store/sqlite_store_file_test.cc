@@ -445,5 +445,99 @@ TEST_F(SqliteStoreFileTest, ADirectoryThatCannotBeCreatedIsAClearError) {
               HasSubstr("cannot create directory " + path_ + "/sub for database " + db));
 }
 
+// Compaction by one instance (the leader sbxd) while another (a watcher such as `sbxctl get -w`)
+// is behind it: the watcher is told (kOutOfRange), never silently skips, and a watcher that
+// re-lists on that error ends with exactly the store's state, even while a third instance
+// writes, deletes and the log is compacted to the newest revision over and over.
+TEST_F(SqliteStoreFileTest, AWatcherBehindAnotherInstancesCompactionIsToldAndCatchesUpByReListing) {
+  auto writer = MustOpen();
+  auto compactor = MustOpen();
+  auto watcher = MustOpen();
+  ASSERT_TRUE(writer && compactor && watcher);
+  ASSERT_TRUE(writer->Apply({Sandbox("a"), Sandbox("b")}, {}).ok());
+  ASSERT_TRUE(compactor->CompactChanges(1).ok());
+  auto behind = watcher->WatchSince(0);
+  ASSERT_FALSE(behind.ok());
+  EXPECT_EQ(behind.status().code(), StatusCode::kOutOfRange);
+  EXPECT_THAT(behind.status().message(), HasSubstr(path_));
+
+  // The race: each of 10 objects is rewritten, deleted and re-created while compaction chases
+  // the newest revision.
+  std::atomic<bool> done{false};
+  std::jthread write([&] {
+    for (int round = 0; round < 30; ++round) {
+      for (int i = 0; i < 10; ++i) {
+        const std::string name = "s" + std::to_string(i);
+        ASSERT_TRUE(writer->Apply({Sandbox(name, "img:" + std::to_string(round))}, {}).ok());
+        if ((round + i) % 7 == 0) {
+          ASSERT_TRUE(writer->Delete(ObjectKey{Kind::kSandbox, "default", name}).ok());
+        }
+      }
+    }
+    done = true;
+  });
+  std::jthread compact([&](std::stop_token stop) {
+    while (!stop.stop_requested()) {
+      auto current = compactor->CurrentRevision();
+      ASSERT_TRUE(current.ok());
+      ASSERT_TRUE(compactor->CompactChanges(*current).ok());
+      compactor->WaitForChange(std::chrono::milliseconds(5));
+    }
+  });
+
+  std::map<ObjectKey, int64_t> view;  // key → resourceVersion, as the watcher saw it
+  int64_t since = 0;
+  int relists = 0;
+  auto relist = [&] {
+    auto revision = watcher->CurrentRevision();  // before listing, as StoreWatch does
+    auto objects = watcher->List({});
+    ASSERT_TRUE(revision.ok() && objects.ok());
+    view.clear();
+    for (const Object& o : *objects) {
+      view[api::KeyOf(o)] = o.metadata.resource_version;
+    }
+    since = *revision;
+    ++relists;
+  };
+  relist();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    ASSERT_LT(std::chrono::steady_clock::now(), give_up);
+    const bool finished = done.load();
+    auto changes = watcher->WatchSince(since, 7);  // small batches: more chances to fall behind
+    if (!changes.ok()) {
+      ASSERT_EQ(changes.status().code(), StatusCode::kOutOfRange) << changes.status();
+      relist();
+      continue;
+    }
+    for (const Store::Change& change : *changes) {
+      ASSERT_EQ(change.revision, since + 1) << "a revision was skipped";
+      since = change.revision;
+      if (change.type == Store::ChangeType::kDeleted) {
+        view.erase(change.key);
+      } else {
+        view[change.key] = change.object->metadata.resource_version;
+      }
+    }
+    auto current = watcher->CurrentRevision();
+    ASSERT_TRUE(current.ok());
+    if (finished && since == *current) {
+      break;
+    }
+  }
+  compact.request_stop();
+  compact.join();
+  write.join();
+
+  auto objects = writer->List({});
+  ASSERT_TRUE(objects.ok());
+  std::map<ObjectKey, int64_t> truth;
+  for (const Object& o : *objects) {
+    truth[api::KeyOf(o)] = o.metadata.resource_version;
+  }
+  EXPECT_EQ(view, truth);
+  std::cerr << "watcher re-listed " << relists - 1 << " times after falling behind\n";
+}
+
 }  // namespace
 }  // namespace sbx::controller

@@ -1,8 +1,10 @@
 // FakeWatchStore: an in-memory Store with just enough behaviour for the engine's sources —
-// List, CurrentRevision, WatchSince and WaitForChange — plus switchable failures. Everything
-// else answers kUnimplemented. Thread-safe (one mutex).
+// List, CurrentRevision, WatchSince, WaitForChange and CompactChanges (with SqliteStore's rule:
+// watching from before the compacted revision is kOutOfRange) — plus switchable failures.
+// Everything else answers kUnimplemented. Thread-safe (one mutex).
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -62,6 +64,10 @@ class FakeWatchStore final : public Store {
     if (!failure_.ok()) {
       return failure_;
     }
+    if (since < compacted_) {
+      return Status(api::StatusCode::kOutOfRange,
+                    "resourceVersion too old: compacted up to " + std::to_string(compacted_));
+    }
     std::vector<Change> out;
     for (const Change& c : changes_) {
       if (c.revision > since && static_cast<int>(out.size()) < limit) {
@@ -82,6 +88,16 @@ class FakeWatchStore final : public Store {
     const int64_t seen = revision_;
     return cv_.wait_for(lock, timeout, [&] { return revision_ != seen; });
   }
+  StatusOr<int64_t> CompactChanges(int64_t revision) override {
+    std::lock_guard lock(mu_);
+    revision = std::min(revision, revision_);
+    const auto end = std::find_if(changes_.begin(), changes_.end(),
+                                  [&](const Change& c) { return c.revision > revision; });
+    const int64_t deleted = end - changes_.begin();
+    changes_.erase(changes_.begin(), end);
+    compacted_ = std::max(compacted_, revision);
+    return deleted;
+  }
 
   StatusOr<std::vector<ApplyResult>> Apply(const std::vector<Object>&,
                                            const ApplyOptions&) override {
@@ -93,6 +109,9 @@ class FakeWatchStore final : public Store {
   StatusOr<DeleteOutcome> Delete(const ObjectKey&) override { return Unimplemented(); }
   Status RecordEvent(const Event&) override { return Unimplemented(); }
   StatusOr<std::vector<Event>> ListEvents(const std::optional<ObjectKey>&) override {
+    return Unimplemented();
+  }
+  StatusOr<int64_t> ExpireEvents(std::chrono::system_clock::time_point) override {
     return Unimplemented();
   }
   Status PutInventory(const InventoryRecord&) override { return Unimplemented(); }
@@ -111,6 +130,7 @@ class FakeWatchStore final : public Store {
     return Unimplemented();
   }
   Status ReleaseLease(const std::string&, const std::string&) override { return Unimplemented(); }
+  StatusOr<std::optional<Lease>> GetLease(const std::string&) override { return Unimplemented(); }
 
  private:
   static Status Unimplemented() { return api::UnimplementedError("not in FakeWatchStore"); }
@@ -120,6 +140,7 @@ class FakeWatchStore final : public Store {
   std::map<ObjectKey, Object> objects_;  // Guarded by mu_.
   std::vector<Change> changes_;          // Guarded by mu_.
   int64_t revision_ = 0;                 // Guarded by mu_.
+  int64_t compacted_ = 0;                // Guarded by mu_.
   Status failure_;                       // Guarded by mu_.
   int list_calls_ = 0;                   // Guarded by mu_.
   int watch_calls_ = 0;                  // Guarded by mu_.

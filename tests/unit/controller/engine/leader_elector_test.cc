@@ -173,6 +173,33 @@ TEST_F(LeaderElectorTest, StandbyTakesOverAtItsNextAttemptAfterARelease) {
   EXPECT_TRUE(b.is_leader());
 }
 
+// `sbxd --once`: one attempt, no waiting; the same lease as the daemon.
+TEST_F(LeaderElectorTest, TryAcquireMakesOneAttemptAndHoldsTheLeaseLikeALeader) {
+  LeaderElector daemon(*store_a_, clock_, Opts("daemon"));
+  LeaderElector once(*store_b_, clock_, Opts("once"));
+  ASSERT_TRUE(daemon.WaitUntilLeader({}));
+  auto held = once.TryAcquire();
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_FALSE(*held);
+  EXPECT_FALSE(once.is_leader());
+  auto lease = store_b_->GetLease("sbxd");
+  ASSERT_TRUE(lease.ok() && lease->has_value());
+  EXPECT_EQ((*lease)->holder, "daemon");
+
+  daemon.Release();
+  held = once.TryAcquire();
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_TRUE(*held);
+  EXPECT_TRUE(once.is_leader());
+  auto daemon_again = store_a_->TryAcquireLease("sbxd", "daemon", 15s);
+  ASSERT_TRUE(daemon_again.ok());
+  EXPECT_FALSE(*daemon_again);  // the pass holds it: a daemon starting now stays standby
+  once.Release();
+  lease = store_a_->GetLease("sbxd");
+  ASSERT_TRUE(lease.ok());
+  EXPECT_FALSE(lease->has_value());
+}
+
 TEST_F(LeaderElectorTest, WaitUntilLeaderReturnsFalseWhenStopped) {
   LeaderElector a(*store_a_, clock_, Opts("a"));
   LeaderElector b(*store_b_, clock_, Opts("b"));

@@ -141,5 +141,57 @@ TEST(StoreWatchTest, StopsPromptlyWhileBackingOff) {
   ASSERT_TRUE(PollUntil([&] { return returned.load(); }));
 }
 
+// Fell behind compaction: the changes it missed are gone, so it re-lists — and still hears of
+// the object deleted during the gap, which a list alone cannot show.
+TEST(StoreWatchTest, ReListsWhenItFellBehindCompactionAndEnqueuesWhatWasDeletedMeanwhile) {
+  testing::FakeClock clock;
+  FakeWatchStore store;
+  store.Put(api::MakeObject(Kind::kSandbox, "a"));
+  store.Put(api::MakeObject(Kind::kSandbox, "b"));
+  store.Put(api::MakeObject(Kind::kSandbox, "d"));
+  std::mutex mu;
+  std::vector<std::string> errors;  // Guarded by mu.
+  RecordingEnqueuer out;
+  StoreWatch watch(store, clock,
+                   StoreWatchOptions{.poll = 20ms,
+                                     .error_backoff = {1s, 30s, 0.0},
+                                     .on_error = [&](std::string_view, const Status& s) {
+                                       std::lock_guard lock(mu);
+                                       errors.push_back(s.ToString());
+                                     }});
+  std::jthread runner([&](std::stop_token stop) { watch.Run(out, stop); });
+  ASSERT_TRUE(PollUntil([&] { return watch.last_revision() == 3; }));
+
+  // Hold the watch in an error backoff while the store moves on and compacts past it.
+  store.FailWith(api::UnavailableError("database is locked"));
+  ASSERT_TRUE(clock.WaitForSleepers(1));
+  api::Object relabelled = api::MakeObject(Kind::kSandbox, "a");
+  relabelled.metadata.labels["team"] = "x";
+  store.Put(relabelled);                            // 4
+  store.Put(api::MakeObject(Kind::kSandbox, "c"));  // 5
+  store.Remove(Sb("b"));                            // 6
+  ASSERT_TRUE(store.CompactChanges(6).ok());
+  store.FailWith(api::OkStatus());
+  clock.Advance(1s);
+
+  ASSERT_TRUE(PollUntil([&] { return watch.relists() == 1 && watch.last_revision() == 6; }));
+  EXPECT_EQ(out.count(Sb("a")), 2u);  // changed during the gap
+  EXPECT_EQ(out.count(Sb("b")), 2u);  // deleted during the gap: enqueued although not listed
+  EXPECT_EQ(out.count(Sb("c")), 1u);  // created during the gap
+  EXPECT_EQ(out.count(Sb("d")), 1u);  // unchanged: not reconciled again for the re-list
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(errors.size(), 2u);
+    EXPECT_NE(errors[1].find("re-listing"), std::string::npos) << errors[1];
+    EXPECT_NE(errors[1].find("too old"), std::string::npos) << errors[1];
+  }
+
+  // And it watches on from the revision of the re-list.
+  store.Put(api::MakeObject(Kind::kSandbox, "e"));
+  ASSERT_TRUE(PollUntil([&] { return watch.last_revision() == 7; }));
+  EXPECT_EQ(out.count(Sb("e")), 1u);
+  EXPECT_EQ(watch.relists(), 1);
+}
+
 }  // namespace
 }  // namespace sbx::controller

@@ -563,5 +563,163 @@ TEST_F(SqliteStoreTest, AllKindsRoundTrip) {
   EXPECT_EQ(MustGet(Key("w", Kind::kAgentWorker)).agent_worker_spec(), worker.agent_worker_spec());
 }
 
+// ---- bounded growth (issue #12) -------------------------------------------------------------
+
+// Writes a new status.state to `name`, returning the stored object.
+Object WriteState(SqliteStore& store, const ObjectKey& key, const std::string& state) {
+  auto object = store.Get(key);
+  EXPECT_TRUE(object.ok()) << object.status();
+  if (!object.ok()) {
+    return Object{};
+  }
+  object->sandbox_status().state = state;
+  auto updated = store.UpdateStatus(*object);
+  EXPECT_TRUE(updated.ok()) << updated.status();
+  return updated.ok() ? *updated : Object{};
+}
+
+std::vector<int64_t> Revisions(const std::vector<Store::Change>& changes) {
+  std::vector<int64_t> out;
+  for (const Store::Change& change : changes) {
+    out.push_back(change.revision);
+  }
+  return out;
+}
+
+TEST_F(SqliteStoreTest, WatchingFromACompactedRevisionIsOutOfRangeNotASilentGap) {
+  MustApply({Sandbox("a"), Sandbox("b"), Sandbox("c")});  // revisions 1-3
+  WriteState(*store_, Key("a"), "PENDING");               // 4
+  WriteState(*store_, Key("b"), "PENDING");               // 5
+  auto deleted = store_->CompactChanges(3);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 3);
+
+  for (int64_t behind : {0, 1, 2}) {
+    auto changes = store_->WatchSince(behind);
+    ASSERT_FALSE(changes.ok()) << "since " << behind;
+    EXPECT_EQ(changes.status().code(), StatusCode::kOutOfRange);
+    EXPECT_THAT(changes.status().message(), HasSubstr("too old"));
+    EXPECT_THAT(changes.status().message(), HasSubstr("compacted up to revision 3"));
+  }
+  auto from_compaction_point = store_->WatchSince(3);
+  ASSERT_TRUE(from_compaction_point.ok()) << from_compaction_point.status();
+  EXPECT_THAT(Revisions(*from_compaction_point), ElementsAre(4, 5));
+  auto limited = store_->WatchSince(3, 1);
+  ASSERT_TRUE(limited.ok()) << limited.status();
+  EXPECT_THAT(Revisions(*limited), ElementsAre(4));
+
+  // Compacting everything: an up-to-date watcher is fine, one that is behind is told so, and
+  // the log goes on from there.
+  deleted = store_->CompactChanges(1000);  // clamped to the current revision
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 2);
+  auto up_to_date = store_->WatchSince(5);
+  ASSERT_TRUE(up_to_date.ok()) << up_to_date.status();
+  EXPECT_TRUE(up_to_date->empty());
+  EXPECT_EQ(store_->WatchSince(4).status().code(), StatusCode::kOutOfRange);
+  WriteState(*store_, Key("c"), "PENDING");  // 6
+  auto after = store_->WatchSince(5);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_THAT(Revisions(*after), ElementsAre(6));
+  EXPECT_EQ(store_->WatchSince(4).status().code(), StatusCode::kOutOfRange);
+
+  auto stats = store_->ReadStats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->revision, 6);
+  EXPECT_EQ(stats->compacted_revision, 5);
+  EXPECT_EQ(stats->changes, 1);
+}
+
+TEST_F(SqliteStoreTest, CompactingBelowTheCompactionPointDeletesNothing) {
+  MustApply({Sandbox("a"), Sandbox("b")});
+  ASSERT_TRUE(store_->CompactChanges(2).ok());
+  WriteState(*store_, Key("a"), "PENDING");
+  auto deleted = store_->CompactChanges(1);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 0);
+  auto changes = store_->WatchSince(2);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  EXPECT_THAT(Revisions(*changes), ElementsAre(3));
+}
+
+TEST(SqliteStoreEventBoundTest, KeepsOnlyTheNewestEventsOfEachObject) {
+  testing::FakeClock clock;
+  SqliteStore::Options options;
+  options.clock = &clock;
+  options.max_events_per_object = 3;
+  auto store = SqliteStore::Open(":memory:", options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto record = [&](const std::string& name, const std::string& message) {
+    Store::Event event;
+    event.involved = Key(name);
+    event.reason = "Test";
+    event.message = message;
+    event.first_seen = event.last_seen = FormatRfc3339(clock.Now());
+    ASSERT_TRUE((*store)->RecordEvent(event).ok());
+    clock.Advance(std::chrono::seconds(1));
+  };
+  record("other", "o1");
+  for (int i = 1; i <= 5; ++i) {
+    record("busy", "m" + std::to_string(i));
+  }
+  record("busy", "m2");  // dropped before, now seen again: the newest
+
+  auto busy = (*store)->ListEvents(Key("busy"));
+  ASSERT_TRUE(busy.ok()) << busy.status();
+  std::vector<std::string> messages;
+  for (const Store::Event& e : *busy) {
+    messages.push_back(e.message);
+  }
+  EXPECT_THAT(messages, ElementsAre("m4", "m5", "m2"));
+  auto other = (*store)->ListEvents(Key("other"));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->size(), 1u);
+}
+
+TEST_F(SqliteStoreTest, ExpireEventsDropsWhatWasLastSeenBeforeTheCutoff) {
+  auto record = [&](const std::string& message) {
+    Store::Event event;
+    event.involved = Key("a");
+    event.reason = "Test";
+    event.message = message;
+    event.first_seen = event.last_seen = FormatRfc3339(clock_.Now());
+    ASSERT_TRUE(store_->RecordEvent(event).ok());
+  };
+  record("old");
+  record("repeated");
+  clock_.Advance(std::chrono::minutes(30));
+  record("repeated");  // seen again: its last_seen is recent
+  clock_.Advance(std::chrono::minutes(31));
+  record("new");
+
+  auto deleted = store_->ExpireEvents(clock_.Now() - std::chrono::hours(1));
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 1);
+  auto events = store_->ListEvents(std::nullopt);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[0].message, "repeated");
+  EXPECT_EQ((*events)[0].count, 2);
+  EXPECT_EQ((*events)[1].message, "new");
+}
+
+TEST_F(SqliteStoreTest, GetLeaseNamesTheHolderUntilItIsReleased) {
+  auto none = store_->GetLease("sbxd");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  ASSERT_TRUE(store_->TryAcquireLease("sbxd", "sbxd-a", std::chrono::seconds(15)).ok());
+  auto held = store_->GetLease("sbxd");
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_TRUE(held->has_value());
+  EXPECT_EQ((*held)->name, "sbxd");
+  EXPECT_EQ((*held)->holder, "sbxd-a");
+  EXPECT_EQ((*held)->renewed_at, "2026-09-01T12:00:00Z");
+  EXPECT_EQ((*held)->expires_at, clock_.Now() + std::chrono::seconds(15));
+  ASSERT_TRUE(store_->ReleaseLease("sbxd", "sbxd-a").ok());
+  auto released = store_->GetLease("sbxd");
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_FALSE(released->has_value());
+}
+
 }  // namespace
 }  // namespace sbx::controller
