@@ -249,6 +249,9 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Reconcile(const api::ObjectKey&
     t.memory = memory_[key];
   }
   StatusOr<ReconcileResult> result = Converge(t);
+  if (!t.gone) {
+    RecordOutcome(t, result.status());
+  }
   {
     std::lock_guard lock(mu_);
     if (t.gone) {
@@ -260,15 +263,38 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Reconcile(const api::ObjectKey&
   if (t.gone) {
     return result;
   }
-  if (!result.ok()) {
-    // Secrets in messages (an executor that prints its key) are scrubbed by the store sbxd
-    // wraps in a ScrubbingStore, for every status and event alike.
-    Set(t, "Ready", ConditionStatus::kFalse, ClassifyError(result.status()).reason,
-        ConditionMessage(result.status()));
-  }
   t.status().observed_generation = t.object.metadata.generation;
   RETURN_IF_ERROR(internal::WriteStatusIfChanged(store_, t.object, t.original_status));
   return result;
+}
+
+// Synced says whether this pass could observe and act; Ready changes only on evidence. A
+// transient error (a 503, a timeout, a probe that could not run) leaves Ready as the last pass
+// found it until `failure_threshold` of them in a row; a terminal one sets it at once. Whatever
+// the pass did, Ready is True whenever the four conditions it is made of are (it can never be
+// False while they all are True). Secrets in messages (an executor that prints its key) are
+// scrubbed by the ScrubbingStore sbxd writes through.
+void AgentWorkerReconciler::RecordOutcome(Target& t, const Status& status) {
+  if (status.ok()) {
+    t.memory.failed_observations = 0;
+    Set(t, "Synced", ConditionStatus::kTrue, "Synced", "");
+  } else {
+    const ErrorClass error = ClassifyError(status);
+    const std::string message = ConditionMessage(status);
+    Set(t, "Synced", ConditionStatus::kFalse, error.reason, message);
+    if (!error.transient() || ++t.memory.failed_observations >= options_.failure_threshold) {
+      Set(t, "Ready", ConditionStatus::kFalse, error.reason, message);
+      return;
+    }
+  }
+  for (const char* part :
+       {"SandboxReady", "SessionReady", "ExecutorRunning", "ExecutorConnected"}) {
+    const api::Condition* c = api::FindCondition(t.status().conditions, part);
+    if (c == nullptr || c->status != ConditionStatus::kTrue) {
+      return;
+    }
+  }
+  Set(t, "Ready", ConditionStatus::kTrue, "Ready", "executor connected");
 }
 
 StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {

@@ -24,6 +24,10 @@
 //      ExecutorNotFound or ExecutorExitedOnStart, with a CrashLoopBackOff-style delay (long for
 //      auth reasons) instead of a hot loop, then launched again.
 // In the common case a worker costs one exec-sync (the launch) to become Ready.
+// Conditions: SandboxReady, SessionReady, ExecutorRunning, ExecutorConnected, and Ready derived
+// from them (True whenever all four are); Synced says whether the last pass could observe and
+// act. A transient API error marks the observation stale (Synced=False) and flips Ready only
+// after `failure_threshold` of them in a row; a terminal one flips it at once.
 // Deletion cancels an active turn and deletes the session, stops the executor and deletes the
 // owned Sandbox object. A session the service refuses to delete (409, e.g. one that never ran a
 // turn: "no durably bound CCA root") is retried every `session_delete.retry_after` and, after
@@ -70,6 +74,10 @@ struct AgentWorkerReconcilerOptions {
   // Marker file of the current boot (see internal/boot_marker.h); the launch script writes it
   // when the Sandbox reconciler had no setup to run and so never did.
   std::string boot_marker = internal::kDefaultBootMarker;
+  // An API error while observing is not evidence that the executor is down: Ready turns False
+  // only after this many consecutive transient failures (Kubernetes' failureThreshold); until
+  // then Synced=False says the observation is stale and the Manager retries with backoff.
+  int failure_threshold = 3;
   // Deleting the session (Finalize): retry cadence and when a refused session is abandoned.
   internal::SessionDeletePolicy session_delete{};
 };
@@ -100,9 +108,13 @@ class AgentWorkerReconciler final : public Reconciler {
     bool connected = false;        // the last environment status said connected
     bool verify_pending = false;   // check on the next pass (after a launch, a disconnect, …)
     bool diagnosed = false;        // the last launch's exit has been diagnosed and backed off
+    // Consecutive reconciles that failed with a transient error (a cache: losing it on a restart
+    // only delays Ready=False by a few failures).
+    int failed_observations = 0;
   };
 
   api::StatusOr<ReconcileResult> Converge(Target& t);
+  void RecordOutcome(Target& t, const api::Status& status);
   api::StatusOr<ReconcileResult> Finalize(Target& t);
   api::StatusOr<bool> DeleteSessions(Target& t, const std::string& workspace,
                                      const std::string& workspace_ref);

@@ -544,6 +544,39 @@ TEST_F(AgentWorkerReconcilerTest, AConnectedExecutorNeedsNoProbe) {
   EXPECT_EQ(Launches(), 1);
 }
 
+// Under injected 503s, 7 of 100 workers stayed Ready=False for minutes with all four
+// sub-conditions True: one failed observation had overwritten Ready. An API error while
+// observing is not evidence: Synced=False says the view is stale, Ready holds until three
+// failures in a row, and Ready is True again as soon as its parts are.
+TEST_F(AgentWorkerReconcilerTest, ATransientObservationErrorDoesNotFlipReady) {
+  MakeSandbox("box", true);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  WaitForExecutor();
+  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
+  clock_.Advance(1s);
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("Synced").status, ConditionStatus::kTrue);
+
+  const AgentWorkerReconcilerOptions options;
+  for (int failure = 1; failure <= options.failure_threshold; ++failure) {
+    clouds_.agents().FailNext("environment", api::UnavailableError("HTTP 503 (request_id r1)"));
+    clock_.Advance(options.status_interval);
+    EXPECT_FALSE(Reconcile().ok());
+    EXPECT_EQ(Cond("Synced").reason, "Unavailable");
+    EXPECT_EQ(Cond("Synced").message.find("request_id"), std::string::npos);
+    EXPECT_EQ(Cond("Ready").status, failure < options.failure_threshold ? ConditionStatus::kTrue
+                                                                        : ConditionStatus::kFalse)
+        << "after " << failure << " failures";
+  }
+  EXPECT_EQ(Cond("Ready").reason, "Unavailable");
+  clock_.Advance(options.status_interval);
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("Synced").status, ConditionStatus::kTrue);
+}
+
 // Without setup steps the Sandbox reconciler writes no boot marker; the launch script does, so
 // the executor is still tied to this boot (and the next probe finds it Running, not a stranger).
 TEST_F(AgentWorkerReconcilerTest, TheLaunchWritesAMissingBootMarker) {
