@@ -174,6 +174,17 @@ Node EncodeAgentWorkerSpec(const AgentWorkerSpec& s) {
   if (!s.executor.args.empty()) {
     ex.Add("args", StringList(s.executor.args));
   }
+  if (!s.executor.env.empty()) {
+    Node vars = Node::Seq();
+    for (const EnvVar& var : s.executor.env) {
+      Node v = Node::Map();
+      v.Add("name", Node::String(var.name));
+      AddString(v, "value", var.value);
+      AddSecret(v, "valueFrom", var.value_from);
+      vars.items.push_back(std::move(v));
+    }
+    ex.Add("env", std::move(vars));
+  }
   AddSecret(ex, "apiKeyFrom", s.executor.api_key_from);
   n.Add("executor", std::move(ex));
   n.Add("restartPolicy", Node::String(std::string(RestartPolicyName(s.restart_policy))));
@@ -238,11 +249,14 @@ Node EncodeAgentWorkerStatus(const AgentWorkerStatus& s) {
   AddString(n, "sessionId", s.session_id);
   AddString(n, "environmentId", s.environment_id);
   AddString(n, "remoteUrl", s.remote_url);
+  AddString(n, "agentHash", s.agent_hash);
+  AddString(n, "workspaceDirectory", s.workspace_directory);
   Node ex = Node::Map();
   AddInt(ex, "pid", s.executor.pid);
   AddString(ex, "launchedAt", s.executor.launched_at);
   AddInt(ex, "restarts", s.executor.restarts);
   AddString(ex, "lastExitReason", s.executor.last_exit_reason);
+  AddString(ex, "specHash", s.executor.spec_hash);
   AddMapIfNotEmpty(n, "executor", std::move(ex));
   AddString(n, "environmentStatus", s.environment_status);
   return n;
@@ -839,11 +853,33 @@ Status ReadAgent(const Ctx& ctx, const Field& f, AgentSpec* out) {
   return OkStatus();
 }
 
+Status ReadEnvVar(const Ctx& ctx, const Field& f, EnvVar* out) {
+  if (f.node->type != Node::Type::kMap) {
+    return Error(ctx, f,
+                 "expected a mapping {name, value} or {name, valueFrom}, got " + Describe(*f.node));
+  }
+  MapReader r(ctx, f);
+  RETURN_IF_ERROR(r.Open({"name", "value", "valueFrom"}));
+  SBX_READ(r, "name", ReadString, &out->name);
+  SBX_READ(r, "value", ReadString, &out->value);
+  SBX_READ(r, "valueFrom", ReadSecret, &out->value_from);
+  return OkStatus();
+}
+
 Status ReadExecutor(const Ctx& ctx, const Field& f, ExecutorSpec* out) {
   MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"command", "args", "apiKeyFrom"}));
+  RETURN_IF_ERROR(r.Open({"command", "args", "env", "apiKeyFrom"}));
   SBX_READ(r, "command", ReadString, &out->command);
   SBX_READ(r, "args", ReadStringList, &out->args);
+  if (auto env = r.Get("env")) {
+    out->env.clear();
+    RETURN_IF_ERROR(ForEachItem(ctx, *env, [&](const Field& item) -> Status {
+      EnvVar var;
+      RETURN_IF_ERROR(ReadEnvVar(ctx, item, &var));
+      out->env.push_back(std::move(var));
+      return OkStatus();
+    }));
+  }
   SBX_READ(r, "apiKeyFrom", ReadSecret, &out->api_key_from);
   return OkStatus();
 }
@@ -941,23 +977,27 @@ Status ReadSandboxStatus(const Ctx& ctx, const Field& f, SandboxStatus* out) {
 
 Status ReadExecutorStatus(const Ctx& ctx, const Field& f, ExecutorStatus* out) {
   MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"pid", "launchedAt", "restarts", "lastExitReason"}));
+  RETURN_IF_ERROR(r.Open({"pid", "launchedAt", "restarts", "lastExitReason", "specHash"}));
   SBX_READ(r, "pid", ReadInt, &out->pid);
   SBX_READ(r, "launchedAt", ReadString, &out->launched_at);
   SBX_READ(r, "restarts", ReadInt32, &out->restarts);
   SBX_READ(r, "lastExitReason", ReadString, &out->last_exit_reason);
+  SBX_READ(r, "specHash", ReadString, &out->spec_hash);
   return OkStatus();
 }
 
 Status ReadAgentWorkerStatus(const Ctx& ctx, const Field& f, AgentWorkerStatus* out) {
   MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"observedGeneration", "conditions", "sessionId", "environmentId",
-                          "remoteUrl", "executor", "environmentStatus"}));
+  RETURN_IF_ERROR(
+      r.Open({"observedGeneration", "conditions", "sessionId", "environmentId", "remoteUrl",
+              "agentHash", "workspaceDirectory", "executor", "environmentStatus"}));
   SBX_READ(r, "observedGeneration", ReadInt, &out->observed_generation);
   SBX_READ(r, "conditions", ReadConditions, &out->conditions);
   SBX_READ(r, "sessionId", ReadString, &out->session_id);
   SBX_READ(r, "environmentId", ReadString, &out->environment_id);
   SBX_READ(r, "remoteUrl", ReadString, &out->remote_url);
+  SBX_READ(r, "agentHash", ReadString, &out->agent_hash);
+  SBX_READ(r, "workspaceDirectory", ReadString, &out->workspace_directory);
   SBX_READ(r, "executor", ReadExecutorStatus, &out->executor);
   SBX_READ(r, "environmentStatus", ReadString, &out->environment_status);
   return OkStatus();

@@ -177,10 +177,20 @@ struct AgentSpec {
   friend bool operator==(const AgentSpec&, const AgentSpec&) = default;
 };
 
+// One environment variable of the executor: a plain `value`, or `valueFrom` a secret reference
+// (resolved by the controller, passed through exec-sync envs only).
+struct EnvVar {
+  std::string name;
+  std::string value;
+  SecretRef value_from;  // "valueFrom"
+  friend bool operator==(const EnvVar&, const EnvVar&) = default;
+};
+
 struct ExecutorSpec {
   std::string command = "codex";
   std::vector<std::string> args;
-  SecretRef api_key_from;  // "apiKeyFrom"; default: controller env OPENAI_EXECUTOR_API_KEY
+  std::vector<EnvVar> env;  // e.g. RUST_LOG; not CODEX_API_KEY, CODEX_HOME or SBX_*
+  SecretRef api_key_from;   // "apiKeyFrom"; default: controller env OPENAI_EXECUTOR_API_KEY
   friend bool operator==(const ExecutorSpec&, const ExecutorSpec&) = default;
 };
 
@@ -200,6 +210,9 @@ struct ExecutorStatus {
   std::string launched_at;  // "launchedAt"
   int restarts = 0;
   std::string last_exit_reason;  // "lastExitReason"
+  // Hash of what the running executor was launched with (command, args, env, apiKeyFrom,
+  // workspaceDirectory; references, never secret values): a different spec relaunches it.
+  std::string spec_hash;  // "specHash"
   friend bool operator==(const ExecutorStatus&, const ExecutorStatus&) = default;
 };
 
@@ -209,6 +222,11 @@ struct AgentWorkerStatus {
   std::string session_id;      // "sessionId"
   std::string environment_id;  // "environmentId"
   std::string remote_url;      // "remoteUrl"
+  // What the session was created (or last updated) with: agent.model and agent.instructions as
+  // a hash (a change updates the session), and the workspace directory (a change replaces it:
+  // the API cannot move a session's environment).
+  std::string agent_hash;           // "agentHash"
+  std::string workspace_directory;  // "workspaceDirectory"
   ExecutorStatus executor;
   std::string environment_status;  // "environmentStatus"
   friend bool operator==(const AgentWorkerStatus&, const AgentWorkerStatus&) = default;

@@ -288,6 +288,31 @@ Status ValidateAgentWorker(const AgentWorkerSpec& s, const ValidationOptions& o)
       return Invalid("spec.executor.args[" + std::to_string(i) + "]", "must not contain NUL");
     }
   }
+  std::set<std::string_view> env_names;
+  for (size_t i = 0; i < s.executor.env.size(); ++i) {
+    const EnvVar& var = s.executor.env[i];
+    const std::string path = "spec.executor.env[" + std::to_string(i) + "]";
+    if (!IsEnvName(var.name)) {
+      return Invalid(path + ".name", "invalid environment variable name " + Quote(var.name) +
+                                         " (expected letters, digits and '_', not starting with "
+                                         "a digit)");
+    }
+    if (var.name == "CODEX_API_KEY" || var.name == "CODEX_HOME" || var.name.starts_with("SBX_")) {
+      return Invalid(path + ".name", Quote(var.name) +
+                                         " is set by sbx (the key comes from apiKeyFrom; "
+                                         "CODEX_HOME and SBX_* are sbx's own)");
+    }
+    if (!env_names.insert(var.name).second) {
+      return Invalid(path + ".name", "duplicate environment variable " + Quote(var.name));
+    }
+    if (!var.value.empty() && !var.value_from.empty()) {
+      return Invalid(path, "set value or valueFrom, not both");
+    }
+    if (var.value.find('\0') != std::string::npos) {
+      return Invalid(path + ".value", "must not contain NUL");
+    }
+    RETURN_IF_ERROR(ValidateSecretRef(path + ".valueFrom", var.value_from, o.secret_env_prefix));
+  }
   RETURN_IF_ERROR(
       ValidateSecretRef("spec.executor.apiKeyFrom", s.executor.api_key_from, o.secret_env_prefix));
   return OkStatus();

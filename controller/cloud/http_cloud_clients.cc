@@ -230,6 +230,15 @@ api::StatusOr<openai::AgentsApi*> HttpCloudClients::Agents(const std::string& na
   return api;
 }
 
+api::StatusOr<std::string> HttpCloudClients::Secret(const api::SecretRef& ref,
+                                                    std::string_view field) {
+  api::StatusOr<std::string> value = ResolveSecret(ref, lookup_, field, options_.secrets);
+  if (value.ok() && options_.on_secret) {
+    options_.on_secret(*value);
+  }
+  return value;
+}
+
 api::StatusOr<std::string> HttpCloudClients::ExecutorKey(const std::string& namespace_,
                                                          const std::string& workspace_ref,
                                                          const api::SecretRef& ref,

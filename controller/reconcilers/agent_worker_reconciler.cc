@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <sstream>
 #include <utility>
 
@@ -71,7 +72,7 @@ get "$d/pid"; pid=$v
 get "$d/boot"
 if [ -n "$pid" ] && [ "$v" = "$boot" ] && alive "$pid"; then
   get "$d/env"
-  if [ "$v" = "$SBX_ENVIRONMENT_ID" ]; then report running; fi
+  if [ "$v" = "$SBX_ENVIRONMENT_ID" ] && [ -z "$SBX_RELAUNCH" ]; then report running; fi
   kill "$pid" 2>/dev/null
   for _ in 1 2 3 4 5 6 7 8 9 10; do alive "$pid" || break; sleep 0.2; done
 fi
@@ -81,6 +82,10 @@ case "$ws" in /home/sandbox-agent/*) [ -d "$ws" ] || mkdir -p "$ws" 2>/dev/null 
 if [ ! -d "$ws" ] || [ ! -w "$ws" ] || ! command -v "$cmd" >/dev/null 2>&1; then report missing; fi
 if [ -f "$d/log" ]; then mv -f "$d/log" "$d/log.1"; fi
 if [ -e "$d/pid" ]; then rm -f "$d/pid"; fi
+# codex keeps its state in CODEX_HOME (the seed uses a fresh directory): one per worker, under the
+# home that survives a stop.
+export CODEX_HOME="$d/codex-home"
+mkdir -p "$CODEX_HOME" || exit 2
 printf '%s\n' "$SBX_ENVIRONMENT_ID" > "$d/env"
 printf '%s\n' "$boot" > "$d/boot"
 cd "$ws" || report missing
@@ -102,6 +107,39 @@ fi
 rm -f "$d/pid"
 exit 0
 )sh";
+
+// FNV-1a, 64 bits, as 16 hex digits: a stable fingerprint across processes and builds (unlike
+// std::hash), for the status fields that record what a session or an executor was made with.
+std::string Fingerprint(std::string_view text) {
+  uint64_t h = 14695981039346656037ULL;
+  for (unsigned char c : text) {
+    h = (h ^ c) * 1099511628211ULL;
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+std::string RefText(const api::SecretRef& ref) {
+  return ref.empty() ? "" : (ref.env.empty() ? "file:" + ref.file : "env:" + ref.env);
+}
+
+// What the executor is launched with (references, never secret values).
+std::string ExecutorSpecHash(const api::AgentWorkerSpec& s) {
+  std::string text = s.executor.command + '\0' + s.workspace_directory + '\0' +
+                     RefText(s.executor.api_key_from) + '\0';
+  for (const std::string& arg : s.executor.args) {
+    text += "arg=" + arg + '\0';
+  }
+  for (const api::EnvVar& var : s.executor.env) {
+    text += "env=" + var.name + '=' + var.value + '\0' + RefText(var.value_from) + '\0';
+  }
+  return Fingerprint(text);
+}
+
+std::string AgentHash(const api::AgentSpec& agent) {
+  return Fingerprint(agent.model + '\0' + agent.instructions);
+}
 
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
@@ -206,6 +244,7 @@ struct AgentWorkerReconciler::Target {
   databricks::SandboxApi* sandboxes = nullptr;
   openai::AgentsApi* agents = nullptr;
   std::string executor_key;  // resolved at launch, memory only
+  Status followed_agent;     // an agent-settings update that failed (FollowSessionSpec)
 
   const api::AgentWorkerSpec& spec() const { return object.agent_worker_spec(); }
   api::AgentWorkerStatus& status() { return object.agent_worker_status(); }
@@ -359,13 +398,26 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   const std::string& boot = t.sandbox.sandbox_status().boot_id;
   const bool nothing_runs = t.status().executor.pid == 0 && !t.memory.verify_pending;
   ASSIGN_OR_RETURN(bool new_session, EnsureSession(t, nothing_runs));
+  if (std::optional<ReconcileResult> replaced = FollowSessionSpec(t, new_session)) {
+    return *replaced;
+  }
+  RETURN_IF_ERROR(t.followed_agent);
   Set(t, "SessionReady", ConditionStatus::kTrue, "SessionReady", "");
 
   // 3. The executor, when nothing of ours can be running: a new session, or none launched since
   // the sandbox last (re)started. Launch at once; the launch script is idempotent and reports
-  // what it found, so a probe first would only cost an exec-sync.
+  // what it found, so a probe first would only cost an exec-sync. A running executor launched
+  // with another spec.executor (or workspaceDirectory) is relaunched.
   if (new_session || nothing_runs) {
     return Launch(t, /*relaunch=*/!t.status().executor.launched_at.empty());
+  }
+  const std::string spec_hash = ExecutorSpecHash(t.spec());
+  if (t.status().executor.spec_hash.empty()) {
+    t.status().executor.spec_hash = spec_hash;  // launched by an older sbxd: take it as it is
+  } else if (t.status().executor.spec_hash != spec_hash) {
+    events_.Normal(t.key(), "ExecutorRelaunched",
+                   "spec.executor or spec.workspaceDirectory changed; relaunching the executor");
+    return Launch(t, /*relaunch=*/true, /*replace=*/true);
   }
 
   // 4. The connection, from the cheap OpenAI status, on its cadence: a reconcile woken by
@@ -450,6 +502,57 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   // the environment reports a disconnect.
   t.memory.verify_pending = env.status == openai::EnvironmentStatus::kDisconnected;
   return ReconcileResult::RequeueAfter(options_.connect_poll);
+}
+
+// The session follows the spec: agent.model and agent.instructions are updated in place (the API
+// can); a new workspaceDirectory replaces the session (the API cannot move an environment), with
+// an event saying so. Returns a result when the session was replaced (the next pass creates the
+// new one); an update that failed is left in t.followed_agent.
+std::optional<ReconcileResult> AgentWorkerReconciler::FollowSessionSpec(Target& t,
+                                                                        bool new_session) {
+  api::AgentWorkerStatus& status = t.status();
+  const std::string agent_hash = AgentHash(t.spec().agent);
+  if (new_session || status.workspace_directory.empty() || status.agent_hash.empty()) {
+    // Made just now with this spec — or by an older sbxd, whose spec we take as it is.
+    status.workspace_directory = t.spec().workspace_directory;
+    status.agent_hash = agent_hash;
+    return std::nullopt;
+  }
+  if (status.workspace_directory != t.spec().workspace_directory) {
+    const std::string workspace =
+        WorkspaceId(t.object.metadata.namespace_, t.sandbox.sandbox_spec().workspace_ref);
+    const std::string old = status.session_id;
+    t.followed_agent = DeleteLostSession(t, workspace);
+    if (!t.followed_agent.ok()) {
+      return std::nullopt;
+    }
+    events_.Normal(t.key(), "SessionReplaced",
+                   "spec.workspaceDirectory changed from " + status.workspace_directory + " to " +
+                       t.spec().workspace_directory +
+                       "; the API cannot move a session's environment, so session " + old +
+                       " was replaced");
+    status.session_id.clear();
+    status.environment_id.clear();
+    status.remote_url.clear();
+    status.workspace_directory.clear();
+    status.agent_hash.clear();
+    t.memory.verify_pending = true;
+    Set(t, "SessionReady", ConditionStatus::kFalse, "SessionReplaced",
+        "spec.workspaceDirectory changed");
+    return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
+  }
+  if (status.agent_hash != agent_hash) {
+    StatusOr<openai::Session> updated = t.agents->UpdateSessionAgent(
+        status.session_id, t.spec().agent.model, t.spec().agent.instructions, t.stop);
+    t.followed_agent = updated.status();
+    if (updated.ok()) {
+      status.agent_hash = agent_hash;
+      events_.Normal(t.key(), "SessionUpdated",
+                     "agent.model or agent.instructions changed; session " + status.session_id +
+                         " updated for the turns to come");
+    }
+  }
+  return std::nullopt;
 }
 
 // sandboxRef → that Sandbox. Inline template → a Sandbox named after the worker, owned by it.
@@ -732,7 +835,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::HandleDeadExecutor(Target& t, c
 
 // Runs the launch script and records what it did. `relaunch`: an executor was launched before
 // (this counts as a restart).
-StatusOr<ReconcileResult> AgentWorkerReconciler::Launch(Target& t, bool relaunch) {
+StatusOr<ReconcileResult> AgentWorkerReconciler::Launch(Target& t, bool relaunch, bool replace) {
   ASSIGN_OR_RETURN(
       t.executor_key,
       clouds_.ExecutorKey(t.object.metadata.namespace_, t.sandbox.sandbox_spec().workspace_ref,
@@ -750,10 +853,24 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Launch(Target& t, bool relaunch
       t.spec().executor.command};
   request.args.insert(request.args.end(), t.spec().executor.args.begin(),
                       t.spec().executor.args.end());
-  // The only secret that enters the sandbox, and only through envs.
+  // Secrets enter the sandbox only through envs: the key, and env[].valueFrom.
   request.envs = {{"CODEX_API_KEY", t.executor_key},
                   {"SBX_REMOTE_URL", t.status().remote_url},
                   {"SBX_ENVIRONMENT_ID", t.status().environment_id}};
+  if (replace) {
+    request.envs.emplace("SBX_RELAUNCH", "1");
+  }
+  for (size_t i = 0; i < t.spec().executor.env.size(); ++i) {
+    const api::EnvVar& var = t.spec().executor.env[i];
+    std::string value = var.value;
+    if (!var.value_from.empty()) {
+      ASSIGN_OR_RETURN(
+          value, clouds_.Secret(var.value_from, "AgentWorker " + t.object.metadata.name +
+                                                    " spec.executor.env[" + std::to_string(i) +
+                                                    "].valueFrom"));
+    }
+    request.envs.emplace(var.name, std::move(value));
+  }
   request.execution_timeout = std::chrono::seconds(30);
   ASSIGN_OR_RETURN(databricks::ExecResult r,
                    t.sandboxes->ExecSync(t.sandbox_id(), request, t.stop));
@@ -775,6 +892,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Launch(Target& t, bool relaunch
   t.memory.last_status = now;  // the first look at the environment is verify_after_launch away
   t.memory.connected = false;
   t.memory.launched_pid = report.pid;
+  executor.spec_hash = ExecutorSpecHash(t.spec());
   if (report.action == "running") {
     // Ours already runs for this environment (launched by a pass whose status write was lost).
     executor.pid = report.pid;

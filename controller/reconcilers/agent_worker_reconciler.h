@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <string>
 
@@ -123,7 +124,10 @@ class AgentWorkerReconciler final : public Reconciler {
   api::StatusOr<bool> EnsureSession(Target& t, bool verify);
   api::StatusOr<Probe> ProbeExecutor(Target& t);
   static Probe ParseReport(const std::string& script_output);
-  api::StatusOr<ReconcileResult> Launch(Target& t, bool relaunch);
+  std::optional<ReconcileResult> FollowSessionSpec(Target& t, bool new_session);
+  // `replace`: stop an executor of ours that runs for this environment and launch anew (its
+  // spec changed).
+  api::StatusOr<ReconcileResult> Launch(Target& t, bool relaunch, bool replace = false);
   api::StatusOr<ReconcileResult> HandleDeadExecutor(Target& t, const Probe& probe);
   api::StatusOr<ReconcileResult> ReportMissing(Target& t, const Probe& probe);
 

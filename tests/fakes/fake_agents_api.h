@@ -49,6 +49,19 @@ class FakeAgentsApi final : public oa::AgentsApi {
     }
     return it->second;
   }
+  api::StatusOr<oa::Session> UpdateSessionAgent(const std::string& id, const std::string& model,
+                                                const std::string& instructions,
+                                                std::stop_token) override {
+    std::lock_guard lock(mu_);
+    RETURN_IF_ERROR(Take("update"));
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) {
+      return api::NotFoundError("session " + id + " not found");
+    }
+    it->second.agent.model = model;
+    it->second.agent.instructions = instructions;
+    return it->second;
+  }
   api::StatusOr<oa::SessionPage> ListSessions(const oa::ListSessionsParams&,
                                               std::stop_token) override {
     std::lock_guard lock(mu_);
@@ -186,7 +199,7 @@ class FakeAgentsApi final : public oa::AgentsApi {
   std::map<std::string, oa::EnvironmentStatus> environments_;  // Guarded by mu_.
   std::map<std::string, int> calls_;                           // Guarded by mu_.
   std::map<std::string, api::Status> fail_next_;               // Guarded by mu_.
-  std::set<std::string> bound_;  // sessions a turn has run in. Guarded by mu_.
+  std::set<std::string> bound_;   // sessions a turn has run in. Guarded by mu_.
   bool strict_delete_ = true;     // Guarded by mu_.
   bool cancel_ends_turn_ = true;  // Guarded by mu_.
 };

@@ -49,6 +49,14 @@ class FakeCloudClients final : public controller::CloudClients {
     }
     return agents.get();
   }
+  // "secret:<env or file name>" — or SecretNotAllowed for names without SBX_SECRET_.
+  api::StatusOr<std::string> Secret(const api::SecretRef& ref, std::string_view field) override {
+    if (!ref.env.empty() && !ref.env.starts_with("SBX_SECRET_")) {
+      return api::InvalidArgumentError(std::string(field) + ": not allowed")
+          .WithReason("SecretNotAllowed");
+    }
+    return "secret:" + ref.env + ref.file;
+  }
   api::StatusOr<std::string> ExecutorKey(const std::string& /*namespace_*/,
                                          const std::string& /*workspace_ref*/,
                                          const api::SecretRef& ref,

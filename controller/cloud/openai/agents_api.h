@@ -261,6 +261,14 @@ class AgentsApi {
   virtual StatusOr<std::vector<Session>> ListAllSessions(ListSessionsParams params,
                                                          std::stop_token stop = {}) = 0;
 
+  // POST /agents/sessions/{id} with {"agent": {model, instructions}}: the model settings of later
+  // turns (reference §1.6; omitted fields stay unchanged, so an empty `instructions` is sent as
+  // ""). kNotFound when the session does not exist.
+  virtual StatusOr<Session> UpdateSessionAgent(const std::string& session_id,
+                                               const std::string& model,
+                                               const std::string& instructions,
+                                               std::stop_token stop = {}) = 0;
+
   // DELETE /agents/sessions/{id}. kNotFound if already gone (callers treat that as done);
   // kAborted (409) if the server refuses, e.g. a turn is still running: cancel it first. Does not
   // stop the executor or the sandbox.

@@ -199,6 +199,23 @@ StatusOr<Session> HttpAgentsApi::CreateSession(const CreateSessionRequest& reque
   return DecodeSession(body);
 }
 
+StatusOr<Session> HttpAgentsApi::UpdateSessionAgent(const std::string& session_id,
+                                                    const std::string& model,
+                                                    const std::string& instructions,
+                                                    std::stop_token stop) {
+  RETURN_IF_ERROR(CheckId("session", session_id));
+  if (model.empty()) {
+    return InvalidArgumentError("update session: model is required");
+  }
+  // Setting the same settings twice is harmless: safe to retry.
+  Call call{.method = "POST",
+            .path = SessionPath(session_id),
+            .body = EncodeUpdateSessionAgentRequest(model, instructions),
+            .idempotency = Idempotency::kIdempotent};
+  ASSIGN_OR_RETURN(const std::string body, Send(call, stop));
+  return DecodeSession(body);
+}
+
 StatusOr<Session> HttpAgentsApi::GetSession(const std::string& session_id, std::stop_token stop) {
   RETURN_IF_ERROR(CheckId("session", session_id));
   ASSIGN_OR_RETURN(const std::string body,

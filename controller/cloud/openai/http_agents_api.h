@@ -58,6 +58,9 @@ class HttpAgentsApi final : public AgentsApi {
                                      std::stop_token stop = {}) override;
   StatusOr<std::vector<Session>> ListAllSessions(ListSessionsParams params,
                                                  std::stop_token stop = {}) override;
+  StatusOr<Session> UpdateSessionAgent(const std::string& session_id, const std::string& model,
+                                       const std::string& instructions,
+                                       std::stop_token stop = {}) override;
   Status DeleteSession(const std::string& session_id, std::stop_token stop = {}) override;
   Status SendEvents(const std::string& session_id, const std::vector<InputEvent>& events,
                     const std::string& idempotency_key = "", std::stop_token stop = {}) override;

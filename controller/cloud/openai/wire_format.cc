@@ -371,6 +371,11 @@ std::string EncodeCreateSessionRequest(const CreateSessionRequest& request) {
   return j.dump();
 }
 
+std::string EncodeUpdateSessionAgentRequest(const std::string& model,
+                                            const std::string& instructions) {
+  return json{{"agent", {{"model", model}, {"instructions", instructions}}}}.dump();
+}
+
 std::string EncodeInputEvents(const std::vector<InputEvent>& events) {
   json arr = json::array();
   for (const InputEvent& e : events) {

@@ -19,6 +19,9 @@ namespace sbx::controller::openai {
 
 // Request bodies.
 std::string EncodeCreateSessionRequest(const CreateSessionRequest& request);
+// {"agent": {"model": …, "instructions": …}} for POST /agents/sessions/{id}.
+std::string EncodeUpdateSessionAgentRequest(const std::string& model,
+                                            const std::string& instructions);
 // {"events":[…]}: user messages as agent.session.input.message, cancels as
 // agent.session.input.cancel.
 std::string EncodeInputEvents(const std::vector<InputEvent>& events);

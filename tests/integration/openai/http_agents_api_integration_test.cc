@@ -9,6 +9,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "controller/cloud/openai/http_agents_api.h"
 #include "controller/engine/token_bucket.h"
@@ -174,6 +175,24 @@ TEST_F(OpenAiIntegrationTest, SessionLifecycleOverLoopback) {
   }
   EXPECT_TRUE(api_->DeleteSession("sess_1").ok());
   EXPECT_EQ(api_->GetSession("sess_gone").status().code(), StatusCode::kNotFound);
+}
+
+// POST /agents/sessions/{id} with the agent's model settings (reference §1.6).
+TEST_F(OpenAiIntegrationTest, UpdatesTheSessionsAgentSettings) {
+  std::string body;
+  Route("POST /v1/agents/sessions/sess_1", [&](HttpExchange& ex) {
+    {
+      std::lock_guard lock(mu_);
+      body = ex.request().body;
+    }
+    ex.Respond(Resp(200, kSession));
+  });
+  auto updated = api_->UpdateSessionAgent("sess_1", "gpt-5-codex", "Be brief.");
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  std::lock_guard lock(mu_);
+  EXPECT_EQ(
+      nlohmann::json::parse(body),
+      nlohmann::json::parse(R"({"agent":{"model":"gpt-5-codex","instructions":"Be brief."}})"));
 }
 
 TEST_F(OpenAiIntegrationTest, RetriesA429OnceAfterItsRetryAfterMs) {

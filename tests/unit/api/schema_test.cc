@@ -90,6 +90,11 @@ void FillSecrets(Object& o) {
         s.openai.api_key_from = both;
   } else if (o.kind == Kind::kAgentWorker) {
     o.agent_worker_spec().executor.api_key_from = both;
+    for (EnvVar& var : o.agent_worker_spec().executor.env) {
+      if (!var.value_from.empty()) {
+        var.value_from = both;
+      }
+    }
     o.agent_worker_spec().sandbox_ref = "also-set";
   }
 }

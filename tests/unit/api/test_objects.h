@@ -65,13 +65,18 @@ inline Object FullWorker() {
   s.sandbox = FullSandbox().sandbox_spec();
   s.agent = {"gpt-5", "Fix the bug.\nThen stop.\n"};
   s.workspace_directory = "/home/sandbox-agent/repo";
-  s.executor = {"codex", {"exec-server", "--verbose"}, {"", "/run/secrets/key"}};
+  s.executor.command = "codex";
+  s.executor.args = {"exec-server", "--verbose"};
+  s.executor.env = {{"RUST_LOG", "info", {}}, {"TOKEN", "", {"SBX_SECRET_TOKEN", ""}}};
+  s.executor.api_key_from = {"", "executor-key"};
   s.restart_policy = RestartPolicy::kNever;
   AgentWorkerStatus& st = o.agent_worker_status();
   st.session_id = "sess_1";
   st.environment_id = "env_1";
   st.remote_url = "wss://x";
-  st.executor = {1234, "2024-01-02T03:04:05Z", 2, "IPNotAuthorized"};
+  st.agent_hash = "0123456789abcdef";
+  st.workspace_directory = "/home/sandbox-agent/repo";
+  st.executor = {1234, "2024-01-02T03:04:05Z", 2, "IPNotAuthorized", "fedcba9876543210"};
   st.environment_status = "connected";
   return o;
 }

@@ -254,8 +254,7 @@ TEST(ValidationTest, InlineSandboxIsValidatedUnderItsPath) {
   o.agent_worker_spec().sandbox = SandboxSpec{};
   o.agent_worker_spec().sandbox->inactivity_timeout = seconds(-1);
   ApplyDefaults(o);
-  EXPECT_EQ(Error(o),
-            "spec.sandbox.inactivityTimeout: must not be negative (0 = auto-stop off)");
+  EXPECT_EQ(Error(o), "spec.sandbox.inactivityTimeout: must not be negative (0 = auto-stop off)");
 }
 
 TEST(ValidationTest, WorkspaceDirectoryAndExecutor) {
@@ -269,6 +268,26 @@ TEST(ValidationTest, WorkspaceDirectoryAndExecutor) {
   o.agent_worker_spec().executor.api_key_from = {"", "/etc/key"};
   EXPECT_THAT(Error(o),
               ::testing::StartsWith("spec.executor.apiKeyFrom.file: must be a plain file name"));
+}
+
+TEST(ValidationTest, ExecutorEnvironment) {
+  Object o = Worker();
+  std::vector<EnvVar>& env = o.agent_worker_spec().executor.env;
+  env = {{"RUST_LOG", "info", {}}, {"TEAM_TOKEN", "", {"SBX_SECRET_TEAM", ""}}};
+  EXPECT_EQ(Error(o), "OK");
+  env = {{"1X", "v", {}}};
+  EXPECT_THAT(Error(o), ::testing::StartsWith("spec.executor.env[0].name: invalid environment"));
+  for (const char* reserved : {"CODEX_API_KEY", "CODEX_HOME", "SBX_REMOTE_URL"}) {
+    env = {{reserved, "v", {}}};
+    EXPECT_THAT(Error(o), ::testing::HasSubstr("is set by sbx")) << reserved;
+  }
+  env = {{"A", "1", {}}, {"A", "2", {}}};
+  EXPECT_EQ(Error(o), "spec.executor.env[1].name: duplicate environment variable \"A\"");
+  env = {{"A", "1", {"SBX_SECRET_A", ""}}};
+  EXPECT_EQ(Error(o), "spec.executor.env[0]: set value or valueFrom, not both");
+  env = {{"A", "", {"DATABRICKS_TOKEN", ""}}};
+  EXPECT_THAT(Error(o), ::testing::StartsWith("spec.executor.env[0].valueFrom.env: environment "
+                                              "variable \"DATABRICKS_TOKEN\" is not an allowed"));
 }
 
 TEST(ValidationTest, DnsLabelHelper) {

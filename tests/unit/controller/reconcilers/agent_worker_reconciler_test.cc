@@ -814,5 +814,88 @@ TEST_F(AgentWorkerReconcilerTest, AnExpiredSessionThatRefusesDeletionIsAbandoned
   EXPECT_EQ(clouds_.agents().Calls("delete"), 1);
 }
 
+// ---- The worker follows its spec (#12 item 4) ---------------------------------------------
+
+// A connected worker "w" on "box".
+#define SBX_CONNECTED_WORKER(edit)                                                               \
+  MakeSandbox("box", true);                                                                      \
+  ApplyWorker(edit);                                                                             \
+  ASSERT_TRUE(Reconcile().ok());                                                                 \
+  WaitForExecutor();                                                                             \
+  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected); \
+  clock_.Advance(1s);                                                                            \
+  ASSERT_TRUE(Reconcile().ok());                                                                 \
+  ASSERT_EQ(Cond("Ready").status, ConditionStatus::kTrue)
+
+TEST_F(AgentWorkerReconcilerTest, AModelOrInstructionsChangeUpdatesTheSessionInPlace) {
+  SBX_CONNECTED_WORKER({});
+  const std::string session = Worker().agent_worker_status().session_id;
+  ApplyWorker([](api::AgentWorkerSpec& s) {
+    s.agent.model = "gpt-5-codex";
+    s.agent.instructions = "Be brief.";
+  });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.agents().Calls("update"), 1);
+  const openai::Session updated = *clouds_.agents().GetSession(session, {});
+  EXPECT_EQ(updated.agent.model, "gpt-5-codex");
+  EXPECT_EQ(updated.agent.instructions, "Be brief.");
+  EXPECT_EQ(Worker().agent_worker_status().session_id, session);  // the same session
+  EXPECT_TRUE(HasEvent("SessionUpdated"));
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.agents().Calls("update"), 1);  // once
+  EXPECT_EQ(Launches(), 1);                        // the executor is not touched
+}
+
+TEST_F(AgentWorkerReconcilerTest, AnExecutorSpecChangeRelaunchesItWithTheNewEnvironment) {
+  SBX_CONNECTED_WORKER({});
+  const int old_pid = sandbox_->ExecutorPid("w");
+  const int restarts = Worker().agent_worker_status().executor.restarts;
+  ApplyWorker([](api::AgentWorkerSpec& s) {
+    s.executor.env = {{"RUST_LOG", "debug", {}}, {"TEAM_TOKEN", "", {"SBX_SECRET_TEAM", ""}}};
+  });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Launches(), 2);
+  EXPECT_TRUE(HasEvent("ExecutorRelaunched"));
+  EXPECT_EQ(Worker().agent_worker_status().executor.restarts, restarts + 1);
+  for (int i = 0;
+       i < 500 && (sandbox_->ExecutorPid("w") == old_pid || !sandbox_->ExecutorAlive("w")); ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  const int pid = sandbox_->ExecutorPid("w");
+  ASSERT_NE(pid, old_pid);
+  std::string environ = Slurp("/proc/" + std::to_string(pid) + "/environ");
+  std::replace(environ.begin(), environ.end(), '\0', '\n');
+  EXPECT_NE(environ.find("RUST_LOG=debug\n"), std::string::npos) << environ;
+  EXPECT_NE(environ.find("TEAM_TOKEN=secret:SBX_SECRET_TEAM\n"), std::string::npos);
+  // Under the executor's directory (here the test's stand-in for /home/sandbox-agent/.sbx/w).
+  EXPECT_NE(environ.find("CODEX_HOME=" + (sandbox_->executor_dir("w") / "codex-home").string()),
+            std::string::npos)
+      << environ;
+  EXPECT_TRUE(fs::is_directory(sandbox_->executor_dir("w") / "codex-home"));
+  // The same spec again relaunches nothing.
+  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
+  clock_.Advance(1min);
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Launches(), 2);
+}
+
+TEST_F(AgentWorkerReconcilerTest, ANewWorkspaceDirectoryReplacesTheSession) {
+  SBX_CONNECTED_WORKER({});
+  const std::string session = Worker().agent_worker_status().session_id;
+  const std::string moved = workspace_dir_ + "/moved";
+  fs::create_directories(moved);
+  ApplyWorker([&](api::AgentWorkerSpec& s) { s.workspace_directory = moved; });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_TRUE(HasEvent("SessionReplaced"));
+  ASSERT_TRUE(Reconcile().ok());
+  const api::AgentWorkerStatus status = Worker().agent_worker_status();
+  EXPECT_NE(status.session_id, session);
+  EXPECT_EQ(status.workspace_directory, moved);
+  EXPECT_EQ(clouds_.agents().Calls("create"), 2);
+  EXPECT_EQ(Launches(), 2);
+}
+
+#undef SBX_CONNECTED_WORKER
+
 }  // namespace
 }  // namespace sbx::controller
