@@ -400,12 +400,17 @@ bool FitsLiteralBlock(std::string_view s) {
     return false;
   }
   char prev = '\0';
-  for (char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
     const auto u = static_cast<unsigned char>(c);
     if (c == '\n' && (prev == ' ' || prev == '\t')) {
       return false;
     }
-    if (c != '\n' && c != '\t' && u < 0x20) {
+    // Control characters, DEL and the C1 controls (UTF-8 C2 80–C2 9F, one of them the one-byte
+    // CSI) are written escaped, in a double-quoted scalar, never raw to a terminal.
+    if ((c != '\n' && c != '\t' && u < 0x20) || u == 0x7f ||
+        (u == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+         static_cast<unsigned char>(s[i + 1]) <= 0x9f)) {
       return false;
     }
     prev = c;

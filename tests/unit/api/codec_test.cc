@@ -615,5 +615,19 @@ TEST(DecodeManifestsTest, DurationAboveTheParsersMaximumIsRefusedAtItsPlace) {
             "more than the maximum of 876000h (100 years)");
 }
 
+// A multi-line string with a C1 control (U+009B, the one-byte CSI) is not written as a raw
+// literal block: `get -o yaml` and `diff` print it escaped. (yaml-cpp writes DEL as it is in a
+// double-quoted scalar; terminals ignore DEL.)
+TEST(CodecTest, YamlNeverWritesC1ControlsRaw) {
+  Object o = MakeObject(Kind::kSandbox, "s");
+  SetupResult step;
+  step.name = "tools";
+  step.message = "boom \xc2\x9b" "2J\nsecond line \x7f\n";
+  o.sandbox_status().setup.push_back(step);
+  const std::string yaml = EncodeObjectYaml(o);
+  EXPECT_EQ(yaml.find("\xc2\x9b"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("\\x9b"), std::string::npos) << yaml;
+}
+
 }  // namespace
 }  // namespace sbx::api
