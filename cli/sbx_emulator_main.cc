@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/main_guard.h"
 #include "emulator/databricks/databricks_emulator.h"
 #include "emulator/executor/standin_executor.h"
 #include "emulator/internal/fault_injector.h"
@@ -282,16 +283,6 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-// A library exception that escapes (nlohmann, yaml-cpp, std::) is a bug, but it must end the
-// process with one line and a distinct exit code, not an abort (134) and a core dump.
 int main(int argc, char** argv) {
-  constexpr int kExitInternalError = 70;  // EX_SOFTWARE, sysexits.h
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "sbx-emulator: internal error: " << e.what() << "\n";
-  } catch (...) {
-    std::cerr << "sbx-emulator: internal error: unknown exception\n";
-  }
-  return kExitInternalError;
+  return sbx::cli::RunGuarded("sbx-emulator", [&] { return Main(argc, argv); });
 }

@@ -23,6 +23,7 @@
 #include "cli/commands/logs_command.h"
 #include "cli/commands/version_command.h"
 #include "cli/commands/wait_command.h"
+#include "cli/main_guard.h"
 
 namespace {
 
@@ -103,16 +104,6 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-// A library exception that escapes (nlohmann, yaml-cpp, std::) is a bug, but it must end the
-// process with one line and a distinct exit code, not an abort (134) and a core dump.
 int main(int argc, char** argv) {
-  constexpr int kExitInternalError = 70;  // EX_SOFTWARE, sysexits.h
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "sbxctl: internal error: " << e.what() << "\n";
-  } catch (...) {
-    std::cerr << "sbxctl: internal error: unknown exception\n";
-  }
-  return kExitInternalError;
+  return sbx::cli::RunGuarded("sbxctl", [&] { return Main(argc, argv); });
 }

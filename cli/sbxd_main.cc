@@ -21,6 +21,7 @@
 
 #include "api/duration.h"
 #include "api/resources.h"
+#include "cli/main_guard.h"
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/databricks/http_transport.h"
 #include "controller/cloud/http_cloud_clients.h"
@@ -488,16 +489,6 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-// A library exception that escapes (nlohmann, yaml-cpp, std::) is a bug, but it must end the
-// process with one line and a distinct exit code, not an abort (134) and a core dump.
 int main(int argc, char** argv) {
-  constexpr int kExitInternalError = 70;  // EX_SOFTWARE, sysexits.h
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "sbxd: internal error: " << e.what() << "\n";
-  } catch (...) {
-    std::cerr << "sbxd: internal error: unknown exception\n";
-  }
-  return kExitInternalError;
+  return sbx::cli::RunGuarded("sbxd", [&] { return Main(argc, argv); });
 }
