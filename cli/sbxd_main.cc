@@ -408,7 +408,12 @@ int Main(int argc, char** argv) {
     m.gauge("sbx_leader", "1 while this sbxd holds the leader lease", {})
         .Set(elector.is_leader() ? 1 : 0);
     m.gauge("sbx_sweeps", "Completed LIST sweeps", {}).Set(sweeper.sweeps_total());
-    m.gauge("sbx_sweep_errors", "Failed LIST sweeps", {}).Set(sweeper.sweep_errors_total());
+    for (const auto& [workspace, failed] : sweeper.SweepErrorsByWorkspace()) {
+      Counter& c = m.counter("sbx_sweep_errors_total",
+                             "Failed sweeps (LIST, or garbage collection after it) by workspace",
+                             {{"workspace", workspace}});
+      c.Inc(static_cast<double>(failed) - c.Value());  // the sweeper's count only grows
+    }
     m.gauge("sbx_gc_deleted", "Sandboxes deleted by garbage collection", {})
         .Set(gc.deleted_total());
   });

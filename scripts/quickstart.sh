@@ -2,14 +2,22 @@
 # The local quickstart: builds sbx if needed, starts sbx-emulator (a local Databricks Sandbox
 # API and OpenAI Agents API, with a stand-in `codex` in every emulated sandbox) and sbxd in the
 # background, applies manifests/examples/, waits until every Sandbox and AgentWorker is Ready
-# and shows them. State (database, logs, emulated sandboxes) lives in .sbx-quickstart/.
+# and shows them. State (database, logs, emulated sandboxes) lives in .sbx-quickstart/, with
+# `env` (mode 0600): the environment sbxd runs with, SBX_DB, PATH and the emulator's
+# DATABRICKS_*/OPENAI_* values. Every "Try:" line it prints works in a new shell once that file is
+# sourced (the first line does it): sbxctl exec and logs use the default Workspace's
+# credentials, which are the controller's own DATABRICKS_HOST/DATABRICKS_TOKEN (SECURITY.md).
 #
 #   scripts/quickstart.sh         # start (or restart) and converge the examples
 #   scripts/quickstart.sh stop    # stop sbxd and the emulator (the emulator kills its sandboxes)
+#
+# Environment (for tests): SBX_QUICKSTART_STATE=DIR keeps the state there instead;
+# SBX_QUICKSTART_BIN=DIR uses the sbxctl, sbxd and sbx-emulator already built in DIR (no
+# dependency check, no build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-state="$PWD/.sbx-quickstart"
-bin="$PWD/build/dev/cli"
+state="${SBX_QUICKSTART_STATE:-$PWD/.sbx-quickstart}"
+bin="${SBX_QUICKSTART_BIN:-$PWD/build/dev/cli}"
 
 stop_all() {
   for name in sbxd emulator; do
@@ -44,12 +52,15 @@ if [[ "${1:-}" == "stop" ]]; then
   exit 0
 fi
 
-scripts/install-deps.sh
-cmake --preset dev >/dev/null
-cmake --build --preset dev --target sbxctl sbxd sbx-emulator
+if [[ -z "${SBX_QUICKSTART_BIN:-}" ]]; then
+  scripts/install-deps.sh
+  cmake --preset dev >/dev/null
+  cmake --build --preset dev --target sbxctl sbxd sbx-emulator
+fi
 
 stop_all
 mkdir -p "$state"
+state=$(cd "$state" && pwd)  # absolute: the env file is sourced from anywhere
 rm -f "$state/emulator.log"
 
 "$bin/sbx-emulator" --databricks-port 0 --openai-port 0 --root "$state/emulator" \
@@ -64,13 +75,28 @@ fi
 databricks_url=$(sed -n 's/^databricks: //p' "$state/emulator.log" | head -n1)
 openai_url=$(sed -n 's/^openai: //p' "$state/emulator.log" | head -n1)
 
-# The Workspace "default" falls back to sbxd's environment, as the Databricks SDKs do.
-export DATABRICKS_HOST="$databricks_url"
-export DATABRICKS_TOKEN=dapi-quickstart
-export OPENAI_BASE_URL="$openai_url"
-export OPENAI_API_KEY=sk-quickstart-app
-export OPENAI_EXECUTOR_API_KEY=sk-quickstart-executor
-export SBX_DB="$state/sbx.db"
+# The Workspace "default" falls back to sbxd's environment, as the Databricks SDKs do; sbxctl
+# exec and logs resolve it the same way in the user's shell. One file for both, so they agree.
+env_file="$state/env"
+(
+  umask 077
+  {
+    echo "# Written by scripts/quickstart.sh: the environment its sbxd runs with. Source it to use"
+    echo "# sbxctl against the quickstart (exec and logs need DATABRICKS_HOST/DATABRICKS_TOKEN)."
+    printf 'export SBX_DB=%q\n' "$state/sbx.db"
+    # shellcheck disable=SC2016  # $PATH is expanded when the file is sourced
+    printf 'export PATH=%q:"$PATH"\n' "$bin"
+    printf 'export DATABRICKS_HOST=%q\n' "$databricks_url"
+    echo "export DATABRICKS_TOKEN=dapi-quickstart"
+    printf 'export OPENAI_BASE_URL=%q\n' "$openai_url"
+    echo "export OPENAI_API_KEY=sk-quickstart-app"
+    echo "export OPENAI_EXECUTOR_API_KEY=sk-quickstart-executor"
+  } >"$env_file.tmp"
+)
+chmod 0600 "$env_file.tmp"  # umask does not narrow a file that already existed
+mv -f "$env_file.tmp" "$env_file"
+# shellcheck source=/dev/null
+source "$env_file"
 
 "$bin/sbxd" --metrics-addr 127.0.0.1:0 --sweep-interval 10s --resync 1m \
   >"$state/sbxd.log" 2>&1 &
@@ -86,14 +112,19 @@ echo
 "$bin/sbxctl" get sandboxes -o wide
 echo
 "$bin/sbxctl" get agentworkers -o wide
+stop_command="$(printf %q "$PWD/scripts/quickstart.sh") stop"
+if [[ -n "${SBX_QUICKSTART_STATE:-}" ]]; then
+  stop_command="SBX_QUICKSTART_STATE=$(printf %q "$state") $stop_command"
+fi
 cat <<EOT
 
 sbx is running against the local emulator ($databricks_url, $openai_url). Try:
-  export SBX_DB=$state/sbx.db PATH=$bin:\$PATH
+  source $(printf %q "$env_file")   # SBX_DB, PATH and the emulator's credentials
   sbxctl describe sandbox dev
   sbxctl exec sandbox/dev -- ls -la /home/sandbox-agent
+  sbxctl logs agentworker/fixer --tail 20                                 # the executor's log (quiet when healthy)
   curl -s -X POST $databricks_url/_emulator/sandboxes/default-dev/stop   # stop it behind sbx's back
   sbxctl get sandboxes -w                                                 # … and watch it come back
   sbxctl describe agentworker fixer                                       # session, executor, conditions
-Stop everything with: scripts/quickstart.sh stop
+Stop everything with: $stop_command
 EOT

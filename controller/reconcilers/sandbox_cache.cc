@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "controller/engine/classify_error.h"
+
 namespace sbx::controller {
 namespace {
 
@@ -85,7 +87,40 @@ std::vector<std::string> SandboxCache::ReplaceSnapshot(
   }
   ws.entries = std::move(next);
   ws.has_snapshot = true;
+  ws.failing.reset();
   return changed;
+}
+
+bool SandboxCache::RecordSweepFailure(const std::string& workspace, const api::Status& error,
+                                      Clock::WallTime now) {
+  // An error while observing is not evidence about the sandboxes: only what needs a person
+  // (credentials, permissions) keeps its own reason; everything retried is "Unavailable".
+  const ErrorClass error_class = ClassifyError(error);
+  const std::string reason = error_class.transient() ? "Unavailable" : error_class.reason;
+  std::lock_guard lock(mu_);
+  std::optional<SweepFailure>& failing = workspaces_[workspace].failing;
+  if (failing && failing->reason == reason) {
+    ++failing->failures;  // the same outage: what the objects show stays as it is
+    return false;
+  }
+  const Clock::WallTime since = failing ? failing->since : now;
+  const int64_t failures = failing ? failing->failures + 1 : 1;
+  failing = SweepFailure{
+      reason,
+      "the LIST sweeps of workspace " + workspace + " have failed since " + FormatRfc3339(since) +
+          "; state and Ready are as last observed: " + ConditionMessage(error),
+      since, failures};
+  return true;
+}
+
+std::optional<SandboxCache::SweepFailure> SandboxCache::FailingSweep(
+    const std::string& workspace) const {
+  std::lock_guard lock(mu_);
+  auto ws = workspaces_.find(workspace);
+  if (ws == workspaces_.end()) {
+    return std::nullopt;
+  }
+  return ws->second.failing;
 }
 
 bool SandboxCache::HasTransitions(const std::string& workspace) const {

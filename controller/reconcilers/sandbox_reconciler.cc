@@ -128,6 +128,15 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
   }
   ASSIGN_OR_RETURN(t.api, clouds_.Sandboxes(t.object.metadata.namespace_, t.workspace_ref));
 
+  if (std::optional<SandboxCache::SweepFailure> failing = cache_.FailingSweep(t.workspace)) {
+    // The workspace's LIST fails, so the cache holds the last known state, not the current one.
+    // An error while observing is not evidence that the sandbox is down: Ready and state stay as
+    // last observed, Synced says the observation is stale. Nothing is called or changed on a
+    // stale view (the API is likely down anyway); the sweeper enqueues this object again when a
+    // LIST succeeds.
+    SetSynced(t, ConditionStatus::kFalse, failing->reason, failing->message);
+    return ReconcileResult::Done();
+  }
   ASSIGN_OR_RETURN(std::optional<databricks::Sandbox> live, Observe(t));
   if (!live) {
     return Create(t);

@@ -13,7 +13,11 @@
 // such as ImmutableFieldChanged or AlreadyExists). A create that would exceed the Workspace's
 // spec.limits.maxSandboxes (counted in inventory: what sbx created there, intents included) is
 // not sent: Synced=False and Ready=False with reason QuotaExceeded, looked at again every
-// `quota_recheck` until a slot frees up.
+// `quota_recheck` until a slot frees up. While the LIST sweeps of its workspace fail
+// (SandboxCache::FailingSweep), a reconcile makes no API call and changes nothing: it sets
+// Synced=False with the cache's reason (Unavailable for an outage) and message, and leaves Ready
+// and status.state as last observed; the sweeper enqueues the object when a LIST succeeds again.
+// An AgentWorker (or anyone) can tell a stale observation from Synced.
 //
 // Thread-safety: Reconcile may run on several workers at once for different keys. All
 // collaborators must outlive the reconciler.

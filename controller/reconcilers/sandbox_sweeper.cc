@@ -45,12 +45,33 @@ api::StatusOr<size_t> SandboxSweeper::SweepOne(const std::string& workspace,
                                                bool collect, Enqueuer& out, std::stop_token stop) {
   ASSIGN_OR_RETURN(databricks::SandboxApi * api, clouds_.Sandboxes(ref.namespace_, ref.name));
   const uint64_t ticket = cache_.BeginSweep(workspace);
-  // ListAll fails as a whole if any page fails: a partial LIST never reaches the cache or GC.
-  ASSIGN_OR_RETURN(std::vector<databricks::Sandbox> listed, api->ListAll(options_.page_size, stop));
-  sweeps_.fetch_add(1);
-  const std::vector<std::string> changed = cache_.ReplaceSnapshot(workspace, ticket, listed);
   auto owners = known.owners.find(workspace);
-  if (owners != known.owners.end()) {
+  auto enqueue_all = [&] {
+    if (owners != known.owners.end()) {
+      for (const auto& [id, key] : owners->second) {
+        out.Enqueue(key);
+      }
+    }
+  };
+  // ListAll fails as a whole if any page fails: a partial LIST never reaches the cache or GC.
+  api::StatusOr<std::vector<databricks::Sandbox>> listed = api->ListAll(options_.page_size, stop);
+  if (!listed.ok()) {
+    // A shutdown is not a failure of the API. Otherwise the objects learn from the cache that
+    // what it holds is stale; told only when that changes, so an outage costs one status write
+    // per object, not one per sweep.
+    if (!stop.stop_requested() &&
+        cache_.RecordSweepFailure(workspace, listed.status(), clock_.Now())) {
+      enqueue_all();
+    }
+    return listed.status();
+  }
+  sweeps_.fetch_add(1);
+  // Only this thread records failures, so nothing ends the run between these two lines.
+  const bool was_failing = cache_.FailingSweep(workspace).has_value();
+  const std::vector<std::string> changed = cache_.ReplaceSnapshot(workspace, ticket, *listed);
+  if (was_failing) {
+    enqueue_all();  // each reports Synced=True again (and acts on what changed meanwhile)
+  } else if (owners != known.owners.end()) {
     for (const std::string& id : changed) {
       auto key = owners->second.find(id);
       if (key != owners->second.end()) {
@@ -59,13 +80,24 @@ api::StatusOr<size_t> SandboxSweeper::SweepOne(const std::string& workspace,
     }
   }
   if (gc_ != nullptr && collect) {
-    RETURN_IF_ERROR(gc_->CollectSandboxes(workspace, *api, listed, stop).status());
+    RETURN_IF_ERROR(gc_->CollectSandboxes(workspace, *api, *listed, stop).status());
     if (gc_->HasSessions(workspace)) {
       ASSIGN_OR_RETURN(openai::AgentsApi * agents, clouds_.Agents(ref.namespace_, ref.name));
       RETURN_IF_ERROR(gc_->CollectSessions(workspace, *agents, stop).status());
     }
   }
-  return listed.size();
+  return listed->size();
+}
+
+void SandboxSweeper::CountError(const std::string& workspace) {
+  errors_.fetch_add(1);
+  std::lock_guard lock(errors_mu_);
+  ++errors_by_workspace_[workspace];
+}
+
+std::map<std::string, int64_t> SandboxSweeper::SweepErrorsByWorkspace() const {
+  std::lock_guard lock(errors_mu_);
+  return errors_by_workspace_;
 }
 
 std::chrono::milliseconds SandboxSweeper::FastPeriod(size_t listed) const {
@@ -82,7 +114,7 @@ api::Status SandboxSweeper::SweepAll(Enqueuer& out, std::stop_token stop) {
   for (const auto& [ws, ref] : known.workspaces) {
     api::Status s = SweepOne(ws, ref, known, /*collect=*/true, out, stop).status();
     if (!s.ok()) {
-      errors_.fetch_add(1);
+      CountError(ws);
       if (first.ok()) {
         first = s.Annotate("sweep of workspace " + ws);
       }
@@ -117,8 +149,9 @@ void SandboxSweeper::Run(Enqueuer& out, std::stop_token stop) {
         const Clock::SteadyTime now = clock_.Steady();
         auto it = schedule.find(ws);
         const bool regular = it == schedule.end() || now >= it->second.next;
-        const bool fast =
-            !regular && cache_.HasTransitions(ws) && now - it->second.last >= it->second.fast;
+        // A failing workspace's transitions are last known, not current: no fast sweeps then.
+        const bool fast = !regular && cache_.HasTransitions(ws) &&
+                          now - it->second.last >= it->second.fast && !cache_.FailingSweep(ws);
         if (!regular && !fast) {
           continue;
         }
@@ -126,7 +159,7 @@ void SandboxSweeper::Run(Enqueuer& out, std::stop_token stop) {
         s.last = now;
         api::StatusOr<size_t> listed = SweepOne(ws, ref, *known, /*collect=*/regular, out, stop);
         if (!listed.ok()) {
-          errors_.fetch_add(1);
+          CountError(ws);
           // Try again soon, but never in a hot loop.
           s.next = now + std::max(options_.fast_period, options_.period / 4);
           continue;

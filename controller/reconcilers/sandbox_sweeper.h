@@ -11,6 +11,14 @@
 // 1,000 sandboxes, 10 pages: every 5 s). Garbage collection runs on the regular sweeps only. A
 // failed or partial LIST changes nothing and skips GC.
 //
+// A failed LIST makes the workspace's live state stale: the sweeper records it in the cache
+// (SandboxCache::RecordSweepFailure) and enqueues the workspace's Sandbox objects when what they
+// should show changes (the first failure of a run, another error class), so that they report
+// Synced=False without an API call each; the next successful LIST enqueues them all again, to
+// report Synced=True. While a workspace's LIST fails it is swept again after period/4, never on
+// the fast period, whatever the cache says is in transition (that is last known, not current).
+// Failed sweeps are counted per workspace (sbxd's sbx_sweep_errors_total{workspace}).
+//
 // Thread-safety: Run on one thread; counters from any. Collaborators must outlive it.
 #pragma once
 
@@ -18,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 
 #include "controller/cloud/cloud_clients.h"
@@ -54,7 +63,11 @@ class SandboxSweeper final : public Source {
   api::Status SweepAll(Enqueuer& out, std::stop_token stop);
 
   int64_t sweeps_total() const { return sweeps_.load(); }
+  // Failed sweeps: the LIST, or garbage collection after it, failed; or the store could not say
+  // which workspaces there are.
   int64_t sweep_errors_total() const { return errors_.load(); }
+  // Failed sweeps by WorkspaceId ("namespace/name"), since start; only workspaces with failures.
+  std::map<std::string, int64_t> SweepErrorsByWorkspace() const;
 
  private:
   struct WorkspaceRef {
@@ -73,6 +86,7 @@ class SandboxSweeper final : public Source {
                                  std::stop_token stop);
   // How long after a sweep that listed `listed` sandboxes the next fast sweep may come.
   std::chrono::milliseconds FastPeriod(size_t listed) const;
+  void CountError(const std::string& workspace);
 
   Store& store_;
   CloudClients& clouds_;
@@ -83,6 +97,8 @@ class SandboxSweeper final : public Source {
   const Backoff jitter_;
   std::atomic<int64_t> sweeps_{0};
   std::atomic<int64_t> errors_{0};
+  mutable std::mutex errors_mu_;
+  std::map<std::string, int64_t> errors_by_workspace_;  // Guarded by errors_mu_.
 };
 
 }  // namespace sbx::controller

@@ -887,4 +887,55 @@ TEST_F(SbxdTest, CompactsTheChangeLogWhileWatchersKeepUp) {
   EXPECT_THAT(sbxd->Stderr(), ::testing::Not(HasSubstr("re-listing")));
 }
 
+// Issue #12 item 12: while the Databricks API fails every LIST, the Sandbox keeps Ready=True and
+// its state as last observed (an error while observing is not evidence), but Synced=False,
+// reason=Unavailable says the observation is stale; sbx_sweep_errors_total{workspace} counts the
+// failed sweeps for an alert. More failed sweeps do not write the object again (a stable
+// message), and the first LIST that succeeds brings Synced back to True.
+TEST_F(SbxdTest, AListOutageMarksSandboxesStaleAndCountsSweepErrors) {
+  Process* sbxd = StartSbxd();
+  ASSERT_NE(sbxd, nullptr);
+  const int port = MetricsPort(*sbxd);
+  Apply(SandboxManifest("steady", "Steady"));
+  ASSERT_TRUE(WaitRunningAndReady("steady")) << last_.dump(2);
+  ASSERT_TRUE(WaitFor("steady", "Synced", "True")) << last_.dump(2);
+
+  // sbx_sweep_errors_total of the default workspace; 0 before its first failure.
+  const auto sweep_errors = [&] {
+    const std::string text =
+        HttpTestClient("http://127.0.0.1:" + std::to_string(port)).Get("/metrics").body;
+    std::smatch m;
+    static const std::regex line(R"(sbx_sweep_errors_total\{workspace="default/default"\} (\d+))");
+    return std::regex_search(text, m, line) ? std::stoll(m[1]) : int64_t{0};
+  };
+  EXPECT_EQ(sweep_errors(), 0);
+
+  HttpResult fault =
+      emu_->Post("/_emulator/faults", R"({"endpoint":"databricks.list","status":500,"rate":1})");
+  ASSERT_EQ(fault.status, 200) << fault.body;
+  ASSERT_TRUE(WaitFor("steady", "Synced", "False", "Unavailable", "", milliseconds(60'000)))
+      << last_.dump(2);
+  EXPECT_EQ(ConditionOf(last_, "Ready").first, "True") << last_.dump(2);
+  EXPECT_EQ(last_["status"].value("state", ""), "RUNNING");
+  std::string message;
+  for (const json& c : last_["status"]["conditions"]) {
+    if (c.value("type", "") == "Synced") {
+      message = c.value("message", "");
+    }
+  }
+  EXPECT_THAT(message, HasSubstr("the LIST sweeps of workspace default/default have failed since"));
+  const int64_t version = last_["metadata"].value("resourceVersion", int64_t{0});
+  const int64_t errors = sweep_errors();
+  EXPECT_GE(errors, 1);
+  ASSERT_TRUE(PollUntil([&] { return sweep_errors() >= errors + 2; }, In(kConverge),
+                        milliseconds(200)))
+      << "sweeps are not retried, or not counted: " << sweep_errors();
+  EXPECT_EQ(Get("steady")["metadata"].value("resourceVersion", int64_t{0}), version)
+      << "a failed sweep wrote the object again";
+
+  ASSERT_EQ(emu_->Delete("/_emulator/faults").status, 200);
+  ASSERT_TRUE(WaitFor("steady", "Synced", "True")) << last_.dump(2);
+  EXPECT_EQ(ConditionOf(last_, "Ready").first, "True") << last_.dump(2);
+}
+
 }  // namespace

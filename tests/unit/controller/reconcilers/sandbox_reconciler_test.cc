@@ -708,5 +708,48 @@ TEST_F(SandboxReconcilerTest, ConcurrentCreatesNeverTakeTheSameLastSlot) {
   EXPECT_EQ(overshoots, 0) << "rounds in which both workers created a sandbox, of " << kRounds;
 }
 
+// Issue #12 item 12: while the workspace's LIST fails, a reconcile calls nothing and keeps Ready
+// and state as last observed (an error while observing is not evidence that the sandbox is
+// down), but Synced=False/Unavailable says the observation is stale. The message is stable, so
+// more failed sweeps write nothing; a successful LIST brings Synced back to True.
+TEST_F(SandboxReconcilerTest, AFailingListKeepsReadyAndMarksSyncedUnavailableWithoutApiCalls) {
+  Apply("a");
+  MakeReady("a");
+  const int calls = clouds_.api().MutatingCalls() + clouds_.api().Calls("get");
+  const size_t execs = clouds_.api().execs().size();
+  // Auto-stopped during the outage: nobody can see it, so nothing may act on it.
+  clouds_.api().SetState("default-a", SandboxState::kStopped);
+
+  ASSERT_TRUE(cache_.RecordSweepFailure(
+      kWs, api::UnavailableError("list sandboxes: 503 Service Unavailable"), clock_.Now()));
+  auto r = Reconcile("a");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(last_.sandbox_status().state, "RUNNING");
+  EXPECT_EQ(Cond("a", "Synced").status, ConditionStatus::kFalse);
+  EXPECT_EQ(Cond("a", "Synced").reason, "Unavailable");
+  EXPECT_EQ(Cond("a", "Synced").message,
+            "the LIST sweeps of workspace default/default have failed since "
+            "2026-09-01T12:00:00Z; state and Ready are as last observed: list sandboxes: 503 "
+            "Service Unavailable");
+  EXPECT_EQ(clouds_.api().MutatingCalls() + clouds_.api().Calls("get"), calls);
+  EXPECT_EQ(clouds_.api().execs().size(), execs);
+
+  // More failed sweeps, later: no status write.
+  const int64_t version = Get("a").metadata.resource_version;
+  clock_.Advance(5 * 60s);
+  ASSERT_FALSE(cache_.RecordSweepFailure(kWs, api::UnavailableError("connection refused"),
+                                         clock_.Now()));
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Get("a").metadata.resource_version, version);
+
+  // The API answers again: the LIST shows it stopped, it is started, Synced is True.
+  Sweep();
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Synced").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("a", "Ready").reason, "Starting");
+  EXPECT_EQ(clouds_.api().Calls("start"), 1);
+}
+
 }  // namespace
 }  // namespace sbx::controller

@@ -173,5 +173,63 @@ TEST_F(SandboxSweeperTest, FastSweepsOfABigWorkspaceAreSpacedByItsPageCount) {
   runner.request_stop();
 }
 
+// Issue #12 item 12: a failed LIST marks the workspace's observation stale in the cache and
+// enqueues its objects so they can say so — once per outage, not once per failed sweep — and the
+// first LIST that succeeds again enqueues them all, so that they report Synced=True.
+TEST_F(SandboxSweeperTest, AFailedListMarksTheWorkspaceStaleAndEnqueuesItsObjectsOncePerOutage) {
+  AddSandbox("a", databricks::SandboxState::kRunning);
+  AddSandbox("b", databricks::SandboxState::kRunning);
+  ASSERT_TRUE(sweeper_->SweepAll(out_, {}).ok());
+  out_.Take();
+
+  clouds_.api().FailNext("list", api::UnavailableError("list sandboxes: 503"));
+  EXPECT_FALSE(sweeper_->SweepAll(out_, {}).ok());
+  EXPECT_EQ(out_.Take().size(), 2u);
+  std::optional<SandboxCache::SweepFailure> failing = cache_.FailingSweep("default/default");
+  ASSERT_TRUE(failing.has_value());
+  EXPECT_EQ(failing->reason, "Unavailable");
+  EXPECT_EQ(cache_.Get("default/default", "default-a").knowledge,
+            SandboxCache::Knowledge::kPresent);  // the last known state stays
+
+  clock_.Advance(1min);
+  clouds_.api().FailNext("list", api::UnavailableError("list sandboxes: 503"));
+  EXPECT_FALSE(sweeper_->SweepAll(out_, {}).ok());
+  EXPECT_TRUE(out_.Take().empty());  // the same outage: nothing new to report
+  EXPECT_EQ(cache_.FailingSweep("default/default")->failures, 2);
+  EXPECT_EQ(sweeper_->SweepErrorsByWorkspace(),
+            (std::map<std::string, int64_t>{{"default/default", 2}}));
+
+  ASSERT_TRUE(sweeper_->SweepAll(out_, {}).ok());  // nothing changed live, yet both are told
+  EXPECT_EQ(out_.Take().size(), 2u);
+  EXPECT_FALSE(cache_.FailingSweep("default/default").has_value());
+  ASSERT_TRUE(sweeper_->SweepAll(out_, {}).ok());
+  EXPECT_TRUE(out_.Take().empty());
+}
+
+// While a workspace's LIST fails, what the cache says is in transition is last known, not
+// current: no fast sweeps (they would retry the failing API every fast period), only the retry
+// after period/4 (here 15 s).
+TEST_F(SandboxSweeperTest, AFailingWorkspaceIsNotFastSweptWhileItsListFails) {
+  AddSandbox("a", databricks::SandboxState::kPending);
+  std::jthread runner([&](std::stop_token stop) { sweeper_->Run(out_, stop); });
+  for (int i = 0; i < 2000 && clouds_.api().Calls("list") < 1; ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(clouds_.api().Calls("list"), 1);
+  ASSERT_TRUE(clock_.WaitForSleepers(1));
+  clouds_.api().FailNext("list", api::UnavailableError("list sandboxes: 503"));
+  ASSERT_TRUE(clock_.AdvanceAndWaitForNextSleep(2s));  // a fast sweep, which fails
+  ASSERT_EQ(clouds_.api().Calls("list"), 2);
+  ASSERT_TRUE(cache_.FailingSweep("default/default").has_value());
+  for (int i = 0; i < 7; ++i) {  // 14 s: the sandbox is still PENDING in the cache
+    ASSERT_TRUE(clock_.AdvanceAndWaitForNextSleep(2s));
+  }
+  EXPECT_EQ(clouds_.api().Calls("list"), 2);
+  ASSERT_TRUE(clock_.AdvanceAndWaitForNextSleep(2s));  // 16 s ≥ 15 s: the retry
+  EXPECT_EQ(clouds_.api().Calls("list"), 3);
+  EXPECT_FALSE(cache_.FailingSweep("default/default").has_value());
+  runner.request_stop();
+}
+
 }  // namespace
 }  // namespace sbx::controller
