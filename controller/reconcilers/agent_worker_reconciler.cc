@@ -243,8 +243,9 @@ struct AgentWorkerReconciler::Target {
   Object sandbox;
   databricks::SandboxApi* sandboxes = nullptr;
   openai::AgentsApi* agents = nullptr;
-  std::string executor_key;  // resolved at launch, memory only
-  Status followed_agent;     // an agent-settings update that failed (FollowSessionSpec)
+  std::string executor_key;   // resolved at launch, memory only
+  Status followed_agent;      // an agent-settings update that failed (FollowSessionSpec)
+  std::string stale_sandbox;  // why the Sandbox's observation is stale, if it is
 
   const api::AgentWorkerSpec& spec() const { return object.agent_worker_spec(); }
   api::AgentWorkerStatus& status() { return object.agent_worker_status(); }
@@ -316,7 +317,11 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Reconcile(const api::ObjectKey&
 void AgentWorkerReconciler::RecordOutcome(Target& t, const Status& status) {
   if (status.ok()) {
     t.memory.failed_observations = 0;
-    Set(t, "Synced", ConditionStatus::kTrue, "Synced", "");
+    if (t.stale_sandbox.empty()) {
+      Set(t, "Synced", ConditionStatus::kTrue, "Synced", "");
+    } else {
+      Set(t, "Synced", ConditionStatus::kFalse, "SandboxNotSynced", t.stale_sandbox);
+    }
   } else {
     const ErrorClass error = ClassifyError(status);
     const std::string message = ConditionMessage(status);
@@ -388,6 +393,12 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
     return ReconcileResult::Done();  // a change of the Sandbox enqueues this worker
   }
   Set(t, "SandboxReady", ConditionStatus::kTrue, "SandboxReady", "");
+  if (const api::Condition* synced = api::FindCondition(t.sandbox.conditions(), "Synced");
+      synced != nullptr && synced->status == ConditionStatus::kFalse) {
+    // The Sandbox's own view is stale (its workspace's LIST sweeps fail): so is ours of it.
+    t.stale_sandbox =
+        "Sandbox " + sandbox_key.name + ": " + synced->reason + ": " + synced->message;
+  }
   const std::string& workspace_ref = t.sandbox.sandbox_spec().workspace_ref;
   ASSIGN_OR_RETURN(t.sandboxes, clouds_.Sandboxes(t.object.metadata.namespace_, workspace_ref));
   ASSIGN_OR_RETURN(t.agents, clouds_.Agents(t.object.metadata.namespace_, workspace_ref));
@@ -433,6 +444,10 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   }
   StatusOr<openai::Environment> got = t.agents->GetEnvironment(t.status().environment_id, t.stop);
   if (!got.ok() && got.status().code() != StatusCode::kNotFound) {
+    // Not evidence either way: the connection is unknown until the status can be read again
+    // (Ready keeps its last value; see RecordOutcome).
+    Set(t, "ExecutorConnected", ConditionStatus::kUnknown, ClassifyError(got.status()).reason,
+        "the environment status cannot be read: " + ConditionMessage(got.status()));
     return got.status();
   }
   t.memory.last_status = now;

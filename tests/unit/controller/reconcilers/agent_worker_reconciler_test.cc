@@ -566,6 +566,8 @@ TEST_F(AgentWorkerReconcilerTest, ATransientObservationErrorDoesNotFlipReady) {
     EXPECT_FALSE(Reconcile().ok());
     EXPECT_EQ(Cond("Synced").reason, "Unavailable");
     EXPECT_EQ(Cond("Synced").message.find("request_id"), std::string::npos);
+    // The EXECUTOR column must not keep claiming Connected on a status it could not read.
+    EXPECT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kUnknown);
     EXPECT_EQ(Cond("Ready").status, failure < options.failure_threshold ? ConditionStatus::kTrue
                                                                         : ConditionStatus::kFalse)
         << "after " << failure << " failures";
@@ -575,6 +577,20 @@ TEST_F(AgentWorkerReconcilerTest, ATransientObservationErrorDoesNotFlipReady) {
   ASSERT_TRUE(Reconcile().ok());
   EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
   EXPECT_EQ(Cond("Synced").status, ConditionStatus::kTrue);
+
+  // The Sandbox's view goes stale (its workspace's LIST sweeps fail): the worker says so too,
+  // and keeps Ready.
+  api::Object sb = *store_->Get({api::Kind::kSandbox, "default", "box"});
+  api::SetCondition(sb.sandbox_status().conditions,
+                    {"Synced", ConditionStatus::kFalse, "Unavailable", "LIST sweeps fail", "",
+                     sb.metadata.generation},
+                    "t9");
+  ASSERT_TRUE(store_->UpdateStatus(sb).ok());
+  clock_.Advance(options.status_interval);
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("Synced").reason, "SandboxNotSynced");
+  EXPECT_NE(Cond("Synced").message.find("LIST sweeps fail"), std::string::npos);
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
 }
 
 // Without setup steps the Sandbox reconciler writes no boot marker; the launch script does, so
