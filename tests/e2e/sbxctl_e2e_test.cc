@@ -780,12 +780,11 @@ TEST_F(SbxctlHostileManifestTest, OversizedManifestIsRefusedBeforeItIsRead) {
   const fs::path file = dir_ / "huge.yaml";
   WriteFile(file, SandboxHeader("huge"));
   fs::resize_file(file, 100'000'000);
-  ExpectRefused(
-      file,
-      file.string() +
-          ": manifest is 100000000 bytes, more than the limit of 8388608 bytes "
-          "(--max-manifest-bytes)",
-      /*max_extra_mb=*/50);
+  ExpectRefused(file,
+                file.string() +
+                    ": manifest is 100000000 bytes, more than the limit of 8388608 bytes "
+                    "(--max-manifest-bytes)",
+                /*max_extra_mb=*/50);
   // In a directory too.
   const Result dir = Run({"apply", "-f", dir_.string()});
   EXPECT_EQ(dir.exit_code, 1);
@@ -855,6 +854,41 @@ TEST_F(SbxctlHostileManifestTest, DurationsAreBounded) {
             "error: invalid --timeout: invalid duration \"99999999999h\": more than the maximum "
             "of 876000h (100 years)\n");
   EXPECT_EQ(Snapshot(), before_);
+}
+
+// A manifest may name only the secret sources the operator allowed (SECURITY.md): apply and diff
+// refuse sbxd's own variables and any file path with file:line:col, and store nothing.
+TEST_F(SbxctlTest, SecretReferencesOutsideTheAllowedSourcesAreRefusedWithTheirPlace) {
+  const fs::path file = dir_ / "ws.yaml";
+  WriteFile(file,
+            "apiVersion: sbx.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: evil\nspec:\n"
+            "  databricks:\n    host: https://attacker.example.com\n"
+            "    tokenFrom:\n      env: DATABRICKS_TOKEN\n"
+            "---\napiVersion: sbx.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: evil2\n"
+            "spec:\n  openai:\n    apiKeyFrom: {file: /proc/self/environ}\n");
+  for (const char* verb : {"apply", "diff"}) {
+    const Result r = Run({verb, "-f", file.string()});
+    EXPECT_EQ(r.exit_code, std::string(verb) == "diff" ? 2 : 1) << verb << r.err;
+    EXPECT_THAT(r.err, HasSubstr(file.string() +
+                                 ":9:7: spec.databricks.tokenFrom.env: environment variable "
+                                 "\"DATABRICKS_TOKEN\" is not an allowed secret source"))
+        << verb;
+    EXPECT_THAT(r.err, HasSubstr(file.string() + ":17:18: spec.openai.apiKeyFrom.file: must be a "
+                                                 "plain file name inside the controller's "
+                                                 "secrets directory"))
+        << verb;
+  }
+  EXPECT_EQ(Run({"get", "workspaces", "-o", "name"}).out, "");
+  // The operator's prefix, told to the CLI.
+  WriteFile(file,
+            "apiVersion: sbx.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: team\nspec:\n"
+            "  databricks:\n    host: https://dbc-1.cloud.databricks.com\n"
+            "    tokenFrom: {env: TEAM_A_TOKEN}\n");
+  EXPECT_EQ(Run({"apply", "-f", file.string()}).exit_code, 1);
+  ::setenv("SBX_SECRET_ENV_PREFIX", "TEAM_A_", 1);
+  const Result allowed = Run({"apply", "-f", file.string()});
+  ::unsetenv("SBX_SECRET_ENV_PREFIX");
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
 }
 
 }  // namespace
