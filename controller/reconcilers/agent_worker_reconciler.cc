@@ -245,7 +245,8 @@ struct AgentWorkerReconciler::Target {
   openai::AgentsApi* agents = nullptr;
   std::string executor_key;   // resolved at launch, memory only
   Status followed_agent;      // an agent-settings update that failed (FollowSessionSpec)
-  std::string stale_sandbox;  // why the Sandbox's observation is stale, if it is
+  std::string stale_sandbox;  // why the Sandbox's observation is stale, if it is …
+  std::string stale_reason;   // … and the Sandbox's Synced reason (e.g. Unavailable)
 
   const api::AgentWorkerSpec& spec() const { return object.agent_worker_spec(); }
   api::AgentWorkerStatus& status() { return object.agent_worker_status(); }
@@ -320,7 +321,7 @@ void AgentWorkerReconciler::RecordOutcome(Target& t, const Status& status) {
     if (t.stale_sandbox.empty()) {
       Set(t, "Synced", ConditionStatus::kTrue, "Synced", "");
     } else {
-      Set(t, "Synced", ConditionStatus::kFalse, "SandboxNotSynced", t.stale_sandbox);
+      Set(t, "Synced", ConditionStatus::kFalse, t.stale_reason, t.stale_sandbox);
     }
   } else {
     const ErrorClass error = ClassifyError(status);
@@ -396,8 +397,8 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   if (const api::Condition* synced = api::FindCondition(t.sandbox.conditions(), "Synced");
       synced != nullptr && synced->status == ConditionStatus::kFalse) {
     // The Sandbox's own view is stale (its workspace's LIST sweeps fail): so is ours of it.
-    t.stale_sandbox =
-        "Sandbox " + sandbox_key.name + ": " + synced->reason + ": " + synced->message;
+    t.stale_reason = synced->reason;
+    t.stale_sandbox = "Sandbox " + sandbox_key.name + ": " + synced->message;
   }
   const std::string& workspace_ref = t.sandbox.sandbox_spec().workspace_ref;
   ASSIGN_OR_RETURN(t.sandboxes, clouds_.Sandboxes(t.object.metadata.namespace_, workspace_ref));

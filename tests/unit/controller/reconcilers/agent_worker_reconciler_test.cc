@@ -588,7 +588,7 @@ TEST_F(AgentWorkerReconcilerTest, ATransientObservationErrorDoesNotFlipReady) {
   ASSERT_TRUE(store_->UpdateStatus(sb).ok());
   clock_.Advance(options.status_interval);
   ASSERT_TRUE(Reconcile().ok());
-  EXPECT_EQ(Cond("Synced").reason, "SandboxNotSynced");
+  EXPECT_EQ(Cond("Synced").reason, "Unavailable");
   EXPECT_NE(Cond("Synced").message.find("LIST sweeps fail"), std::string::npos);
   EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
 }
