@@ -45,7 +45,8 @@ int RunApply(CommandContext& ctx, const ApplyCommandOptions& options) {
   }
   // Pruning against an empty apply deletes every member of the set, and their deletionPolicy
   // (Delete by default) then deletes the sandboxes: a directory with no manifests left in it,
-  // or a wrong -f, must not do that by accident. kubectl refuses the same way.
+  // or a wrong -f, must not do that by accident. kubectl refuses the same way. The store refuses
+  // it too; this says so in the CLI's terms before the store is even opened.
   if (set.manifests.empty() && options.prune && !options.prune_allow_empty) {
     return ctx.Fail(api::InvalidArgumentError(
         "apply --prune: no objects passed to apply; refusing to prune every member of "
@@ -66,6 +67,7 @@ int RunApply(CommandContext& ctx, const ApplyCommandOptions& options) {
   apply_options.dry_run = options.dry_run;
   apply_options.applyset = options.applyset;
   apply_options.prune = options.prune;
+  apply_options.prune_allow_empty = options.prune_allow_empty;
   auto results = (*store)->Apply(objects, apply_options);
   if (!results.ok()) {
     return ctx.Fail(results.status());

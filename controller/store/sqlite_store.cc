@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <chrono>
 #include <set>
 #include <thread>
 #include <utility>
@@ -575,10 +575,9 @@ Status SqliteStore::Error(int rc, std::string_view what) const {
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return api::UnavailableError(
-          "database " + path_ + " is locked by another writer (" + detail + ", SQLite code " +
-          std::to_string(rc) + "; busy timeout " + std::to_string(options_.busy_timeout.count()) +
-          " ms)");
+      return api::UnavailableError("database " + path_ + " is locked by another writer (" + detail +
+                                   ", SQLite code " + std::to_string(rc) + "; busy timeout " +
+                                   std::to_string(options_.busy_timeout.count()) + " ms)");
     case SQLITE_CORRUPT:
       return DataLossError("database " + path_ + " is corrupt (" + detail +
                            "); restore it from a backup or move it away");
@@ -852,6 +851,14 @@ StatusOr<std::vector<ApplyResult>> SqliteStore::Apply(const std::vector<Object>&
                                                       const ApplyOptions& options) {
   if (options.prune && options.applyset.empty()) {
     return api::InvalidArgumentError("prune needs an applyset to know which objects to delete");
+  }
+  // Whatever the client (sbxctl, a GitOps pull, an API server), an empty apply with prune would
+  // delete the whole set, and deletionPolicy Delete then the sandboxes.
+  if (options.prune && objects.empty() && !options.prune_allow_empty) {
+    return api::FailedPreconditionError(
+        "no objects passed to apply; refusing to prune every "
+        "member of applyset \"" +
+        options.applyset + "\" (prune_allow_empty not set)");
   }
   // Validate and encode before taking the lock: pure work.
   struct Wanted {

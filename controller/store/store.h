@@ -34,6 +34,8 @@ struct ApplyOptions {
   bool dry_run = false;  // compute the result, write nothing
   std::string applyset;  // when set, record membership of every applied object in this set
   bool prune = false;    // with applyset: delete members of the set not in this apply
+  // Pruning with no objects deletes every member of the set; refused unless this is set.
+  bool prune_allow_empty = false;
 };
 
 enum class ApplyAction { kCreated, kConfigured, kUnchanged, kPruned };
@@ -61,7 +63,7 @@ class Store {
   // re-applying an identical manifest writes nothing and bumps no revision. Server-set metadata
   // in `objects` is ignored. Objects must be defaulted and validated by the caller.
   // kInvalidArgument if the same key appears twice; kFailedPrecondition if an object is being
-  // deleted.
+  // deleted, or for a prune with no objects unless options.prune_allow_empty.
   virtual StatusOr<std::vector<ApplyResult>> Apply(const std::vector<Object>& objects,
                                                    const ApplyOptions& options) = 0;
 

@@ -331,6 +331,28 @@ TEST_F(SqliteStoreTest, PruneWithoutApplysetIsInvalidArgument) {
   EXPECT_EQ(store_->Apply({Sandbox("a")}, options).status().code(), StatusCode::kInvalidArgument);
 }
 
+// An empty apply with prune would delete the whole set: the store refuses it for every client,
+// dry run included, unless asked to allow it.
+TEST_F(SqliteStoreTest, PruneWithNoObjectsIsRefusedUnlessAllowed) {
+  ApplyOptions with_set;
+  with_set.applyset = "demo";
+  MustApply({Sandbox("a"), Sandbox("b")}, with_set);
+  ApplyOptions prune = with_set;
+  prune.prune = true;
+  for (bool dry_run : {true, false}) {
+    prune.dry_run = dry_run;
+    auto refused = store_->Apply({}, prune);
+    EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << dry_run;
+  }
+  EXPECT_TRUE(store_->Get(Key("a")).ok());
+  EXPECT_TRUE(store_->Get(Key("b")).ok());
+  prune.dry_run = false;
+  prune.prune_allow_empty = true;
+  auto pruned = MustApply({}, prune);
+  EXPECT_EQ(pruned.size(), 2u);
+  EXPECT_EQ(store_->Get(Key("a")).status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(SqliteStoreTest, DryRunComputesResultsAndWritesNothing) {
   ApplyOptions with_set;
   with_set.applyset = "demo";
