@@ -137,6 +137,11 @@ std::string ObjectKey::ToString() const {
   return std::string(KindName(kind)) + "/" + namespace_ + "/" + name;
 }
 
+std::string CreatedSandboxId(const SandboxStatus& status) {
+  const size_t slash = status.sandbox_name.find('/');
+  return slash == std::string::npos ? status.sandbox_name : status.sandbox_name.substr(slash + 1);
+}
+
 ObjectKey KeyOf(const Object& object) {
   return ObjectKey{object.kind, object.metadata.namespace_, object.metadata.name};
 }

@@ -279,6 +279,10 @@ struct ObjectKey {
 };
 ObjectKey KeyOf(const Object& object);
 
+// The id of the sandbox a Sandbox object created: status.sandboxName without "sandboxes/"; ""
+// before it created one.
+std::string CreatedSandboxId(const SandboxStatus& status);
+
 // Condition helpers (used by reconcilers and sbxctl).
 const Condition* FindCondition(const std::vector<Condition>& conditions, std::string_view type);
 // Sets or replaces the condition of that type; keeps last_transition_time when status is

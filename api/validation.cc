@@ -1,6 +1,7 @@
 #include "api/validation.h"
 
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -126,6 +127,16 @@ Status ValidateMeta(const ObjectMeta& m) {
   return OkStatus();
 }
 
+// "user@host:port" of "scheme://user@host:port/path?query"; nullopt without "://".
+std::optional<std::string_view> Authority(std::string_view url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) {
+    return std::nullopt;
+  }
+  const std::string_view rest = url.substr(scheme_end + 3);
+  return rest.substr(0, rest.find_first_of("/?#"));
+}
+
 bool IsEnvName(std::string_view s) {
   if (s.empty() || (s.front() >= '0' && s.front() <= '9')) {
     return false;
@@ -136,6 +147,14 @@ bool IsEnvName(std::string_view s) {
     }
   }
   return true;
+}
+
+std::string ValidateEnvName(std::string_view name) {
+  if (IsEnvName(name)) {
+    return "";
+  }
+  return "invalid environment variable name " + Quote(name) +
+         " (expected letters, digits and '_', not starting with a digit)";
 }
 
 Status ValidateUrl(std::string_view path, std::string_view url) {
@@ -292,10 +311,8 @@ Status ValidateAgentWorker(const AgentWorkerSpec& s, const ValidationOptions& o)
   for (size_t i = 0; i < s.executor.env.size(); ++i) {
     const EnvVar& var = s.executor.env[i];
     const std::string path = "spec.executor.env[" + std::to_string(i) + "]";
-    if (!IsEnvName(var.name)) {
-      return Invalid(path + ".name", "invalid environment variable name " + Quote(var.name) +
-                                         " (expected letters, digits and '_', not starting with "
-                                         "a digit)");
+    if (std::string problem = ValidateEnvName(var.name); !problem.empty()) {
+      return Invalid(path + ".name", problem);
     }
     if (var.name == "CODEX_API_KEY" || var.name == "CODEX_HOME" || var.name.starts_with("SBX_")) {
       return Invalid(path + ".name", Quote(var.name) +
@@ -347,9 +364,8 @@ Status ValidateSecretRef(std::string_view path, const SecretRef& ref, std::strin
   }
   if (!ref.env.empty()) {
     const std::string where = std::string(path) + ".env";
-    if (!IsEnvName(ref.env)) {
-      return Invalid(where, "invalid environment variable name " + Quote(ref.env) +
-                                " (expected letters, digits and '_', not starting with a digit)");
+    if (std::string problem = ValidateEnvName(ref.env); !problem.empty()) {
+      return Invalid(where, problem);
     }
     if (!ref.env.starts_with(env_prefix) || ref.env.size() == env_prefix.size()) {
       return Invalid(where, "environment variable " + Quote(ref.env) +
@@ -377,16 +393,11 @@ Status ValidateSecretRef(std::string_view path, const SecretRef& ref, std::strin
 }
 
 bool IsLoopbackUrl(std::string_view url) {
-  const size_t scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos) {
+  const std::optional<std::string_view> authority = Authority(url);
+  if (!authority || authority->find('@') != std::string_view::npos) {
     return false;
   }
-  std::string_view authority = url.substr(scheme_end + 3);
-  authority = authority.substr(0, authority.find_first_of("/?#"));
-  if (authority.find('@') != std::string_view::npos) {
-    return false;
-  }
-  std::string_view host = authority;
+  std::string_view host = *authority;
   if (host.starts_with('[')) {
     host = host.substr(0, host.find(']') + 1);
     return host == "[::1]";
@@ -422,13 +433,9 @@ std::string ValidateServiceUrl(std::string_view url) {
       return "must not contain spaces or control characters";
     }
   }
-  const size_t scheme_end = url.find("://");
-  if (scheme_end != std::string_view::npos) {
-    std::string_view authority = url.substr(scheme_end + 3);
-    authority = authority.substr(0, authority.find_first_of("/?#"));
-    if (authority.find('@') != std::string_view::npos) {
-      return "must not contain user info (user@host), got " + Quote(url);
-    }
+  if (const std::optional<std::string_view> authority = Authority(url);
+      authority && authority->find('@') != std::string_view::npos) {
+    return "must not contain user info (user@host), got " + Quote(url);
   }
   if (url.starts_with("https://")) {
     return "";

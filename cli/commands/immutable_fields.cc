@@ -11,7 +11,7 @@ std::string Compare(const std::string& field_prefix, const api::SandboxSpec& des
   if (created.sandbox_name.empty()) {
     return "";  // no sandbox yet: anything may change
   }
-  const std::string id = created.sandbox_name.substr(created.sandbox_name.find('/') + 1);
+  const std::string id = api::CreatedSandboxId(created);
   std::string change;
   if (desired.sandbox_id != id) {
     change =

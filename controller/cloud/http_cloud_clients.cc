@@ -1,7 +1,6 @@
 #include "controller/cloud/http_cloud_clients.h"
 
 #include <functional>
-#include <iterator>
 
 #include "api/validation.h"
 
@@ -68,16 +67,19 @@ api::StatusOr<HttpCloudClients::Resolved> HttpCloudClients::Resolve(
     stated.profile = spec.databricks.profile;
     stated.workspace_id = spec.databricks.workspace_id;
     RETURN_IF_ERROR(CheckServiceUrl(where + ".host", stated.host));
-    const std::pair<const api::SecretRef*, std::string*> refs[] = {
-        {&spec.databricks.token_from, &stated.token},
-        {&spec.databricks.client_id_from, &stated.client_id},
-        {&spec.databricks.client_secret_from, &stated.client_secret},
+    const struct {
+      const api::SecretRef& ref;
+      std::string& value;
+      const char* field;
+    } secrets[] = {
+        {spec.databricks.token_from, stated.token, ".tokenFrom"},
+        {spec.databricks.client_id_from, stated.client_id, ".clientIdFrom"},
+        {spec.databricks.client_secret_from, stated.client_secret, ".clientSecretFrom"},
     };
-    const char* names[] = {".tokenFrom", ".clientIdFrom", ".clientSecretFrom"};
-    for (size_t i = 0; i < std::size(refs); ++i) {
-      if (!refs[i].first->empty()) {
-        ASSIGN_OR_RETURN(*refs[i].second, ResolveSecret(*refs[i].first, lookup_, where + names[i],
-                                                        options_.secrets));
+    for (const auto& secret : secrets) {
+      if (!secret.ref.empty()) {
+        ASSIGN_OR_RETURN(secret.value, ResolveSecret(secret.ref, lookup_, where + secret.field,
+                                                     options_.secrets));
       }
     }
     r.controller_credentials =

@@ -243,10 +243,7 @@ struct AgentWorkerReconciler::Target {
   Object sandbox;
   databricks::SandboxApi* sandboxes = nullptr;
   openai::AgentsApi* agents = nullptr;
-  std::string executor_key;   // resolved at launch, memory only
-  Status followed_agent;      // an agent-settings update that failed (FollowSessionSpec)
-  std::string stale_sandbox;  // why the Sandbox's observation is stale, if it is …
-  std::string stale_reason;   // … and the Sandbox's Synced reason (e.g. Unavailable)
+  std::string executor_key;  // resolved at launch, memory only
 
   const api::AgentWorkerSpec& spec() const { return object.agent_worker_spec(); }
   api::AgentWorkerStatus& status() { return object.agent_worker_status(); }
@@ -318,10 +315,13 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Reconcile(const api::ObjectKey&
 void AgentWorkerReconciler::RecordOutcome(Target& t, const Status& status) {
   if (status.ok()) {
     t.memory.failed_observations = 0;
-    if (t.stale_sandbox.empty()) {
-      Set(t, "Synced", ConditionStatus::kTrue, "Synced", "");
+    // A Sandbox whose own view is stale (its workspace's LIST sweeps fail) makes ours stale too.
+    const api::Condition* sandbox = api::FindCondition(t.sandbox.conditions(), "Synced");
+    if (sandbox != nullptr && sandbox->status == ConditionStatus::kFalse) {
+      Set(t, "Synced", ConditionStatus::kFalse, sandbox->reason,
+          "Sandbox " + t.sandbox.metadata.name + ": " + sandbox->message);
     } else {
-      Set(t, "Synced", ConditionStatus::kFalse, t.stale_reason, t.stale_sandbox);
+      Set(t, "Synced", ConditionStatus::kTrue, "Synced", "");
     }
   } else {
     const ErrorClass error = ClassifyError(status);
@@ -394,12 +394,6 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
     return ReconcileResult::Done();  // a change of the Sandbox enqueues this worker
   }
   Set(t, "SandboxReady", ConditionStatus::kTrue, "SandboxReady", "");
-  if (const api::Condition* synced = api::FindCondition(t.sandbox.conditions(), "Synced");
-      synced != nullptr && synced->status == ConditionStatus::kFalse) {
-    // The Sandbox's own view is stale (its workspace's LIST sweeps fail): so is ours of it.
-    t.stale_reason = synced->reason;
-    t.stale_sandbox = "Sandbox " + sandbox_key.name + ": " + synced->message;
-  }
   const std::string& workspace_ref = t.sandbox.sandbox_spec().workspace_ref;
   ASSIGN_OR_RETURN(t.sandboxes, clouds_.Sandboxes(t.object.metadata.namespace_, workspace_ref));
   ASSIGN_OR_RETURN(t.agents, clouds_.Agents(t.object.metadata.namespace_, workspace_ref));
@@ -410,10 +404,10 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   const std::string& boot = t.sandbox.sandbox_status().boot_id;
   const bool nothing_runs = t.status().executor.pid == 0 && !t.memory.verify_pending;
   ASSIGN_OR_RETURN(bool new_session, EnsureSession(t, nothing_runs));
-  if (std::optional<ReconcileResult> replaced = FollowSessionSpec(t, new_session)) {
+  ASSIGN_OR_RETURN(std::optional<ReconcileResult> replaced, FollowSessionSpec(t, new_session));
+  if (replaced) {
     return *replaced;
   }
-  RETURN_IF_ERROR(t.followed_agent);
   Set(t, "SessionReady", ConditionStatus::kTrue, "SessionReady", "");
 
   // 3. The executor, when nothing of ours can be running: a new session, or none launched since
@@ -464,19 +458,11 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   t.memory.connected = env.status == openai::EnvironmentStatus::kConnected;
   if (env.status == openai::EnvironmentStatus::kExpired ||
       env.status == openai::EnvironmentStatus::kFailed) {
-    // The old session is of no use any more: delete it (ours, recorded in inventory), so that it
-    // neither lingers nor gets adopted again.
-    const std::string workspace =
-        WorkspaceId(t.object.metadata.namespace_, t.sandbox.sandbox_spec().workspace_ref);
-    RETURN_IF_ERROR(DeleteLostSession(t, workspace));
+    const std::string lost = t.status().session_id;
+    RETURN_IF_ERROR(ReplaceSession(t, "SessionLost", "environment " + env.status_raw));
     events_.Warning(t.key(), "SessionLost",
-                    "environment " + env.id + " is " + env.status_raw + "; session " +
-                        t.status().session_id + " deleted, creating a new one");
-    t.status().session_id.clear();
-    t.status().environment_id.clear();
-    t.status().remote_url.clear();
-    t.memory.verify_pending = true;
-    Set(t, "SessionReady", ConditionStatus::kFalse, "SessionLost", "environment " + env.status_raw);
+                    "environment " + env.id + " is " + env.status_raw + "; session " + lost +
+                        " deleted, creating a new one");
     Set(t, "Ready", ConditionStatus::kFalse, "SessionLost", "environment " + env.status_raw);
     return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
   }
@@ -523,52 +509,59 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
 // The session follows the spec: agent.model and agent.instructions are updated in place (the API
 // can); a new workspaceDirectory replaces the session (the API cannot move an environment), with
 // an event saying so. Returns a result when the session was replaced (the next pass creates the
-// new one); an update that failed is left in t.followed_agent.
-std::optional<ReconcileResult> AgentWorkerReconciler::FollowSessionSpec(Target& t,
-                                                                        bool new_session) {
+// new one).
+StatusOr<std::optional<ReconcileResult>> AgentWorkerReconciler::FollowSessionSpec(
+    Target& t, bool new_session) {
   api::AgentWorkerStatus& status = t.status();
   const std::string agent_hash = AgentHash(t.spec().agent);
   if (new_session || status.workspace_directory.empty() || status.agent_hash.empty()) {
     // Made just now with this spec — or by an older sbxd, whose spec we take as it is.
     status.workspace_directory = t.spec().workspace_directory;
     status.agent_hash = agent_hash;
-    return std::nullopt;
+    return std::optional<ReconcileResult>();
   }
   if (status.workspace_directory != t.spec().workspace_directory) {
-    const std::string workspace =
-        WorkspaceId(t.object.metadata.namespace_, t.sandbox.sandbox_spec().workspace_ref);
-    const std::string old = status.session_id;
-    t.followed_agent = DeleteLostSession(t, workspace);
-    if (!t.followed_agent.ok()) {
-      return std::nullopt;
-    }
+    const std::string old_session = status.session_id;
+    const std::string old_directory = status.workspace_directory;
+    RETURN_IF_ERROR(ReplaceSession(t, "SessionReplaced", "spec.workspaceDirectory changed"));
     events_.Normal(t.key(), "SessionReplaced",
-                   "spec.workspaceDirectory changed from " + status.workspace_directory + " to " +
+                   "spec.workspaceDirectory changed from " + old_directory + " to " +
                        t.spec().workspace_directory +
-                       "; the API cannot move a session's environment, so session " + old +
+                       "; the API cannot move a session's environment, so session " + old_session +
                        " was replaced");
-    status.session_id.clear();
-    status.environment_id.clear();
-    status.remote_url.clear();
-    status.workspace_directory.clear();
-    status.agent_hash.clear();
-    t.memory.verify_pending = true;
-    Set(t, "SessionReady", ConditionStatus::kFalse, "SessionReplaced",
-        "spec.workspaceDirectory changed");
-    return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
+    return std::optional<ReconcileResult>(
+        ReconcileResult::RequeueAfter(std::chrono::milliseconds(0)));
   }
   if (status.agent_hash != agent_hash) {
-    StatusOr<openai::Session> updated = t.agents->UpdateSessionAgent(
-        status.session_id, t.spec().agent.model, t.spec().agent.instructions, t.stop);
-    t.followed_agent = updated.status();
-    if (updated.ok()) {
-      status.agent_hash = agent_hash;
-      events_.Normal(t.key(), "SessionUpdated",
-                     "agent.model or agent.instructions changed; session " + status.session_id +
-                         " updated for the turns to come");
-    }
+    RETURN_IF_ERROR(t.agents
+                        ->UpdateSessionAgent(status.session_id, t.spec().agent.model,
+                                             t.spec().agent.instructions, t.stop)
+                        .status());
+    status.agent_hash = agent_hash;
+    events_.Normal(t.key(), "SessionUpdated",
+                   "agent.model or agent.instructions changed; session " + status.session_id +
+                       " updated for the turns to come");
   }
-  return std::nullopt;
+  return std::optional<ReconcileResult>();
+}
+
+// The session is of no use any more (its environment expired or failed, or the spec needs a new
+// one): delete it (ours, recorded in inventory; abandoned if the service refuses), so that it
+// neither lingers nor gets adopted again, and forget it. The next pass creates a new session and
+// launches into it.
+Status AgentWorkerReconciler::ReplaceSession(Target& t, const std::string& reason,
+                                             const std::string& message) {
+  RETURN_IF_ERROR(DeleteLostSession(
+      t, WorkspaceId(t.object.metadata.namespace_, t.sandbox.sandbox_spec().workspace_ref)));
+  api::AgentWorkerStatus& status = t.status();
+  status.session_id.clear();
+  status.environment_id.clear();
+  status.remote_url.clear();
+  status.workspace_directory.clear();
+  status.agent_hash.clear();
+  t.memory.verify_pending = true;
+  Set(t, "SessionReady", ConditionStatus::kFalse, reason, message);
+  return Status();
 }
 
 // sandboxRef → that Sandbox. Inline template → a Sandbox named after the worker, owned by it.

@@ -124,7 +124,8 @@ class AgentWorkerReconciler final : public Reconciler {
   api::StatusOr<bool> EnsureSession(Target& t, bool verify);
   api::StatusOr<Probe> ProbeExecutor(Target& t);
   static Probe ParseReport(const std::string& script_output);
-  std::optional<ReconcileResult> FollowSessionSpec(Target& t, bool new_session);
+  api::StatusOr<std::optional<ReconcileResult>> FollowSessionSpec(Target& t, bool new_session);
+  api::Status ReplaceSession(Target& t, const std::string& reason, const std::string& message);
   // `replace`: stop an executor of ours that runs for this environment and launch anew (its
   // spec changed).
   api::StatusOr<ReconcileResult> Launch(Target& t, bool relaunch, bool replace = false);

@@ -95,9 +95,8 @@ StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key
   t.original_status = t.object.status;
   const api::SandboxStatus& created = t.status();
   t.workspace_ref = created.workspace_ref.empty() ? t.spec().workspace_ref : created.workspace_ref;
-  t.sandbox_id = created.sandbox_name.empty()
-                     ? t.spec().sandbox_id
-                     : created.sandbox_name.substr(created.sandbox_name.find('/') + 1);
+  t.sandbox_id =
+      created.sandbox_name.empty() ? t.spec().sandbox_id : api::CreatedSandboxId(created);
   t.workspace = WorkspaceId(t.object.metadata.namespace_, t.workspace_ref);
   t.stop = stop;
 
