@@ -6,8 +6,8 @@
 
 namespace sbx::controller {
 
-HttpCloudClients::HttpCloudClients(Store& store, Clock& clock, databricks::HttpTransport& transport,
-                                   openai::StreamingTransport& streaming, databricks::Env env,
+HttpCloudClients::HttpCloudClients(Store& store, Clock& clock, http::HttpTransport& transport,
+                                   http::StreamingTransport& streaming, databricks::Env env,
                                    HttpCloudClientsOptions options)
     : store_(store),
       clock_(clock),
