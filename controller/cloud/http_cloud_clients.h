@@ -96,6 +96,14 @@ class HttpCloudClients final : public CloudClients {
   api::StatusOr<ResolvedOpenAi> ResolveOpenAi(const std::string& namespace_,
                                               const std::string& workspace_ref);
 
+  // The client of workspace `id` in `cache`: reused within secret_ttl; after it, `resolve()` runs
+  // again and `build(resolved)` makes a new client only when the resolution's fingerprint
+  // changed (the old one moves to `retired`, since callers may hold it). Requires mu_.
+  template <typename C, typename ResolveFn, typename BuildFn>
+  api::StatusOr<C*> Cached(std::map<std::string, std::unique_ptr<C>>& cache,
+                           std::vector<std::unique_ptr<C>>& retired, const std::string& id,
+                           ResolveFn resolve, BuildFn build);
+
   // OPENAI_BASE_URL, else the public API: where the controller's OpenAI keys belong.
   std::string ControllerOpenAiUrl() const;
   // kInvalidArgument unless `url` is https:// (http:// only for a loopback host).
