@@ -7,26 +7,15 @@
 #include <string>
 
 namespace sbx::controller::http {
-namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-}  // namespace
 
 std::optional<std::chrono::milliseconds> ParseRetryAfter(
     std::string_view header, std::chrono::system_clock::time_point now) {
-  header = Trim(header);
-  if (header.empty()) {
+  constexpr std::string_view kSpace = " \t\n\v\f\r";
+  const size_t first = header.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) {
     return std::nullopt;
   }
+  header = header.substr(first, header.find_last_not_of(kSpace) - first + 1);
   if (std::isdigit(static_cast<unsigned char>(header.front()))) {
     const std::string text(header);
     char* end = nullptr;
