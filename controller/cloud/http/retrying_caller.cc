@@ -114,10 +114,10 @@ StatusOr<HttpResponse> RetryingCaller::Send(const Call& call, std::stop_token st
       stop);
 }
 
-Status RetryingCaller::Stream(const Call& call, const StreamHandlers& handlers,
-                              std::stop_token stop, bool* opened_out) {
+RetryingCaller::StreamEnd RetryingCaller::Stream(const Call& call, const StreamHandlers& handlers,
+                                                 std::stop_token stop) {
   if (streaming_ == nullptr) {
-    return api::InternalError(call.what + ": this client has no streaming transport");
+    return {.status = api::InternalError(call.what + ": this client has no streaming transport")};
   }
   bool opened = false;
   Status end;
@@ -140,13 +140,10 @@ Status RetryingCaller::Stream(const Call& call, const StreamHandlers& handlers,
     return result;
   };
   StatusOr<HttpResponse> head = Loop(call, /*guard=*/false, exchange, stop);
-  if (opened_out != nullptr) {
-    *opened_out = opened;
-  }
   if (!head.ok()) {
-    return head.status();
+    return {.opened = opened, .status = head.status()};
   }
-  return RedactAuthorization(end, authorization);
+  return {.opened = opened, .status = RedactAuthorization(end, authorization)};
 }
 
 }  // namespace sbx::controller::http

@@ -86,18 +86,21 @@ class RetryingCaller {
 
   // The 2xx response, or the final error (see above).
   api::StatusOr<HttpResponse> Send(const Call& call, std::stop_token stop);
-  // The stream's end once it opened (OK, or how it broke), else the final error of the attempts
-  // to open it. `opened` (optional) tells which.
-  api::Status Stream(const Call& call, const StreamHandlers& handlers, std::stop_token stop,
-                     bool* opened = nullptr);
-
-  const RetryPolicy& policy() const { return options_.retry; }
+  struct StreamEnd {
+    bool opened = false;  // a 2xx head arrived: handlers ran, nothing was retried after it
+    // The stream's end once it opened (OK, or how it broke), else the final error of the
+    // attempts to open it.
+    api::Status status;
+  };
+  StreamEnd Stream(const Call& call, const StreamHandlers& handlers, std::stop_token stop);
 
  private:
-  // One attempt through `exchange`; the response when it is the call's answer.
+  // The attempts of `call`, each sent by `exchange(request, stop)`, until a 2xx response (which
+  // is returned) or the final error; `guard`: consult and feed the breaker.
   template <typename Exchange>
   api::StatusOr<HttpResponse> Loop(const Call& call, bool guard, Exchange exchange,
                                    std::stop_token stop);
+  // The failure of a non-2xx reply, with the bucket, credentials and breaker told about it.
   AttemptFailure Classify(const Call& call, const HttpResponse& response, bool guard,
                           const std::string& authorization);
 

@@ -264,8 +264,7 @@ Status HttpAgentsApi::StreamEvents(const std::string& session_id, const StreamCa
   };
   // Retried until the stream opens; nothing is retried once events may have been delivered:
   // there is no resume.
-  bool opened = false;
-  const Status end = caller_.Stream(stream, handlers, stop, &opened);
+  const auto [opened, end] = caller_.Stream(stream, handlers, stop);
   if (end.code() == api::StatusCode::kCancelled || !opened) {
     return end;
   }

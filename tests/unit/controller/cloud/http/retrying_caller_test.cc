@@ -263,8 +263,7 @@ TEST_F(RetryingCallerTest, AStreamIsRetriedUntilItOpensAndNeverAfter) {
                                               .jitter = [] { return 0.5; }},
                         errors, credentials_, bucket_, clock_, transport_, &streaming);
   std::string data;
-  bool opened = false;
-  const api::Status end = RunAdvancing(clock_, [&] {
+  const RetryingCaller::StreamEnd end = RunAdvancing(clock_, [&] {
     return caller.Stream(Get(),
                          StreamHandlers{.on_open = [](const HttpResponse&) {},
                                         .on_data =
@@ -272,10 +271,10 @@ TEST_F(RetryingCallerTest, AStreamIsRetriedUntilItOpensAndNeverAfter) {
                                               data += chunk;
                                               return true;
                                             }},
-                         {}, &opened);
+                         {});
   });
-  EXPECT_EQ(end.code(), StatusCode::kUnavailable) << end;
-  EXPECT_TRUE(opened);
+  EXPECT_EQ(end.status.code(), StatusCode::kUnavailable) << end.status;
+  EXPECT_TRUE(end.opened);
   EXPECT_EQ(streaming.calls, 2);
   EXPECT_EQ(data, "data: 1\n\n");
 }
