@@ -359,8 +359,9 @@ TEST_F(OpenAiIntegrationTest, ConnectionRefusedIsUnavailable) {
   const int port = server_->port();
   server_->Stop();
   HttpAgentsApi api(
-      HttpAgentsApiOptions{.base_url = "http://127.0.0.1:" + std::to_string(port) + "/v1",
-                           .retry = http::RetryPolicy{.max_attempts = 2, .backoff = {10ms, 10ms, 0.0}}},
+      HttpAgentsApiOptions{
+          .base_url = "http://127.0.0.1:" + std::to_string(port) + "/v1",
+          .retry = http::RetryPolicy{.max_attempts = 2, .backoff = {10ms, 10ms, 0.0}}},
       kKey, bucket_, clock_, *transport_, *streaming_);
   EXPECT_EQ(api.GetSession("sess_1").status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(api.StreamEvents("sess_1", [](const SessionEvent&) { return true; }).code(),

@@ -52,8 +52,8 @@ class RecordingTransport final : public http::HttpTransport {
 
 class NoStreaming final : public http::StreamingTransport {
  public:
-  http::HttpResult Stream(const http::HttpRequest& request,
-                                const http::StreamHandlers&, std::stop_token) override {
+  http::HttpResult Stream(const http::HttpRequest& request, const http::StreamHandlers&,
+                          std::stop_token) override {
     ADD_FAILURE() << "unexpected stream from " << request.url;
     http::HttpResult r;
     r.status = api::UnavailableError("no network in this test");

@@ -129,40 +129,38 @@ TEST(RetryTableTest, BackoffDoublesFromAQuarterToHalfASecondAndCapsAtTen) {
 
 TEST(RetryTableTest, IdempotentCallsRetry429And503AndConnectionFailures) {
   http::RetryPolicy p = DefaultRetryPolicy();
-  EXPECT_TRUE(Decide(p, http::Idempotency::kIdempotent,
-                             Http(429, StatusCode::kResourceExhausted), 1, 0ms, 0.5));
-  EXPECT_TRUE(Decide(p, http::Idempotency::kIdempotent, Http(503, StatusCode::kUnavailable),
-                             1, 0ms, 0.5));
-  EXPECT_TRUE(Decide(p, http::Idempotency::kIdempotent, Http(0, StatusCode::kUnavailable), 1,
-                             0ms, 0.5));
-  EXPECT_TRUE(Decide(p, http::Idempotency::kIdempotent,
-                             Http(0, StatusCode::kDeadlineExceeded), 1, 0ms, 0.5));
+  EXPECT_TRUE(Decide(p, http::Idempotency::kIdempotent, Http(429, StatusCode::kResourceExhausted),
+                     1, 0ms, 0.5));
+  EXPECT_TRUE(
+      Decide(p, http::Idempotency::kIdempotent, Http(503, StatusCode::kUnavailable), 1, 0ms, 0.5));
+  EXPECT_TRUE(
+      Decide(p, http::Idempotency::kIdempotent, Http(0, StatusCode::kUnavailable), 1, 0ms, 0.5));
+  EXPECT_TRUE(Decide(p, http::Idempotency::kIdempotent, Http(0, StatusCode::kDeadlineExceeded), 1,
+                     0ms, 0.5));
 }
 
 TEST(RetryTableTest, OtherErrorsAreNotRetried) {
   http::RetryPolicy p = DefaultRetryPolicy();
   for (auto [http, code] :
-       {std::pair{400, StatusCode::kInvalidArgument},
-        std::pair{404, StatusCode::kNotFound}, std::pair{409, StatusCode::kAlreadyExists},
-        std::pair{500, StatusCode::kInternal},
+       {std::pair{400, StatusCode::kInvalidArgument}, std::pair{404, StatusCode::kNotFound},
+        std::pair{409, StatusCode::kAlreadyExists}, std::pair{500, StatusCode::kInternal},
         std::pair{504, StatusCode::kDeadlineExceeded}}) {
-    EXPECT_FALSE(Decide(p, http::Idempotency::kIdempotent, Http(http, code), 1, 0ms, 0.5))
-        << http;
+    EXPECT_FALSE(Decide(p, http::Idempotency::kIdempotent, Http(http, code), 1, 0ms, 0.5)) << http;
   }
-  EXPECT_FALSE(Decide(p, http::Idempotency::kIdempotent, Http(0, StatusCode::kCancelled), 1,
-                              0ms, 0.5));
+  EXPECT_FALSE(
+      Decide(p, http::Idempotency::kIdempotent, Http(0, StatusCode::kCancelled), 1, 0ms, 0.5));
 }
 
 TEST(RetryTableTest, NonIdempotentOnlyRetriesWhatNeverLeft) {
   http::RetryPolicy p = DefaultRetryPolicy();
+  EXPECT_FALSE(Decide(p, http::Idempotency::kNotIdempotent, Http(503, StatusCode::kUnavailable), 1,
+                      0ms, 0.5));
   EXPECT_FALSE(Decide(p, http::Idempotency::kNotIdempotent,
-                              Http(503, StatusCode::kUnavailable), 1, 0ms, 0.5));
-  EXPECT_FALSE(Decide(p, http::Idempotency::kNotIdempotent,
-                              Http(429, StatusCode::kResourceExhausted), 1, 0ms, 0.5));
-  EXPECT_FALSE(Decide(p, http::Idempotency::kNotIdempotent,
-                              Http(0, StatusCode::kUnavailable), 1, 0ms, 0.5));
-  EXPECT_FALSE(Decide(p, http::Idempotency::kNotIdempotent,
-                              Http(0, StatusCode::kDeadlineExceeded), 1, 0ms, 0.5));
+                      Http(429, StatusCode::kResourceExhausted), 1, 0ms, 0.5));
+  EXPECT_FALSE(
+      Decide(p, http::Idempotency::kNotIdempotent, Http(0, StatusCode::kUnavailable), 1, 0ms, 0.5));
+  EXPECT_FALSE(Decide(p, http::Idempotency::kNotIdempotent, Http(0, StatusCode::kDeadlineExceeded),
+                      1, 0ms, 0.5));
   http::AttemptFailure refused{api::UnavailableError("connection refused"), 0, false};
   EXPECT_TRUE(Decide(p, http::Idempotency::kNotIdempotent, refused, 1, 0ms, 0.5));
 }

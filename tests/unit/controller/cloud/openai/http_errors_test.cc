@@ -5,8 +5,8 @@
 namespace sbx::controller::openai {
 namespace {
 
-using api::StatusCode;
 using api::Status;
+using api::StatusCode;
 using http::HttpResponse;
 using namespace std::chrono_literals;
 
