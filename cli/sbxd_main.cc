@@ -22,10 +22,10 @@
 #include "api/duration.h"
 #include "api/resources.h"
 #include "cli/main_guard.h"
+#include "controller/cloud/cloud_clients.h"
 #include "controller/cloud/databricks/auth.h"
-#include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http_cloud_clients.h"
-#include "controller/cloud/openai/streaming_transport.h"
 #include "controller/engine/clock.h"
 #include "controller/engine/leader_elector.h"
 #include "controller/engine/manager.h"
@@ -305,9 +305,9 @@ int Main(int argc, char** argv) {
 
   SystemClock clock;
   Metrics metrics;
-  std::unique_ptr<databricks::HttpTransport> http = databricks::MakeCppRestTransport();
-  CountingTransport transport(*http, metrics);
-  std::unique_ptr<openai::StreamingTransport> streaming = openai::MakeCppRestStreamingTransport();
+  std::unique_ptr<http::HttpTransport> plain = http::MakeCppRestTransport();
+  CountingTransport transport(*plain, metrics, CloudApiOf);
+  std::unique_ptr<http::StreamingTransport> streaming = http::MakeCppRestStreamingTransport();
   HttpCloudClientsOptions cloud_options;
   cloud_options.openai_requests_per_second = flags.openai_requests_per_second;
   cloud_options.on_secret = [](const std::string& secret) { log::RegisterSecret(secret); };

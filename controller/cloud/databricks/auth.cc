@@ -11,6 +11,8 @@
 
 #include "controller/cloud/databricks/http_errors.h"
 #include "controller/cloud/databricks/wire_format.h"
+#include "controller/cloud/http/redact.h"
+#include "controller/cloud/http/wire_text.h"
 
 namespace sbx::controller::databricks {
 
@@ -20,6 +22,14 @@ using api::InternalError;
 using api::InvalidArgumentError;
 using api::OkStatus;
 using api::UnauthenticatedError;
+using http::BodyExcerpt;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::HttpResult;
+using http::HttpTransport;
+using http::Redact;
+using http::UrlEscape;
+
 namespace {
 
 using json = nlohmann::json;
@@ -116,17 +126,6 @@ std::string Base64(std::string_view in) {
     out += '=';
   }
   return out;
-}
-
-// Replaces every occurrence of `secret` (if non-trivial) with "***".
-std::string Redact(std::string text, const std::string& secret) {
-  if (secret.size() < 4) {
-    return text;
-  }
-  for (size_t pos = text.find(secret); pos != std::string::npos; pos = text.find(secret, pos)) {
-    text.replace(pos, secret.size(), "***");
-  }
-  return text;
 }
 
 // A JSON string, or a number as its decimal text (ids and expiries come as either).

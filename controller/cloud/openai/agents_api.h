@@ -18,8 +18,8 @@
 // Session not found (request_id req_1)") and never contain the application key. A server retry
 // hint (retry-after-ms / retry-after) is kept as Status::retry_after().
 //
-// Retries happen inside the implementation (see openai/retry_policy.h): GET and DELETE are
-// retried on 408/429/5xx/connection errors; CreateSession and SendEvents are NOT idempotent on
+// Retries happen inside the implementation (see ErrorTable in openai/http_errors.h): GET and DELETE
+// are retried on 408/429/5xx/connection errors; CreateSession and SendEvents are NOT idempotent on
 // the real service (Idempotency-Key is observed to be ignored on create), so they are retried
 // only when the request certainly never reached the server, or when the server says
 // `x-should-retry: true`. The caller (a reconciler with an intent row) decides what to do next.

@@ -3,7 +3,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "controller/cloud/databricks/wire_format.h"
+#include "controller/cloud/http/json_fields.h"
+#include "controller/cloud/http/wire_text.h"
 
 namespace sbx::controller::openai {
 namespace {
@@ -12,116 +13,25 @@ using json = nlohmann::json;
 using api::InternalError;
 using api::InvalidArgumentError;
 using api::OkStatus;
-
-// Thrown inside this file only, turned into a Status by Decode*; carries a field path.
-struct FieldError {
-  std::string message;
-};
-
-const json* Find(const json& obj, const char* key) {
-  if (!obj.is_object()) {
-    return nullptr;
-  }
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) {
-    return nullptr;
-  }
-  return &*it;
-}
-
-std::optional<std::string> GetOptString(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) {
-    return std::nullopt;
-  }
-  if (!v->is_string()) {
-    throw FieldError{path + key + ": expected a string"};
-  }
-  return v->get<std::string>();
-}
-
-std::string GetString(const json& obj, const char* key, const std::string& path) {
-  return GetOptString(obj, key, path).value_or("");
-}
-
-int64_t GetInt64(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) {
-    return 0;
-  }
-  if (v->is_number_integer()) {
-    return v->get<int64_t>();
-  }
-  if (v->is_number_float()) {
-    const double d = v->get<double>();
-    if (std::isfinite(d)) {
-      return static_cast<int64_t>(d);
-    }
-  }
-  throw FieldError{path + key + ": expected a number"};
-}
-
-bool GetBool(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) {
-    return false;
-  }
-  if (!v->is_boolean()) {
-    throw FieldError{path + key + ": expected a boolean"};
-  }
-  return v->get<bool>();
-}
-
-const json* GetObject(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (v != nullptr && !v->is_object()) {
-    throw FieldError{path + key + ": expected an object"};
-  }
-  return v;
-}
-
-const json* GetArray(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (v != nullptr && !v->is_array()) {
-    throw FieldError{path + key + ": expected an array"};
-  }
-  return v;
-}
-
-std::vector<std::string> GetStringArray(const json& obj, const char* key, const std::string& path) {
-  std::vector<std::string> out;
-  if (const json* arr = GetArray(obj, key, path)) {
-    for (size_t i = 0; i < arr->size(); ++i) {
-      if (!(*arr)[i].is_string()) {
-        throw FieldError{path + key + "[" + std::to_string(i) + "]: expected a string"};
-      }
-      out.push_back((*arr)[i].get<std::string>());
-    }
-  }
-  return out;
-}
-
-std::map<std::string, std::string> GetStringMap(const json& obj, const char* key,
-                                                const std::string& path) {
-  std::map<std::string, std::string> out;
-  if (const json* m = GetObject(obj, key, path)) {
-    for (const auto& [k, v] : m->items()) {
-      if (!v.is_string()) {
-        throw FieldError{path + key + "." + k + ": expected a string"};
-      }
-      out[k] = v.get<std::string>();
-    }
-  }
-  return out;
-}
+using http::BodyExcerpt;
+using http::FieldError;
+using http::Find;
+using http::GetArray;
+using http::GetBool;
+using http::GetInt64;
+using http::GetObject;
+using http::GetOptString;
+using http::GetString;
+using http::GetStringArray;
+using http::GetStringMap;
 
 json Parse(std::string_view body) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    throw FieldError{"not JSON: " + Excerpt(body)};
+    throw FieldError{"not JSON: " + BodyExcerpt(body)};
   }
   if (!j.is_object()) {
-    throw FieldError{"expected a JSON object: " + Excerpt(body)};
+    throw FieldError{"expected a JSON object: " + BodyExcerpt(body)};
   }
   return j;
 }
@@ -134,7 +44,7 @@ auto Decoding(std::string_view what, std::string_view body, Fn fn) -> decltype(f
     return InternalError("cannot read " + std::string(what) + ": " + e.message);
   } catch (const json::exception& e) {
     return InternalError("cannot read " + std::string(what) + ": " + e.what() + " in " +
-                         Excerpt(body));
+                         BodyExcerpt(body));
   }
 }
 
@@ -335,10 +245,6 @@ constexpr std::string_view kEnvironmentEventPrefix = "agent.session.environment.
 
 }  // namespace
 
-std::string Excerpt(std::string_view body, size_t max) {
-  return databricks::BodyExcerpt(body, max);
-}
-
 EventKind ClassifyEventType(std::string_view type) {
   for (const KindName& k : kEventKinds) {
     if (k.type == type) {
@@ -397,7 +303,7 @@ std::string EncodeListSessionsQuery(const ListSessionsParams& params) {
     q += q.empty() ? '?' : '&';
     q += key;
     q += '=';
-    q += databricks::UrlEscape(value);
+    q += http::UrlEscape(value);
   };
   if (params.limit > 0) {
     add("limit", std::to_string(params.limit));

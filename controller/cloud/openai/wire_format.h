@@ -47,7 +47,4 @@ std::string EncodeEnvironment(const Environment& environment);
 std::string EncodeSessionEvent(const SessionEvent& event);
 StatusOr<std::vector<InputEvent>> DecodeInputEvents(std::string_view body);
 
-// At most `max` bytes of `body` for an error message, with "…" when cut.
-std::string Excerpt(std::string_view body, size_t max = 200);
-
 }  // namespace sbx::controller::openai

@@ -9,7 +9,7 @@
 
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/databricks/http_sandbox_api.h"
-#include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/http/http_transport.h"
 #include "controller/engine/token_bucket.h"
 #include "emulator/databricks/databricks_emulator.h"
 #include "emulator/internal/fault_injector.h"
@@ -51,7 +51,7 @@ class DatabricksIntegrationTest : public ::testing::Test {
     emulator_ = std::make_unique<DatabricksEmulator>(options);
     auto port = emulator_->Start();
     ASSERT_TRUE(port.ok()) << port.status();
-    transport_ = MakeCppRestTransport();
+    transport_ = http::MakeCppRestTransport();
     pat_ = std::make_unique<PatCredentials>(kPat);
   }
   void TearDown() override {
@@ -90,7 +90,7 @@ class DatabricksIntegrationTest : public ::testing::Test {
 
   std::string root_;
   std::unique_ptr<DatabricksEmulator> emulator_;
-  std::unique_ptr<HttpTransport> transport_;
+  std::unique_ptr<http::HttpTransport> transport_;
   std::unique_ptr<PatCredentials> pat_;
   std::vector<std::unique_ptr<TokenBucket>> buckets_;
   SystemClock system_clock_;
@@ -245,7 +245,7 @@ TEST_F(DatabricksIntegrationTest, UnavailableIsRetriedAndTheFinalErrorKeepsRetry
   auto failed = RunAdvancing(fake_clock_, [&] { return api->Get("it-503"); });
   EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(failed.status().retry_after(), std::optional<std::chrono::milliseconds>(1s));
-  EXPECT_EQ(Count("databricks.get"), RetryPolicy{}.max_attempts);
+  EXPECT_EQ(Count("databricks.get"), DefaultRetryPolicy().max_attempts);
 }
 
 TEST_F(DatabricksIntegrationTest, ExecSyncIsNotRetriedOn503) {

@@ -11,9 +11,10 @@ namespace sbx::controller::openai {
 namespace {
 
 using api::StatusCode;
-using databricks::HttpRequest;
-using databricks::HttpResponse;
-using databricks::HttpResult;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::HttpResult;
+using http::StreamHandlers;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
@@ -56,7 +57,7 @@ HttpResult TransportError(StatusCode code, bool maybe_sent) {
   return r;
 }
 
-class ScriptedTransport final : public databricks::HttpTransport {
+class ScriptedTransport final : public http::HttpTransport {
  public:
   HttpResult Send(const HttpRequest& request, std::stop_token) override {
     std::lock_guard lock(mu);
@@ -74,7 +75,7 @@ class ScriptedTransport final : public databricks::HttpTransport {
 };
 
 // Streams scripted chunks through the handlers, or answers with a scripted error reply.
-class ScriptedStreaming final : public StreamingTransport {
+class ScriptedStreaming final : public http::StreamingTransport {
  public:
   HttpResult Stream(const HttpRequest& request, const StreamHandlers& handlers,
                     std::stop_token) override {

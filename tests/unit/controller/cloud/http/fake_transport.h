@@ -6,9 +6,9 @@
 #include <mutex>
 #include <vector>
 
-#include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/http/http_transport.h"
 
-namespace sbx::controller::databricks::testing {
+namespace sbx::controller::http::testing {
 
 class FakeTransport final : public HttpTransport {
  public:
@@ -56,4 +56,4 @@ inline std::string HeaderOf(const HttpRequest& r, std::string_view name) {
   return "<absent>";
 }
 
-}  // namespace sbx::controller::databricks::testing
+}  // namespace sbx::controller::http::testing
