@@ -4,6 +4,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "api/text.h"
 #include "controller/cloud/databricks/wire_format.h"
 
 namespace sbx::controller::databricks {
@@ -17,17 +18,8 @@ namespace {
 
 using api::Status;
 using api::StatusCode;
+using api::Trim;
 using json = nlohmann::json;
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 bool IsErrorCodeToken(std::string_view s) {
   if (s.empty()) {

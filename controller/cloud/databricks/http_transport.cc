@@ -9,16 +9,17 @@
 #include <cerrno>
 #include <mutex>
 
+#include "api/text.h"
 #include "controller/cloud/databricks/internal/cpprest_helpers.h"
 #include "controller/cloud/databricks/wire_format.h"
 
 namespace sbx::controller::databricks {
 namespace {
 
+using api::Lower;
 using api::Status;
 
 using internal::IsConnectPhase;
-using internal::Lower;
 using internal::SplitUrl;
 
 class CppRestTransport final : public HttpTransport {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <mutex>
 
+#include "api/text.h"
 #include "controller/cloud/databricks/internal/cpprest_helpers.h"
 #include "controller/cloud/databricks/wire_format.h"
 #include "controller/cloud/openai/streaming_transport.h"
@@ -15,6 +16,7 @@
 namespace sbx::controller::openai {
 namespace {
 
+using api::Lower;
 using api::Status;
 using databricks::BodyExcerpt;
 using databricks::HttpRequest;
@@ -23,7 +25,6 @@ using databricks::HttpResult;
 constexpr size_t kReadBuffer = 16 * 1024;
 
 using databricks::internal::IsConnectPhase;
-using databricks::internal::Lower;
 using databricks::internal::SplitUrl;
 
 bool IsTimeout(const web::http::http_exception& e) {

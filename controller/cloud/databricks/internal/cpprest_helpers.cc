@@ -17,12 +17,6 @@ std::pair<std::string, std::string> SplitUrl(const std::string& url) {
   return {url.substr(0, path_start), url.substr(path_start)};
 }
 
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 bool IsConnectPhase(const web::http::http_exception& e) {
   const std::string what = e.what();
   const int code = e.error_code().value();

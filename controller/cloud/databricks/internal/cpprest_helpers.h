@@ -13,8 +13,6 @@ namespace sbx::controller::databricks::internal {
 // Splits "scheme://authority/path?query" into ("scheme://authority", "/path?query").
 std::pair<std::string, std::string> SplitUrl(const std::string& url);
 
-std::string Lower(std::string s);
-
 // cpprest's asio client reports these before it has written anything: safe to retry even a
 // non-idempotent request.
 bool IsConnectPhase(const web::http::http_exception& e);
