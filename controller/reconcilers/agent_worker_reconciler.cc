@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "api/defaults.h"
+#include "api/text.h"
 #include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/internal/session_deletion.h"
@@ -141,12 +142,6 @@ std::string AgentHash(const api::AgentSpec& agent) {
   return Fingerprint(agent.model + '\0' + agent.instructions);
 }
 
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 bool Contains(const std::string& haystack, std::string_view needle) {
   return haystack.find(needle) != std::string::npos;
 }
@@ -192,7 +187,7 @@ std::string CamelCase(std::string_view snake) {
 }  // namespace
 
 std::string DiagnoseExecutorLog(const std::string& log_tail) {
-  const std::string log = Lower(log_tail);
+  const std::string log = api::Lower(log_tail);
   if (Contains(log, "ip is not authorized") || Contains(log, "ip not authorized")) {
     return "IPNotAuthorized";
   }

@@ -21,6 +21,7 @@
 #include <thread>
 #include <variant>
 
+#include "api/text.h"
 #include "emulator/internal/fault_injector.h"
 #include "emulator/internal/http_server.h"
 #include "emulator/internal/process_runner.h"
@@ -176,11 +177,7 @@ std::optional<std::string> Base64Decode(std::string_view in) {
   return out;
 }
 
-std::string Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
+using api::Trim;
 
 void ReplaceAll(std::string& s, std::string_view from, std::string_view to) {
   for (std::size_t pos = s.find(from); pos != std::string::npos;
@@ -465,7 +462,7 @@ class DatabricksEmulator::Impl {
     if (h.size() < 7 || strncasecmp(h.c_str(), "Bearer ", 7) != 0) {
       return ApiError{401, "UNAUTHENTICATED", "Authorization must be a Bearer token", {}};
     }
-    std::string token = Trim(h.substr(7));
+    std::string token(Trim(h.substr(7)));
     if (token.empty()) return ApiError{401, "UNAUTHENTICATED", "Empty bearer token", {}};
     if (options_.accept_any_token) return std::nullopt;
     if (std::find(options_.tokens.begin(), options_.tokens.end(), token) != options_.tokens.end()) {
@@ -539,8 +536,8 @@ class DatabricksEmulator::Impl {
       return OAuthError(400, "unsupported_grant_type",
                         "Only grant_type=client_credentials is supported");
     }
-    std::string scope =
-        form.contains("scope") && !Trim(form["scope"]).empty() ? Trim(form["scope"]) : "all-apis";
+    std::string scope(
+        form.contains("scope") && !Trim(form["scope"]).empty() ? Trim(form["scope"]) : "all-apis");
     IssuedToken t;
     t.expires_at = SteadyClock::now() + options_.oauth_token_ttl;
     std::size_t start = 0;
@@ -882,7 +879,7 @@ class DatabricksEmulator::Impl {
     for (std::size_t start = 0; start <= mask.size();) {
       std::size_t comma = mask.find(',', start);
       if (comma == std::string::npos) comma = mask.size();
-      std::string p = Trim(std::string_view(mask).substr(start, comma - start));
+      std::string p(Trim(std::string_view(mask).substr(start, comma - start)));
       if (!p.empty()) paths.insert(p);
       start = comma + 1;
     }

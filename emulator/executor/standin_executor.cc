@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/text.h"
 #include "emulator/openai/openai_emulator.h"
 
 extern char** environ;
@@ -73,12 +74,7 @@ std::string StatusText(int status) {
   return std::to_string(status) + (reason.empty() ? "" : " " + reason);
 }
 
-std::string Trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
+using api::Trim;
 
 std::string Base64Encode(const std::string& in) {
   static const char* kChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include "api/text.h"
+
 namespace sbx::emulator::internal {
 namespace {
 
@@ -23,12 +25,7 @@ using tcp = asio::ip::tcp;
 
 constexpr std::uint64_t kMaxBodyBytes = 64ull << 20;
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
+using api::Lower;
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';

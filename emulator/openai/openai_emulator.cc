@@ -16,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "api/text.h"
 #include "emulator/internal/fault_injector.h"
 #include "emulator/internal/http_server.h"
 #include "emulator/openai/websocket_server.h"
@@ -202,12 +203,7 @@ struct Runner {
   std::thread thread;
 };
 
-std::string Trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
+using api::Trim;
 
 }  // namespace
 
@@ -598,7 +594,7 @@ class OpenAiEmulator::Impl {
   static std::string BearerToken(const HttpRequest& req) {
     std::string h = req.Header("authorization");
     if (h.size() < 7 || strncasecmp(h.c_str(), "Bearer ", 7) != 0) return {};
-    return Trim(h.substr(7));
+    return std::string(Trim(h.substr(7)));
   }
 
   std::optional<ApiError> CheckAuth(const HttpRequest& req) {
@@ -1143,7 +1139,7 @@ class OpenAiEmulator::Impl {
     while (std::getline(lines, line)) {
       if (line.rfind("$ ", 0) != 0) continue;
       if (sr.cancel_requested || stopping_ || sr.status == "failed") break;
-      std::string command = Trim(line.substr(2));
+      std::string command(Trim(line.substr(2)));
       json item = {{"id", NewId("cmd_")},  {"type", "command_execution"},
                    {"command", command},   {"cwd", sr.workspace_directory},
                    {"exit_code", nullptr}, {"duration_ms", nullptr},

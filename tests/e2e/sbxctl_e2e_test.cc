@@ -25,12 +25,17 @@
 #include <vector>
 
 #include "controller/store/sqlite_store.h"
+#include "tests/support/process.h"
 
 extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
+using sbx::testing::In;
+using sbx::testing::PollUntil;
+using sbx::testing::ReadFile;
+using sbx::testing::WriteFile;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -39,18 +44,6 @@ struct Result {
   std::string out;
   std::string err;
 };
-
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void WriteFile(const fs::path& p, const std::string& content) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << content;
-}
 
 int CountLines(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
@@ -99,8 +92,8 @@ class SbxctlTest : public ::testing::Test {
     int status = 0;
     waitpid(pid, &status, 0);
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = ReadAll(dir_ / ("stdout" + std::to_string(n)));
-    r.err = ReadAll(dir_ / ("stderr" + std::to_string(n)));
+    r.out = ReadFile(dir_ / ("stdout" + std::to_string(n)));
+    r.err = ReadFile(dir_ / ("stderr" + std::to_string(n)));
     return r;
   }
 
@@ -409,7 +402,7 @@ TEST_F(SbxctlTest, NonDatabaseFileIsOneLineNamingThePath) {
     EXPECT_THAT(r.err, HasSubstr("error: "));
     EXPECT_THAT(r.err, HasSubstr(db_.string()));
   }
-  EXPECT_EQ(ReadAll(db_), garbage);
+  EXPECT_EQ(ReadFile(db_), garbage);
 }
 
 TEST_F(SbxctlTest, WaitSeesControllerWritesAndFailsFastOnTerminalErrors) {
@@ -427,11 +420,11 @@ TEST_F(SbxctlTest, WaitSeesControllerWritesAndFailsFastOnTerminalErrors) {
   const int m = ++runs_;
   const pid_t watcher = Start({"get", "sb", "-w", "--timeout", "60s"}, "", m);
   // Once the watcher has printed its table (Ready Unknown), the change must arrive as a row.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (ReadAll(dir_ / ("stdout" + std::to_string(m))).find("Unknown") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  PollUntil(
+      [&] {
+        return ReadFile(dir_ / ("stdout" + std::to_string(m))).find("Unknown") != std::string::npos;
+      },
+      In(std::chrono::seconds(30)), std::chrono::milliseconds(10));
   SetCondition("s", "Ready", sbx::api::ConditionStatus::kTrue, "Running");
   r = Finish(waiter, n);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -480,12 +473,12 @@ TEST_F(SbxctlTest, ApplyWaitAndDeleteWaitFollowTheController) {
   const int n = ++runs_;
   const pid_t waiter = Start({"delete", "sb/s", "--wait", "--timeout", "60s"}, "", n);
   // Let the waiter issue its delete first (it prints before it blocks).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (ReadAll(dir_ / ("stdout" + std::to_string(n))).find("marked for deletion") ==
-             std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  PollUntil(
+      [&] {
+        return ReadFile(dir_ / ("stdout" + std::to_string(n))).find("marked for deletion") !=
+               std::string::npos;
+      },
+      In(std::chrono::seconds(30)), std::chrono::milliseconds(10));
   {
     auto store = OpenStore();
     auto object = store->Get({sbx::api::Kind::kSandbox, "default", "s"});
@@ -728,8 +721,8 @@ class SbxctlHostileManifestTest : public SbxctlTest {
     rusage usage{};
     EXPECT_EQ(wait4(pid, &status, 0, &usage), pid);
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = ReadAll(dir_ / ("stdout" + std::to_string(n)));
-    r.err = ReadAll(dir_ / ("stderr" + std::to_string(n)));
+    r.out = ReadFile(dir_ / ("stdout" + std::to_string(n)));
+    r.err = ReadFile(dir_ / ("stderr" + std::to_string(n)));
     *max_rss_kb = usage.ru_maxrss;
     return r;
   }

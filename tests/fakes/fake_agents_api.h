@@ -15,6 +15,7 @@
 #include <string>
 
 #include "controller/cloud/openai/agents_api.h"
+#include "tests/fakes/fault_queue.h"
 
 namespace sbx::testing {
 
@@ -173,32 +174,21 @@ class FakeAgentsApi final : public oa::AgentsApi {
   }
   int Calls(const std::string& method) const {
     std::lock_guard lock(mu_);
-    auto it = calls_.find(method);
-    return it == calls_.end() ? 0 : it->second;
+    return faults_.Calls(method);
   }
   void FailNext(const std::string& method, api::Status status) {
     std::lock_guard lock(mu_);
-    fail_next_[method] = std::move(status);
+    faults_.FailNext(method, std::move(status));
   }
 
  private:
-  api::Status Take(const std::string& method) {  // requires mu_
-    ++calls_[method];
-    auto it = fail_next_.find(method);
-    if (it == fail_next_.end()) {
-      return api::OkStatus();
-    }
-    api::Status s = it->second;
-    fail_next_.erase(it);
-    return s;
-  }
+  api::Status Take(const std::string& method) { return faults_.Take(method); }  // requires mu_
 
   mutable std::mutex mu_;
   int next_ = 0;                                               // Guarded by mu_.
   std::map<std::string, oa::Session> sessions_;                // Guarded by mu_.
   std::map<std::string, oa::EnvironmentStatus> environments_;  // Guarded by mu_.
-  std::map<std::string, int> calls_;                           // Guarded by mu_.
-  std::map<std::string, api::Status> fail_next_;               // Guarded by mu_.
+  FaultQueue faults_;                                          // Guarded by mu_.
   std::set<std::string> bound_;   // sessions a turn has run in. Guarded by mu_.
   bool strict_delete_ = true;     // Guarded by mu_.
   bool cancel_ends_turn_ = true;  // Guarded by mu_.

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "api/text.h"
 #include "controller/cloud/databricks/http_errors.h"
 #include "controller/cloud/databricks/wire_format.h"
 #include "controller/cloud/http/redact.h"
@@ -32,25 +33,11 @@ using http::UrlEscape;
 
 namespace {
 
+using api::Lower;
+using api::Trim;
 using json = nlohmann::json;
 using Section = std::map<std::string, std::string>;
 using IniFile = std::map<std::string, Section>;
-
-std::string Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
-    s.remove_suffix(1);
-  }
-  return std::string(s);
-}
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
 
 // The INI dialect of .databrickscfg: [section], key = value (or key: value), full-line comments
 // with ; or #, inline comments only after whitespace (as go-ini reads them). Keys are
@@ -60,7 +47,7 @@ IniFile ParseIni(std::istream& in) {
   std::string current;
   std::string line;
   while (std::getline(in, line)) {
-    std::string t = Trim(line);
+    std::string t(Trim(line));
     if (t.empty() || t[0] == ';' || t[0] == '#') {
       continue;
     }
@@ -78,7 +65,7 @@ IniFile ParseIni(std::istream& in) {
       continue;
     }
     std::string key = Lower(Trim(t.substr(0, sep)));
-    std::string value = Trim(t.substr(sep + 1));
+    std::string value(Trim(t.substr(sep + 1)));
     for (size_t i = 1; i < value.size(); ++i) {
       if ((value[i] == ';' || value[i] == '#') &&
           std::isspace(static_cast<unsigned char>(value[i - 1]))) {
@@ -223,7 +210,7 @@ Env ProcessEnv() {
 }
 
 std::string NormalizeHost(std::string_view host_in) {
-  std::string host = Trim(host_in);
+  std::string host(Trim(host_in));
   if (host.empty()) {
     return host;
   }

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/text.h"
 #include "controller/cloud/databricks/wire_format.h"
 #include "controller/cloud/http/retry_after.h"
 #include "controller/cloud/http/wire_text.h"
@@ -10,21 +11,12 @@ namespace sbx::controller::databricks {
 
 using api::Status;
 using api::StatusCode;
+using api::Trim;
 using http::BodyExcerpt;
 
 namespace {
 
 using json = nlohmann::json;
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 bool IsErrorCodeToken(std::string_view s) {
   if (s.empty()) {

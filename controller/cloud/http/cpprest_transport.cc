@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <mutex>
 
+#include "api/text.h"
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http/wire_text.h"
 
@@ -28,12 +29,6 @@ std::pair<std::string, std::string> SplitUrl(const std::string& url) {
     return {url, "/"};
   }
   return {url.substr(0, path_start), url.substr(path_start)};
-}
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
 }
 
 // cpprest's asio client reports these before it has written anything: safe to retry even a
@@ -56,7 +51,7 @@ web::http::http_request BuildMessage(const HttpRequest& request, const std::stri
   msg.set_request_uri(web::uri(resource));
   std::string content_type = "application/json";
   for (const auto& [name, value] : request.headers) {
-    if (Lower(name) == "content-type") {
+    if (api::Lower(name) == "content-type") {
       content_type = value;
     } else {
       msg.headers().add(name, value);
@@ -102,7 +97,7 @@ class CppRestTransport final : public HttpTransport, public StreamingTransport {
       result.response.status = response.status_code();
       result.response.reason = response.reason_phrase();
       for (const auto& [name, value] : response.headers()) {
-        result.response.headers[Lower(name)] = value;
+        result.response.headers[api::Lower(name)] = value;
       }
       if (handlers == nullptr || result.response.status < 200 || result.response.status >= 300) {
         result.response.body = response.extract_utf8string(/*ignore_content_type=*/true).get();

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "api/text.h"
 #include "controller/cloud/http/retry_after.h"
 #include "controller/cloud/http/wire_text.h"
 #include "controller/cloud/openai/wire_format.h"
@@ -14,24 +15,9 @@ namespace sbx::controller::openai {
 namespace {
 
 using api::Status;
+using api::Lower;
 using api::StatusCode;
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
+using api::Trim;
 
 }  // namespace
 

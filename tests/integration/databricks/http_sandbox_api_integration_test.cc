@@ -14,6 +14,7 @@
 #include "emulator/databricks/databricks_emulator.h"
 #include "emulator/internal/fault_injector.h"
 #include "tests/support/fake_clock.h"
+#include "tests/support/poll.h"
 
 namespace sbx::controller::databricks {
 namespace {
@@ -76,16 +77,16 @@ class DatabricksIntegrationTest : public ::testing::Test {
     return it == counters.end() ? 0 : it->second;
   }
 
-  // Polls Get until the sandbox reaches `state` (deadline 10 s).
+  // Polls Get until the sandbox reaches `state` (deadline 10 s); the last answer.
   StatusOr<Sandbox> WaitFor(SandboxApi& api, const std::string& id, SandboxState state) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (true) {
-      ASSIGN_OR_RETURN(Sandbox s, api.Get(id));
-      if (s.state == state || std::chrono::steady_clock::now() > deadline) {
-        return s;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
+    StatusOr<Sandbox> last = api::InternalError("not polled");  // PollUntil asks at least once
+    testing::PollUntil(
+        [&] {
+          last = api.Get(id);
+          return !last.ok() || last->state == state;
+        },
+        testing::In(10s), 20ms);
+    return last;
   }
 
   std::string root_;

@@ -24,6 +24,7 @@
 
 #include "controller/cloud/openai/wire_format.h"
 #include "tests/support/http_test_client.h"
+#include "tests/support/process.h"
 
 namespace sbx::emulator {
 namespace {
@@ -31,6 +32,7 @@ namespace {
 using nlohmann::json;
 using sbx::testing::HttpResult;
 using sbx::testing::HttpTestClient;
+using sbx::testing::ReadFile;
 using namespace std::chrono_literals;
 namespace oa = sbx::controller::openai;
 
@@ -38,24 +40,12 @@ constexpr char kAppKey[] = "sk-test-app";
 constexpr char kExecKey[] = "sk-test-exec";
 
 bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
+  return sbx::testing::PollUntil(pred, sbx::testing::In(timeout), 10ms);
 }
 
 json Json(const HttpResult& r) {
   json j = json::parse(r.body, nullptr, false);
   return j.is_discarded() ? json() : j;
-}
-
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // The built `sbx-emulator executor`, as a real child process (stderr to a file).
@@ -559,8 +549,8 @@ TEST_F(OpenAiEmulatorTest, StrictDeleteRefusesRunningAndNeverRunSessionsWith409)
                        oa::EncodeInputEvents({oa::InputEvent::UserMessage("$ sleep 30")}))
                 .status,
             202);
-  ASSERT_TRUE(
-      Eventually([&] { return Json(api_->Get("/agents/sessions/" + ran))["status"] == "in_progress"; }));
+  ASSERT_TRUE(Eventually(
+      [&] { return Json(api_->Get("/agents/sessions/" + ran))["status"] == "in_progress"; }));
   HttpResult running = api_->Delete("/agents/sessions/" + ran);
   ExpectError(running, 409, "conflict_error");
   EXPECT_NE(Json(running)["error"]["message"].get<std::string>().find("running turn"),
@@ -588,8 +578,8 @@ TEST_F(OpenAiEmulatorTest, LenientDeleteRemovesNeverRunAndRunningSessions) {
                        oa::EncodeInputEvents({oa::InputEvent::UserMessage("$ sleep 30")}))
                 .status,
             202);
-  ASSERT_TRUE(
-      Eventually([&] { return Json(api_->Get("/agents/sessions/" + ran))["status"] == "in_progress"; }));
+  ASSERT_TRUE(Eventually(
+      [&] { return Json(api_->Get("/agents/sessions/" + ran))["status"] == "in_progress"; }));
   EXPECT_EQ(api_->Delete("/agents/sessions/" + ran).status, 200);
   EXPECT_EQ(api_->Get("/agents/sessions/" + ran).status, 404);
 }

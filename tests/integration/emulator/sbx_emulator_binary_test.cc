@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "tests/support/http_test_client.h"
+#include "tests/support/process.h"
 
 extern char** environ;
 
@@ -24,14 +25,9 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-bool ProcessGone(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return true;
-  std::string line;
-  std::getline(stat, line);
-  auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
-}
+using sbx::testing::In;
+using sbx::testing::PollUntil;
+using sbx::testing::ProcessAlive;
 
 // Reads one line from `fd` (blocking), at most 4 KiB.
 std::string ReadLine(int fd) {
@@ -68,29 +64,25 @@ TEST(SbxEmulatorBinaryTest, PrintsItsUrlServesTheApiAndCleansUpOnSigterm) {
   sbx::testing::HttpTestClient client(first.substr(std::string("databricks: ").size()));
   client.SetHeader("Authorization", "Bearer t1");
   ASSERT_EQ(client.Post("/api/2.0/sandboxes?sandbox_id=bin", "{}").status, 200);
-  auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (json::parse(client.Get("/api/2.0/sandboxes/bin").body)["status"]["state"] !=
-             "SANDBOX_STATE_RUNNING" &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        return json::parse(client.Get("/api/2.0/sandboxes/bin").body)["status"]["state"] ==
+               "SANDBOX_STATE_RUNNING";
+      },
+      In(5s), 10ms));
   auto r = client.Post(
       "/api/2.0/sandbox-exec/sandboxes/bin/exec-sync",
       R"({"cmd":"/bin/bash","args":["-c","setsid nohup sleep 1000 >/dev/null 2>&1 & echo $!"]})");
   ASSERT_EQ(r.status, 200) << r.body;
   pid_t sleeper = std::stoi(json::parse(r.body)["stdout"].get<std::string>());
-  ASSERT_FALSE(ProcessGone(sleeper));
+  ASSERT_TRUE(ProcessAlive(sleeper));
 
   ASSERT_EQ(::kill(emu, SIGTERM), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(emu, &status, 0), emu);
   EXPECT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  deadline = std::chrono::steady_clock::now() + 2s;
-  while (!ProcessGone(sleeper) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(10ms);
-  }
-  EXPECT_TRUE(ProcessGone(sleeper));
+  EXPECT_TRUE(PollUntil([&] { return !ProcessAlive(sleeper); }, In(2s), 10ms));
   ::close(out[0]);
   std::error_code ec;
   std::filesystem::remove_all(root, ec);
