@@ -4,6 +4,7 @@
 #include <cctype>
 #include <utility>
 
+#include "api/conditions.h"
 #include "controller/engine/classify_error.h"
 #include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/internal/object_updates.h"
@@ -11,6 +12,8 @@
 namespace sbx::controller {
 namespace {
 
+namespace condition = api::condition;
+namespace reason = api::reason;
 using api::ConditionStatus;
 using api::Object;
 using api::Status;
@@ -160,8 +163,8 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
                                 t.sandbox_id + " runs \"" + live->image_uri +
                                 "\"; the image cannot change after creation (delete and "
                                 "re-create the Sandbox to change it)";
-    SetSynced(t, ConditionStatus::kFalse, "ImmutableFieldChanged", message);
-    SetReady(t, ConditionStatus::kFalse, "ImmutableFieldChanged", message);
+    SetSynced(t, ConditionStatus::kFalse, reason::kImmutableFieldChanged, message);
+    SetReady(t, ConditionStatus::kFalse, reason::kImmutableFieldChanged, message);
     return ReconcileResult::Done();
   }
 
@@ -170,9 +173,9 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
     case SandboxState::kPending:
     case SandboxState::kStopping: {
       const bool pending = live->state == SandboxState::kPending;
-      SetReady(t, ConditionStatus::kFalse, pending ? "Pending" : "Stopping",
+      SetReady(t, ConditionStatus::kFalse, pending ? reason::kPending : reason::kStopping,
                "sandbox is " + t.status().state);
-      SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+      SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
       return ReconcileResult::RequeueAfter(options_.transition_requeue);
     }
     case SandboxState::kStopped: {
@@ -190,13 +193,14 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
         t.status().state = std::string(databricks::SandboxStateName(started->state));
         events_.Normal(t.key(), "Starting",
                        "sandbox " + t.sandbox_id + " was STOPPED (auto-stop or external); started");
-        SetReady(t, ConditionStatus::kFalse, "Starting", "sandbox is starting");
-        SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+        SetReady(t, ConditionStatus::kFalse, reason::kStarting, "sandbox is starting");
+        SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
         return ReconcileResult::RequeueAfter(options_.transition_requeue);
       }
       RETURN_IF_ERROR(PatchDrift(t, *live));
-      SetReady(t, ConditionStatus::kTrue, "Stopped", "sandbox is stopped, as spec.power asks");
-      SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+      SetReady(t, ConditionStatus::kTrue, reason::kStopped,
+               "sandbox is stopped, as spec.power asks");
+      SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
       return ReconcileResult::Done();
     }
     case SandboxState::kRunning: {
@@ -205,21 +209,21 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
         cache_.Observe(t.workspace, stopped);
         t.status().state = std::string(databricks::SandboxStateName(stopped.state));
         events_.Normal(t.key(), "Stopping", "spec.power is Stopped; stopping sandbox");
-        SetReady(t, ConditionStatus::kFalse, "Stopping", "sandbox is stopping");
-        SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+        SetReady(t, ConditionStatus::kFalse, reason::kStopping, "sandbox is stopping");
+        SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
         return ReconcileResult::RequeueAfter(options_.transition_requeue);
       }
       RETURN_IF_ERROR(PatchDrift(t, *live));
-      SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+      SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
       return RunSetup(t, *live);
     }
     case SandboxState::kUnspecified:
     case SandboxState::kUnknown:
       break;
   }
-  SetReady(t, ConditionStatus::kUnknown, "UnknownState",
+  SetReady(t, ConditionStatus::kUnknown, reason::kUnknownState,
            "the API reports state \"" + live->state_raw + "\"");
-  SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+  SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
   return ReconcileResult::RequeueAfter(options_.transition_requeue);
 }
 
@@ -261,8 +265,8 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
     if (other.ok() && other->metadata.uid == prior->owner_uid) {
       const std::string message = "sandboxId " + t.sandbox_id + " is already used by " +
                                   prior->owner.ToString() + "; choose another spec.sandboxId";
-      SetSynced(t, ConditionStatus::kFalse, "SandboxIdConflict", message);
-      SetReady(t, ConditionStatus::kFalse, "SandboxIdConflict", message);
+      SetSynced(t, ConditionStatus::kFalse, reason::kSandboxIdConflict, message);
+      SetReady(t, ConditionStatus::kFalse, reason::kSandboxIdConflict, message);
       return ReconcileResult::Done();
     }
   }
@@ -292,12 +296,12 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
       ASSIGN_OR_RETURN(std::string full, QuotaProblem(store_, t.object.metadata.namespace_,
                                                       t.spec().workspace_ref, t.workspace));
       if (!full.empty()) {
-        if (const api::Condition* c = api::FindCondition(t.status().conditions, "Synced");
-            c == nullptr || c->reason != "QuotaExceeded") {
+        if (const api::Condition* c = api::FindCondition(t.status().conditions, condition::kSynced);
+            c == nullptr || c->reason != reason::kQuotaExceeded) {
           events_.Warning(t.key(), "QuotaExceeded", full);
         }
-        SetSynced(t, ConditionStatus::kFalse, "QuotaExceeded", full);
-        SetReady(t, ConditionStatus::kFalse, "QuotaExceeded", full);
+        SetSynced(t, ConditionStatus::kFalse, reason::kQuotaExceeded, full);
+        SetReady(t, ConditionStatus::kFalse, reason::kQuotaExceeded, full);
         return ReconcileResult::RequeueAfter(options_.quota_recheck);
       }
     }
@@ -322,8 +326,8 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
                                 " already exists and was not created by sbx; choose another "
                                 "spec.sandboxId";
     events_.Warning(t.key(), "AlreadyExists", message);
-    SetSynced(t, ConditionStatus::kFalse, "AlreadyExists", message);
-    SetReady(t, ConditionStatus::kFalse, "AlreadyExists", message);
+    SetSynced(t, ConditionStatus::kFalse, reason::kAlreadyExists, message);
+    SetReady(t, ConditionStatus::kFalse, reason::kAlreadyExists, message);
     return ReconcileResult::Done();
   }
   RETURN_IF_ERROR(created.status());
@@ -338,8 +342,8 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
   t.status().state = std::string(databricks::SandboxStateName(created->state));
   t.status().create_time = created->create_time;
   events_.Normal(t.key(), "Created", "created sandbox " + t.sandbox_id);
-  SetReady(t, ConditionStatus::kFalse, "Creating", "sandbox is being created");
-  SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+  SetReady(t, ConditionStatus::kFalse, reason::kCreating, "sandbox is being created");
+  SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
   return ReconcileResult::RequeueAfter(options_.transition_requeue);
 }
 
@@ -362,8 +366,8 @@ bool SandboxReconciler::RefuseIdentityChange(Target& t) {
                               "; sandboxId and workspaceRef cannot change after creation: change "
                               "it back (nothing is created or deleted until then), or delete and "
                               "re-create the Sandbox";
-  SetSynced(t, ConditionStatus::kFalse, "ImmutableFieldChanged", message);
-  SetReady(t, ConditionStatus::kFalse, "ImmutableFieldChanged", message);
+  SetSynced(t, ConditionStatus::kFalse, reason::kImmutableFieldChanged, message);
+  SetReady(t, ConditionStatus::kFalse, reason::kImmutableFieldChanged, message);
   return true;
 }
 
@@ -408,12 +412,12 @@ StatusOr<bool> SandboxReconciler::ClaimOwnership(Target& t) {
     const std::string message = "sandbox " + t.sandbox_id +
                                 " exists but was not created by sbx; it is left untouched "
                                 "(choose another spec.sandboxId)";
-    if (const api::Condition* c = api::FindCondition(t.status().conditions, "Synced");
-        c == nullptr || c->reason != "AlreadyExists") {
+    if (const api::Condition* c = api::FindCondition(t.status().conditions, condition::kSynced);
+        c == nullptr || c->reason != reason::kAlreadyExists) {
       events_.Warning(t.key(), "AlreadyExists", message);
     }
-    SetSynced(t, ConditionStatus::kFalse, "AlreadyExists", message);
-    SetReady(t, ConditionStatus::kFalse, "AlreadyExists", message);
+    SetSynced(t, ConditionStatus::kFalse, reason::kAlreadyExists, message);
+    SetReady(t, ConditionStatus::kFalse, reason::kAlreadyExists, message);
     return false;
   }
   if (record->owner_uid != t.object.metadata.uid) {
@@ -421,8 +425,8 @@ StatusOr<bool> SandboxReconciler::ClaimOwnership(Target& t) {
     if (other.ok() && other->metadata.uid == record->owner_uid) {
       const std::string message = "sandboxId " + t.sandbox_id + " is already used by " +
                                   record->owner.ToString() + "; choose another spec.sandboxId";
-      SetSynced(t, ConditionStatus::kFalse, "SandboxIdConflict", message);
-      SetReady(t, ConditionStatus::kFalse, "SandboxIdConflict", message);
+      SetSynced(t, ConditionStatus::kFalse, reason::kSandboxIdConflict, message);
+      SetReady(t, ConditionStatus::kFalse, reason::kSandboxIdConflict, message);
       return false;
     }
     // The previous owner object is gone (removed without finalizing); this one takes over.
@@ -524,7 +528,7 @@ StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databrick
     if (done != results.end()) {
       continue;
     }
-    SetReady(t, ConditionStatus::kFalse, "SetupRunning", "running setup step " + step.name);
+    SetReady(t, ConditionStatus::kFalse, reason::kSetupRunning, "running setup step " + step.name);
     databricks::ExecRequest run;
     run.cmd = "/bin/bash";
     run.args = {"-c", step.run};
@@ -548,12 +552,12 @@ StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databrick
       const std::string message = "setup step " + step.name + " failed (exit " +
                                   std::to_string(result.exit_code) + "): " + result.message;
       events_.Warning(t.key(), "SetupFailed", message);
-      SetReady(t, ConditionStatus::kFalse, "SetupFailed", message);
+      SetReady(t, ConditionStatus::kFalse, reason::kSetupFailed, message);
       // Rate-limited requeue: the step is retried with per-key backoff, not in a hot loop.
       return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
     }
   }
-  SetReady(t, ConditionStatus::kTrue, "Running", "sandbox is running and set up");
+  SetReady(t, ConditionStatus::kTrue, reason::kRunning, "sandbox is running and set up");
   if (t.spec().setup.empty()) {
     return ReconcileResult::Done();
   }
@@ -590,14 +594,14 @@ StatusOr<ReconcileResult> SandboxReconciler::Finalize(Target& t) {
   return ReconcileResult::Done();
 }
 
-void SandboxReconciler::SetReady(Target& t, ConditionStatus status, std::string reason,
+void SandboxReconciler::SetReady(Target& t, ConditionStatus status, std::string_view reason,
                                  std::string message) {
-  internal::SetCondition(t.object, "Ready", status, std::move(reason), std::move(message), clock_);
+  internal::SetCondition(t.object, condition::kReady, status, reason, std::move(message), clock_);
 }
 
-void SandboxReconciler::SetSynced(Target& t, ConditionStatus status, std::string reason,
+void SandboxReconciler::SetSynced(Target& t, ConditionStatus status, std::string_view reason,
                                   std::string message) {
-  internal::SetCondition(t.object, "Synced", status, std::move(reason), std::move(message), clock_);
+  internal::SetCondition(t.object, condition::kSynced, status, reason, std::move(message), clock_);
 }
 
 }  // namespace sbx::controller

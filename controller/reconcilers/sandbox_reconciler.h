@@ -29,6 +29,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 
 #include "api/resources.h"
 #include "controller/cloud/cloud_clients.h"
@@ -80,8 +81,10 @@ class SandboxReconciler final : public Reconciler {
   api::Status PatchDrift(Target& t, const databricks::Sandbox& live);
   api::StatusOr<ReconcileResult> RunSetup(Target& t, const databricks::Sandbox& live);
 
-  void SetReady(Target& t, api::ConditionStatus status, std::string reason, std::string message);
-  void SetSynced(Target& t, api::ConditionStatus status, std::string reason, std::string message);
+  void SetReady(Target& t, api::ConditionStatus status, std::string_view reason,
+                std::string message);
+  void SetSynced(Target& t, api::ConditionStatus status, std::string_view reason,
+                 std::string message);
 
   Store& store_;
   CloudClients& clouds_;

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "api/conditions.h"
 #include "controller/engine/classify_error.h"
 #include "controller/reconcilers/internal/object_updates.h"
 
@@ -16,9 +17,10 @@ using api::Status;
 using api::StatusCode;
 using api::StatusOr;
 
-constexpr char kDatabricksReady[] = "DatabricksReady";
-constexpr char kOpenAiReady[] = "OpenAIReady";
-constexpr char kDeleting[] = "Deleting";
+namespace condition = api::condition;
+namespace reason = api::reason;
+using condition::kDatabricksReady;
+using condition::kOpenAiReady;
 // How many users the Deleting condition names before "and N more".
 constexpr size_t kUsersNamed = 5;
 
@@ -44,10 +46,10 @@ Side FromError(const Status& error, bool resolving) {
   const ErrorClass error_class = ClassifyError(error);
   Side side{ConditionStatus::kFalse, error_class.reason, ConditionMessage(error), false};
   if (resolving && error.code() == StatusCode::kFailedPrecondition && error.reason().empty()) {
-    side.reason = "CredentialsMissing";  // a secret that is not there (file, variable)
+    side.reason = reason::kCredentialsMissing;  // a secret that is not there (file, variable)
   } else if (error.reason().empty() && (error.code() == StatusCode::kUnavailable ||
                                         error.code() == StatusCode::kDeadlineExceeded)) {
-    side.reason = "Unreachable";
+    side.reason = reason::kUnreachable;
     side.retry_soon = true;
   } else if (error_class.transient()) {
     side.status = ConditionStatus::kUnknown;  // 429, 500, …: not evidence either way
@@ -104,7 +106,7 @@ std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::sto
   const std::string& ns = workspace.metadata.namespace_;
   const std::string& name = workspace.metadata.name;
   const api::WorkspaceSpec& spec = workspace.workspace_spec();
-  std::vector<std::pair<const char*, Side>> sides;
+  std::vector<std::pair<std::string_view, Side>> sides;
 
   if (DatabricksSet(spec.databricks)) {
     StatusOr<databricks::SandboxApi*> api = clouds_.Sandboxes(ns, name);
@@ -114,7 +116,8 @@ std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::sto
     } else if (StatusOr<databricks::SandboxPage> page = (*api)->List(1, "", stop); !page.ok()) {
       side = FromError(page.status(), /*resolving=*/false);
     } else {
-      side = {ConditionStatus::kTrue, "Authenticated", "listing sandboxes succeeded", false};
+      side = {ConditionStatus::kTrue, std::string(reason::kAuthenticated),
+              "listing sandboxes succeeded", false};
     }
     sides.emplace_back(kDatabricksReady, std::move(side));
   }
@@ -128,7 +131,8 @@ std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::sto
                !page.ok()) {
       side = FromError(page.status(), /*resolving=*/false);
     } else {
-      side = {ConditionStatus::kTrue, "Authenticated", "listing agent sessions succeeded", false};
+      side = {ConditionStatus::kTrue, std::string(reason::kAuthenticated),
+              "listing agent sessions succeeded", false};
     }
     sides.emplace_back(kOpenAiReady, std::move(side));
   }
@@ -142,12 +146,12 @@ std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::sto
   });
 
   // Ready, derived: the first False side, else the first Unknown one, else True.
-  Side ready{ConditionStatus::kTrue, "Ready", "", false};
+  Side ready{ConditionStatus::kTrue, std::string(reason::kReady), "", false};
   bool retry_soon = false;
   for (const auto& [type, side] : sides) {
     internal::SetCondition(workspace, type, side.status, side.reason, side.message, clock_);
     retry_soon = retry_soon || side.retry_soon;
-    const std::string label = type == std::string_view(kDatabricksReady) ? "Databricks" : "OpenAI";
+    const std::string label = type == kDatabricksReady ? "Databricks" : "OpenAI";
     if (side.status == ConditionStatus::kTrue) {
       continue;
     }
@@ -161,14 +165,15 @@ std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::sto
     ready.message += (ready.message.empty() ? "" : "; ") + label + ": " + side.message;
   }
   if (sides.empty()) {
-    ready.reason = "NothingToCheck";
+    ready.reason = reason::kNothingToCheck;
     ready.message =
         "spec sets neither databricks nor openai: the controller's own credentials are used, "
         "and not checked here";
   } else if (ready.status == ConditionStatus::kTrue) {
     ready.message = "credentials accepted";
   }
-  internal::SetCondition(workspace, "Ready", ready.status, ready.reason, ready.message, clock_);
+  internal::SetCondition(workspace, condition::kReady, ready.status, ready.reason, ready.message,
+                         clock_);
   return retry_soon ? options_.retry_interval : options_.check_interval;
 }
 
@@ -217,7 +222,7 @@ StatusOr<ReconcileResult> WorkspaceReconciler::Finalize(Object& workspace, bool&
     if (users.size() > kUsersNamed) {
       names += " and " + std::to_string(users.size() - kUsersNamed) + " more";
     }
-    internal::SetCondition(workspace, kDeleting, ConditionStatus::kTrue, "InUse",
+    internal::SetCondition(workspace, condition::kDeleting, ConditionStatus::kTrue, reason::kInUse,
                            "waiting for " + std::to_string(users.size()) +
                                (users.size() == 1 ? " object that uses" : " objects that use") +
                                " this workspace to be deleted: " + names,
