@@ -8,6 +8,7 @@
 #include "controller/engine/classify_error.h"
 #include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/internal/object_updates.h"
+#include "controller/reconcilers/reconcile_skeleton.h"
 
 namespace sbx::controller {
 namespace {
@@ -58,22 +59,17 @@ std::string Tail(const std::string& text, size_t max_bytes) {
 }  // namespace
 
 // Everything one reconcile works on. `object` is the store's copy with the status being built.
-struct SandboxReconciler::Target {
-  Object object;
-  api::ResourceStatus original_status;
+struct SandboxReconciler::Target : ReconcileTarget {
   databricks::SandboxApi* api = nullptr;
   // The sandbox this object stands for: the one it created (status), else the one its spec asks.
   std::string workspace_ref;
   std::string workspace;  // WorkspaceId(namespace, workspace_ref)
   std::string sandbox_id;
-  std::stop_token stop;
-  bool gone = false;  // the object row was removed (finalized)
 
   const api::SandboxSpec& spec() const { return object.sandbox_spec(); }
   api::SandboxStatus& status() { return object.sandbox_status(); }
   // The status as the reconcile found it.
   const api::SandboxStatus& before() const { return std::get<api::SandboxStatus>(original_status); }
-  api::ObjectKey key() const { return api::KeyOf(object); }
 };
 
 SandboxReconciler::SandboxReconciler(Store& store, CloudClients& clouds, SandboxCache& cache,
@@ -87,44 +83,30 @@ SandboxReconciler::SandboxReconciler(Store& store, CloudClients& clouds, Sandbox
 
 StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key,
                                                        std::stop_token stop) {
-  StatusOr<Object> object = store_.Get(key);
-  if (object.status().code() == StatusCode::kNotFound) {
-    return ReconcileResult::Done();  // deleted and finalized already
-  }
-  RETURN_IF_ERROR(object.status());
-
-  Target t;
-  t.object = *std::move(object);
-  t.original_status = t.object.status;
-  const api::SandboxStatus& created = t.status();
-  t.workspace_ref = created.workspace_ref.empty() ? t.spec().workspace_ref : created.workspace_ref;
-  t.sandbox_id =
-      created.sandbox_name.empty() ? t.spec().sandbox_id : api::CreatedSandboxId(created);
-  t.workspace = WorkspaceId(t.object.metadata.namespace_, t.workspace_ref);
-  t.stop = stop;
-
-  StatusOr<ReconcileResult> result = Converge(t);
-  if (t.gone) {
+  ReconcileSteps<Target> steps;
+  steps.prepare = [](Target& t) {
+    const api::SandboxStatus& created = t.status();
+    t.workspace_ref =
+        created.workspace_ref.empty() ? t.spec().workspace_ref : created.workspace_ref;
+    t.sandbox_id =
+        created.sandbox_name.empty() ? t.spec().sandbox_id : api::CreatedSandboxId(created);
+    t.workspace = WorkspaceId(t.object.metadata.namespace_, t.workspace_ref);
+  };
+  steps.converge = [this](Target& t) { return Converge(t); };
+  steps.finalize = [this](Target& t) { return Finalize(t); };
+  // Synced tells the user why the last attempt failed; the Manager decides about retrying.
+  steps.record_outcome = [this](Target& t, const Status& status) {
+    RecordSyncedError(t.object, status, clock_);
+  };
+  steps.forget = [this](const api::ObjectKey& gone) {
     std::lock_guard lock(mu_);
-    boot_checked_.erase(key);
-    return result;
-  }
-  if (!result.ok()) {
-    // Synced tells the user why the last attempt failed; the Manager decides about retrying.
-    const ErrorClass error = ClassifyError(result.status());
-    SetSynced(t, ConditionStatus::kFalse, error.reason, ConditionMessage(result.status()));
-  }
-  t.status().observed_generation = t.object.metadata.generation;
-  RETURN_IF_ERROR(internal::WriteStatusIfChanged(store_, t.object, t.original_status));
-  return result;
+    boot_checked_.erase(gone);
+  };
+  return RunReconcile(store_, key, stop, steps);
 }
 
 // The contract table of DESIGN §3, top to bottom.
 StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
-  if (!t.object.metadata.deletion_timestamp.empty()) {
-    return Finalize(t);
-  }
-  RETURN_IF_ERROR(internal::EnsureFinalizer(store_, t.object));
   if (RefuseIdentityChange(t)) {
     return ReconcileResult::Done();  // nothing is created or deleted until the spec goes back
   }
@@ -564,10 +546,7 @@ StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databrick
   return ReconcileResult::RequeueAfter(options_.boot_check_interval);  // the next boot check
 }
 
-StatusOr<ReconcileResult> SandboxReconciler::Finalize(Target& t) {
-  if (!internal::HasFinalizer(t.object)) {
-    return ReconcileResult::Done();  // nothing of ours to clean up; the store removes the row
-  }
+StatusOr<std::optional<ReconcileResult>> SandboxReconciler::Finalize(Target& t) {
   ASSIGN_OR_RETURN(std::optional<Store::InventoryRecord> record,
                    store_.GetInventory(t.workspace, kResourceSandbox, t.sandbox_id));
   const bool ours = record && record->owner_uid == t.object.metadata.uid;
@@ -589,9 +568,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Finalize(Target& t) {
     events_.Normal(t.key(), "Orphaned",
                    "deletionPolicy Orphan: sandbox " + t.sandbox_id + " left running");
   }
-  RETURN_IF_ERROR(internal::RemoveFinalizer(store_, t.object));
-  t.gone = true;
-  return ReconcileResult::Done();
+  return std::optional<ReconcileResult>();  // cleaned up: the finalizer comes off
 }
 
 void SandboxReconciler::SetReady(Target& t, ConditionStatus status, std::string_view reason,

@@ -72,7 +72,7 @@ class SandboxReconciler final : public Reconciler {
 
   // The steps of one reconcile, in the order they run.
   api::StatusOr<ReconcileResult> Converge(Target& t);
-  api::StatusOr<ReconcileResult> Finalize(Target& t);
+  api::StatusOr<std::optional<ReconcileResult>> Finalize(Target& t);
   api::StatusOr<std::optional<databricks::Sandbox>> Observe(Target& t);
   bool RefuseIdentityChange(Target& t);
   api::StatusOr<ReconcileResult> Create(Target& t);

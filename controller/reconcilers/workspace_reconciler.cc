@@ -7,6 +7,7 @@
 #include "api/conditions.h"
 #include "controller/engine/classify_error.h"
 #include "controller/reconcilers/internal/object_updates.h"
+#include "controller/reconcilers/reconcile_skeleton.h"
 
 namespace sbx::controller {
 namespace {
@@ -75,31 +76,18 @@ WorkspaceReconciler::WorkspaceReconciler(Store& store, CloudClients& clouds, Clo
 
 StatusOr<ReconcileResult> WorkspaceReconciler::Reconcile(const api::ObjectKey& key,
                                                          std::stop_token stop) {
-  StatusOr<Object> got = store_.Get(key);
-  if (got.status().code() == StatusCode::kNotFound) {
+  ReconcileSteps<ReconcileTarget> steps;
+  steps.finalizer = kWorkspaceInUseFinalizer;
+  steps.converge = [this](ReconcileTarget& t) -> StatusOr<ReconcileResult> {
+    return ReconcileResult::RequeueAfter(Check(t.object, t.stop));
+  };
+  steps.finalize = [this](ReconcileTarget& t) { return Finalize(t.object); };
+  steps.forget = [this](const api::ObjectKey& gone) {
     if (dependencies_ != nullptr) {
-      dependencies_->Untrack(key);
+      dependencies_->Untrack(gone);
     }
-    return ReconcileResult::Done();
-  }
-  RETURN_IF_ERROR(got.status());
-  Object workspace = *std::move(got);
-  const api::ResourceStatus original = workspace.status;
-
-  StatusOr<ReconcileResult> result = ReconcileResult::Done();
-  if (!workspace.metadata.deletion_timestamp.empty()) {
-    bool gone = false;
-    result = Finalize(workspace, gone);
-    if (gone) {
-      return result;
-    }
-  } else {
-    RETURN_IF_ERROR(internal::EnsureFinalizer(store_, workspace, kWorkspaceInUseFinalizer));
-    result = ReconcileResult::RequeueAfter(Check(workspace, stop));
-  }
-  workspace.workspace_status().observed_generation = workspace.metadata.generation;
-  RETURN_IF_ERROR(internal::WriteStatusIfChanged(store_, workspace, original));
-  return result;
+  };
+  return RunReconcile(store_, key, stop, steps);
 }
 
 std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::stop_token stop) {
@@ -204,37 +192,28 @@ StatusOr<std::vector<api::ObjectKey>> WorkspaceReconciler::Users(const Object& w
   return users;
 }
 
-StatusOr<ReconcileResult> WorkspaceReconciler::Finalize(Object& workspace, bool& gone) {
-  const api::ObjectKey key = api::KeyOf(workspace);
-  if (!internal::HasFinalizer(workspace, kWorkspaceInUseFinalizer)) {
-    return ReconcileResult::Done();  // not ours to hold; the store removes it with its last one
-  }
+StatusOr<std::optional<ReconcileResult>> WorkspaceReconciler::Finalize(Object& workspace) {
   ASSIGN_OR_RETURN(std::vector<api::ObjectKey> users, Users(workspace));
   if (dependencies_ != nullptr) {
     // A change to any user — its deletion above all — brings this Workspace back at once.
-    dependencies_->SetDependencies(key, users);
+    dependencies_->SetDependencies(api::KeyOf(workspace), users);
   }
-  if (!users.empty()) {
-    std::string names;
-    for (size_t i = 0; i < users.size() && i < kUsersNamed; ++i) {
-      names += (i == 0 ? "" : ", ") + KeyName(users[i]);
-    }
-    if (users.size() > kUsersNamed) {
-      names += " and " + std::to_string(users.size() - kUsersNamed) + " more";
-    }
-    internal::SetCondition(workspace, condition::kDeleting, ConditionStatus::kTrue, reason::kInUse,
-                           "waiting for " + std::to_string(users.size()) +
-                               (users.size() == 1 ? " object that uses" : " objects that use") +
-                               " this workspace to be deleted: " + names,
-                           clock_);
-    return ReconcileResult::RequeueAfter(options_.in_use_recheck);
+  if (users.empty()) {
+    return std::optional<ReconcileResult>();  // nobody uses it: the finalizer comes off
   }
-  RETURN_IF_ERROR(internal::RemoveFinalizer(store_, workspace, kWorkspaceInUseFinalizer));
-  if (dependencies_ != nullptr) {
-    dependencies_->Untrack(key);
+  std::string names;
+  for (size_t i = 0; i < users.size() && i < kUsersNamed; ++i) {
+    names += (i == 0 ? "" : ", ") + KeyName(users[i]);
   }
-  gone = true;
-  return ReconcileResult::Done();
+  if (users.size() > kUsersNamed) {
+    names += " and " + std::to_string(users.size() - kUsersNamed) + " more";
+  }
+  internal::SetCondition(workspace, condition::kDeleting, ConditionStatus::kTrue, reason::kInUse,
+                         "waiting for " + std::to_string(users.size()) +
+                             (users.size() == 1 ? " object that uses" : " objects that use") +
+                             " this workspace to be deleted: " + names,
+                         clock_);
+  return std::optional<ReconcileResult>(ReconcileResult::RequeueAfter(options_.in_use_recheck));
 }
 
 }  // namespace sbx::controller
