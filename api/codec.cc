@@ -257,6 +257,9 @@ Node EncodeAgentWorkerStatus(const AgentWorkerStatus& s) {
   AddInt(ex, "restarts", s.executor.restarts);
   AddString(ex, "lastExitReason", s.executor.last_exit_reason);
   AddString(ex, "specHash", s.executor.spec_hash);
+  AddString(ex, "lastProbeAt", s.executor.last_probe_at);
+  AddString(ex, "probedBootId", s.executor.probed_boot_id);
+  AddString(ex, "nextLaunchAfter", s.executor.next_launch_after);
   AddMapIfNotEmpty(n, "executor", std::move(ex));
   AddString(n, "environmentStatus", s.environment_status);
   return n;
@@ -977,12 +980,16 @@ Status ReadSandboxStatus(const Ctx& ctx, const Field& f, SandboxStatus* out) {
 
 Status ReadExecutorStatus(const Ctx& ctx, const Field& f, ExecutorStatus* out) {
   MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"pid", "launchedAt", "restarts", "lastExitReason", "specHash"}));
+  RETURN_IF_ERROR(r.Open({"pid", "launchedAt", "restarts", "lastExitReason", "specHash",
+                          "lastProbeAt", "probedBootId", "nextLaunchAfter"}));
   SBX_READ(r, "pid", ReadInt, &out->pid);
   SBX_READ(r, "launchedAt", ReadString, &out->launched_at);
   SBX_READ(r, "restarts", ReadInt32, &out->restarts);
   SBX_READ(r, "lastExitReason", ReadString, &out->last_exit_reason);
   SBX_READ(r, "specHash", ReadString, &out->spec_hash);
+  SBX_READ(r, "lastProbeAt", ReadString, &out->last_probe_at);
+  SBX_READ(r, "probedBootId", ReadString, &out->probed_boot_id);
+  SBX_READ(r, "nextLaunchAfter", ReadString, &out->next_launch_after);
   return OkStatus();
 }
 
