@@ -19,7 +19,8 @@
 //      is alive for this environment and this boot, whether the workspace directory and the
 //      command exist, and the log tail: when a launched executor is not connected within
 //      `connect_grace`, when the environment reports a disconnect, when the sandbox booted again
-//      (status.bootId changed), and every `probe_interval`. An executor that exited is diagnosed
+//      (the Sandbox's status.bootId is not status.executor.probedBootId), and every
+//      `probe_interval`. An executor that exited is diagnosed
 //      from its log into IPNotAuthorized, MissingScope, WorkspaceDirectoryMissing,
 //      ExecutorNotFound or ExecutorExitedOnStart, with a CrashLoopBackOff-style delay (long for
 //      auth reasons) instead of a hot loop, then launched again.
@@ -28,9 +29,10 @@
 // session; ExecutorControl (executor_control.h) runs the probe, launch and stop scripts
 // (scripts/*.sh) and parses their reports; ExecutorSchedule (executor_schedule.h) says when a
 // launch, a status check or a probe is due. What the reconciler must remember across reconciles
-// is in status (conditions, status.executor: launchedAt, lastProbeAt, probedBootId, restarts,
-// nextLaunchAfter), so `sbxctl describe` shows it and a restart of sbxd keeps the schedule; in
-// memory are only caches (the time of the last status check, the count of failed observations).
+// is in status (conditions, status.executor: pid — of the launched executor, 0 once found down —
+// launchedAt, lastProbeAt, probedBootId, restarts, nextLaunchAfter), so `sbxctl describe` shows
+// it and a restart of sbxd keeps the schedule; in memory are only caches (the time of the last
+// status check, the count of failed observations).
 // Conditions: SandboxReady, SessionReady, ExecutorRunning, ExecutorConnected, and Ready derived
 // from them (True whenever all four are); Synced says whether the last pass could observe and
 // act. A transient API error marks the observation stale (Synced=False) and flips Ready only
