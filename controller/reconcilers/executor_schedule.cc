@@ -23,25 +23,30 @@ milliseconds Until(TimePoint at, TimePoint now) {
   return std::max(milliseconds(0), std::chrono::ceil<milliseconds>(at - now));
 }
 
+// Absent, or False because the sandbox is stopped or not running: nothing launched since it
+// started.
+ExecutorPhase PhaseOf(const api::Condition* running) {
+  if (running == nullptr || running->reason == reason::kSandboxStopped ||
+      running->reason == reason::kSandboxNotRunning) {
+    return ExecutorPhase::kNone;
+  }
+  switch (running->status) {
+    case ConditionStatus::kTrue:
+      return ExecutorPhase::kRunning;
+    case ConditionStatus::kUnknown:
+      return ExecutorPhase::kLaunched;
+    case ConditionStatus::kFalse:
+      break;
+  }
+  return ExecutorPhase::kDown;
+}
+
 }  // namespace
 
 ExecutorFacts ExecutorFactsOf(const api::AgentWorkerStatus& status, const std::string& sandbox_boot,
                               std::optional<Clock::SteadyTime> last_check) {
   ExecutorFacts f;
-  const api::Condition* running =
-      api::FindCondition(status.conditions, condition::kExecutorRunning);
-  if (running == nullptr) {
-    f.phase = ExecutorPhase::kNone;
-  } else if (running->status == ConditionStatus::kTrue) {
-    f.phase = ExecutorPhase::kRunning;
-  } else if (running->status == ConditionStatus::kUnknown) {
-    f.phase = ExecutorPhase::kLaunched;
-  } else if (running->reason == reason::kSandboxStopped ||
-             running->reason == reason::kSandboxNotRunning) {
-    f.phase = ExecutorPhase::kNone;
-  } else {
-    f.phase = ExecutorPhase::kDown;
-  }
+  f.phase = PhaseOf(api::FindCondition(status.conditions, condition::kExecutorRunning));
   const api::Condition* connected =
       api::FindCondition(status.conditions, condition::kExecutorConnected);
   f.connected = connected != nullptr && connected->status == ConditionStatus::kTrue;
