@@ -919,6 +919,9 @@ struct FieldsOf<ExecutorStatus> {
       Row<&ExecutorStatus::restarts, Int32>("restarts"),
       Row<&ExecutorStatus::last_exit_reason, Str>("lastExitReason"),
       Row<&ExecutorStatus::spec_hash, Str>("specHash"),
+      Row<&ExecutorStatus::last_probe_at, Str>("lastProbeAt"),
+      Row<&ExecutorStatus::probed_boot_id, Str>("probedBootId"),
+      Row<&ExecutorStatus::next_launch_after, Str>("nextLaunchAfter"),
   };
 };
 

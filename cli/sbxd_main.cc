@@ -326,9 +326,9 @@ int Main(int argc, char** argv) {
   manager_options.workers = flags.workers;
   Manager manager(clock, manager_options);
   AgentWorkerReconcilerOptions worker_options;
-  worker_options.status_interval =
+  worker_options.schedule.status_interval =
       ParseFlagDuration("executor-status-interval", flags.executor_status_interval);
-  worker_options.probe_interval =
+  worker_options.schedule.probe_interval =
       ParseFlagDuration("executor-probe-interval", flags.executor_probe_interval);
   AgentWorkerReconciler workers(*store, clouds, clock, &manager.dependencies(), worker_options);
   WorkspaceReconciler workspaces(*store, clouds, clock, &manager.dependencies());

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "api/codec.h"
+#include "api/conditions.h"
 #include "cli/commands/command_context.h"
 #include "cli/commands/table_printer.h"
 
@@ -23,23 +24,24 @@ std::string OneLine(std::string_view s) {
 }
 
 std::string ReadyReason(const api::Object& o) {
-  const api::Condition* c = api::FindCondition(o.conditions(), "Ready");
+  const api::Condition* c = api::FindCondition(o.conditions(), api::condition::kReady);
   return c == nullptr ? "" : c->reason;
 }
 std::string ReadyMessage(const api::Object& o) {
-  const api::Condition* c = api::FindCondition(o.conditions(), "Ready");
+  const api::Condition* c = api::FindCondition(o.conditions(), api::condition::kReady);
   return c == nullptr ? "" : OneLine(c->message);
 }
 
 std::string ExecutorCell(const api::Object& o) {
   const auto& conditions = o.conditions();
-  const api::Condition* connected = api::FindCondition(conditions, "ExecutorConnected");
+  const api::Condition* connected =
+      api::FindCondition(conditions, api::condition::kExecutorConnected);
   if (connected != nullptr && connected->status == api::ConditionStatus::kTrue) {
-    return "Connected";
+    return std::string(api::reason::kConnected);
   }
-  const api::Condition* running = api::FindCondition(conditions, "ExecutorRunning");
+  const api::Condition* running = api::FindCondition(conditions, api::condition::kExecutorRunning);
   if (running != nullptr && running->status == api::ConditionStatus::kTrue) {
-    return "Running";
+    return std::string(api::reason::kRunning);
   }
   if (running != nullptr && !running->reason.empty()) {
     return running->reason;
@@ -116,12 +118,12 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
     case api::Kind::kSandbox: {
       const auto& spec = o.sandbox_spec();
       const auto& status = o.sandbox_status();
-      r.insert(r.end(),
-               {ConditionCell(o, "Ready"), OrNone(status.state), OrNone(spec.sandbox_id), age});
+      r.insert(r.end(), {ConditionCell(o, api::condition::kReady), OrNone(status.state),
+                         OrNone(spec.sandbox_id), age});
       if (wide) {
-        r.insert(r.end(),
-                 {spec.power == api::Power::kRunning ? "Running" : "Stopped", spec.workspace_ref,
-                  ConditionCell(o, "Synced"), OrNone(ReadyReason(o)), ReadyMessage(o)});
+        r.insert(r.end(), {spec.power == api::Power::kRunning ? "Running" : "Stopped",
+                           spec.workspace_ref, ConditionCell(o, api::condition::kSynced),
+                           OrNone(ReadyReason(o)), ReadyMessage(o)});
       }
       break;
     }
@@ -129,8 +131,8 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
       const auto& spec = o.agent_worker_spec();
       const auto& status = o.agent_worker_status();
       const std::string sandbox = !spec.sandbox_ref.empty() ? spec.sandbox_ref : o.metadata.name;
-      r.insert(r.end(), {ConditionCell(o, "Ready"), sandbox, OrNone(status.session_id),
-                         ExecutorCell(o), age});
+      r.insert(r.end(), {ConditionCell(o, api::condition::kReady), sandbox,
+                         OrNone(status.session_id), ExecutorCell(o), age});
       if (wide) {
         r.insert(r.end(), {std::to_string(status.executor.restarts), OrNone(status.environment_id),
                            OrNone(ReadyReason(o)), ReadyMessage(o)});
@@ -139,7 +141,8 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
     }
     case api::Kind::kWorkspace: {
       const auto& spec = o.workspace_spec();
-      r.insert(r.end(), {ConditionCell(o, "Ready"), OrNone(spec.databricks.host), age});
+      r.insert(r.end(),
+               {ConditionCell(o, api::condition::kReady), OrNone(spec.databricks.host), age});
       if (wide) {
         r.insert(r.end(),
                  {OrNone(spec.databricks.profile), OrNone(ReadyReason(o)), ReadyMessage(o)});
