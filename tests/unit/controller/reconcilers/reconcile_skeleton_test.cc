@@ -67,7 +67,8 @@ TEST_F(ReconcileSkeletonTest, AnErrorBecomesSyncedFalseWithItsClassAndIsReturned
   converge_result_ = api::UnavailableError("the API is down");
   auto r = Run();
   EXPECT_EQ(r.status().code(), api::StatusCode::kUnavailable);
-  const api::Condition* synced = api::FindCondition(Box().conditions(), api::condition::kSynced);
+  const api::Object box = Box();  // a named copy: the condition pointer must not dangle
+  const api::Condition* synced = api::FindCondition(box.conditions(), api::condition::kSynced);
   ASSERT_NE(synced, nullptr);
   EXPECT_EQ(synced->status, ConditionStatus::kFalse);
   EXPECT_EQ(synced->reason, api::reason::kUnavailable);
