@@ -20,7 +20,9 @@
 #include "cli/commands/events_command.h"
 #include "cli/commands/exec_command.h"
 #include "cli/commands/get_command.h"
+#include "cli/commands/label_command.h"
 #include "cli/commands/logs_command.h"
+#include "cli/commands/patch_command.h"
 #include "cli/commands/version_command.h"
 #include "cli/commands/wait_command.h"
 #include "cli/main_guard.h"
@@ -58,6 +60,9 @@ int Main(int argc, char** argv) {
   sbx::cli::AddGetCommand(app, ctx);
   sbx::cli::AddDescribeCommand(app, ctx);
   sbx::cli::AddDeleteCommand(app, ctx);
+  sbx::cli::AddLabelCommand(app, ctx);
+  sbx::cli::AddAnnotateCommand(app, ctx);
+  sbx::cli::AddPatchCommand(app, ctx);
   sbx::cli::AddWaitCommand(app, ctx);
   sbx::cli::AddEventsCommand(app, ctx);
   sbx::cli::AddExecCommand(app, ctx);

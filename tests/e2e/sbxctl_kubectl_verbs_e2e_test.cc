@@ -111,4 +111,98 @@ TEST_F(KubectlVerbsTest, GetCustomColumnsAndSortBy) {
   EXPECT_EQ(r.out, "alpha\ndev\n");
 }
 
+// ---- label / annotate / patch ------------------------------------------------------------------
+
+TEST_F(KubectlVerbsTest, LabelAndAnnotateSetAndRemoveKeysWithoutANewGeneration) {
+  ApplyTwo();
+  Result r = Run({"label", "sb", "dev", "tier=web", "owner=ops"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/dev labeled\n");
+  r = Run({"label", "sb/dev", "tier=web"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/dev not labeled\n");
+  ExpectOneLineError(Run({"label", "sb", "dev", "app=other"}),
+                     "'app' already has a value (demo), and --overwrite is false");
+  r = Run({"label", "sb", "dev", "app=other", "owner-", "--overwrite"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Run({"annotate", "sandbox", "dev", "note=hello world"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/dev annotated\n");
+  nlohmann::json dev = GetJson("dev");
+  EXPECT_EQ(dev["metadata"]["labels"], (nlohmann::json{{"app", "other"}, {"tier", "web"}}));
+  EXPECT_EQ(dev["metadata"]["annotations"]["note"], "hello world");
+  EXPECT_EQ(dev["metadata"]["generation"], 1);  // metadata only
+
+  // Same validation as apply; every object of a kind; a stale --resource-version.
+  ExpectOneLineError(Run({"label", "sb", "dev", "bad key=x"}), "metadata.labels.bad key");
+  ExpectOneLineError(Run({"label", "sb", "dev"}), "at least one label update is required");
+  r = Run({"label", "sb", "--all", "team=a"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/alpha labeled\nsandbox/dev labeled\n");
+  r = Run({"label", "sb", "dev", "team=b", "--overwrite", "--resource-version", "1"});
+  ExpectOneLineError(r,
+                     "Operation cannot be fulfilled on sandboxes \"dev\": the object has been "
+                     "modified");
+  r = Run({"label", "sb", "nope", "a=b"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "Error from server (NotFound): sandboxes \"nope\" not found\n");
+}
+
+TEST_F(KubectlVerbsTest, PatchMergesJsonValidatesLikeApplyAndBumpsGenerationOnSpecChange) {
+  ApplyTwo();
+  Result r = Run({"patch", "sb", "dev", "-p", R"({"spec":{"power":"Stopped"}})"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/dev patched\n");
+  nlohmann::json dev = GetJson("dev");
+  EXPECT_EQ(dev["spec"]["power"], "Stopped");
+  EXPECT_EQ(dev["spec"]["displayName"], "Dev box");  // merged, not replaced
+  EXPECT_EQ(dev["metadata"]["generation"], 2);
+  r = Run({"patch", "sandbox/dev", "--type", "merge", "-p", R"({"spec":{"power":"Stopped"}})"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/dev patched (no change)\n");
+  r = Run({"patch", "sb", "dev", "--type", "json", "-p",
+           R"([{"op":"replace","path":"/spec/displayName","value":"J"}])"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Run({"patch", "sb", "dev", "-p", R"({"metadata":{"labels":{"app":null}}})"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  dev = GetJson("dev");
+  EXPECT_EQ(dev["spec"]["displayName"], "J");
+  EXPECT_EQ(dev["metadata"]["generation"], 3);
+  EXPECT_FALSE(dev["metadata"].contains("labels"));
+
+  const std::string before = Snapshot();
+  ExpectOneLineError(Run({"patch", "sb", "dev", "-p", R"({"spec":{"powr":"Stopped"}})"}),
+                     "spec.powr: unknown field \"powr\" (did you mean \"power\"?)");
+  ExpectOneLineError(Run({"patch", "sb", "dev", "-p", R"({"spec":{"power":"Off"}})"}),
+                     "spec.power");
+  ExpectOneLineError(Run({"patch", "sb", "dev", "-p", "{not json"}), "not valid JSON");
+  ExpectOneLineError(Run({"patch", "sb", "dev", "-p", R"({"metadata":{"name":"x"}})"}),
+                     "cannot change kind, metadata.name");
+  ExpectOneLineError(Run({"patch", "sb", "dev", "--type", "strategic", "-p", "{}"}),
+                     "--type must be \"merge\" or \"json\"");
+  ExpectOneLineError(Run({"patch", "sb", "dev", "--type", "json", "-p",
+                          R"([{"op":"remove","path":"/spec/nope"}])"}),
+                     "the patch does not apply");
+  EXPECT_EQ(Snapshot(), before);
+}
+
+TEST_F(KubectlVerbsTest, PatchFollowsTheSecretReferenceRulesOfApply) {
+  WriteFile(dir_ / "ws.yaml",
+            "apiVersion: sbx.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: prod\nspec:\n"
+            "  databricks:\n    host: https://x.cloud.databricks.com\n"
+            "    tokenFrom: {env: SBX_SECRET_TOKEN}\n");
+  Result r = Run({"apply", "-f", (dir_ / "ws.yaml").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // sbxd's own credentials are not a manifest author's to name (SECURITY.md).
+  ExpectOneLineError(Run({"patch", "ws", "prod", "-p",
+                          R"({"spec":{"databricks":{"tokenFrom":{"env":"DATABRICKS_TOKEN"}}}})"}),
+                     "spec.databricks.tokenFrom.env");
+  ExpectOneLineError(Run({"patch", "ws", "prod", "-p",
+                          R"({"spec":{"databricks":{"tokenFrom":{"env":null,"file":"../x"}}}})"}),
+                     "spec.databricks.tokenFrom.file");
+  r = Run({"patch", "ws", "prod", "-p",
+           R"({"spec":{"databricks":{"tokenFrom":{"env":"SBX_SECRET_OTHER"}}}})"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 }  // namespace
