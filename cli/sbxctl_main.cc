@@ -17,6 +17,7 @@
 #include "cli/commands/delete_command.h"
 #include "cli/commands/describe_command.h"
 #include "cli/commands/diff_command.h"
+#include "cli/commands/edit_command.h"
 #include "cli/commands/events_command.h"
 #include "cli/commands/exec_command.h"
 #include "cli/commands/get_command.h"
@@ -63,6 +64,7 @@ int Main(int argc, char** argv) {
   sbx::cli::AddLabelCommand(app, ctx);
   sbx::cli::AddAnnotateCommand(app, ctx);
   sbx::cli::AddPatchCommand(app, ctx);
+  sbx::cli::AddEditCommand(app, ctx);
   sbx::cli::AddWaitCommand(app, ctx);
   sbx::cli::AddEventsCommand(app, ctx);
   sbx::cli::AddExecCommand(app, ctx);

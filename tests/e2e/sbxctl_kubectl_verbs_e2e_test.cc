@@ -37,6 +37,24 @@ class KubectlVerbsTest : public SbxctlTest {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return nlohmann::json::parse(r.out);
   }
+  // A shell script to use as $EDITOR; "$1" is the file to edit.
+  void SetEditor(const std::string& name, const std::string& body) {
+    const fs::path script = dir_ / name;
+    WriteFile(script, "#!/bin/sh\nset -e\n" + body);
+    fs::permissions(script, fs::perms::owner_all);
+    env_["EDITOR"] = script.string();
+    env_["TMPDIR"] = dir_.string();  // where kept copies of edits go
+  }
+  // The copies of edits sbxctl kept (it removes the file of a finished edit).
+  std::vector<fs::path> KeptEdits() {
+    std::vector<fs::path> kept;
+    for (const auto& entry : fs::directory_iterator(dir_)) {
+      if (entry.path().filename().string().rfind("sbxctl-edit-", 0) == 0) {
+        kept.push_back(entry.path());
+      }
+    }
+    return kept;
+  }
   // A one-line error and exit 1.
   static void ExpectOneLineError(const Result& r, const std::string& text) {
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
@@ -203,6 +221,101 @@ TEST_F(KubectlVerbsTest, PatchFollowsTheSecretReferenceRulesOfApply) {
   r = Run({"patch", "ws", "prod", "-p",
            R"({"spec":{"databricks":{"tokenFrom":{"env":"SBX_SECRET_OTHER"}}}})"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// ---- edit ---------------------------------------------------------------------------------------
+
+TEST_F(KubectlVerbsTest, EditAppliesWhatWasSavedWithANewGeneration) {
+  ApplyTwo();
+  SetEditor("editor.sh",
+            "grep -q '^# Please edit the object below' \"$1\"\n"
+            "sed -i 's/displayName: Dev box/displayName: Edited/; s/app: demo/app: edited/' "
+            "\"$1\"\n");
+  const Result r = Run({"edit", "sb", "dev"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/dev edited\n");
+  const nlohmann::json dev = GetJson("dev");
+  EXPECT_EQ(dev["spec"]["displayName"], "Edited");
+  EXPECT_EQ(dev["metadata"]["labels"]["app"], "edited");
+  EXPECT_EQ(dev["metadata"]["generation"], 2);
+  EXPECT_TRUE(KeptEdits().empty());
+}
+
+TEST_F(KubectlVerbsTest, EditSavedUnchangedOrEmptiedIsANoOp) {
+  ApplyTwo();
+  const std::string before = Snapshot();
+  SetEditor("unchanged.sh", "true\n");
+  Result r = Run({"edit", "sandbox/dev"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Edit cancelled, no changes made.\n");
+  SetEditor("empty.sh", ": > \"$1\"\n");
+  r = Run({"edit", "sb", "dev"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Edit cancelled, no changes made.\n");
+  // A change to status only is no change of the object's.
+  SetEditor("status.sh", "printf 'status:\\n  state: HACKED\\n' >> \"$1\"\n");
+  r = Run({"edit", "sb", "dev"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Edit cancelled, no changes made.\n");
+  EXPECT_EQ(Snapshot(), before);
+  SetEditor("fails.sh", "exit 3\n");
+  ExpectOneLineError(Run({"edit", "sb", "dev"}), "exited with status 3; nothing was changed");
+  EXPECT_EQ(Snapshot(), before);
+  EXPECT_TRUE(KeptEdits().empty());
+}
+
+TEST_F(KubectlVerbsTest, EditReopensAnInvalidEditWithTheErrorAtTheTop) {
+  ApplyTwo();
+  // 1st round: an invalid value. 2nd round: keep what the editor showed, then fix it.
+  SetEditor("invalid.sh",
+            "n=$(cat \"$0.count\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$0.count\"\n"
+            "cp \"$1\" \"$0.round$n\"\n"
+            "if [ $n = 1 ]; then sed -i 's/power: Running/power: Sideways/' \"$1\"; "
+            "else sed -i 's/power: Sideways/power: Stopped/' \"$1\"; fi\n");
+  const Result r = Run({"edit", "sb", "dev"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "sandbox/dev edited\n");
+  const std::string second = ReadAll(dir_ / "invalid.sh.round2");
+  EXPECT_THAT(second, StartsWith("# Please edit the object below."));
+  EXPECT_THAT(second, HasSubstr("# sandboxes \"dev\" was not valid:\n# * "));
+  EXPECT_THAT(second, HasSubstr("spec.power: unsupported value \"Sideways\""));
+  EXPECT_THAT(second, HasSubstr("power: Sideways"));  // what the user wrote, not the original
+  EXPECT_EQ(GetJson("dev")["spec"]["power"], "Stopped");
+
+  // The same invalid edit saved twice: cancelled, exit 1, the edit kept in a file.
+  const std::string before = Snapshot();
+  SetEditor("stubborn.sh", "sed -i 's/power: Stopped/power: Sideways/' \"$1\"\n");
+  const Result again = Run({"edit", "sb", "dev"});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_THAT(again.err, HasSubstr("error: Edit cancelled, no valid changes were saved.\n"));
+  ASSERT_EQ(KeptEdits().size(), 1u);
+  EXPECT_THAT(again.err, HasSubstr(KeptEdits()[0].string()));
+  EXPECT_EQ(Snapshot(), before);
+}
+
+TEST_F(KubectlVerbsTest, EditRefusesAChangeMadeWhileTheEditorWasOpen) {
+  ApplyTwo();
+  // The "concurrent" writer runs inside the editor: no timing involved.
+  SetEditor("race.sh", std::string("\"") + SBXCTL_PATH + "\" --db \"" + db_.string() +
+                           "\" label sb dev raced=yes >/dev/null\n"
+                           "sed -i 's/displayName: Dev box/displayName: Lost/' \"$1\"\n");
+  const Result r = Run({"edit", "sb", "dev"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("error: Operation cannot be fulfilled on sandboxes \"dev\": the "
+                                "object has been modified; please apply your changes to the "
+                                "latest version and try again\n"));
+  const nlohmann::json dev = GetJson("dev");
+  EXPECT_EQ(dev["spec"]["displayName"], "Dev box");
+  EXPECT_EQ(dev["metadata"]["labels"]["raced"], "yes");
+  ASSERT_EQ(KeptEdits().size(), 1u);
+  EXPECT_THAT(ReadAll(KeptEdits()[0]), HasSubstr("displayName: Lost"));
+}
+
+TEST_F(KubectlVerbsTest, EditOfAMissingObjectIsNotFound) {
+  SetEditor("never.sh", "exit 1\n");
+  const Result r = Run({"edit", "sb", "nope"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "Error from server (NotFound): sandboxes \"nope\" not found\n");
 }
 
 }  // namespace
