@@ -20,6 +20,7 @@
 #include "cli/commands/edit_command.h"
 #include "cli/commands/events_command.h"
 #include "cli/commands/exec_command.h"
+#include "cli/commands/explain_command.h"
 #include "cli/commands/get_command.h"
 #include "cli/commands/label_command.h"
 #include "cli/commands/logs_command.h"
@@ -65,6 +66,7 @@ int Main(int argc, char** argv) {
   sbx::cli::AddAnnotateCommand(app, ctx);
   sbx::cli::AddPatchCommand(app, ctx);
   sbx::cli::AddEditCommand(app, ctx);
+  sbx::cli::AddExplainCommand(app, ctx);
   sbx::cli::AddWaitCommand(app, ctx);
   sbx::cli::AddEventsCommand(app, ctx);
   sbx::cli::AddExecCommand(app, ctx);

@@ -318,4 +318,44 @@ TEST_F(KubectlVerbsTest, EditOfAMissingObjectIsNotFound) {
   EXPECT_EQ(r.err, "Error from server (NotFound): sandboxes \"nope\" not found\n");
 }
 
+// ---- explain ------------------------------------------------------------------------------------
+
+TEST_F(KubectlVerbsTest, ExplainPrintsTypeDefaultAllowedValuesAndDescriptionFromTheSchemas) {
+  Result r = Run({"explain", "sandbox.spec.power"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "KIND:       Sandbox\n"
+            "VERSION:    sbx.dev/v1alpha1\n\n"
+            "FIELD: power <string>\n"
+            "DEFAULT: Running\n"
+            "ENUM:\n    Running\n    Stopped\n\n"
+            "DESCRIPTION:\n    Desired power state.\n");
+  r = Run({"explain", "sb.spec.setup"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("FIELD: setup <[]Object>\n"));
+  EXPECT_THAT(r.out, HasSubstr("  name\t<string> -required-\n    Unique step name.\n"));
+  EXPECT_THAT(r.out, HasSubstr("  timeout\t<string>\n  default: 5m\n"));
+  // Through a $ref / allOf, and a list is transparent.
+  r = Run({"explain", "agentworkers.spec.sandbox.setup.run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("FIELD: run <string>\n"));
+  r = Run({"explain", "ws"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("KIND:       Workspace\n"));
+  EXPECT_THAT(r.out, HasSubstr("  metadata\t<Object> -required-\n"));
+  r = Run({"explain", "sandbox", "--recursive"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("  spec\t<Object>\n"));
+  EXPECT_THAT(r.out, HasSubstr("    setup\t<[]Object>\n      name\t<string>\n"));
+  EXPECT_THAT(r.out, HasSubstr("    labels\t<map[string]string>\n"));
+}
+
+TEST_F(KubectlVerbsTest, ExplainOfAnUnknownFieldOrKindIsAOneLineError) {
+  ExpectOneLineError(Run({"explain", "sandbox.spec.nope"}), "field \"nope\" does not exist");
+  ExpectOneLineError(Run({"explain", "sandbox.spec.power.x"}), "field \"x\" does not exist");
+  ExpectOneLineError(Run({"explain", "sandbox."}), "a field name is missing");
+  ExpectOneLineError(Run({"explain", "pods"}), "pods");
+  ExpectOneLineError(Run({"explain"}), "you must specify the type of resource to explain");
+}
+
 }  // namespace
