@@ -14,6 +14,7 @@
 
 #include "cli/commands/apply_command.h"
 #include "cli/commands/command_context.h"
+#include "cli/commands/completion_command.h"
 #include "cli/commands/delete_command.h"
 #include "cli/commands/describe_command.h"
 #include "cli/commands/diff_command.h"
@@ -72,6 +73,7 @@ int Main(int argc, char** argv) {
   sbx::cli::AddExecCommand(app, ctx);
   sbx::cli::AddLogsCommand(app, ctx);
   sbx::cli::AddVersionCommand(app, ctx);
+  sbx::cli::AddCompletionCommand(app, ctx);
 
   if (argc <= 1) {
     std::cout << app.help();

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,7 +22,12 @@ using sbx_e2e::Result;
 using sbx_e2e::SandboxManifest;
 using sbx_e2e::SbxctlTest;
 using sbx_e2e::WriteFile;
+using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::IsSupersetOf;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 class KubectlVerbsTest : public SbxctlTest {
@@ -356,6 +363,75 @@ TEST_F(KubectlVerbsTest, ExplainOfAnUnknownFieldOrKindIsAOneLineError) {
   ExpectOneLineError(Run({"explain", "sandbox."}), "a field name is missing");
   ExpectOneLineError(Run({"explain", "pods"}), "pods");
   ExpectOneLineError(Run({"explain"}), "you must specify the type of resource to explain");
+}
+
+// ---- completion ---------------------------------------------------------------------------------
+
+// Lines of `text`.
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    out.push_back(line);
+  }
+  return out;
+}
+
+TEST_F(KubectlVerbsTest, CompleteOffersVerbsKindsFlagsAndNamesFromTheStore) {
+  ApplyTwo();
+  const auto complete = [this](std::vector<std::string> words) {
+    words.insert(words.begin(), {"__complete", "--"});
+    const Result r = Run(words);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return Lines(r.out);
+  };
+  EXPECT_THAT(complete({"ed"}), ElementsAre("edit"));
+  EXPECT_THAT(complete({""}), IsSupersetOf({"apply", "get", "label", "annotate", "patch", "edit",
+                                            "explain", "completion"}));
+  EXPECT_THAT(complete({""}), Not(Contains("__complete")));
+  EXPECT_THAT(complete({"get", ""}), IsSupersetOf({"sandbox", "sb", "aw", "ws", "inventory"}));
+  EXPECT_THAT(complete({"get", "sb", ""}), ElementsAre("alpha", "dev"));
+  EXPECT_THAT(complete({"label", "sandboxes", "d"}), ElementsAre("dev"));
+  EXPECT_THAT(complete({"edit", "sb/"}), ElementsAre("sb/alpha", "sb/dev"));
+  EXPECT_THAT(complete({"-n", "other", "get", "sb", ""}), IsEmpty());
+  EXPECT_THAT(complete({"get", "-n", ""}), ElementsAre("default"));
+  EXPECT_THAT(complete({"get", "--so"}), ElementsAre("--sort-by"));
+  EXPECT_THAT(complete({"label", "--ov"}), ElementsAre("--overwrite"));
+  EXPECT_THAT(complete({"get", "sb", "-o", "j"}), ElementsAre("json", "jsonpath="));
+  EXPECT_THAT(complete({"explain", "sb.spec.se"}), ElementsAre("sb.spec.setup"));
+  EXPECT_THAT(complete({"completion", ""}), ElementsAre("bash", "zsh", "fish"));
+  // A <TAB> does not create a database.
+  const fs::path none = dir_ / "none" / "sbx.db";
+  EXPECT_THAT(complete({"--db", none.string(), "get", "sb", ""}), IsEmpty());
+  EXPECT_FALSE(fs::exists(none));
+}
+
+TEST_F(KubectlVerbsTest, CompletionScriptsForBashZshAndFish) {
+  ApplyTwo();
+  Result r = Run({"completion", "bash"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path script = dir_ / "sbxctl.bash";
+  WriteFile(script, r.out);
+  // The script in a real bash, sbxctl on PATH as a user has it.
+  const fs::path out = dir_ / "bash.out";
+  const std::string command = "PATH=\"" + fs::path(SBXCTL_PATH).parent_path().string() +
+                              ":$PATH\" SBX_DB=\"" + db_.string() + "\" bash -c 'source \"" +
+                              script.string() +
+                              "\"; COMP_WORDS=(sbxctl get sb d); COMP_CWORD=3; _sbxctl; "
+                              "printf \"%s\\n\" \"${COMPREPLY[@]}\"; complete -p sbxctl' > \"" +
+                              out.string() + "\" 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << ReadAll(out);
+  EXPECT_EQ(ReadAll(out), "dev\ncomplete -o default -F _sbxctl sbxctl\n");
+
+  r = Run({"completion", "zsh"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("#compdef sbxctl\n"));
+  EXPECT_THAT(r.out, HasSubstr("__complete --"));
+  r = Run({"completion", "fish"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("complete -c sbxctl -f -a '(__sbxctl_complete)'"));
+  ExpectOneLineError(Run({"completion", "tcsh"}), "unsupported shell type \"tcsh\"");
 }
 
 }  // namespace
