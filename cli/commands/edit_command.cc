@@ -129,11 +129,7 @@ api::StatusOr<api::Object> Decode(const std::string& text, const std::string& pa
     }
     return api::InvalidArgumentError(lines);
   }
-  api::Object desired = original;
-  desired.metadata.labels = std::move(m.object.metadata.labels);
-  desired.metadata.annotations = std::move(m.object.metadata.annotations);
-  desired.spec = std::move(m.object.spec);
-  return desired;
+  return WithUserFields(original, std::move(m.object));
 }
 
 std::string ErrorComment(const api::ObjectKey& key, const api::Status& status) {

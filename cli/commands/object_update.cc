@@ -32,6 +32,14 @@ api::Status ValidateForWrite(api::Object& desired) {
   return api::OkStatus();
 }
 
+api::Object WithUserFields(const api::Object& original, api::Object edited) {
+  api::Object out = original;
+  out.metadata.labels = std::move(edited.metadata.labels);
+  out.metadata.annotations = std::move(edited.metadata.annotations);
+  out.spec = std::move(edited.spec);
+  return out;
+}
+
 std::string ConflictMessage(const api::ObjectKey& key) {
   return "Operation cannot be fulfilled on " + ResourceName(key.kind) + " \"" + key.name +
          "\": the object has been modified; please apply your changes to the latest version and "

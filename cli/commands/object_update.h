@@ -33,6 +33,11 @@ api::Status ValidateForWrite(api::Object& desired);
 api::StatusOr<controller::ApplyResult> WriteObject(CommandContext& ctx, controller::Store& store,
                                                    api::Object desired);
 
+// `original` with what a user may write taken from `edited`: metadata.labels,
+// metadata.annotations and spec. Status and server-set metadata are the controller's and the
+// store's (`patch` and `edit` show them, and ignore changes to them).
+api::Object WithUserFields(const api::Object& original, api::Object edited);
+
 // Changes `object` in place; an error stops the update (nothing is written).
 using ObjectMutation = std::function<api::Status(api::Object& object)>;
 

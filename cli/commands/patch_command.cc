@@ -73,12 +73,7 @@ api::StatusOr<api::Object> PatchObject(const api::Object& original, std::string_
         "a patch cannot change kind, metadata.name or "
         "metadata.namespace");
   }
-  // Keep what the user may not write; Store::Apply ignores it, but the result is shown.
-  api::Object out = original;
-  out.metadata.labels = std::move(patched.metadata.labels);
-  out.metadata.annotations = std::move(patched.metadata.annotations);
-  out.spec = std::move(patched.spec);
-  return out;
+  return WithUserFields(original, std::move(patched));
 }
 
 int RunPatch(CommandContext& ctx, const PatchCommandOptions& options) {

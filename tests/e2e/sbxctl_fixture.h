@@ -34,19 +34,19 @@ struct Result {
   std::string err;
 };
 
-std::string ReadAll(const fs::path& p) {
+inline std::string ReadAll(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
 }
 
-void WriteFile(const fs::path& p, const std::string& content) {
+inline void WriteFile(const fs::path& p, const std::string& content) {
   fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary) << content;
 }
 
-int CountLines(const std::string& s) {
+inline int CountLines(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
 }
 
@@ -157,7 +157,7 @@ class SbxctlTest : public ::testing::Test {
   std::map<std::string, std::string> env_;
 };
 
-std::string SandboxManifest(const std::string& name, const std::string& display_name) {
+inline std::string SandboxManifest(const std::string& name, const std::string& display_name) {
   return "apiVersion: sbx.dev/v1alpha1\n"
          "kind: Sandbox\n"
          "metadata:\n"
@@ -173,7 +173,7 @@ std::string SandboxManifest(const std::string& name, const std::string& display_
          "  inactivityTimeout: 15m\n";
 }
 
-std::string WorkerManifest(const std::string& name, const std::string& sandbox) {
+inline std::string WorkerManifest(const std::string& name, const std::string& sandbox) {
   return "apiVersion: sbx.dev/v1alpha1\n"
          "kind: AgentWorker\n"
          "metadata:\n"
