@@ -71,16 +71,6 @@ using Values = std::vector<const json*>;
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-std::string_view TrimSpaces(std::string_view s) {
-  while (!s.empty() && IsSpace(s.front())) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && IsSpace(s.back())) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 // Characters that end a field name.
 bool EndsName(char c) {
   return IsSpace(c) || std::string_view(".[]()=!<>,'\"").find(c) != std::string_view::npos;
@@ -173,6 +163,17 @@ class Parser {
     }
     ++pos_;
     return out;
+  }
+
+  // Consumes `word` when it stands alone (followed by a space or the end), and the spaces after.
+  bool ConsumeKeyword(std::string_view word) {
+    if (s_.substr(pos_, word.size()) != word ||
+        (pos_ + word.size() < s_.size() && !IsSpace(s_[pos_ + word.size()]))) {
+      return false;
+    }
+    pos_ += word.size();
+    SkipSpaces();
+    return true;
   }
 
   void SkipSpaces() {
@@ -389,14 +390,19 @@ api::StatusOr<Template> Parse(std::string_view text) {
                                        std::to_string(open + 1) + ")");
     }
     pos = close + 1;
-    const std::string_view action = TrimSpaces(text.substr(open + 1, close - open - 1));
+    const std::string_view action = text.substr(open + 1, close - open - 1);
     const auto located = [&](const api::Status& s) {
       return api::InvalidArgumentError(s.message() + " in {" + std::string(action) + "}");
     };
-    if (action.empty()) {
+    Parser parser(action);
+    parser.SkipSpaces();
+    if (parser.AtEnd()) {
       return api::InvalidArgumentError("empty action {} at position " + std::to_string(open + 1));
     }
-    if (action == "end") {
+    if (parser.ConsumeKeyword("end")) {
+      if (!parser.AtEnd()) {
+        return located(parser.Error("unexpected \"" + std::string(1, parser.Peek()) + "\""));
+      }
       if (stack.size() == 1) {
         return api::InvalidArgumentError("{end} without {range}");
       }
@@ -404,14 +410,7 @@ api::StatusOr<Template> Parse(std::string_view text) {
       continue;
     }
     Segment segment;
-    std::string_view expression = action;
-    if (action.substr(0, 6) == "range " || action.substr(0, 6) == "range\t") {
-      segment.type = Segment::Type::kRange;
-      expression = TrimSpaces(action.substr(6));
-    } else {
-      segment.type = Segment::Type::kPath;
-    }
-    Parser parser(expression);
+    segment.type = parser.ConsumeKeyword("range") ? Segment::Type::kRange : Segment::Type::kPath;
     if (segment.type == Segment::Type::kPath && (parser.Peek() == '"' || parser.Peek() == '\'')) {
       auto literal = parser.ParseString();
       if (!literal.ok()) {
@@ -750,9 +749,9 @@ api::StatusOr<JsonPath> JsonPath::ParseTemplate(std::string_view text) {
 }
 
 api::StatusOr<JsonPath> JsonPath::ParseRelaxed(std::string_view text) {
-  std::string_view inner = TrimSpaces(text);
+  std::string_view inner = text;
   if (inner.size() >= 2 && inner.front() == '{' && inner.back() == '}') {
-    inner = TrimSpaces(inner.substr(1, inner.size() - 2));
+    inner = inner.substr(1, inner.size() - 2);
   }
   std::string braced = "{";
   if (!inner.empty() && inner.front() != '.' && inner.front() != '[' && inner.front() != '$' &&
