@@ -115,6 +115,15 @@ int Watch(CommandContext& ctx, controller::Store& store, const Query& q,
       t.Print(ctx.out(), !spec.no_headers);
       widths[kind] = t.Widths();
     }
+  } else if (spec.format == OutputFormat::kJsonPath) {
+    // As kubectl -w: the template sees each object, the first listing included.
+    for (const api::Object& o : shown) {
+      if (const api::Status printed = PrintObjects(ctx.out(), {o}, spec, /*single=*/true,
+                                                   with_namespace, ctx.clock().Now());
+          !printed.ok()) {
+        return ctx.Fail(printed);
+      }
+    }
   } else if (const api::Status printed = PrintObjects(ctx.out(), shown, spec, /*single=*/false,
                                                       with_namespace, ctx.clock().Now());
              !printed.ok()) {

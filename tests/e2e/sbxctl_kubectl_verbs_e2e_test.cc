@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/e2e/sbxctl_fixture.h"
@@ -95,6 +98,30 @@ TEST_F(KubectlVerbsTest, GetJsonPathRendersTheObjectOrTheList) {
   r = Run(
       {"get", "sb", "dev", "-o", "jsonpath={.spec.nope}", "--allow-missing-template-keys=false"});
   ExpectOneLineError(r, "error executing jsonpath {.spec.nope}: .nope is not found");
+}
+
+TEST_F(KubectlVerbsTest, GetWatchRendersTheTemplatePerObject) {
+  ApplyTwo();
+  const int n = ++runs_;
+  const pid_t watcher = Start(
+      {"get", "sb", "-w", "--timeout", "60s", "-o", "jsonpath={.metadata.name}={.spec.power};"}, "",
+      n);
+  const fs::path out = dir_ / ("stdout" + std::to_string(n));
+  const auto wait_for = [&out](const std::string& text) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (ReadAll(out).find(text) == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return ReadAll(out).find(text) != std::string::npos;
+  };
+  ASSERT_TRUE(wait_for("alpha=Running;dev=Running;")) << ReadAll(out);
+  ASSERT_EQ(Run({"patch", "sb", "alpha", "-p", R"({"spec":{"power":"Stopped"}})"}).exit_code, 0);
+  EXPECT_TRUE(wait_for("alpha=Stopped;")) << ReadAll(out);
+  kill(watcher, SIGTERM);
+  const Result r = Finish(watcher, n);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "alpha=Running;dev=Running;alpha=Stopped;");
 }
 
 TEST_F(KubectlVerbsTest, GetBadTemplatesAndColumnsAreOneLineErrors) {
