@@ -863,6 +863,7 @@ StatusOr<std::vector<ApplyResult>> SqliteStore::Apply(const std::vector<Object>&
   // Validate and encode before taking the lock: pure work.
   struct Wanted {
     ObjectKey key;
+    int64_t resource_version;
     std::string spec;
     std::string labels;
     std::string annotations;
@@ -879,7 +880,7 @@ StatusOr<std::vector<ApplyResult>> SqliteStore::Apply(const std::vector<Object>&
     if (!keys.insert(key).second) {
       return api::InvalidArgumentError(key.ToString() + " appears more than once in one apply");
     }
-    wanted.push_back({std::move(key), api::EncodeSpecJson(object),
+    wanted.push_back({std::move(key), object.metadata.resource_version, api::EncodeSpecJson(object),
                       MapToJson(object.metadata.labels), MapToJson(object.metadata.annotations)});
   }
 
@@ -897,6 +898,17 @@ StatusOr<std::vector<ApplyResult>> SqliteStore::Apply(const std::vector<Object>&
     ApplyResult result;
     result.key = w.key;
     Row row;
+    if (options.require_resource_version) {
+      if (!existing) {
+        return api::NotFoundError(w.key.ToString() + " not found");
+      }
+      if (existing->resource_version != w.resource_version) {
+        return api::AbortedError("conflict updating " + w.key.ToString() +
+                                 ": it changed (resourceVersion " +
+                                 std::to_string(w.resource_version) + " is now " +
+                                 std::to_string(existing->resource_version) + "); read it again");
+      }
+    }
     if (!existing) {
       row.key = w.key;
       row.uid = NewUid();
