@@ -263,6 +263,26 @@ ListPage<T> DecodePageJson(const json& j, DecodeRow decode_row) {
   return page;
 }
 
+// A body that is one object with a required `id`.
+template <typename T, typename DecodeJson>
+StatusOr<T> DecodeWithId(std::string_view what, std::string_view body, DecodeJson decode) {
+  return Decoding(what, body, [&]() -> StatusOr<T> {
+    T value = decode(Parse(body), "");
+    if (value.id.empty()) {
+      throw FieldError{"id: missing"};
+    }
+    return value;
+  });
+}
+
+template <typename T, typename DecodeRow>
+StatusOr<ListPage<T>> DecodeList(std::string_view what, std::string_view body,
+                                 DecodeRow decode_row) {
+  return Decoding(what, body, [&]() -> StatusOr<ListPage<T>> {
+    return DecodePageJson<T>(Parse(body), decode_row);
+  });
+}
+
 json OptJson(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
 json OptJson(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
 
@@ -531,45 +551,23 @@ StatusOr<SessionPage> DecodeSessionPage(std::string_view body) {
 }
 
 StatusOr<Turn> DecodeTurn(std::string_view body) {
-  return Decoding("turn", body, [&]() -> StatusOr<Turn> {
-    Turn t = DecodeTurnJson(Parse(body), "");
-    if (t.id.empty()) {
-      throw FieldError{"id: missing"};
-    }
-    return t;
-  });
+  return DecodeWithId<Turn>("turn", body, DecodeTurnJson);
 }
 
 StatusOr<TurnPage> DecodeTurnPage(std::string_view body) {
-  return Decoding("turn list", body, [&]() -> StatusOr<TurnPage> {
-    return DecodePageJson<Turn>(Parse(body), DecodeTurnJson);
-  });
+  return DecodeList<Turn>("turn list", body, DecodeTurnJson);
 }
 
 StatusOr<Item> DecodeItem(std::string_view body) {
-  return Decoding("item", body, [&]() -> StatusOr<Item> {
-    Item it = DecodeItemJson(Parse(body), "");
-    if (it.id.empty()) {
-      throw FieldError{"id: missing"};
-    }
-    return it;
-  });
+  return DecodeWithId<Item>("item", body, DecodeItemJson);
 }
 
 StatusOr<ItemPage> DecodeItemPage(std::string_view body) {
-  return Decoding("item list", body, [&]() -> StatusOr<ItemPage> {
-    return DecodePageJson<Item>(Parse(body), DecodeItemJson);
-  });
+  return DecodeList<Item>("item list", body, DecodeItemJson);
 }
 
 StatusOr<Environment> DecodeEnvironment(std::string_view body) {
-  return Decoding("environment", body, [&]() -> StatusOr<Environment> {
-    Environment e = DecodeEnvironmentJson(Parse(body), "");
-    if (e.id.empty()) {
-      throw FieldError{"id: missing"};
-    }
-    return e;
-  });
+  return DecodeWithId<Environment>("environment", body, DecodeEnvironmentJson);
 }
 
 Status DecodeSessionDeleted(std::string_view body) {
