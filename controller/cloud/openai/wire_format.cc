@@ -258,7 +258,9 @@ ListPage<T> DecodePageJson(const json& j, DecodeRow decode_row) {
     }
   }
   page.has_more = GetBool(j, "has_more", "");
-  page.first_id = GetString(j, "first_id", "");  // null on an empty page → ""
+  // Null on an empty page (unconfirmed): null, absent and "" all read as "", and callers page
+  // on has_more, never on a cursor being set.
+  page.first_id = GetString(j, "first_id", "");
   page.last_id = GetString(j, "last_id", "");
   return page;
 }
@@ -639,6 +641,10 @@ StatusOr<SessionEvent> DecodeSessionEvent(std::string_view data) {
     }
     if (e.item_id.empty()) {
       e.item_id = GetString(j, "item_id", "");
+    }
+    // `turn_id` is nullable on item events (reference §2.3); the item may still name its turn.
+    if (!e.turn_id && e.item && e.item->turn_id) {
+      e.turn_id = e.item->turn_id;
     }
     e.output_index = GetOptProtoInt64(j, "output_index", "");
     e.content_index = GetOptProtoInt64(j, "content_index", "");

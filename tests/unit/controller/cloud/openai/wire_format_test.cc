@@ -599,6 +599,11 @@ TEST(OpenAiWireFormatTest, ItemEventsCarryTheDecodedItem) {
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ(other->item->type, ItemType::kOther);
   EXPECT_EQ(other->item_type, "web_search_call");
+  // A null event turn_id falls back to the item's own.
+  auto named = DecodeSessionEvent(R"({"type":"agent.session.turn.item.added","turn_id":null,
+      "item":{"id":"msg_2","type":"message","role":"user","turn_id":"turn_4"}})");
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->turn_id, "turn_4");
 }
 
 TEST(OpenAiWireFormatTest, TextAndCommandOutputDeltasCarryTheirItemAndIndexes) {
