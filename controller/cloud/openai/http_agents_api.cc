@@ -2,15 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include <set>
-
 #include "controller/cloud/http/wire_text.h"
 #include "controller/cloud/openai/sse_parser.h"
 #include "controller/cloud/openai/wire_format.h"
 
 namespace sbx::controller::openai {
 
-using api::InternalError;
 using api::InvalidArgumentError;
 using api::OkStatus;
 using http::HttpResponse;
@@ -40,6 +37,19 @@ Status CheckId(std::string_view what, const std::string& id) {
 
 std::string SessionPath(const std::string& session_id) {
   return std::string(kSessionsPath) + "/" + UrlEscape(session_id);
+}
+
+std::string TurnPath(const std::string& session_id, const std::string& turn_id) {
+  return SessionPath(session_id) + "/turns/" + UrlEscape(turn_id);
+}
+
+// Reference §1.2: limit 1–100 on the turn and item lists; 0 lets the server choose (20).
+Status CheckListParams(const ListParams& params) {
+  if (params.limit < 0 || params.limit > 100) {
+    return InvalidArgumentError("list limit must be between 1 and 100, got " +
+                                std::to_string(params.limit));
+  }
+  return OkStatus();
 }
 
 }  // namespace
@@ -135,31 +145,6 @@ StatusOr<SessionPage> HttpAgentsApi::ListSessions(const ListSessionsParams& para
   return DecodeSessionPage(body);
 }
 
-StatusOr<std::vector<Session>> HttpAgentsApi::ListAllSessions(ListSessionsParams params,
-                                                              std::stop_token stop) {
-  std::vector<Session> all;
-  std::set<std::string> cursors;
-  while (true) {
-    ASSIGN_OR_RETURN(SessionPage page, ListSessions(params, stop));
-    for (Session& s : page.sessions) {
-      all.push_back(std::move(s));
-    }
-    if (!page.has_more) {
-      return all;
-    }
-    // The SDK falls back to the last item's id when last_id is absent.
-    std::string next = page.last_id;
-    if (next.empty() && !all.empty() && !page.sessions.empty()) {
-      next = all.back().id;
-    }
-    if (next.empty() || !cursors.insert(next).second) {
-      return InternalError("list sessions: the server's cursor does not advance (after=\"" + next +
-                           "\")");
-    }
-    params.after = std::move(next);
-  }
-}
-
 Status HttpAgentsApi::DeleteSession(const std::string& session_id, std::stop_token stop) {
   RETURN_IF_ERROR(CheckId("session", session_id));
   ASSIGN_OR_RETURN(const std::string body,
@@ -189,6 +174,51 @@ Status HttpAgentsApi::SendEvents(const std::string& session_id,
             .timeout = options_.send_events_timeout,
             .idempotency_key = idempotency_key};
   return Send(call, stop).status();  // 202 with an empty body
+}
+
+StatusOr<TurnPage> HttpAgentsApi::ListTurns(const std::string& session_id, const ListParams& params,
+                                            std::stop_token stop) {
+  RETURN_IF_ERROR(CheckId("session", session_id));
+  RETURN_IF_ERROR(CheckListParams(params));
+  ASSIGN_OR_RETURN(const std::string body, Send(Call{.method = "GET",
+                                                     .path = SessionPath(session_id) + "/turns",
+                                                     .query = EncodeListQuery(params)},
+                                                stop));
+  return DecodeTurnPage(body);
+}
+
+StatusOr<Turn> HttpAgentsApi::GetTurn(const std::string& session_id, const std::string& turn_id,
+                                      std::stop_token stop) {
+  RETURN_IF_ERROR(CheckId("session", session_id));
+  RETURN_IF_ERROR(CheckId("turn", turn_id));
+  ASSIGN_OR_RETURN(const std::string body,
+                   Send(Call{.method = "GET", .path = TurnPath(session_id, turn_id)}, stop));
+  return DecodeTurn(body);
+}
+
+StatusOr<ItemPage> HttpAgentsApi::ListTurnItems(const std::string& session_id,
+                                                const std::string& turn_id,
+                                                const ListParams& params, std::stop_token stop) {
+  RETURN_IF_ERROR(CheckId("session", session_id));
+  RETURN_IF_ERROR(CheckId("turn", turn_id));
+  RETURN_IF_ERROR(CheckListParams(params));
+  ASSIGN_OR_RETURN(const std::string body,
+                   Send(Call{.method = "GET",
+                             .path = TurnPath(session_id, turn_id) + "/items",
+                             .query = EncodeListQuery(params)},
+                        stop));
+  return DecodeItemPage(body);
+}
+
+StatusOr<ItemPage> HttpAgentsApi::ListItems(const std::string& session_id, const ListParams& params,
+                                            std::stop_token stop) {
+  RETURN_IF_ERROR(CheckId("session", session_id));
+  RETURN_IF_ERROR(CheckListParams(params));
+  ASSIGN_OR_RETURN(const std::string body, Send(Call{.method = "GET",
+                                                     .path = SessionPath(session_id) + "/items",
+                                                     .query = EncodeListQuery(params)},
+                                                stop));
+  return DecodeItemPage(body);
 }
 
 StatusOr<Environment> HttpAgentsApi::GetEnvironment(const std::string& environment_id,

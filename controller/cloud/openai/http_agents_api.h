@@ -57,14 +57,20 @@ class HttpAgentsApi final : public AgentsApi {
   StatusOr<Session> GetSession(const std::string& session_id, std::stop_token stop = {}) override;
   StatusOr<SessionPage> ListSessions(const ListSessionsParams& params,
                                      std::stop_token stop = {}) override;
-  StatusOr<std::vector<Session>> ListAllSessions(ListSessionsParams params,
-                                                 std::stop_token stop = {}) override;
   StatusOr<Session> UpdateSessionAgent(const std::string& session_id, const std::string& model,
                                        const std::string& instructions,
                                        std::stop_token stop = {}) override;
   Status DeleteSession(const std::string& session_id, std::stop_token stop = {}) override;
   Status SendEvents(const std::string& session_id, const std::vector<InputEvent>& events,
                     const std::string& idempotency_key = "", std::stop_token stop = {}) override;
+  StatusOr<TurnPage> ListTurns(const std::string& session_id, const ListParams& params,
+                               std::stop_token stop = {}) override;
+  StatusOr<Turn> GetTurn(const std::string& session_id, const std::string& turn_id,
+                         std::stop_token stop = {}) override;
+  StatusOr<ItemPage> ListTurnItems(const std::string& session_id, const std::string& turn_id,
+                                   const ListParams& params, std::stop_token stop = {}) override;
+  StatusOr<ItemPage> ListItems(const std::string& session_id, const ListParams& params,
+                               std::stop_token stop = {}) override;
   StatusOr<Environment> GetEnvironment(const std::string& environment_id,
                                        std::stop_token stop = {}) override;
   Status StreamEvents(const std::string& session_id, const StreamCallbacks& callbacks,
