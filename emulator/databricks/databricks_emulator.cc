@@ -78,19 +78,29 @@ ApiError NotFound(std::string message) { return {404, "NOT_FOUND", std::move(mes
 
 // protobuf JSON Duration: "<seconds>[.frac]s", not negative. Returns milliseconds.
 std::optional<Duration> ParseProtoDuration(const json& j) {
-  if (!j.is_string()) return std::nullopt;
+  if (!j.is_string()) {
+    return std::nullopt;
+  }
   const std::string s = j.get<std::string>();
-  if (s.size() < 2 || s.back() != 's') return std::nullopt;
+  if (s.size() < 2 || s.back() != 's') {
+    return std::nullopt;
+  }
   std::string_view num(s.data(), s.size() - 1);
   std::size_t dot = num.find('.');
   std::string_view whole = num.substr(0, dot);
   std::string_view frac = dot == std::string_view::npos ? std::string_view() : num.substr(dot + 1);
-  if (whole.empty() || whole.size() > 12 || frac.size() > 9) return std::nullopt;
-  if (dot != std::string_view::npos && frac.empty()) return std::nullopt;
+  if (whole.empty() || whole.size() > 12 || frac.size() > 9) {
+    return std::nullopt;
+  }
+  if (dot != std::string_view::npos && frac.empty()) {
+    return std::nullopt;
+  }
   auto digits = [](std::string_view d) {
     return std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
-  if (!digits(whole) || !digits(frac)) return std::nullopt;
+  if (!digits(whole) || !digits(frac)) {
+    return std::nullopt;
+  }
   std::int64_t ms = std::stoll(std::string(whole)) * 1000;
   std::string f(frac);
   f.resize(3, '0');
@@ -136,16 +146,24 @@ std::string Hex(std::string_view s) {
 }
 
 std::optional<std::string> Unhex(std::string_view s) {
-  if (s.size() % 2 != 0) return std::nullopt;
+  if (s.size() % 2 != 0) {
+    return std::nullopt;
+  }
   std::string out;
   for (std::size_t i = 0; i < s.size(); i += 2) {
     auto v = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= '0' && c <= '9') {
+        return c - '0';
+      }
+      if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+      }
       return -1;
     };
     int hi = v(s[i]), lo = v(s[i + 1]);
-    if (hi < 0 || lo < 0) return std::nullopt;
+    if (hi < 0 || lo < 0) {
+      return std::nullopt;
+    }
     out.push_back(static_cast<char>(hi * 16 + lo));
   }
   return out;
@@ -153,19 +171,33 @@ std::optional<std::string> Unhex(std::string_view s) {
 
 std::optional<std::string> Base64Decode(std::string_view in) {
   auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
+    if (c >= 'A' && c <= 'Z') {
+      return c - 'A';
+    }
+    if (c >= 'a' && c <= 'z') {
+      return c - 'a' + 26;
+    }
+    if (c >= '0' && c <= '9') {
+      return c - '0' + 52;
+    }
+    if (c == '+' || c == '-') {
+      return 62;
+    }
+    if (c == '/' || c == '_') {
+      return 63;
+    }
     return -1;
   };
   std::string out;
   int buffer = 0, bits = 0;
   for (char c : in) {
-    if (c == '=') break;
+    if (c == '=') {
+      break;
+    }
     int v = val(c);
-    if (v < 0) return std::nullopt;
+    if (v < 0) {
+      return std::nullopt;
+    }
     buffer = (buffer << 6) | v;
     bits += 6;
     if (bits >= 8) {
@@ -177,8 +209,12 @@ std::optional<std::string> Base64Decode(std::string_view in) {
 }
 
 std::string Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
+    s.remove_suffix(1);
+  }
   return std::string(s);
 }
 
@@ -262,14 +298,17 @@ class DatabricksEmulator::Impl {
   ~Impl() { Stop(); }
 
   api::StatusOr<int> Start(const std::string& host, int port) {
-    if (options_.root_dir.empty()) return api::InvalidArgumentError("root_dir is required");
+    if (options_.root_dir.empty()) {
+      return api::InvalidArgumentError("root_dir is required");
+    }
     std::error_code ec;
     root_ = fs::absolute(options_.root_dir, ec);
     bin_dir_ = options_.bin_dir.empty() ? root_ / "bin" : fs::absolute(options_.bin_dir, ec);
     fs::create_directories(root_ / "sandboxes", ec);
-    if (ec)
+    if (ec) {
       return api::InvalidArgumentError("cannot create root dir " + root_.string() + ": " +
                                        ec.message());
+    }
     fs::create_directories(bin_dir_, ec);
     isolation_ = internal::Isolation::kPathRewrite;
     if (options_.prefer_mount_namespace &&
@@ -277,13 +316,19 @@ class DatabricksEmulator::Impl {
       std::error_code e1, e2;
       fs::create_directories(std::string(kSandboxHome), e1);
       fs::create_directories(std::string(kNamespaceBinDir), e2);
-      if (!e1 && !e2) isolation_ = internal::Isolation::kMountNamespace;
+      if (!e1 && !e2) {
+        isolation_ = internal::Isolation::kMountNamespace;
+      }
     }
     spdlog::info("databricks emulator {}: root {}, commands see /home/sandbox-agent via {}",
                  instance_id_, root_.string(), internal::IsolationName(isolation_));
-    if (options_.requests_per_second > 0) faults_->SetRateLimit(options_.requests_per_second, 0);
+    if (options_.requests_per_second > 0) {
+      faults_->SetRateLimit(options_.requests_per_second, 0);
+    }
     auto bound = server_.Start(host, port);
-    if (!bound.ok()) return bound.status();
+    if (!bound.ok()) {
+      return bound.status();
+    }
     host_ = host;
     port_ = *bound;
     timer_ = std::jthread([this](std::stop_token st) { TimerLoop(st); });
@@ -293,11 +338,15 @@ class DatabricksEmulator::Impl {
   void Stop() {
     {
       std::lock_guard lock(mu_);
-      if (stopped_) return;
+      if (stopped_) {
+        return;
+      }
       stopped_ = true;
       // In-flight exec-sync handlers return once their processes die, so the server can join.
       for (auto& [id, sb] : sandboxes_) {
-        for (pid_t pg : sb.exec_pgids) ::kill(-pg, SIGKILL);
+        for (pid_t pg : sb.exec_pgids) {
+          ::kill(-pg, SIGKILL);
+        }
       }
     }
     internal::KillProcessesWithEnv(std::string(kMarkerName) + "=" + instance_id_ + "/");
@@ -322,7 +371,9 @@ class DatabricksEmulator::Impl {
     std::lock_guard lock(rng_mu_);
     std::string out;
     static const char* kDigits = "0123456789abcdef";
-    for (int i = 0; i < bytes * 2; ++i) out.push_back(kDigits[rng_() & 15]);
+    for (int i = 0; i < bytes * 2; ++i) {
+      out.push_back(kDigits[rng_() & 15]);
+    }
     return out;
   }
 
@@ -339,8 +390,9 @@ class DatabricksEmulator::Impl {
                                            {"request_id", NewRequestId()},
                                            {"serving_data", ""}}})}};
     HttpResponse r{e.status, "application/json", {}, Dump(body)};
-    if (e.retry_after)
+    if (e.retry_after) {
       r.headers.emplace_back("Retry-After", std::to_string(e.retry_after->count()));
+    }
     return r;
   }
 
@@ -362,8 +414,12 @@ class DatabricksEmulator::Impl {
     std::vector<std::string> seg;
     for (std::size_t start = 0; start < req.path.size();) {
       std::size_t slash = req.path.find('/', start);
-      if (slash == std::string::npos) slash = req.path.size();
-      if (slash > start) seg.push_back(req.path.substr(start, slash - start));
+      if (slash == std::string::npos) {
+        slash = req.path.size();
+      }
+      if (slash > start) {
+        seg.push_back(req.path.substr(start, slash - start));
+      }
       start = slash + 1;
     }
     std::string endpoint;
@@ -421,7 +477,9 @@ class DatabricksEmulator::Impl {
     }
 
     internal::CallPlan plan = faults_->Admit(endpoint, is_api);
-    if (plan.latency.count() > 0) std::this_thread::sleep_for(plan.latency);
+    if (plan.latency.count() > 0) {
+      std::this_thread::sleep_for(plan.latency);
+    }
     if (plan.throttled) {
       ex.Respond(ErrorResponse({429, "REQUEST_LIMIT_EXCEEDED",
                                 "Workspace request rate limit exceeded", plan.throttled}));
@@ -444,7 +502,9 @@ class DatabricksEmulator::Impl {
       // Never a crash on bad input: whatever slipped through validation is a 400 here.
       response = ErrorResponse(BadParam(std::string("Invalid request: ") + e.what()));
     }
-    if (plan.fault && plan.fault->after) response = FaultResponse(*plan.fault, endpoint);
+    if (plan.fault && plan.fault->after) {
+      response = FaultResponse(*plan.fault, endpoint);
+    }
     ex.Respond(response);
   }
 
@@ -453,7 +513,9 @@ class DatabricksEmulator::Impl {
                f.error_code.empty() ? internal::DefaultErrorCode(f.status) : f.error_code,
                f.message.empty() ? "Injected fault on " + endpoint : f.message,
                {}};
-    if (f.status == 429 || f.status == 503) e.retry_after = f.retry_after;
+    if (f.status == 429 || f.status == 503) {
+      e.retry_after = f.retry_after;
+    }
     return ErrorResponse(e);
   }
 
@@ -461,19 +523,27 @@ class DatabricksEmulator::Impl {
 
   std::optional<ApiError> CheckAuth(const HttpRequest& req) {
     std::string h = req.Header("authorization");
-    if (h.empty()) return ApiError{401, "UNAUTHENTICATED", "Missing Authorization header", {}};
+    if (h.empty()) {
+      return ApiError{401, "UNAUTHENTICATED", "Missing Authorization header", {}};
+    }
     if (h.size() < 7 || strncasecmp(h.c_str(), "Bearer ", 7) != 0) {
       return ApiError{401, "UNAUTHENTICATED", "Authorization must be a Bearer token", {}};
     }
     std::string token = Trim(h.substr(7));
-    if (token.empty()) return ApiError{401, "UNAUTHENTICATED", "Empty bearer token", {}};
-    if (options_.accept_any_token) return std::nullopt;
+    if (token.empty()) {
+      return ApiError{401, "UNAUTHENTICATED", "Empty bearer token", {}};
+    }
+    if (options_.accept_any_token) {
+      return std::nullopt;
+    }
     if (std::find(options_.tokens.begin(), options_.tokens.end(), token) != options_.tokens.end()) {
       return std::nullopt;
     }
     std::lock_guard lock(mu_);
     auto it = issued_.find(token);
-    if (it == issued_.end()) return ApiError{401, "UNAUTHENTICATED", "Invalid access token", {}};
+    if (it == issued_.end()) {
+      return ApiError{401, "UNAUTHENTICATED", "Invalid access token", {}};
+    }
     if (SteadyClock::now() >= it->second.expires_at) {
       issued_.erase(it);
       return ApiError{401, "UNAUTHENTICATED", "Access token has expired", {}};
@@ -495,7 +565,9 @@ class DatabricksEmulator::Impl {
 
   HttpResponse HostMetadata(const HttpRequest& req) {
     json j = {{"oidc_endpoint", PublicUrl(req) + "/oidc"}, {"cloud", "aws"}};
-    if (!options_.workspace_id.empty()) j["workspace_id"] = options_.workspace_id;
+    if (!options_.workspace_id.empty()) {
+      j["workspace_id"] = options_.workspace_id;
+    }
     return Ok(j);
   }
 
@@ -546,8 +618,12 @@ class DatabricksEmulator::Impl {
     std::size_t start = 0;
     while (start < scope.size()) {
       std::size_t sp = scope.find(' ', start);
-      if (sp == std::string::npos) sp = scope.size();
-      if (sp > start) t.scopes.insert(scope.substr(start, sp - start));
+      if (sp == std::string::npos) {
+        sp = scope.size();
+      }
+      if (sp > start) {
+        t.scopes.insert(scope.substr(start, sp - start));
+      }
       start = sp + 1;
     }
     std::string token = "dose" + RandomHex(16);
@@ -568,10 +644,16 @@ class DatabricksEmulator::Impl {
   // An empty body is `{}` (Go sends none on start/stop); `null` and non-objects are rejected
   // like lakebox does.
   std::variant<json, ApiError> ParseObject(const std::string& body) {
-    if (Trim(body).empty()) return json::object();
+    if (Trim(body).empty()) {
+      return json::object();
+    }
     json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return BadParam("Malformed JSON request body");
-    if (!j.is_object()) return BadParam("Request body must be a JSON object");
+    if (j.is_discarded()) {
+      return BadParam("Malformed JSON request body");
+    }
+    if (!j.is_object()) {
+      return BadParam("Request body must be a JSON object");
+    }
     return j;
   }
 
@@ -580,12 +662,16 @@ class DatabricksEmulator::Impl {
                                                  "status", "create_time",  "update_time"};
     if (options_.reject_unknown_fields) {
       for (auto it = j.begin(); it != j.end(); ++it) {
-        if (!kKnown.contains(it.key())) return BadParam("Unknown field '" + it.key() + "'");
+        if (!kKnown.contains(it.key())) {
+          return BadParam("Unknown field '" + it.key() + "'");
+        }
       }
     }
     if (j.contains("display_name")) {
       const json& v = j["display_name"];
-      if (!v.is_string()) return BadParam("display_name must be a string");
+      if (!v.is_string()) {
+        return BadParam("display_name must be a string");
+      }
       if (v.get<std::string>().size() > 256) {
         return BadParam("display_name must be at most 256 bytes");
       }
@@ -593,10 +679,14 @@ class DatabricksEmulator::Impl {
     }
     if (j.contains("spec")) {
       const json& spec = j["spec"];
-      if (!spec.is_object()) return BadParam("spec must be an object");
+      if (!spec.is_object()) {
+        return BadParam("spec must be an object");
+      }
       if (spec.contains("compute")) {
         const json& compute = spec["compute"];
-        if (!compute.is_object()) return BadParam("spec.compute must be an object");
+        if (!compute.is_object()) {
+          return BadParam("spec.compute must be an object");
+        }
         if (compute.contains("inactivity_timeout")) {
           auto d = ParseProtoDuration(compute["inactivity_timeout"]);
           if (!d) {
@@ -613,7 +703,9 @@ class DatabricksEmulator::Impl {
       }
       if (spec.contains("environment")) {
         const json& env = spec["environment"];
-        if (!env.is_object()) return BadParam("spec.environment must be an object");
+        if (!env.is_object()) {
+          return BadParam("spec.environment must be an object");
+        }
         if (env.contains("image_uri")) {
           if (!env["image_uri"].is_string()) {
             return BadParam("spec.environment.image_uri must be a string");
@@ -624,14 +716,22 @@ class DatabricksEmulator::Impl {
     }
     if (j.contains("metadata")) {
       const json& md = j["metadata"];
-      if (!md.is_object()) return BadParam("metadata must be an object");
+      if (!md.is_object()) {
+        return BadParam("metadata must be an object");
+      }
       if (md.contains("custom_tags")) {
         const json& tags = md["custom_tags"];
-        if (!tags.is_object()) return BadParam("metadata.custom_tags must be an object");
-        if (tags.size() > 54) return BadParam("metadata.custom_tags allows at most 54 tags");
+        if (!tags.is_object()) {
+          return BadParam("metadata.custom_tags must be an object");
+        }
+        if (tags.size() > 54) {
+          return BadParam("metadata.custom_tags allows at most 54 tags");
+        }
         std::map<std::string, std::string> m;
         for (auto it = tags.begin(); it != tags.end(); ++it) {
-          if (!it.value().is_string()) return BadParam("custom tag values must be strings");
+          if (!it.value().is_string()) {
+            return BadParam("custom tag values must be strings");
+          }
           if (it.key().empty() || it.key().size() > 512 ||
               it.value().get<std::string>().size() > 256) {
             return BadParam("custom tag keys must be 1-512 and values at most 256 characters");
@@ -646,12 +746,18 @@ class DatabricksEmulator::Impl {
 
   std::variant<int, ApiError> ParsePageSize(const HttpRequest& req, int default_size) {
     auto it = req.query.find("page_size");
-    if (it == req.query.end() || it->second.empty()) return default_size;
+    if (it == req.query.end() || it->second.empty()) {
+      return default_size;
+    }
     try {
       std::size_t used = 0;
       long v = std::stol(it->second, &used);
-      if (used != it->second.size() || v < 0) throw std::invalid_argument("bad");
-      if (v == 0) return default_size;
+      if (used != it->second.size() || v < 0) {
+        throw std::invalid_argument("bad");
+      }
+      if (v == 0) {
+        return default_size;
+      }
       return static_cast<int>(std::min<long>(v, kMaxPageSize));
     } catch (const std::exception&) {
       return BadParam("page_size must be a non-negative integer");
@@ -662,17 +768,27 @@ class DatabricksEmulator::Impl {
 
   json SandboxJson(const SandboxRec& sb) const {
     json j = {{"name", "sandboxes/" + sb.id}};
-    if (!sb.display_name.empty()) j["display_name"] = sb.display_name;
+    if (!sb.display_name.empty()) {
+      j["display_name"] = sb.display_name;
+    }
     json spec = json::object();
     std::optional<Duration> timeout = sb.inactivity_timeout;
     if (!timeout && options_.fill_default_inactivity_timeout &&
         options_.default_inactivity_timeout.count() > 0) {
       timeout = options_.default_inactivity_timeout;
     }
-    if (timeout) spec["compute"]["inactivity_timeout"] = FormatDuration(*timeout);
-    if (!sb.image_uri.empty()) spec["environment"]["image_uri"] = sb.image_uri;
-    if (!spec.empty()) j["spec"] = spec;
-    if (!sb.custom_tags.empty()) j["metadata"]["custom_tags"] = sb.custom_tags;
+    if (timeout) {
+      spec["compute"]["inactivity_timeout"] = FormatDuration(*timeout);
+    }
+    if (!sb.image_uri.empty()) {
+      spec["environment"]["image_uri"] = sb.image_uri;
+    }
+    if (!spec.empty()) {
+      j["spec"] = spec;
+    }
+    if (!sb.custom_tags.empty()) {
+      j["metadata"]["custom_tags"] = sb.custom_tags;
+    }
     j["status"] = {{"state", StateName(sb.state)}};
     j["create_time"] = FormatTime(sb.create_time);
     j["update_time"] = FormatTime(sb.update_time);
@@ -688,7 +804,9 @@ class DatabricksEmulator::Impl {
   // Kills every process of the sandbox: in-flight exec-sync groups and anything carrying its
   // marker (detached `setsid nohup` children included).
   void KillSandboxLocked(SandboxRec& sb) {
-    for (pid_t pg : sb.exec_pgids) ::kill(-pg, SIGKILL);
+    for (pid_t pg : sb.exec_pgids) {
+      ::kill(-pg, SIGKILL);
+    }
     internal::KillProcessesWithEnv(Marker(sb.id));
   }
 
@@ -732,7 +850,9 @@ class DatabricksEmulator::Impl {
         }
         sb.state = State::kStopped;
         WipeScratchLocked(sb);
-        if (options_.clear_commands_on_stop) sb.commands.clear();
+        if (options_.clear_commands_on_stop) {
+          sb.commands.clear();
+        }
       }
       ++it;
     }
@@ -741,13 +861,19 @@ class DatabricksEmulator::Impl {
   std::optional<SteadyClock::time_point> NextDeadlineLocked() const {
     std::optional<SteadyClock::time_point> next;
     auto consider = [&](SteadyClock::time_point t) {
-      if (!next || t < *next) next = t;
+      if (!next || t < *next) {
+        next = t;
+      }
     };
     for (const auto& [id, sb] : sandboxes_) {
-      if (sb.state == State::kPending || sb.state == State::kStopping) consider(sb.transition_at);
+      if (sb.state == State::kPending || sb.state == State::kStopping) {
+        consider(sb.transition_at);
+      }
       if (sb.state == State::kRunning && sb.running_execs == 0) {
         Duration timeout = EffectiveTimeoutLocked(sb);
-        if (timeout.count() > 0) consider(sb.last_activity + timeout);
+        if (timeout.count() > 0) {
+          consider(sb.last_activity + timeout);
+        }
       }
     }
     return next;
@@ -776,7 +902,9 @@ class DatabricksEmulator::Impl {
   // ---- endpoints (§3) ----------------------------------------------------------------------
 
   std::optional<ApiError> ValidateId(const std::string& id) {
-    if (id.empty()) return BadParam("Missing required query parameter 'sandbox_id'");
+    if (id.empty()) {
+      return BadParam("Missing required query parameter 'sandbox_id'");
+    }
     if (id.size() > options_.max_sandbox_id_length) {
       return BadParam("sandbox_id must be at most " +
                       std::to_string(options_.max_sandbox_id_length) + " characters");
@@ -784,24 +912,35 @@ class DatabricksEmulator::Impl {
     for (char c : id) {
       bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                 c == '-' || c == '_' || c == '.';
-      if (!ok) return BadParam("sandbox_id may contain only letters, digits, '-', '_' and '.'");
+      if (!ok) {
+        return BadParam("sandbox_id may contain only letters, digits, '-', '_' and '.'");
+      }
     }
-    if (id == "." || id == "..") return BadParam("sandbox_id must not be '.' or '..'");
+    if (id == "." || id == "..") {
+      return BadParam("sandbox_id must not be '.' or '..'");
+    }
     return std::nullopt;
   }
 
   HttpResponse Create(const HttpRequest& req) {
     auto q = req.query.find("sandbox_id");
     std::string id = q == req.query.end() ? std::string() : q->second;
-    if (auto e = ValidateId(id)) return ErrorResponse(*e);
+    if (auto e = ValidateId(id)) {
+      return ErrorResponse(*e);
+    }
     auto parsed = ParseObject(req.body);
-    if (auto* e = std::get_if<ApiError>(&parsed)) return ErrorResponse(*e);
+    if (auto* e = std::get_if<ApiError>(&parsed)) {
+      return ErrorResponse(*e);
+    }
     SandboxFields f;
-    if (auto e = ParseSandboxFields(std::get<json>(parsed), f)) return ErrorResponse(*e);
+    if (auto e = ParseSandboxFields(std::get<json>(parsed), f)) {
+      return ErrorResponse(*e);
+    }
 
     std::lock_guard lock(mu_);
-    if (stopped_)
+    if (stopped_) {
       return ErrorResponse({503, "TEMPORARILY_UNAVAILABLE", "Emulator is shutting down", {}});
+    }
     if (FindLocked(id) != nullptr) {
       return ErrorResponse(
           {409, "RESOURCE_ALREADY_EXISTS", "Sandbox 'sandboxes/" + id + "' already exists", {}});
@@ -846,18 +985,24 @@ class DatabricksEmulator::Impl {
   HttpResponse Get(const std::string& id) {
     std::lock_guard lock(mu_);
     SandboxRec* sb = FindLocked(id);
-    if (sb == nullptr) return ErrorResponse(SandboxNotFound(id));
+    if (sb == nullptr) {
+      return ErrorResponse(SandboxNotFound(id));
+    }
     return Ok(SandboxJson(*sb));
   }
 
   HttpResponse List(const HttpRequest& req) {
     auto size = ParsePageSize(req, kDefaultPageSize);
-    if (auto* e = std::get_if<ApiError>(&size)) return ErrorResponse(*e);
+    if (auto* e = std::get_if<ApiError>(&size)) {
+      return ErrorResponse(*e);
+    }
     int page_size = std::get<int>(size);
     std::string start;
     if (auto t = req.query.find("page_token"); t != req.query.end() && !t->second.empty()) {
       auto decoded = Unhex(t->second);
-      if (!decoded) return ErrorResponse(BadParam("Invalid page_token"));
+      if (!decoded) {
+        return ErrorResponse(BadParam("Invalid page_token"));
+      }
       start = *decoded;
     }
     std::lock_guard lock(mu_);
@@ -870,8 +1015,12 @@ class DatabricksEmulator::Impl {
       list.push_back(SandboxJson(it->second));
     }
     json out = json::object();
-    if (!list.empty()) out["sandboxes"] = list;
-    if (it != sandboxes_.end()) out["next_page_token"] = Hex(it->first);
+    if (!list.empty()) {
+      out["sandboxes"] = list;
+    }
+    if (it != sandboxes_.end()) {
+      out["next_page_token"] = Hex(it->first);
+    }
     return Ok(out);
   }
 
@@ -881,12 +1030,18 @@ class DatabricksEmulator::Impl {
     std::set<std::string> paths;
     for (std::size_t start = 0; start <= mask.size();) {
       std::size_t comma = mask.find(',', start);
-      if (comma == std::string::npos) comma = mask.size();
+      if (comma == std::string::npos) {
+        comma = mask.size();
+      }
       std::string p = Trim(std::string_view(mask).substr(start, comma - start));
-      if (!p.empty()) paths.insert(p);
+      if (!p.empty()) {
+        paths.insert(p);
+      }
       start = comma + 1;
     }
-    if (paths.empty()) return ErrorResponse(BadParam("update_mask must not be empty"));
+    if (paths.empty()) {
+      return ErrorResponse(BadParam("update_mask must not be empty"));
+    }
     bool want_name = false, want_timeout = false;
     for (const auto& p : paths) {
       if (p == "display_name" ||
@@ -902,7 +1057,9 @@ class DatabricksEmulator::Impl {
       }
     }
     auto parsed = ParseObject(req.body);
-    if (auto* e = std::get_if<ApiError>(&parsed)) return ErrorResponse(*e);
+    if (auto* e = std::get_if<ApiError>(&parsed)) {
+      return ErrorResponse(*e);
+    }
     json body = std::get<json>(parsed);
     if (options_.accept_legacy_mask_paths && !body.contains("display_name") &&
         body.contains("metadata") && body["metadata"].is_object() &&
@@ -911,14 +1068,22 @@ class DatabricksEmulator::Impl {
       body["metadata"].erase("display_name");
     }
     SandboxFields f;
-    if (auto e = ParseSandboxFields(body, f)) return ErrorResponse(*e);
+    if (auto e = ParseSandboxFields(body, f)) {
+      return ErrorResponse(*e);
+    }
 
     std::lock_guard lock(mu_);
     SandboxRec* sb = FindLocked(id);
-    if (sb == nullptr) return ErrorResponse(SandboxNotFound(id));
+    if (sb == nullptr) {
+      return ErrorResponse(SandboxNotFound(id));
+    }
     // FieldMask semantics: a masked path absent from the body is cleared.
-    if (want_name) sb->display_name = f.display_name.value_or("");
-    if (want_timeout) sb->inactivity_timeout = f.inactivity_timeout;
+    if (want_name) {
+      sb->display_name = f.display_name.value_or("");
+    }
+    if (want_timeout) {
+      sb->inactivity_timeout = f.inactivity_timeout;
+    }
     sb->update_time = SystemClock::now();
     cv_.notify_all();
     return Ok(SandboxJson(*sb));
@@ -927,7 +1092,9 @@ class DatabricksEmulator::Impl {
   HttpResponse Delete(const std::string& id) {
     std::lock_guard lock(mu_);
     SandboxRec* sb = FindLocked(id);
-    if (sb == nullptr || sb->deleting) return ErrorResponse(SandboxNotFound(id));
+    if (sb == nullptr || sb->deleting) {
+      return ErrorResponse(SandboxNotFound(id));
+    }
     if (options_.delete_via_stopping) {
       sb->deleting = true;
       BeginStopLocked(*sb, SteadyClock::now());
@@ -942,7 +1109,9 @@ class DatabricksEmulator::Impl {
 
   HttpResponse StartSandbox(const std::string& id, const HttpRequest& req) {
     auto parsed = ParseObject(req.body);
-    if (auto* e = std::get_if<ApiError>(&parsed)) return ErrorResponse(*e);
+    if (auto* e = std::get_if<ApiError>(&parsed)) {
+      return ErrorResponse(*e);
+    }
     std::lock_guard lock(mu_);
     SandboxRec* sb = FindLocked(id);
     // Documented: NOT_FOUND unless a *stopped* sandbox of that name exists (§3 row 6).
@@ -954,7 +1123,9 @@ class DatabricksEmulator::Impl {
     sb->transition_at = now + options_.pending_delay;
     sb->last_activity = now;
     ++sb->boot;
-    if (options_.reset_create_time_on_start) sb->create_time = SystemClock::now();
+    if (options_.reset_create_time_on_start) {
+      sb->create_time = SystemClock::now();
+    }
     WipeScratchLocked(*sb);
     cv_.notify_all();
     return Ok(SandboxJson(*sb));
@@ -962,10 +1133,14 @@ class DatabricksEmulator::Impl {
 
   HttpResponse StopSandbox(const std::string& id, const HttpRequest& req) {
     auto parsed = ParseObject(req.body);
-    if (auto* e = std::get_if<ApiError>(&parsed)) return ErrorResponse(*e);
+    if (auto* e = std::get_if<ApiError>(&parsed)) {
+      return ErrorResponse(*e);
+    }
     std::lock_guard lock(mu_);
     SandboxRec* sb = FindLocked(id);
-    if (sb == nullptr) return ErrorResponse(SandboxNotFound(id));
+    if (sb == nullptr) {
+      return ErrorResponse(SandboxNotFound(id));
+    }
     // §13.6: stop on STOPPING/STOPPED is a no-op returning the current state (lakebox).
     if (sb->state == State::kRunning || sb->state == State::kPending) {
       BeginStopLocked(*sb, SteadyClock::now());
@@ -985,9 +1160,15 @@ class DatabricksEmulator::Impl {
                   std::string(kSystemPath);
     env["LANG"] = "C.UTF-8";
     env["SBX_SANDBOX_HOME"] = ns ? std::string(kSandboxHome) : real_home;
-    if (!ns) env["TMPDIR"] = real_tmp;
-    if (!options_.exec_home_env.empty()) env["HOME"] = options_.exec_home_env;
-    for (const auto& [k, v] : envs) env[k] = v;  // envs are merged over the default env
+    if (!ns) {
+      env["TMPDIR"] = real_tmp;
+    }
+    if (!options_.exec_home_env.empty()) {
+      env["HOME"] = options_.exec_home_env;
+    }
+    for (const auto& [k, v] : envs) {
+      env[k] = v;  // envs are merged over the default env
+    }
     env[std::string(kMarkerName)] = instance_id_ + "/" + sb.id;  // cannot be overridden
 
     internal::SpawnSpec spec;
@@ -996,13 +1177,19 @@ class DatabricksEmulator::Impl {
     if (!ns) {
       // Without a namespace, /home/sandbox-agent is rewritten to the sandbox's real home.
       ReplaceAll(spec.cmd, kSandboxHome, real_home);
-      for (auto& a : spec.args) ReplaceAll(a, kSandboxHome, real_home);
+      for (auto& a : spec.args) {
+        ReplaceAll(a, kSandboxHome, real_home);
+      }
       for (auto& [k, v] : env) {
-        if (k != kMarkerName && k != "SBX_SANDBOX_HOME") ReplaceAll(v, kSandboxHome, real_home);
+        if (k != kMarkerName && k != "SBX_SANDBOX_HOME") {
+          ReplaceAll(v, kSandboxHome, real_home);
+        }
       }
     }
     spec.search_path = env["PATH"];
-    for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
+    for (const auto& [k, v] : env) {
+      spec.env.push_back(k + "=" + v);
+    }
     spec.isolation = isolation_;
     spec.cwd = ns ? std::string(kSandboxHome) : real_home;
     if (ns) {
@@ -1015,7 +1202,9 @@ class DatabricksEmulator::Impl {
 
   HttpResponse ExecSync(const std::string& id, const HttpRequest& req) {
     auto parsed = ParseObject(req.body);
-    if (auto* e = std::get_if<ApiError>(&parsed)) return ErrorResponse(*e);
+    if (auto* e = std::get_if<ApiError>(&parsed)) {
+      return ErrorResponse(*e);
+    }
     const json& body = std::get<json>(parsed);
     if (!body.contains("cmd") || !body["cmd"].is_string() ||
         body["cmd"].get<std::string>().empty()) {
@@ -1024,17 +1213,21 @@ class DatabricksEmulator::Impl {
     std::string cmd = body["cmd"].get<std::string>();
     std::vector<std::string> args;
     if (body.contains("args")) {
-      if (!body["args"].is_array())
+      if (!body["args"].is_array()) {
         return ErrorResponse(BadParam("args must be an array of strings"));
+      }
       for (const auto& a : body["args"]) {
-        if (!a.is_string()) return ErrorResponse(BadParam("args must be an array of strings"));
+        if (!a.is_string()) {
+          return ErrorResponse(BadParam("args must be an array of strings"));
+        }
         args.push_back(a.get<std::string>());
       }
     }
     std::map<std::string, std::string> envs;
     if (body.contains("envs")) {
-      if (!body["envs"].is_object())
+      if (!body["envs"].is_object()) {
         return ErrorResponse(BadParam("envs must be an object of strings"));
+      }
       for (auto it = body["envs"].begin(); it != body["envs"].end(); ++it) {
         if (!it.value().is_string() || it.key().empty() ||
             it.key().find('=') != std::string::npos) {
@@ -1052,7 +1245,9 @@ class DatabricksEmulator::Impl {
         return ErrorResponse(
             BadParam("execution_timeout must be a non-negative duration like \"30s\""));
       }
-      if (d->count() > 0) timeout = std::min(*d, options_.max_execution_timeout);
+      if (d->count() > 0) {
+        timeout = std::min(*d, options_.max_execution_timeout);
+      }
     }
 
     std::string command_id = RandomHex(16);
@@ -1063,7 +1258,9 @@ class DatabricksEmulator::Impl {
         return ErrorResponse({503, "TEMPORARILY_UNAVAILABLE", "Emulator is shutting down", {}});
       }
       SandboxRec* sb = FindLocked(id);
-      if (sb == nullptr || sb->deleting) return ErrorResponse(SandboxNotFound(id));
+      if (sb == nullptr || sb->deleting) {
+        return ErrorResponse(SandboxNotFound(id));
+      }
       // §13.3: undocumented. We answer 400 INVALID_STATE (an error_code the SDKs map to
       // BadRequest) rather than block or auto-start.
       if (sb->state != State::kRunning) {
@@ -1074,7 +1271,9 @@ class DatabricksEmulator::Impl {
                               {}});
       }
       std::vector<std::string> env_names;
-      for (const auto& [k, v] : envs) env_names.push_back(k);
+      for (const auto& [k, v] : envs) {
+        env_names.push_back(k);
+      }
       exec_log_.push_back({id, command_id, cmd, args, env_names});
       // Spawned under the lock, so a concurrent stop either sees this pid or refuses us first.
       process.emplace(internal::Process::Spawn(MakeSpawnSpec(*sb, cmd, args, envs)));
@@ -1085,12 +1284,15 @@ class DatabricksEmulator::Impl {
       }
       sb->commands.push_back(rec);
       ++sb->running_execs;
-      if (options_.exec_counts_as_activity) sb->last_activity = SteadyClock::now();
+      if (options_.exec_counts_as_activity) {
+        sb->last_activity = SteadyClock::now();
+      }
     }
 
     internal::ProcessResult result = process->Wait(timeout, options_.exec_output_cap_bytes);
-    if (!result.started && !process->fork_error().empty())
+    if (!result.started && !process->fork_error().empty()) {
       result.spawn_error = process->fork_error();
+    }
     pid_t pgid = process->pid();
     process.reset();
 
@@ -1101,12 +1303,16 @@ class DatabricksEmulator::Impl {
         SandboxRec& sb = it->second;
         sb.exec_pgids.erase(pgid);
         --sb.running_execs;
-        if (options_.exec_counts_as_activity) sb.last_activity = SteadyClock::now();
+        if (options_.exec_counts_as_activity) {
+          sb.last_activity = SteadyClock::now();
+        }
         for (auto& c : sb.commands) {
           if (c.command_id == command_id) {
             c.finished = true;
             c.exit_code = result.exit_code;
-            if (!result.started) c.pid.reset();
+            if (!result.started) {
+              c.pid.reset();
+            }
           }
         }
         cv_.notify_all();
@@ -1121,31 +1327,45 @@ class DatabricksEmulator::Impl {
     }
     out["status"] =
         result.timed_out ? "EXECUTE_COMMAND_STATUS_TIMED_OUT" : "EXECUTE_COMMAND_STATUS_COMPLETED";
-    if (result.exit_code) out["exit_code"] = *result.exit_code;
+    if (result.exit_code) {
+      out["exit_code"] = *result.exit_code;
+    }
     // proto3 JSON: empty strings and false booleans are omitted.
-    if (!result.stdout_text.empty()) out["stdout"] = result.stdout_text;
-    if (!result.stderr_text.empty()) out["stderr"] = result.stderr_text;
-    if (result.truncated) out["truncated"] = true;
+    if (!result.stdout_text.empty()) {
+      out["stdout"] = result.stdout_text;
+    }
+    if (!result.stderr_text.empty()) {
+      out["stderr"] = result.stderr_text;
+    }
+    if (result.truncated) {
+      out["truncated"] = true;
+    }
     return Ok(out);
   }
 
   HttpResponse ListCommands(const std::string& id, const HttpRequest& req) {
     auto size = ParsePageSize(req, std::numeric_limits<int>::max());  // all if no size given
-    if (auto* e = std::get_if<ApiError>(&size)) return ErrorResponse(*e);
+    if (auto* e = std::get_if<ApiError>(&size)) {
+      return ErrorResponse(*e);
+    }
     int page_size = std::get<int>(size);
     std::size_t offset = 0;
     if (auto t = req.query.find("page_token"); t != req.query.end() && !t->second.empty()) {
       try {
         std::size_t used = 0;
         offset = std::stoul(t->second.substr(1), &used);
-        if (t->second[0] != 'c' || used + 1 != t->second.size()) throw std::invalid_argument("x");
+        if (t->second[0] != 'c' || used + 1 != t->second.size()) {
+          throw std::invalid_argument("x");
+        }
       } catch (const std::exception&) {
         return ErrorResponse(BadParam("Invalid page_token"));
       }
     }
     std::lock_guard lock(mu_);
     SandboxRec* sb = FindLocked(id);
-    if (sb == nullptr) return ErrorResponse(SandboxNotFound(id));
+    if (sb == nullptr) {
+      return ErrorResponse(SandboxNotFound(id));
+    }
     if (options_.list_commands_counts_as_activity && sb->state == State::kRunning) {
       sb->last_activity = SteadyClock::now();
       cv_.notify_all();
@@ -1155,15 +1375,27 @@ class DatabricksEmulator::Impl {
     for (; i < sb->commands.size() && static_cast<int>(commands.size()) < page_size; ++i) {
       const CommandRec& c = sb->commands[i];
       json j = {{"command_id", c.command_id}, {"cmd", c.cmd}};
-      if (!c.args.empty()) j["args"] = c.args;
-      if (c.pid) j["pid"] = std::to_string(*c.pid);  // proto3 JSON int64 is a string
-      if (c.finished) j["finished"] = true;
-      if (c.finished && c.exit_code) j["exit_code"] = *c.exit_code;
+      if (!c.args.empty()) {
+        j["args"] = c.args;
+      }
+      if (c.pid) {
+        j["pid"] = std::to_string(*c.pid);  // proto3 JSON int64 is a string
+      }
+      if (c.finished) {
+        j["finished"] = true;
+      }
+      if (c.finished && c.exit_code) {
+        j["exit_code"] = *c.exit_code;
+      }
       commands.push_back(j);
     }
     json out = json::object();
-    if (!commands.empty()) out["commands"] = commands;
-    if (i < sb->commands.size()) out["next_page_token"] = "c" + std::to_string(i);
+    if (!commands.empty()) {
+      out["commands"] = commands;
+    }
+    if (i < sb->commands.size()) {
+      out["next_page_token"] = "c" + std::to_string(i);
+    }
     return Ok(out);
   }
 
@@ -1222,7 +1454,9 @@ class DatabricksEmulator::Impl {
       std::string action = rest.size() > id.size() ? rest.substr(id.size() + 1) : "";
       std::lock_guard lock(mu_);
       SandboxRec* sb = FindLocked(id);
-      if (sb == nullptr) return ErrorResponse(SandboxNotFound(id));
+      if (sb == nullptr) {
+        return ErrorResponse(SandboxNotFound(id));
+      }
       if (action.empty() && m == "GET") {
         auto now = SteadyClock::now();
         return Ok({{"sandbox_id", id},
@@ -1247,7 +1481,9 @@ class DatabricksEmulator::Impl {
         return Ok(SandboxJson(*sb));
       }
       if (action == "kill_processes" && m == "POST") {
-        for (pid_t pg : sb->exec_pgids) ::kill(-pg, SIGKILL);
+        for (pid_t pg : sb->exec_pgids) {
+          ::kill(-pg, SIGKILL);
+        }
         int killed = internal::KillProcessesWithEnv(Marker(id));
         return Ok({{"killed", killed}});
       }
@@ -1256,7 +1492,9 @@ class DatabricksEmulator::Impl {
       }
       return AdminError(404, "unknown admin action '" + action + "'");
     }
-    if (auto r = faults_->HandleAdmin(req)) return *r;
+    if (auto r = faults_->HandleAdmin(req)) {
+      return *r;
+    }
     return AdminError(404, "unknown admin endpoint " + m + " " + p);
   }
 

@@ -3,9 +3,9 @@
 #define _TURN_OFF_PLATFORM_STRING
 #include <cpprest/http_client.h>
 #include <cpprest/ws_client.h>
-#include <pplx/threadpool.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pplx/threadpool.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,9 +74,13 @@ std::string StatusText(int status) {
 }
 
 std::string Trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
+    s.pop_back();
+  }
   size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) {
+    ++i;
+  }
   return s.substr(i);
 }
 
@@ -93,8 +97,12 @@ std::string Base64Encode(const std::string& in) {
       bits -= 6;
     }
   }
-  if (bits > -6) out += kChars[((val << 8) >> (bits + 8)) & 0x3F];
-  while (out.size() % 4) out += '=';
+  if (bits > -6) {
+    out += kChars[((val << 8) >> (bits + 8)) & 0x3F];
+  }
+  while (out.size() % 4) {
+    out += '=';
+  }
   return out;
 }
 
@@ -115,9 +123,13 @@ std::string PercentDecode(const std::string& s) {
 // "file:///abs/path" → "/abs/path"; nullopt for anything else (codex rejects native paths).
 std::optional<std::string> PathFromFileUri(const std::string& uri) {
   const std::string prefix = "file://";
-  if (uri.rfind(prefix, 0) != 0) return std::nullopt;
+  if (uri.rfind(prefix, 0) != 0) {
+    return std::nullopt;
+  }
   std::string rest = uri.substr(prefix.size());
-  if (rest.empty() || rest[0] != '/') return std::nullopt;  // host part unsupported
+  if (rest.empty() || rest[0] != '/') {
+    return std::nullopt;  // host part unsupported
+  }
   return PercentDecode(rest);
 }
 
@@ -125,15 +137,21 @@ std::string RandomHex(int n) {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   static const char* kHex = "0123456789abcdef";
   std::string out;
-  for (int i = 0; i < n; ++i) out += kHex[rng() % 16];
+  for (int i = 0; i < n; ++i) {
+    out += kHex[rng() % 16];
+  }
   return out;
 }
 
 std::string RewriteSandboxHome(std::string path) {
   const char* home = std::getenv("SBX_SANDBOX_HOME");
-  if (home == nullptr || std::string(home) == kSandboxHome) return path;
+  if (home == nullptr || std::string(home) == kSandboxHome) {
+    return path;
+  }
   const std::string prefix = kSandboxHome;
-  if (path == prefix || path.rfind(prefix + "/", 0) == 0) path = home + path.substr(prefix.size());
+  if (path == prefix || path.rfind(prefix + "/", 0) == 0) {
+    path = home + path.substr(prefix.size());
+  }
   return path;
 }
 
@@ -166,8 +184,12 @@ class JsonRpcServer {
   // notification, like codex).
   bool OnFrame(const std::string& text) {
     json msg = json::parse(text, nullptr, false);
-    if (msg.is_discarded() || !msg.is_object()) return false;
-    if (!msg.contains("method")) return true;  // a response to nothing we sent: ignore
+    if (msg.is_discarded() || !msg.is_object()) {
+      return false;
+    }
+    if (!msg.contains("method")) {
+      return true;  // a response to nothing we sent: ignore
+    }
     std::string method = msg.value("method", "");
     json params = msg.value("params", json::object());
     if (!msg.contains("id")) {
@@ -212,10 +234,14 @@ class JsonRpcServer {
       children.swap(children_);
     }
     for (auto& c : children) {
-      if (c->pid > 0) ::kill(-c->pid, SIGKILL);
+      if (c->pid > 0) {
+        ::kill(-c->pid, SIGKILL);
+      }
     }
     for (auto& c : children) {
-      if (c->reader.joinable()) c->reader.join();
+      if (c->reader.joinable()) {
+        c->reader.join();
+      }
     }
   }
 
@@ -252,31 +278,47 @@ class JsonRpcServer {
     auto missing = [&](const char* field) {
       Error(id, -32602, std::string("missing field `") + field + "`");
     };
-    if (!params.is_object()) return Error(id, -32602, "invalid type: expected struct");
-    if (!params.contains("processId")) return missing("processId");
-    if (!params.contains("argv")) return missing("argv");
-    if (!params.contains("cwd")) return missing("cwd");
+    if (!params.is_object()) {
+      return Error(id, -32602, "invalid type: expected struct");
+    }
+    if (!params.contains("processId")) {
+      return missing("processId");
+    }
+    if (!params.contains("argv")) {
+      return missing("argv");
+    }
+    if (!params.contains("cwd")) {
+      return missing("cwd");
+    }
     if (!params["processId"].is_string() || !params["argv"].is_array() || params["argv"].empty() ||
         !params["cwd"].is_string()) {
       return Error(id, -32602, "invalid type in process/start params");
     }
     auto cwd = PathFromFileUri(params["cwd"].get<std::string>());
-    if (!cwd) return Error(id, -32602, "invalid URI: relative URL without a base");
+    if (!cwd) {
+      return Error(id, -32602, "invalid URI: relative URL without a base");
+    }
     std::vector<std::string> argv;
     for (const auto& a : params["argv"]) {
-      if (!a.is_string()) return Error(id, -32602, "argv must be strings");
+      if (!a.is_string()) {
+        return Error(id, -32602, "argv must be strings");
+      }
       argv.push_back(a.get<std::string>());
     }
     std::map<std::string, std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
       std::string kv = *e;
       auto eq = kv.find('=');
-      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+      if (eq != std::string::npos) {
+        env[kv.substr(0, eq)] = kv.substr(eq + 1);
+      }
     }
     env.erase("CODEX_API_KEY");  // scope the key to the executor (reference pitfall)
     if (params.contains("env") && params["env"].is_object()) {
       for (const auto& [k, v] : params["env"].items()) {
-        if (v.is_string()) env[k] = v.get<std::string>();
+        if (v.is_string()) {
+          env[k] = v.get<std::string>();
+        }
       }
     }
     std::string process_id = params["processId"].get<std::string>();
@@ -320,11 +362,17 @@ class JsonRpcServer {
       return child;
     }
     std::vector<std::string> env_strings;
-    for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+    for (const auto& [k, v] : env) {
+      env_strings.push_back(k + "=" + v);
+    }
     std::vector<char*> cargv, cenv;
-    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    for (const auto& a : argv) {
+      cargv.push_back(const_cast<char*>(a.c_str()));
+    }
     cargv.push_back(nullptr);
-    for (const auto& e : env_strings) cenv.push_back(const_cast<char*>(e.c_str()));
+    for (const auto& e : env_strings) {
+      cenv.push_back(const_cast<char*>(e.c_str()));
+    }
     cenv.push_back(nullptr);
     int status_pipe[2];
     if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
@@ -358,7 +406,9 @@ class JsonRpcServer {
       spawn_error_ = pid < 0 ? "fork failed"
                              : std::string("cannot start ") + argv[0] + " in " + cwd + ": " +
                                    std::strerror(child_errno);
-      if (pid > 0) ::waitpid(pid, nullptr, 0);
+      if (pid > 0) {
+        ::waitpid(pid, nullptr, 0);
+      }
       ::close(out[0]);
       ::close(err[0]);
       return child;
@@ -390,7 +440,9 @@ class JsonRpcServer {
       int r = ::poll(p, n, 50);
       if (r > 0) {
         for (int k = 0; k < n; ++k) {
-          if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+          if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR))) {
+            continue;
+          }
           ssize_t got = ::read(p[k].fd, buf, sizeof(buf));
           if (got > 0) {
             Notify("process/output", {{"processId", c.process_id},
@@ -415,7 +467,9 @@ class JsonRpcServer {
       }
     }
     for (int fd : fds) {
-      if (fd >= 0) ::close(fd);
+      if (fd >= 0) {
+        ::close(fd);
+      }
     }
     if (!exit_code) {
       int status = 0;
@@ -458,7 +512,9 @@ class JsonRpcServer {
 
 RegistryAnswer Register(const StandinExecutorOptions& o, std::ostream& err) {
   std::string base = o.remote;
-  while (!base.empty() && base.back() == '/') base.pop_back();
+  while (!base.empty() && base.back() == '/') {
+    base.pop_back();
+  }
   const std::string url = base + "/cloud/environment/" + o.environment_id + "/register";
   RegistryAnswer answer;
   int status = 0;
@@ -470,7 +526,9 @@ RegistryAnswer Register(const StandinExecutorOptions& o, std::ostream& err) {
     web::http::http_request req(web::http::methods::POST);
     req.headers().add("Authorization", "Bearer " + o.api_key);
     json payload = {{"security_profile", kPlainJsonRpcProfile}, {"executor_public_key", nullptr}};
-    if (!o.name.empty()) payload["name"] = o.name;
+    if (!o.name.empty()) {
+      payload["name"] = o.name;
+    }
     req.set_body(payload.dump(), "application/json");
     auto resp = client.request(req).get();
     status = resp.status_code();
@@ -520,11 +578,16 @@ RegistryAnswer Register(const StandinExecutorOptions& o, std::ostream& err) {
   json j = json::parse(body, nullptr, false);
   if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_object()) {
     const json& e = j["error"];
-    if (e.contains("code") && e["code"].is_string()) code = e["code"].get<std::string>();
-    if (e.contains("message") && e["message"].is_string())
+    if (e.contains("code") && e["code"].is_string()) {
+      code = e["code"].get<std::string>();
+    }
+    if (e.contains("message") && e["message"].is_string()) {
       message = e["message"].get<std::string>();
+    }
   }
-  if (message.empty()) message = Trim(body).substr(0, 4096);
+  if (message.empty()) {
+    message = Trim(body).substr(0, 4096);
+  }
   if ((status == 503 && code == "registration_conflict") ||
       (status == 502 && code == "authentication_service_unavailable")) {
     answer.retry = true;
@@ -568,15 +631,21 @@ std::string CheckRemoteHost(const std::string& remote) {
     std::string scheme = uri.scheme();
     std::string host = uri.host();
     std::transform(host.begin(), host.end(), host.begin(), ::tolower);
-    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    if (host.size() > 2 && host.front() == '[') {
+      host = host.substr(1, host.size() - 2);
+    }
     bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-    if ((scheme == "http" || scheme == "https") && loopback) return "";
+    if ((scheme == "http" || scheme == "https") && loopback) {
+      return "";
+    }
     auto ends_with = [&](const std::string& suffix) {
       return host == suffix.substr(1) ||
              (host.size() > suffix.size() &&
               host.compare(host.size() - suffix.size(), suffix.size(), suffix) == 0);
     };
-    if (scheme == "https" && (ends_with(".openai.com") || ends_with(".openai.org"))) return "";
+    if (scheme == "https" && (ends_with(".openai.com") || ends_with(".openai.org"))) {
+      return "";
+    }
     return kRefused;
   } catch (const std::exception&) {
     return kRefused;
@@ -612,14 +681,22 @@ int RunStandinExecutor(const StandinExecutorOptions& options, std::ostream& err,
   auto register_once = [&]() -> RegistryAnswer {
     for (int attempt = 0;; ++attempt) {
       RegistryAnswer a = Register(options, err);
-      if (!a.retry) return a;
+      if (!a.retry) {
+        return a;
+      }
       auto delay = std::min<std::chrono::milliseconds>(500ms * (1 << std::min(attempt, 4)), 5s);
-      if (!SleepFor(Jitter(delay), stop)) return RegistryAnswer{0, "", false};
+      if (!SleepFor(Jitter(delay), stop)) {
+        return RegistryAnswer{0, "", false};
+      }
     }
   };
   RegistryAnswer reg = register_once();
-  if (reg.exit_code != 0) return 1;
-  if (stop.stop_requested()) return 0;
+  if (reg.exit_code != 0) {
+    return 1;
+  }
+  if (stop.stop_requested()) {
+    return 0;
+  }
 
   auto backoff = options.first_reconnect_delay;
   int connect_failures = 0;
@@ -651,7 +728,9 @@ int RunStandinExecutor(const StandinExecutorOptions& options, std::ostream& err,
     };
     auto server = std::make_shared<JsonRpcServer>(send);
     client->set_message_handler([server, weak](const wsc::websocket_incoming_message& msg) {
-      if (msg.message_type() != wsc::websocket_message_type::text_message) return;
+      if (msg.message_type() != wsc::websocket_message_type::text_message) {
+        return;
+      }
       std::string text;
       try {
         text = msg.extract_string().get();
@@ -716,7 +795,9 @@ int RunStandinExecutor(const StandinExecutorOptions& options, std::ostream& err,
     // Children survive a dropped link only briefly in codex (30 s resume); the stand-in has no
     // resume, so they are ended with the link.
     server->KillAll();
-    if (!SleepFor(Jitter(backoff), stop)) break;
+    if (!SleepFor(Jitter(backoff), stop)) {
+      break;
+    }
     backoff = std::min(backoff * 2, options.max_reconnect_delay);
   }
   return 0;

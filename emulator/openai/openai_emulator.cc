@@ -59,7 +59,9 @@ HttpResponse ErrorResponse(const ApiError& e) {
               {"param", e.param.empty() ? json(nullptr) : json(e.param)},
               {"code", e.code.empty() ? json(nullptr) : json(e.code)}};
   HttpResponse r = JsonResponse(e.status, json{{"error", err}});
-  if (e.retry_after) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after->count()));
+  if (e.retry_after) {
+    r.headers.emplace_back("Retry-After", std::to_string(e.retry_after->count()));
+  }
   return r;
 }
 
@@ -92,13 +94,17 @@ std::string Base64Decode(const std::string& in) {
   std::call_once(once, [] {
     std::fill(std::begin(table), std::end(table), -1);
     const std::string chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (size_t i = 0; i < chars.size(); ++i) table[static_cast<unsigned char>(chars[i])] = int(i);
+    for (size_t i = 0; i < chars.size(); ++i) {
+      table[static_cast<unsigned char>(chars[i])] = int(i);
+    }
   });
   std::string out;
   int val = 0;
   int bits = -8;
   for (unsigned char c : in) {
-    if (table[c] < 0) continue;  // '=' and whitespace
+    if (table[c] < 0) {
+      continue;  // '=' and whitespace
+    }
     val = (val << 6) + table[c];
     bits += 6;
     if (bits >= 0) {
@@ -203,9 +209,13 @@ struct Runner {
 };
 
 std::string Trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
+    s.pop_back();
+  }
   size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) {
+    ++i;
+  }
   return s.substr(i);
 }
 
@@ -234,10 +244,14 @@ class OpenAiEmulator::Impl {
   ~Impl() { Stop(); }
 
   api::StatusOr<int> Start(const std::string& host, int port) {
-    if (started_) return api::Status(api::StatusCode::kFailedPrecondition, "already started");
+    if (started_) {
+      return api::Status(api::StatusCode::kFailedPrecondition, "already started");
+    }
     std::string error;
     int ws_port = ws_.Start(host, 0, error);
-    if (ws_port < 0) return api::Status(api::StatusCode::kUnavailable, error);
+    if (ws_port < 0) {
+      return api::Status(api::StatusCode::kUnavailable, error);
+    }
     auto bound = http_.Start(host, port);
     if (!bound.ok()) {
       ws_.Stop();
@@ -252,25 +266,33 @@ class OpenAiEmulator::Impl {
   }
 
   void Stop() {
-    if (!started_ || stopped_) return;
+    if (!started_ || stopped_) {
+      return;
+    }
     {
       std::lock_guard lock(mu_);
       stopping_ = true;
       for (auto& [id, s] : sessions_) {
-        for (auto& sub : s->subscribers) sub->closed = true;
+        for (auto& sub : s->subscribers) {
+          sub->closed = true;
+        }
       }
     }
     cv_.notify_all();
     ws_.Stop();
     cv_.notify_all();
-    if (timer_.joinable()) timer_.join();
+    if (timer_.joinable()) {
+      timer_.join();
+    }
     std::vector<Runner> runners;
     {
       std::lock_guard lock(mu_);
       runners.swap(runners_);
     }
     for (auto& r : runners) {
-      if (r.thread.joinable()) r.thread.join();
+      if (r.thread.joinable()) {
+        r.thread.join();
+      }
     }
     http_.Stop();
     stopped_ = true;
@@ -289,8 +311,12 @@ class OpenAiEmulator::Impl {
   std::map<std::string, RegistrationCount> Registrations() const {
     std::lock_guard lock(mu_);
     std::map<std::string, RegistrationCount> out;
-    for (const auto& [id, env] : environments_) out[id] = env.registrations;
-    for (const auto& [id, count] : unknown_registrations_) out[id] = count;
+    for (const auto& [id, env] : environments_) {
+      out[id] = env.registrations;
+    }
+    for (const auto& [id, count] : unknown_registrations_) {
+      out[id] = count;
+    }
     return out;
   }
 
@@ -299,17 +325,23 @@ class OpenAiEmulator::Impl {
     {
       std::lock_guard lock(mu_);
       auto it = environments_.find(environment_id);
-      if (it == environments_.end()) return false;
+      if (it == environments_.end()) {
+        return false;
+      }
       conns = it->second.connections;
     }
-    for (auto id : conns) ws_.Close(id, 1001, "dropped by the emulator admin API");
+    for (auto id : conns) {
+      ws_.Close(id, 1001, "dropped by the emulator admin API");
+    }
     return !conns.empty();
   }
 
   bool ExpireSession(const std::string& session_id) {
     std::lock_guard lock(mu_);
     auto it = sessions_.find(session_id);
-    if (it == sessions_.end()) return false;
+    if (it == sessions_.end()) {
+      return false;
+    }
     SessionRec& s = *it->second;
     s.status = "failed";
     s.error = "session expired";
@@ -333,7 +365,9 @@ class OpenAiEmulator::Impl {
   std::string NewId(const std::string& prefix) {
     static const char* kHex = "0123456789abcdef";
     std::string out = prefix;
-    for (int i = 0; i < 24; ++i) out += kHex[rng_() % 16];
+    for (int i = 0; i < 24; ++i) {
+      out += kHex[rng_() % 16];
+    }
     return out;
   }
 
@@ -358,9 +392,15 @@ class OpenAiEmulator::Impl {
   }
 
   std::string EnvironmentStatusLocked(const EnvironmentRec& env) const {
-    if (env.expired) return "expired";
-    if (!env.connections.empty()) return "connected";
-    if (!env.ever_connected) return "pending";
+    if (env.expired) {
+      return "expired";
+    }
+    if (!env.connections.empty()) {
+      return "connected";
+    }
+    if (!env.ever_connected) {
+      return "pending";
+    }
     return SteadyClock::now() - env.dropped_at >= options_.disconnected_after ? "disconnected"
                                                                               : "connected";
   }
@@ -428,7 +468,9 @@ class OpenAiEmulator::Impl {
   void EmitLocked(SessionRec& s, const json& event) {
     std::string data = event.dump();
     for (auto& sub : s.subscribers) {
-      if (!sub->closed) sub->queue.push_back(data);
+      if (!sub->closed) {
+        sub->queue.push_back(data);
+      }
     }
     cv_.notify_all();
   }
@@ -456,13 +498,17 @@ class OpenAiEmulator::Impl {
     if (m == "POST" && n >= 4 && seg[n - 1] == "register" && seg[n - 3] == "environment" &&
         seg[n - 4] == "cloud" && (n == 4 || (n == 5 && seg[0] == "v1"))) {
       internal::CallPlan plan = faults_->Admit("openai.executor.register", false);
-      if (plan.latency.count() > 0) std::this_thread::sleep_for(plan.latency);
+      if (plan.latency.count() > 0) {
+        std::this_thread::sleep_for(plan.latency);
+      }
       if (plan.fault && !plan.fault->after) {
         ex.Respond(RegistryFault(*plan.fault));
         return;
       }
       HttpResponse r = Register(seg[n - 2], req);
-      if (plan.fault && plan.fault->after) r = RegistryFault(*plan.fault);
+      if (plan.fault && plan.fault->after) {
+        r = RegistryFault(*plan.fault);
+      }
       ex.Respond(r);
       return;
     }
@@ -532,7 +578,9 @@ class OpenAiEmulator::Impl {
 
     // The workspace rate limit is a Databricks notion: OpenAI calls are never throttled by it.
     internal::CallPlan plan = faults_->Admit(endpoint, false);
-    if (plan.latency.count() > 0) std::this_thread::sleep_for(plan.latency);
+    if (plan.latency.count() > 0) {
+      std::this_thread::sleep_for(plan.latency);
+    }
     if (plan.throttled) {
       ex.Respond(ErrorResponse({429,
                                 "requests",
@@ -560,7 +608,9 @@ class OpenAiEmulator::Impl {
     } catch (const std::exception& e) {
       response = ErrorResponse(BadRequest(std::string("Invalid request: ") + e.what()));
     }
-    if (plan.fault && plan.fault->after) response = FaultResponse(*plan.fault, endpoint);
+    if (plan.fault && plan.fault->after) {
+      response = FaultResponse(*plan.fault, endpoint);
+    }
     response.headers.emplace_back("x-request-id", NewId("req_"));
     response.headers.emplace_back("openai-version", "2020-10-01");
     ex.Respond(response);
@@ -575,12 +625,18 @@ class OpenAiEmulator::Impl {
              : f.status >= 500 ? "server_error"
                                : "injected_fault";
     }
-    if (f.status == 429) type = "requests";
-    if (f.status < 500 && f.status != 429) type = "invalid_request_error";
+    if (f.status == 429) {
+      type = "requests";
+    }
+    if (f.status < 500 && f.status != 429) {
+      type = "invalid_request_error";
+    }
     ApiError e{f.status, type,
                code,     f.message.empty() ? "Injected fault on " + endpoint : f.message,
                {},       {}};
-    if (f.status == 429 || f.status == 503) e.retry_after = f.retry_after;
+    if (f.status == 429 || f.status == 503) {
+      e.retry_after = f.retry_after;
+    }
     return ErrorResponse(e);
   }
 
@@ -597,7 +653,9 @@ class OpenAiEmulator::Impl {
 
   static std::string BearerToken(const HttpRequest& req) {
     std::string h = req.Header("authorization");
-    if (h.size() < 7 || strncasecmp(h.c_str(), "Bearer ", 7) != 0) return {};
+    if (h.size() < 7 || strncasecmp(h.c_str(), "Bearer ", 7) != 0) {
+      return {};
+    }
     return Trim(h.substr(7));
   }
 
@@ -653,11 +711,19 @@ class OpenAiEmulator::Impl {
   }
 
   static std::optional<ApiError> ValidateMetadata(const json& md) {
-    if (md.is_null()) return std::nullopt;
-    if (!md.is_object()) return BadRequest("metadata must be an object", "metadata");
-    if (md.size() > 16) return BadRequest("metadata: at most 16 pairs", "metadata");
+    if (md.is_null()) {
+      return std::nullopt;
+    }
+    if (!md.is_object()) {
+      return BadRequest("metadata must be an object", "metadata");
+    }
+    if (md.size() > 16) {
+      return BadRequest("metadata: at most 16 pairs", "metadata");
+    }
     for (const auto& [k, v] : md.items()) {
-      if (k.size() > 64) return BadRequest("metadata keys are at most 64 characters", "metadata");
+      if (k.size() > 64) {
+        return BadRequest("metadata keys are at most 64 characters", "metadata");
+      }
       if (!v.is_string() || v.get<std::string>().size() > 512) {
         return BadRequest("metadata values must be strings of at most 512 characters", "metadata");
       }
@@ -667,10 +733,13 @@ class OpenAiEmulator::Impl {
 
   HttpResponse CreateSession(const HttpRequest& req) {
     json body;
-    if (auto e = ParseBody(req, body)) return ErrorResponse(*e);
+    if (auto e = ParseBody(req, body)) {
+      return ErrorResponse(*e);
+    }
     const json env = body.value("environment", json());
-    if (!env.is_object())
+    if (!env.is_object()) {
       return ErrorResponse(BadRequest("environment is required", "environment"));
+    }
     if (env.value("type", "") != "self_hosted") {
       return ErrorResponse(BadRequest("The emulator supports environment.type 'self_hosted' only",
                                       "environment.type"));
@@ -681,7 +750,9 @@ class OpenAiEmulator::Impl {
                                       "environment.workspace_directory"));
     }
     json caps = env.value("capability_directories", json::array());
-    if (caps.is_null()) caps = json::array();
+    if (caps.is_null()) {
+      caps = json::array();
+    }
     if (!caps.is_array() || caps.size() > 32) {
       return ErrorResponse(BadRequest("capability_directories: at most 32 absolute paths",
                                       "environment.capability_directories"));
@@ -693,7 +764,9 @@ class OpenAiEmulator::Impl {
       }
     }
     json agent_in = body.value("agent", json::object());
-    if (!agent_in.is_object()) return ErrorResponse(BadRequest("agent must be an object", "agent"));
+    if (!agent_in.is_object()) {
+      return ErrorResponse(BadRequest("agent must be an object", "agent"));
+    }
     std::string agent_id = body.value("agent_id", json()).is_string()
                                ? body["agent_id"].get<std::string>()
                                : std::string();
@@ -702,8 +775,12 @@ class OpenAiEmulator::Impl {
           BadRequest("agent.model is required when agent_id is omitted", "agent.model"));
     }
     json metadata = body.value("metadata", json::object());
-    if (auto e = ValidateMetadata(metadata)) return ErrorResponse(*e);
-    if (metadata.is_null()) metadata = json::object();
+    if (auto e = ValidateMetadata(metadata)) {
+      return ErrorResponse(*e);
+    }
+    if (metadata.is_null()) {
+      metadata = json::object();
+    }
     if (body.value("stream", false)) {
       return ErrorResponse(
           BadRequest("stream:true is not supported by the emulator; create, "
@@ -713,7 +790,9 @@ class OpenAiEmulator::Impl {
     std::optional<std::string> input;
     if (body.contains("input") && !body["input"].is_null()) {
       std::string text;
-      if (auto e = InputText(body["input"], text)) return ErrorResponse(*e);
+      if (auto e = InputText(body["input"], text)) {
+        return ErrorResponse(*e);
+      }
       input = text;
     }
 
@@ -742,32 +821,44 @@ class OpenAiEmulator::Impl {
     sessions_[s->id] = s;
     session_seq_of_[s->id] = s->seq;
     EmitLocked(*s, SessionEvent(*s, "agent.session.created"));
-    if (input) EnqueueLocked(s, PendingInput{*input, false});
+    if (input) {
+      EnqueueLocked(s, PendingInput{*input, false});
+    }
     return JsonResponse(201, SessionJson(*s));
   }
 
   HttpResponse GetSession(const std::string& id) {
     std::lock_guard lock(mu_);
     SessionRec* s = FindSessionLocked(id);
-    if (s == nullptr) return ErrorResponse(NotFound("Session", id));
+    if (s == nullptr) {
+      return ErrorResponse(NotFound("Session", id));
+    }
     return JsonResponse(200, SessionJson(*s));
   }
 
   HttpResponse UpdateSession(const std::string& id, const HttpRequest& req) {
     json body;
-    if (auto e = ParseBody(req, body)) return ErrorResponse(*e);
+    if (auto e = ParseBody(req, body)) {
+      return ErrorResponse(*e);
+    }
     if (body.contains("metadata")) {
-      if (auto e = ValidateMetadata(body["metadata"])) return ErrorResponse(*e);
+      if (auto e = ValidateMetadata(body["metadata"])) {
+        return ErrorResponse(*e);
+      }
     }
     std::lock_guard lock(mu_);
     SessionRec* s = FindSessionLocked(id);
-    if (s == nullptr) return ErrorResponse(NotFound("Session", id));
+    if (s == nullptr) {
+      return ErrorResponse(NotFound("Session", id));
+    }
     if (body.contains("metadata")) {
       s->metadata = body["metadata"].is_null() ? json::object() : body["metadata"];
     }
     if (body.contains("agent") && body["agent"].is_object()) {
       for (const auto& [k, v] : body["agent"].items()) {
-        if (k != "id") s->agent[k] = v;
+        if (k != "id") {
+          s->agent[k] = v;
+        }
       }
     }
     return JsonResponse(200, SessionJson(*s));
@@ -776,7 +867,9 @@ class OpenAiEmulator::Impl {
   HttpResponse DeleteSession(const std::string& id) {
     std::lock_guard lock(mu_);
     auto it = sessions_.find(id);
-    if (it == sessions_.end()) return ErrorResponse(NotFound("Session", id));
+    if (it == sessions_.end()) {
+      return ErrorResponse(NotFound("Session", id));
+    }
     SessionRec& s = *it->second;
     if (options_.strict_session_delete && s.runner_active) {
       // Undocumented status ("running execution must be cancelled first"); 409 is our choice.
@@ -790,8 +883,12 @@ class OpenAiEmulator::Impl {
     if (options_.strict_session_delete && !s.root_bound) {
       // Observed on the real service for a self-hosted session whose first turn never ran,
       // also after a cancel (reference §1.6).
-      return ErrorResponse(
-          {409, "conflict_error", "conflict_error", "session has no durably bound CCA root", {}, {}});
+      return ErrorResponse({409,
+                            "conflict_error",
+                            "conflict_error",
+                            "session has no durably bound CCA root",
+                            {},
+                            {}});
     }
     if (s.runner_active) {
       // Lenient mode: delete cancels the running turn (its runner ends when it sees the session
@@ -800,9 +897,13 @@ class OpenAiEmulator::Impl {
       s.pending.clear();
       TerminateActiveLocked(s);
     }
-    for (auto& sub : s.subscribers) sub->closed = true;  // the open stream ends with EOF
+    for (auto& sub : s.subscribers) {
+      sub->closed = true;  // the open stream ends with EOF
+    }
     auto env = environments_.find(s.environment_id);
-    if (env != environments_.end()) env->second.deleted = true;
+    if (env != environments_.end()) {
+      env->second.deleted = true;
+    }
     sessions_.erase(it);
     cv_.notify_all();
     return JsonResponse(200, {{"id", id}, {"object", "agent.session.deleted"}, {"deleted", true}});
@@ -816,7 +917,9 @@ class OpenAiEmulator::Impl {
       try {
         size_t used = 0;
         limit = std::stoi(it->second, &used);
-        if (used != it->second.size()) throw std::invalid_argument("limit");
+        if (used != it->second.size()) {
+          throw std::invalid_argument("limit");
+        }
       } catch (const std::exception&) {
         return ErrorResponse(BadRequest("limit must be an integer between 1 and 100", "limit"));
       }
@@ -825,15 +928,21 @@ class OpenAiEmulator::Impl {
       }
     }
     std::string order = "desc";
-    if (auto it = req.query.find("order"); it != req.query.end()) order = it->second;
+    if (auto it = req.query.find("order"); it != req.query.end()) {
+      order = it->second;
+    }
     if (order != "asc" && order != "desc") {
       return ErrorResponse(BadRequest("order must be 'asc' or 'desc'", "order"));
     }
-    if (order == "desc") std::reverse(rows.begin(), rows.end());
+    if (order == "desc") {
+      std::reverse(rows.begin(), rows.end());
+    }
     size_t start = 0;
     if (auto it = req.query.find("after"); it != req.query.end() && !it->second.empty()) {
       std::optional<int64_t> key = key_of(it->second);
-      if (!key) return ErrorResponse(BadRequest("after: unknown id '" + it->second + "'", "after"));
+      if (!key) {
+        return ErrorResponse(BadRequest("after: unknown id '" + it->second + "'", "after"));
+      }
       while (start < rows.size() &&
              (order == "asc" ? rows[start].first <= *key : rows[start].first >= *key)) {
         ++start;
@@ -855,10 +964,14 @@ class OpenAiEmulator::Impl {
   HttpResponse ListSessions(const HttpRequest& req) {
     std::lock_guard lock(mu_);
     std::string agent_id;
-    if (auto it = req.query.find("agent_id"); it != req.query.end()) agent_id = it->second;
+    if (auto it = req.query.find("agent_id"); it != req.query.end()) {
+      agent_id = it->second;
+    }
     std::vector<std::pair<int64_t, json>> rows;
     for (const auto& [id, s] : sessions_) {
-      if (!agent_id.empty() && s->agent.value("id", json()) != json(agent_id)) continue;
+      if (!agent_id.empty() && s->agent.value("id", json()) != json(agent_id)) {
+        continue;
+      }
       rows.emplace_back(s->seq, SessionJson(*s));
     }
     std::sort(rows.begin(), rows.end(),
@@ -866,7 +979,9 @@ class OpenAiEmulator::Impl {
     // Cursors stay valid after their session was deleted (session_seq_of_ keeps tombstones).
     return Page(std::move(rows), req, [this](const std::string& id) -> std::optional<int64_t> {
       auto it = session_seq_of_.find(id);
-      if (it == session_seq_of_.end()) return std::nullopt;
+      if (it == session_seq_of_.end()) {
+        return std::nullopt;
+      }
       return it->second;
     });
   }
@@ -876,7 +991,9 @@ class OpenAiEmulator::Impl {
     const auto& seg = req.segments;
     std::lock_guard lock(mu_);
     SessionRec* s = FindSessionLocked(seg[3]);
-    if (s == nullptr) return ErrorResponse(NotFound("Session", seg[3]));
+    if (s == nullptr) {
+      return ErrorResponse(NotFound("Session", seg[3]));
+    }
     std::vector<std::pair<int64_t, json>> rows;
     std::map<std::string, int64_t> keys;
     auto add = [&](const json& j) {
@@ -886,27 +1003,41 @@ class OpenAiEmulator::Impl {
     };
     auto key_of = [&](const std::string& id) -> std::optional<int64_t> {
       auto it = keys.find(id);
-      if (it == keys.end()) return std::nullopt;
+      if (it == keys.end()) {
+        return std::nullopt;
+      }
       return it->second;
     };
     if (seg[4] == "items" && seg.size() == 5) {
       for (const auto& t : s->turns) {
-        for (const auto& item : t.items) add(item);
+        for (const auto& item : t.items) {
+          add(item);
+        }
       }
       return Page(std::move(rows), req, key_of);
     }
     if (seg.size() == 5) {
-      for (const auto& t : s->turns) add(TurnJson(*s, t));
+      for (const auto& t : s->turns) {
+        add(TurnJson(*s, t));
+      }
       return Page(std::move(rows), req, key_of);
     }
     const TurnRec* turn = nullptr;
     for (const auto& t : s->turns) {
-      if (t.id == seg[5]) turn = &t;
+      if (t.id == seg[5]) {
+        turn = &t;
+      }
     }
-    if (turn == nullptr) return ErrorResponse(NotFound("Turn", seg[5]));
-    if (seg.size() == 6) return JsonResponse(200, TurnJson(*s, *turn));
+    if (turn == nullptr) {
+      return ErrorResponse(NotFound("Turn", seg[5]));
+    }
+    if (seg.size() == 6) {
+      return JsonResponse(200, TurnJson(*s, *turn));
+    }
     if (seg.size() == 7 && seg[6] == "items") {
-      for (const auto& item : turn->items) add(item);
+      for (const auto& item : turn->items) {
+        add(item);
+      }
       return Page(std::move(rows), req, key_of);
     }
     return ErrorResponse(NotFound("Path", req.path));
@@ -929,20 +1060,32 @@ class OpenAiEmulator::Impl {
       text = input.get<std::string>();
       return std::nullopt;
     }
-    if (!input.is_array()) return BadRequest("input must be a string or an array of messages");
+    if (!input.is_array()) {
+      return BadRequest("input must be a string or an array of messages");
+    }
     for (const auto& msg : input) {
-      if (!msg.is_object()) return BadRequest("input[] must be message objects", "input");
+      if (!msg.is_object()) {
+        return BadRequest("input[] must be message objects", "input");
+      }
       const json content = msg.value("content", json());
       if (content.is_string()) {
-        if (!text.empty()) text += "\n";
+        if (!text.empty()) {
+          text += "\n";
+        }
         text += content.get<std::string>();
         continue;
       }
-      if (!content.is_array()) return BadRequest("input[].content must be an array", "input");
+      if (!content.is_array()) {
+        return BadRequest("input[].content must be an array", "input");
+      }
       for (const auto& part : content) {
-        if (!part.is_object()) return BadRequest("input[].content[] must be objects", "input");
+        if (!part.is_object()) {
+          return BadRequest("input[].content[] must be objects", "input");
+        }
         if (part.value("type", "") == "input_text" && part.value("text", json()).is_string()) {
-          if (!text.empty()) text += "\n";
+          if (!text.empty()) {
+            text += "\n";
+          }
           text += part["text"].get<std::string>();
         }
       }
@@ -952,7 +1095,9 @@ class OpenAiEmulator::Impl {
 
   HttpResponse SendEvents(const std::string& id, const HttpRequest& req) {
     json body;
-    if (auto e = ParseBody(req, body)) return ErrorResponse(*e);
+    if (auto e = ParseBody(req, body)) {
+      return ErrorResponse(*e);
+    }
     const json events = body.value("events", json());
     if (!events.is_array() || events.empty()) {
       return ErrorResponse(BadRequest("events must be a non-empty array", "events"));
@@ -964,7 +1109,9 @@ class OpenAiEmulator::Impl {
         inputs.emplace_back(std::nullopt);
       } else if (type == "agent.session.input.message") {
         std::string text;
-        if (auto err = InputText(e.value("input", json()), text)) return ErrorResponse(*err);
+        if (auto err = InputText(e.value("input", json()), text)) {
+          return ErrorResponse(*err);
+        }
         inputs.emplace_back(text);
       } else if (type == "agent.session.input.tool_result") {
         return ErrorResponse(BadRequest("No function call is waiting for a tool_result", "events"));
@@ -976,7 +1123,9 @@ class OpenAiEmulator::Impl {
 
     std::unique_lock lock(mu_);
     auto it = sessions_.find(id);
-    if (it == sessions_.end()) return ErrorResponse(NotFound("Session", id));
+    if (it == sessions_.end()) {
+      return ErrorResponse(NotFound("Session", id));
+    }
     std::shared_ptr<SessionRec> s = it->second;
     if (s->status == "failed") {
       return ErrorResponse({409,
@@ -1001,7 +1150,9 @@ class OpenAiEmulator::Impl {
         continue;
       }
       bool failed = !WaitForExecutorLocked(lock, s);
-      if (stopping_ || sessions_.count(id) == 0) break;
+      if (stopping_ || sessions_.count(id) == 0) {
+        break;
+      }
       EnqueueLocked(s, PendingInput{*in, failed});
     }
     return HttpResponse{202, "", {}, ""};
@@ -1016,11 +1167,15 @@ class OpenAiEmulator::Impl {
   // requires an environment_connection action and the POST is held. False if it timed out.
   bool WaitForExecutorLocked(std::unique_lock<std::mutex>& lock,
                              const std::shared_ptr<SessionRec>& s) {
-    if (ExecutorConnectedLocked(*s)) return true;
+    if (ExecutorConnectedLocked(*s)) {
+      return true;
+    }
     if (s->waiting_for_executor++ == 0) {
       s->required_actions = json::array(
           {{{"type", "environment_connection"}, {"environment_id", s->environment_id}}});
-      if (!s->runner_active) s->status = "requires_action";
+      if (!s->runner_active) {
+        s->status = "requires_action";
+      }
       EmitLocked(*s, SessionEvent(*s, "agent.session.requires_action"));
     }
     auto deadline = SteadyClock::now() + options_.connection_wait;
@@ -1031,14 +1186,18 @@ class OpenAiEmulator::Impl {
     connected = connected && ExecutorConnectedLocked(*s);
     if (--s->waiting_for_executor == 0) {
       s->required_actions = json::array();
-      if (s->status == "requires_action") s->status = "idle";
+      if (s->status == "requires_action") {
+        s->status = "idle";
+      }
     }
     return connected;
   }
 
   void EnqueueLocked(const std::shared_ptr<SessionRec>& s, PendingInput input) {
     s->pending.push_back(std::move(input));
-    if (s->runner_active) return;
+    if (s->runner_active) {
+      return;
+    }
     s->runner_active = true;
     // Reap runners that have finished, then start one for this session.
     for (auto r = runners_.begin(); r != runners_.end();) {
@@ -1059,9 +1218,13 @@ class OpenAiEmulator::Impl {
   }
 
   void TerminateActiveLocked(SessionRec& s) {
-    if (s.active_conn == 0 || s.active_process.empty()) return;
+    if (s.active_conn == 0 || s.active_process.empty()) {
+      return;
+    }
     auto c = rpc_.find(s.active_conn);
-    if (c == rpc_.end()) return;
+    if (c == rpc_.end()) {
+      return;
+    }
     int64_t rid = c->second.next_id++;
     ws_.Send(s.active_conn, json{{"id", rid},
                                  {"method", "process/terminate"},
@@ -1141,8 +1304,12 @@ class OpenAiEmulator::Impl {
     std::istringstream lines(in.text);
     std::string line;
     while (std::getline(lines, line)) {
-      if (line.rfind("$ ", 0) != 0) continue;
-      if (sr.cancel_requested || stopping_ || sr.status == "failed") break;
+      if (line.rfind("$ ", 0) != 0) {
+        continue;
+      }
+      if (sr.cancel_requested || stopping_ || sr.status == "failed") {
+        break;
+      }
       std::string command = Trim(line.substr(2));
       json item = {{"id", NewId("cmd_")},  {"type", "command_execution"},
                    {"command", command},   {"cwd", sr.workspace_directory},
@@ -1180,7 +1347,9 @@ class OpenAiEmulator::Impl {
       text = "Received: " + in.text;
     } else {
       text = "Ran " + std::to_string(summaries.size()) + " command(s): ";
-      for (size_t i = 0; i < summaries.size(); ++i) text += (i ? "; " : "") + summaries[i];
+      for (size_t i = 0; i < summaries.size(); ++i) {
+        text += (i ? "; " : "") + summaries[i];
+      }
       text += ".";
     }
     json msg = {{"id", NewId("msg_")},      {"type", "message"},       {"role", "assistant"},
@@ -1219,11 +1388,15 @@ class OpenAiEmulator::Impl {
   // A ready plain-profile connection of the session's environment, or 0.
   WsConnectionId ReadyConnectionLocked(const SessionRec& s) const {
     auto env = environments_.find(s.environment_id);
-    if (env == environments_.end()) return 0;
+    if (env == environments_.end()) {
+      return 0;
+    }
     WsConnectionId best = 0;
     for (auto id : env->second.connections) {
       auto c = rpc_.find(id);
-      if (c != rpc_.end() && c->second.ready && !c->second.gone) best = std::max(best, id);
+      if (c != rpc_.end() && c->second.ready && !c->second.gone) {
+        best = std::max(best, id);
+      }
     }
     return best;
   }
@@ -1283,10 +1456,16 @@ class OpenAiEmulator::Impl {
     json start_error;
     cv_.wait_until(lock, deadline, [&] {
       auto c = rpc_.find(conn);
-      if (c == rpc_.end() || c->second.gone || stopping_) return true;
+      if (c == rpc_.end() || c->second.gone || stopping_) {
+        return true;
+      }
       auto r = c->second.responses.find(rid);
-      if (r == c->second.responses.end()) return false;
-      if (r->second.contains("error")) start_error = r->second["error"];
+      if (r == c->second.responses.end()) {
+        return false;
+      }
+      if (r->second.contains("error")) {
+        start_error = r->second["error"];
+      }
       c->second.responses.erase(r);
       return true;
     });
@@ -1296,16 +1475,22 @@ class OpenAiEmulator::Impl {
         TerminateActiveLocked(sr);
         deadline = SteadyClock::now() + 5s;
       }
-      if (terminated && SteadyClock::now() >= deadline) break;
+      if (terminated && SteadyClock::now() >= deadline) {
+        break;
+      }
       cv_.wait_until(lock, terminated ? deadline : std::min(deadline, SteadyClock::now() + 100ms));
     }
     sr.active_conn = 0;
     sr.active_process.clear();
-    if (auto c = rpc_.find(conn); c != rpc_.end()) c->second.processes.erase(process_id);
+    if (auto c = rpc_.find(conn); c != rpc_.end()) {
+      c->second.processes.erase(process_id);
+    }
 
     std::sort(watch->chunks.begin(), watch->chunks.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const auto& [seq, bytes] : watch->chunks) out.output += bytes;
+    for (const auto& [seq, bytes] : watch->chunks) {
+      out.output += bytes;
+    }
     out.exit_code = watch->exit_code;
     if (!start_error.is_null()) {
       out.output = start_error.value("message", std::string("process/start failed"));
@@ -1326,10 +1511,14 @@ class OpenAiEmulator::Impl {
 
   bool NoiseOnlyLocked(const SessionRec& s) const {
     auto env = environments_.find(s.environment_id);
-    if (env == environments_.end() || env->second.connections.empty()) return false;
+    if (env == environments_.end() || env->second.connections.empty()) {
+      return false;
+    }
     for (auto id : env->second.connections) {
       auto c = rpc_.find(id);
-      if (c == rpc_.end() || c->second.profile != kNoiseProfile) return false;
+      if (c == rpc_.end() || c->second.profile != kNoiseProfile) {
+        return false;
+      }
     }
     return true;
   }
@@ -1363,10 +1552,16 @@ class OpenAiEmulator::Impl {
         closed = sub->closed || stopping_;
       }
       for (const auto& data : batch) {
-        if (!(alive = ex.WriteChunk("data: " + data + "\n\n"))) break;
+        if (!(alive = ex.WriteChunk("data: " + data + "\n\n"))) {
+          break;
+        }
       }
-      if (!alive || closed) break;
-      if (batch.empty()) alive = ex.WriteChunk(": keepalive\n\n");
+      if (!alive || closed) {
+        break;
+      }
+      if (batch.empty()) {
+        alive = ex.WriteChunk(": keepalive\n\n");
+      }
     }
     {
       std::lock_guard lock(mu_);
@@ -1376,7 +1571,9 @@ class OpenAiEmulator::Impl {
         subs.erase(std::remove(subs.begin(), subs.end(), sub), subs.end());
       }
     }
-    if (alive) ex.FinishStream();
+    if (alive) {
+      ex.FinishStream();
+    }
   }
 
   std::string NewIdLocked() {
@@ -1450,14 +1647,20 @@ class OpenAiEmulator::Impl {
       const std::string& resource) const {
     std::string path = resource.substr(0, resource.find('?'));
     const std::string prefix = "/rendezvous/";
-    if (path.rfind(prefix, 0) != 0) return std::nullopt;
+    if (path.rfind(prefix, 0) != 0) {
+      return std::nullopt;
+    }
     std::string rest = path.substr(prefix.size());
     auto slash = rest.find('/');
-    if (slash == std::string::npos) return std::nullopt;
+    if (slash == std::string::npos) {
+      return std::nullopt;
+    }
     std::string env_id = rest.substr(0, slash);
     std::string reg_id = rest.substr(slash + 1);
     auto reg = registrations_.find(reg_id);
-    if (reg == registrations_.end() || reg->second.environment_id != env_id) return std::nullopt;
+    if (reg == registrations_.end() || reg->second.environment_id != env_id) {
+      return std::nullopt;
+    }
     auto env = environments_.find(env_id);
     if (env == environments_.end() || env->second.deleted || env->second.expired) {
       return std::nullopt;
@@ -1475,7 +1678,9 @@ class OpenAiEmulator::Impl {
   void OnWsOpen(WsConnectionId id, const std::string& resource) {
     std::lock_guard lock(mu_);
     auto reg = ParseRendezvousLocked(resource);
-    if (!reg) return;
+    if (!reg) {
+      return;
+    }
     RpcConnection rc;
     rc.id = id;
     rc.environment_id = reg->second.environment_id;
@@ -1498,9 +1703,13 @@ class OpenAiEmulator::Impl {
     json msg = json::parse(text, nullptr, false);
     std::lock_guard lock(mu_);
     auto it = rpc_.find(id);
-    if (it == rpc_.end()) return;
+    if (it == rpc_.end()) {
+      return;
+    }
     RpcConnection& rc = it->second;
-    if (msg.is_discarded() || !msg.is_object() || rc.profile != kPlainJsonRpcProfile) return;
+    if (msg.is_discarded() || !msg.is_object() || rc.profile != kPlainJsonRpcProfile) {
+      return;
+    }
     if (msg.contains("id") && !msg.contains("method")) {
       int64_t rid = msg["id"].is_number_integer() ? msg["id"].get<int64_t>() : -1;
       if (rid == 1 && !rc.ready) {
@@ -1516,9 +1725,13 @@ class OpenAiEmulator::Impl {
     }
     std::string method = msg.value("method", "");
     const json params = msg.value("params", json::object());
-    if (!params.is_object()) return;
+    if (!params.is_object()) {
+      return;
+    }
     auto p = rc.processes.find(params.value("processId", ""));
-    if (p == rc.processes.end()) return;
+    if (p == rc.processes.end()) {
+      return;
+    }
     ProcessWatch& w = *p->second;
     int64_t seq = params.value("seq", int64_t{0});
     if (method == "process/output") {
@@ -1544,14 +1757,18 @@ class OpenAiEmulator::Impl {
   void OnWsClose(WsConnectionId id) {
     std::lock_guard lock(mu_);
     auto it = rpc_.find(id);
-    if (it == rpc_.end()) return;
+    if (it == rpc_.end()) {
+      return;
+    }
     std::string env_id = it->second.environment_id;
     it->second.gone = true;
     rpc_.erase(it);
     auto env = environments_.find(env_id);
     if (env != environments_.end()) {
       env->second.connections.erase(id);
-      if (env->second.connections.empty()) env->second.dropped_at = SteadyClock::now();
+      if (env->second.connections.empty()) {
+        env->second.dropped_at = SteadyClock::now();
+      }
       AnnounceLocked(env->second);
     }
     cv_.notify_all();
@@ -1560,7 +1777,9 @@ class OpenAiEmulator::Impl {
   // Emits agent.session.environment.<status> when the status changed since the last event.
   void AnnounceLocked(EnvironmentRec& env) {
     std::string status = EnvironmentStatusLocked(env);
-    if (status == env.reported) return;
+    if (status == env.reported) {
+      return;
+    }
     env.reported = status;
     if (SessionRec* s = FindSessionLocked(env.session_id)) {
       EmitLocked(*s, EnvironmentEvent(*s, env, status));
@@ -1572,7 +1791,9 @@ class OpenAiEmulator::Impl {
     while (!stopping_) {
       cv_.wait_for(lock, 50ms, [&] { return stopping_; });
       for (auto& [id, env] : environments_) {
-        if (env.reported == "connected" && env.connections.empty()) AnnounceLocked(env);
+        if (env.reported == "connected" && env.connections.empty()) {
+          AnnounceLocked(env);
+        }
       }
     }
   }
@@ -1607,7 +1828,9 @@ class OpenAiEmulator::Impl {
         return JsonResponse(200, {{"mode", mode}});
       }
       if (seg.size() == 5 && seg[2] == "sessions" && seg[4] == "expire" && m == "POST") {
-        if (!ExpireSession(seg[3])) return ErrorResponse(NotFound("Session", seg[3]));
+        if (!ExpireSession(seg[3])) {
+          return ErrorResponse(NotFound("Session", seg[3]));
+        }
         return JsonResponse(200, {{"expired", seg[3]}});
       }
       if (seg.size() == 5 && seg[2] == "environments" && seg[4] == "drop" && m == "POST") {
@@ -1619,12 +1842,16 @@ class OpenAiEmulator::Impl {
         }
         return JsonResponse(200, {{"dropped", DropExecutor(seg[3])}});
       }
-      if (seg.size() == 3 && seg[2] == "state" && m == "GET") return JsonResponse(200, StateJson());
+      if (seg.size() == 3 && seg[2] == "state" && m == "GET") {
+        return JsonResponse(200, StateJson());
+      }
       if (seg.size() == 3 && seg[2] == "reset" && m == "POST") {
         {
           std::lock_guard lock(mu_);
           registration_failure_ = RegistrationFailure::kNone;
-          for (auto& [id, env] : environments_) env.registrations = {};
+          for (auto& [id, env] : environments_) {
+            env.registrations = {};
+          }
           unknown_registrations_.clear();
         }
         faults_->Reset();
@@ -1632,7 +1859,9 @@ class OpenAiEmulator::Impl {
       }
       return ErrorResponse(NotFound("Admin path", req.path));
     }
-    if (auto r = faults_->HandleAdmin(req)) return *r;
+    if (auto r = faults_->HandleAdmin(req)) {
+      return *r;
+    }
     return ErrorResponse(NotFound("Admin path", req.path));
   }
 

@@ -32,9 +32,15 @@ class WebSocketServer::Impl {
       server_.set_fail_handler([this](Hdl h) { OnClose(h); });
       server_.set_message_handler([this](Hdl h, Server::message_ptr msg) {
         WsConnectionId id = IdOf(h);
-        if (id == 0) return;
-        if (msg->get_opcode() != websocketpp::frame::opcode::text) return;
-        if (handlers_.on_text) handlers_.on_text(id, msg->get_payload());
+        if (id == 0) {
+          return;
+        }
+        if (msg->get_opcode() != websocketpp::frame::opcode::text) {
+          return;
+        }
+        if (handlers_.on_text) {
+          handlers_.on_text(id, msg->get_payload());
+        }
       });
       websocketpp::lib::asio::error_code aec;
       auto address = websocketpp::lib::asio::ip::make_address(host, aec);
@@ -70,7 +76,9 @@ class WebSocketServer::Impl {
   }
 
   void Stop() {
-    if (!started_ || stopped_) return;
+    if (!started_ || stopped_) {
+      return;
+    }
     stopped_ = true;
     std::map<WsConnectionId, Hdl> conns;
     {
@@ -84,7 +92,9 @@ class WebSocketServer::Impl {
     websocketpp::lib::asio::post(server_.get_io_service(), [this, conns, closed] {
       websocketpp::lib::error_code ec;
       server_.stop_listening(ec);
-      for (auto& [id, h] : conns) server_.close(h, websocketpp::close::status::going_away, "", ec);
+      for (auto& [id, h] : conns) {
+        server_.close(h, websocketpp::close::status::going_away, "", ec);
+      }
       closed->set_value();
     });
     closed->get_future().wait_for(std::chrono::seconds(2));
@@ -93,12 +103,16 @@ class WebSocketServer::Impl {
     while (std::chrono::steady_clock::now() < deadline) {
       {
         std::lock_guard lock(mu_);
-        if (conns_.empty()) break;
+        if (conns_.empty()) {
+          break;
+        }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     server_.stop();
-    if (thread_.joinable()) thread_.join();
+    if (thread_.joinable()) {
+      thread_.join();
+    }
     // Connections the loop never finished closing: report them closed now.
     std::map<WsConnectionId, Hdl> left;
     {
@@ -107,7 +121,9 @@ class WebSocketServer::Impl {
       ids_.clear();
     }
     for (auto& [id, h] : left) {
-      if (handlers_.on_close) handlers_.on_close(id);
+      if (handlers_.on_close) {
+        handlers_.on_close(id);
+      }
     }
   }
 
@@ -116,7 +132,9 @@ class WebSocketServer::Impl {
     {
       std::lock_guard lock(mu_);
       auto it = conns_.find(id);
-      if (it == conns_.end()) return false;
+      if (it == conns_.end()) {
+        return false;
+      }
       h = it->second;
     }
     websocketpp::lib::error_code ec;
@@ -129,7 +147,9 @@ class WebSocketServer::Impl {
     {
       std::lock_guard lock(mu_);
       auto it = conns_.find(id);
-      if (it == conns_.end()) return;
+      if (it == conns_.end()) {
+        return;
+      }
       h = it->second;
     }
     websocketpp::lib::error_code ec;
@@ -142,7 +162,9 @@ class WebSocketServer::Impl {
   bool OnValidate(Hdl h) {
     Server::connection_ptr con = server_.get_con_from_hdl(h);
     int status = handlers_.on_validate ? handlers_.on_validate(con->get_resource()) : 101;
-    if (status == 101) return true;
+    if (status == 101) {
+      return true;
+    }
     con->set_status(static_cast<websocketpp::http::status_code::value>(status));
     return false;
   }
@@ -156,7 +178,9 @@ class WebSocketServer::Impl {
       conns_[id] = h;
       ids_[h] = id;
     }
-    if (handlers_.on_open) handlers_.on_open(id, con->get_resource());
+    if (handlers_.on_open) {
+      handlers_.on_open(id, con->get_resource());
+    }
   }
 
   void OnClose(Hdl h) {
@@ -164,12 +188,16 @@ class WebSocketServer::Impl {
     {
       std::lock_guard lock(mu_);
       auto it = ids_.find(h);
-      if (it == ids_.end()) return;  // a failed upgrade: never opened
+      if (it == ids_.end()) {
+        return;  // a failed upgrade: never opened
+      }
       id = it->second;
       ids_.erase(it);
       conns_.erase(id);
     }
-    if (handlers_.on_close) handlers_.on_close(id);
+    if (handlers_.on_close) {
+      handlers_.on_close(id);
+    }
   }
 
   WsConnectionId IdOf(Hdl h) {
