@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 namespace sbx::emulator::internal {
 namespace {
@@ -75,6 +76,14 @@ std::string DefaultErrorCode(int status) {
 
 FaultInjector::FaultInjector()
     : refilled_at_(std::chrono::steady_clock::now()), rng_(std::random_device{}()) {}
+
+CallPlan FaultInjector::AdmitAndDelay(std::string_view endpoint, bool rate_limited) {
+  CallPlan plan = Admit(endpoint, rate_limited);
+  if (plan.latency.count() > 0) {
+    std::this_thread::sleep_for(plan.latency);
+  }
+  return plan;
+}
 
 CallPlan FaultInjector::Admit(std::string_view endpoint, bool rate_limited) {
   std::lock_guard lock(mu_);

@@ -175,6 +175,16 @@ std::string HttpRequest::Header(std::string_view name) const {
   return it == headers.end() ? std::string() : it->second;
 }
 
+std::string Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
+    s.remove_suffix(1);
+  }
+  return std::string(s);
+}
+
 std::string PercentDecode(std::string_view s, bool plus_is_space) {
   std::string out;
   out.reserve(s.size());
