@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <thread>
 
 namespace sbx::emulator::internal::openai {
 

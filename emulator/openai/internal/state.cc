@@ -14,7 +14,7 @@ int64_t NowUnix() {
 State::State(OpenAiEmulator::Options options)
     : options(std::move(options)),
       rng(std::random_device{}()),
-      registration_failure(options.registration_failure) {}
+      registration_failure(this->options.registration_failure) {}
 
 std::string State::server_url() const { return "http://" + host + ":" + std::to_string(port); }
 std::string State::base_url() const { return server_url() + "/v1"; }
