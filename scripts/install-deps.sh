@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git curl ca-certificates
   libcpprest-dev libssl-dev libboost-dev
   libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libsqlite3-dev sqlite3
-  libcli11-dev libwebsocketpp-dev
+  libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   util-linux procps jq
   clang-14 libclang-rt-14-dev
