@@ -48,6 +48,38 @@ StatusOr<ObjectRow> ReadRowColumns(const std::string& path, const auto& stmt) {
   return row;
 }
 
+// Binds parameters 1 to 16 to the row's columns in kObjectColumns order (INSERT and UPDATE).
+void BindRowColumns(auto& stmt, const ObjectRow& row) {
+  stmt.Bind(1, KindName(row.key.kind))
+      .Bind(2, row.key.namespace_)
+      .Bind(3, row.key.name)
+      .Bind(4, row.uid)
+      .Bind(5, row.generation)
+      .Bind(6, row.resource_version)
+      .Bind(7, row.spec)
+      .Bind(8, row.status)
+      .Bind(9, row.labels)
+      .Bind(10, row.annotations)
+      .Bind(11, row.owner_references)
+      .Bind(12, row.finalizers)
+      .BindOrNull(13, row.deletion_timestamp)
+      .BindOrNull(14, row.applyset)
+      .Bind(15, row.creation_timestamp)
+      .Bind(16, row.update_timestamp);
+}
+
+// The compare-and-swap of the controller's writes: kAborted unless the caller read the object
+// at the revision it still has.
+Status CheckUnchangedSince(std::string_view what, const ObjectKey& key, int64_t read,
+                           int64_t stored) {
+  if (read == stored) {
+    return OkStatus();
+  }
+  return api::AbortedError("conflict updating " + std::string(what) + " of " + key.ToString() +
+                           ": it changed (resourceVersion " + std::to_string(read) + " is now " +
+                           std::to_string(stored) + "); read it again");
+}
+
 }  // namespace
 
 StatusOr<std::optional<SqliteStore::Row>> SqliteStore::ReadRow(const ObjectKey& key) {
@@ -70,22 +102,7 @@ StatusOr<Object> SqliteStore::RowToObject(const Row& row) const {
 Status SqliteStore::InsertRow(const Row& row) {
   ASSIGN_OR_RETURN(Stmt stmt, Prepare("INSERT INTO objects (" + std::string(kObjectColumns) +
                                       ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-  stmt.Bind(1, KindName(row.key.kind))
-      .Bind(2, row.key.namespace_)
-      .Bind(3, row.key.name)
-      .Bind(4, row.uid)
-      .Bind(5, row.generation)
-      .Bind(6, row.resource_version)
-      .Bind(7, row.spec)
-      .Bind(8, row.status)
-      .Bind(9, row.labels)
-      .Bind(10, row.annotations)
-      .Bind(11, row.owner_references)
-      .Bind(12, row.finalizers)
-      .BindOrNull(13, row.deletion_timestamp)
-      .BindOrNull(14, row.applyset)
-      .Bind(15, row.creation_timestamp)
-      .Bind(16, row.update_timestamp);
+  BindRowColumns(stmt, row);
   return stmt.Run();
 }
 
@@ -97,22 +114,7 @@ Status SqliteStore::UpdateRow(const Row& row) {
               "finalizers = ?12, deletion_timestamp = ?13, applyset = ?14, "
               "creation_timestamp = ?15, update_timestamp = ?16 "
               "WHERE kind = ?1 AND namespace = ?2 AND name = ?3"));
-  stmt.Bind(1, KindName(row.key.kind))
-      .Bind(2, row.key.namespace_)
-      .Bind(3, row.key.name)
-      .Bind(4, row.uid)
-      .Bind(5, row.generation)
-      .Bind(6, row.resource_version)
-      .Bind(7, row.spec)
-      .Bind(8, row.status)
-      .Bind(9, row.labels)
-      .Bind(10, row.annotations)
-      .Bind(11, row.owner_references)
-      .Bind(12, row.finalizers)
-      .BindOrNull(13, row.deletion_timestamp)
-      .BindOrNull(14, row.applyset)
-      .Bind(15, row.creation_timestamp)
-      .Bind(16, row.update_timestamp);
+  BindRowColumns(stmt, row);
   return stmt.Run();
 }
 
@@ -378,12 +380,8 @@ StatusOr<Object> SqliteStore::UpdateStatus(const Object& object) {
   if (!row) {
     return api::NotFoundError(key.ToString() + " not found");
   }
-  if (row->resource_version != object.metadata.resource_version) {
-    return api::AbortedError("conflict updating status of " + key.ToString() +
-                             ": it changed (resourceVersion " +
-                             std::to_string(object.metadata.resource_version) + " is now " +
-                             std::to_string(row->resource_version) + "); read it again");
-  }
+  RETURN_IF_ERROR(
+      CheckUnchangedSince("status", key, object.metadata.resource_version, row->resource_version));
   if (row->status == status) {
     return RowToObject(*row);
   }
@@ -411,12 +409,8 @@ StatusOr<Object> SqliteStore::UpdateControllerMetadata(const Object& object) {
   if (!row) {
     return api::NotFoundError(key.ToString() + " not found");
   }
-  if (row->resource_version != object.metadata.resource_version) {
-    return api::AbortedError("conflict updating metadata of " + key.ToString() +
-                             ": it changed (resourceVersion " +
-                             std::to_string(object.metadata.resource_version) + " is now " +
-                             std::to_string(row->resource_version) + "); read it again");
-  }
+  RETURN_IF_ERROR(CheckUnchangedSince("metadata", key, object.metadata.resource_version,
+                                      row->resource_version));
   if (row->finalizers == finalizers && row->owner_references == owners) {
     return RowToObject(*row);
   }
