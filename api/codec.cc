@@ -393,9 +393,10 @@ Status ReadKindName(const Ctx& ctx, const Field& f, Kind* out) {
       return OkStatus();
     }
   }
-  std::string problem =
-      "unknown kind " + Quote(text) + " (expected one of: Workspace, Sandbox, AgentWorker";
-  if (std::string hint = Suggest(text, {"Workspace", "Sandbox", "AgentWorker"}); !hint.empty()) {
+  std::string problem = "unknown kind " + Quote(text) +
+                        " (expected one of: Workspace, Sandbox, AgentWorker, AgentTask";
+  if (std::string hint = Suggest(text, {"Workspace", "Sandbox", "AgentWorker", "AgentTask"});
+      !hint.empty()) {
     problem += "; did you mean " + Quote(hint) + "?";
   }
   problem += ")";
@@ -557,6 +558,41 @@ struct Duration {
   static Node Write(Value v) { return Node::String(FormatDuration(v)); }
 };
 
+// A byte count: an integer, or a string with a binary suffix ("512Ki", "1Mi", "16Mi", "1Gi").
+// Written as the integer.
+struct Bytes {
+  using Value = int64_t;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    const Node& n = *f.node;
+    if (n.type == Node::Type::kScalar && n.scalar == Node::Scalar::kInt) {
+      *out = n.int_value;
+      return OkStatus();
+    }
+    std::string text;
+    RETURN_IF_ERROR(ReadString(ctx, f, &text));
+    static constexpr std::pair<std::string_view, int64_t> kSuffixes[] = {
+        {"Ki", int64_t{1} << 10}, {"Mi", int64_t{1} << 20}, {"Gi", int64_t{1} << 30}, {"", 1}};
+    for (const auto& [suffix, unit] : kSuffixes) {
+      if (text.size() <= suffix.size() ||
+          text.compare(text.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        continue;
+      }
+      const std::string_view digits(text.data(), text.size() - suffix.size());
+      int64_t v = 0;
+      auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+      if (ec == std::errc() && ptr == digits.data() + digits.size() && v >= 0 &&
+          v <= INT64_MAX / unit) {
+        *out = v * unit;
+        return OkStatus();
+      }
+      break;
+    }
+    return Error(ctx, f,
+                 "expected a byte count like 1048576, \"512Ki\" or \"1Mi\", got " + Describe(n));
+  }
+  static Node Write(Value v) { return Node::Int(v); }
+};
+
 struct StrMap {
   using Value = std::map<std::string, std::string>;
   static Status Read(const Ctx& ctx, const Field& f, Value* out) {
@@ -611,6 +647,14 @@ template <>
 struct EnumNames<RestartPolicy> {
   static constexpr std::pair<std::string_view, RestartPolicy> kNames[] = {
       {"Always", RestartPolicy::kAlways}, {"Never", RestartPolicy::kNever}};
+};
+template <>
+struct EnumNames<TaskPhase> {
+  static constexpr std::pair<std::string_view, TaskPhase> kNames[] = {
+      {"Pending", TaskPhase::kPending},     {"Queued", TaskPhase::kQueued},
+      {"Submitted", TaskPhase::kSubmitted}, {"Running", TaskPhase::kRunning},
+      {"Succeeded", TaskPhase::kSucceeded}, {"Failed", TaskPhase::kFailed},
+      {"Cancelled", TaskPhase::kCancelled}, {"TimedOut", TaskPhase::kTimedOut}};
 };
 template <>
 struct EnumNames<ConditionStatus> {
@@ -928,6 +972,103 @@ struct FieldsOf<AgentWorkerStatus> : PlainMapping {
   };
 };
 
+// -- AgentTask
+
+template <>
+struct FieldsOf<WorkerSelector> {
+  static constexpr std::string_view kShape = "a mapping {matchLabels: {key: value}}";
+  static constexpr FieldRow<WorkerSelector> kRows[] = {
+      Row<&WorkerSelector::match_labels, StrMap>("matchLabels"),
+  };
+};
+
+template <>
+struct FieldsOf<CollectSpec> {
+  static constexpr std::string_view kShape = "a mapping {path, maxBytes}";
+  static constexpr FieldRow<CollectSpec> kRows[] = {
+      Row<&CollectSpec::path, Str>("path", kAlways),
+      Row<&CollectSpec::max_bytes, Bytes>("maxBytes", kAlways),
+  };
+};
+
+template <>
+struct FieldsOf<AgentTaskSpec> {
+  static constexpr std::string_view kShape = "";
+  static constexpr FieldRow<AgentTaskSpec> kRows[] = {
+      Row<&AgentTaskSpec::worker_ref, Str>("workerRef"),
+      Row<&AgentTaskSpec::worker_selector, Optional<Struct<WorkerSelector>>>("workerSelector",
+                                                                             kAlways),
+      Row<&AgentTaskSpec::input, Str>("input"),
+      Row<&AgentTaskSpec::timeout, Duration>("timeout", kAlways),
+      Row<&AgentTaskSpec::collect, ListOf<CollectSpec>>("collect"),
+      Row<&AgentTaskSpec::ttl_after_finished, Optional<Duration>>("ttlAfterFinished", kAlways),
+  };
+};
+
+template <>
+struct FieldsOf<TaskError> {
+  static constexpr std::string_view kShape = "";
+  static constexpr FieldRow<TaskError> kRows[] = {
+      Row<&TaskError::code, Str>("code"),
+      Row<&TaskError::message, Str>("message"),
+  };
+};
+
+template <>
+struct FieldsOf<TaskUsage> {
+  static constexpr std::string_view kShape = "";
+  static constexpr FieldRow<TaskUsage> kRows[] = {
+      Row<&TaskUsage::input_tokens, Int>("inputTokens"),
+      Row<&TaskUsage::output_tokens, Int>("outputTokens"),
+      Row<&TaskUsage::total_tokens, Int>("totalTokens"),
+  };
+};
+
+template <>
+struct FieldsOf<TaskResult> {
+  static constexpr std::string_view kShape = "";
+  static constexpr FieldRow<TaskResult> kRows[] = {
+      Row<&TaskResult::message, Str>("message"),
+      Row<&TaskResult::error, Struct<TaskError>>("error"),
+      Row<&TaskResult::usage, Struct<TaskUsage>>("usage"),
+  };
+};
+
+template <>
+struct FieldsOf<ArtifactStatus> {
+  static constexpr std::string_view kShape = "";
+  static constexpr FieldRow<ArtifactStatus> kRows[] = {
+      Row<&ArtifactStatus::path, Str>("path", kAlways),
+      Row<&ArtifactStatus::bytes, Int>("bytes"),
+      Row<&ArtifactStatus::sha256, Str>("sha256"),
+      Row<&ArtifactStatus::error, Str>("error"),
+  };
+};
+
+template <>
+struct FieldsOf<AgentTaskStatus> {
+  static constexpr std::string_view kShape = "";
+  static constexpr FieldRow<AgentTaskStatus> kRows[] = {
+      Row<&AgentTaskStatus::observed_generation, Int>("observedGeneration"),
+      Row<&AgentTaskStatus::conditions, ListOf<Condition>>("conditions"),
+      Row<&AgentTaskStatus::phase, Enum<TaskPhase>>("phase", kAlways),
+      Row<&AgentTaskStatus::worker, Str>("worker"),
+      Row<&AgentTaskStatus::session_id, Str>("sessionId"),
+      Row<&AgentTaskStatus::turn_id, Str>("turnId"),
+      Row<&AgentTaskStatus::queue_position, Int32>("queuePosition"),
+      Row<&AgentTaskStatus::idempotency_key, Str>("idempotencyKey"),
+      Row<&AgentTaskStatus::previous_turn_id, Str>("previousTurnId"),
+      Row<&AgentTaskStatus::submitted_at, Str>("submittedAt"),
+      Row<&AgentTaskStatus::started_at, Str>("startedAt"),
+      Row<&AgentTaskStatus::completed_at, Str>("completedAt"),
+      Row<&AgentTaskStatus::cancel_requested_at, Str>("cancelRequestedAt"),
+      Row<&AgentTaskStatus::cancel_reason, Str>("cancelReason"),
+      Row<&AgentTaskStatus::result, Struct<TaskResult>>("result"),
+      Row<&AgentTaskStatus::commands, Int32>("commands"),
+      Row<&AgentTaskStatus::artifacts, ListOf<ArtifactStatus>>("artifacts"),
+  };
+};
+
 // ---- Whole objects ----------------------------------------------------------------------------
 
 // Spec and ResourceStatus are variants over the kinds' types: one alternative per kind.
@@ -952,6 +1093,8 @@ Status ReadSpec(const Ctx& ctx, Kind kind, const Field& f, Spec* out) {
       return ReadAs<SandboxSpec>(ctx, f, out);
     case Kind::kAgentWorker:
       return ReadAs<AgentWorkerSpec>(ctx, f, out);
+    case Kind::kAgentTask:
+      return ReadAs<AgentTaskSpec>(ctx, f, out);
   }
   return InternalError("unknown kind");
 }
@@ -964,6 +1107,8 @@ Status ReadStatus(const Ctx& ctx, Kind kind, const Field& f, ResourceStatus* out
       return ReadAs<SandboxStatus>(ctx, f, out);
     case Kind::kAgentWorker:
       return ReadAs<AgentWorkerStatus>(ctx, f, out);
+    case Kind::kAgentTask:
+      return ReadAs<AgentTaskStatus>(ctx, f, out);
   }
   return InternalError("unknown kind");
 }
@@ -1006,7 +1151,8 @@ StatusOr<Object> ReadObject(const Ctx& ctx, const Field& root) {
   auto kind_field = r.Get("kind");
   if (!kind_field) {
     return Error(ctx, root.line, root.column, "kind",
-                 "required field is missing (expected one of: Workspace, Sandbox, AgentWorker)");
+                 "required field is missing (expected one of: Workspace, Sandbox, AgentWorker, "
+                 "AgentTask)");
   }
   Kind kind = Kind::kSandbox;
   RETURN_IF_ERROR(ReadKindName(ctx, *kind_field, &kind));

@@ -24,6 +24,10 @@ inline constexpr std::string_view kExecutorConnected = "ExecutorConnected";
 inline constexpr std::string_view kDatabricksReady = "DatabricksReady";
 inline constexpr std::string_view kOpenAiReady = "OpenAIReady";
 inline constexpr std::string_view kDeleting = "Deleting";
+// AgentTask: the input was POSTed (True) or is waiting (False: queued, worker not ready); the
+// task reached its outcome (True, reason = the final phase) or not yet (False).
+inline constexpr std::string_view kSubmitted = "Submitted";
+inline constexpr std::string_view kCompleted = "Completed";
 }  // namespace condition
 
 // Condition reasons.
@@ -95,6 +99,22 @@ inline constexpr std::string_view kMissingExecutorKey = "MissingExecutorKey";
 // ExecutorConnected=False carries the environment's own status in CamelCase
 // (openai::EnvironmentStatus, e.g. "Pending", "Disconnected"); the one the reconciler acts on:
 inline constexpr std::string_view kDisconnected = "Disconnected";
+
+// AgentTask: why it waits (Submitted=False) …
+inline constexpr std::string_view kWaitingForWorker = "WaitingForWorker";  // not Ready, no session
+inline constexpr std::string_view kNoMatchingWorker = "NoMatchingWorker";  // workerSelector
+inline constexpr std::string_view kWorkerNotFound = "WorkerNotFound";
+inline constexpr std::string_view kQueued = "Queued";  // behind other tasks of its worker
+inline constexpr std::string_view kWaitingForExecutor = "WaitingForExecutor";  // executor gone
+// … what it is doing (Submitted=True, Completed=False) …
+inline constexpr std::string_view kSubmittedReason = "Submitted";
+inline constexpr std::string_view kTurnRunning = "TurnRunning";
+inline constexpr std::string_view kCancelling = "Cancelling";
+// … and how it ended (Completed=True; the final phase's name).
+inline constexpr std::string_view kSucceeded = "Succeeded";
+inline constexpr std::string_view kFailed = "Failed";
+inline constexpr std::string_view kTimedOut = "TimedOut";
+// (Cancelled is reason::kCancelled above.)
 
 // Workspace.
 inline constexpr std::string_view kUnreachable = "Unreachable";

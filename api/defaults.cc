@@ -40,6 +40,8 @@ void ApplyDefaults(Object& object) {
       }
       break;
     }
+    case Kind::kAgentTask:
+      break;  // timeout 30m and collect[].maxBytes 1Mi are the decoded defaults
   }
 }
 

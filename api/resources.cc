@@ -36,6 +36,8 @@ std::string_view KindName(Kind kind) {
       return "Sandbox";
     case Kind::kAgentWorker:
       return "AgentWorker";
+    case Kind::kAgentTask:
+      return "AgentTask";
   }
   return "Unknown";
 }
@@ -51,8 +53,12 @@ StatusOr<Kind> ParseKind(std::string_view text) {
   if (t == "agentworker" || t == "agentworkers" || t == "aw") {
     return Kind::kAgentWorker;
   }
-  return InvalidArgumentError("unknown kind \"" + std::string(text) +
-                              "\" (expected Workspace|ws, Sandbox|sb or AgentWorker|aw)");
+  if (t == "agenttask" || t == "agenttasks" || t == "at") {
+    return Kind::kAgentTask;
+  }
+  return InvalidArgumentError(
+      "unknown kind \"" + std::string(text) +
+      "\" (expected Workspace|ws, Sandbox|sb, AgentWorker|aw or AgentTask|at)");
 }
 
 std::string_view ConditionStatusName(ConditionStatus s) {
@@ -98,6 +104,44 @@ WorkspaceStatus& Object::workspace_status() {
   return GetAs<WorkspaceStatus>(status, *this, "Workspace");
 }
 
+const AgentTaskSpec& Object::agent_task_spec() const {
+  return GetAs<AgentTaskSpec>(spec, *this, "AgentTask");
+}
+AgentTaskSpec& Object::agent_task_spec() { return GetAs<AgentTaskSpec>(spec, *this, "AgentTask"); }
+const AgentTaskStatus& Object::agent_task_status() const {
+  return GetAs<AgentTaskStatus>(status, *this, "AgentTask");
+}
+AgentTaskStatus& Object::agent_task_status() {
+  return GetAs<AgentTaskStatus>(status, *this, "AgentTask");
+}
+
+std::string_view TaskPhaseName(TaskPhase phase) {
+  switch (phase) {
+    case TaskPhase::kPending:
+      return "Pending";
+    case TaskPhase::kQueued:
+      return "Queued";
+    case TaskPhase::kSubmitted:
+      return "Submitted";
+    case TaskPhase::kRunning:
+      return "Running";
+    case TaskPhase::kSucceeded:
+      return "Succeeded";
+    case TaskPhase::kFailed:
+      return "Failed";
+    case TaskPhase::kCancelled:
+      return "Cancelled";
+    case TaskPhase::kTimedOut:
+      return "TimedOut";
+  }
+  return "Unknown";
+}
+
+bool IsFinished(TaskPhase phase) {
+  return phase == TaskPhase::kSucceeded || phase == TaskPhase::kFailed ||
+         phase == TaskPhase::kCancelled || phase == TaskPhase::kTimedOut;
+}
+
 const std::vector<Condition>& Object::conditions() const {
   return std::visit([](const auto& s) -> const std::vector<Condition>& { return s.conditions; },
                     status);
@@ -123,6 +167,10 @@ Object MakeObject(Kind kind, std::string name, std::string namespace_) {
     case Kind::kAgentWorker:
       o.spec = AgentWorkerSpec{};
       o.status = AgentWorkerStatus{};
+      break;
+    case Kind::kAgentTask:
+      o.spec = AgentTaskSpec{};
+      o.status = AgentTaskStatus{};
       break;
   }
   return o;

@@ -1,4 +1,5 @@
-// The sbx resource model (apiVersion sbx.dev/v1alpha1): Workspace, Sandbox, AgentWorker.
+// The sbx resource model (apiVersion sbx.dev/v1alpha1): Workspace, Sandbox, AgentWorker,
+// AgentTask.
 //
 // Plain value types, no I/O. `spec` is owned by the user (sbxctl writes it), `status` by the
 // controller. Field meanings follow DESIGN.md §2; YAML/JSON field names are the camelCase
@@ -26,12 +27,20 @@ inline constexpr std::string_view kDefaultWorkspaceDirectory = "/home/sandbox-ag
 // Finalizer the controller puts on objects that own external resources.
 inline constexpr std::string_view kControllerFinalizer = "sbx.dev/controller";
 
-enum class Kind { kWorkspace, kSandbox, kAgentWorker };
-inline constexpr Kind kAllKinds[] = {Kind::kWorkspace, Kind::kSandbox, Kind::kAgentWorker};
+// Annotation that asks the controller to cancel a running (or queued) AgentTask: any value
+// (sbxctl cancel writes the RFC 3339 time of the request). The controller sends
+// agent.session.input.cancel, waits for turn.cancelled and ends the task Cancelled; on a
+// finished task it changes nothing. An annotation rather than a spec field so that it does not
+// bump the generation and needs no spec edit (`sbxctl annotate` works too).
+inline constexpr std::string_view kCancelRequestedAnnotation = "sbx.dev/cancel-requested";
 
-// "Workspace", "Sandbox", "AgentWorker".
+enum class Kind { kWorkspace, kSandbox, kAgentWorker, kAgentTask };
+inline constexpr Kind kAllKinds[] = {Kind::kWorkspace, Kind::kSandbox, Kind::kAgentWorker,
+                                     Kind::kAgentTask};
+
+// "Workspace", "Sandbox", "AgentWorker", "AgentTask".
 std::string_view KindName(Kind kind);
-// Accepts the kind name in any case, its plural, and the short names ws, sb, aw:
+// Accepts the kind name in any case, its plural, and the short names ws, sb, aw, at:
 // "sandbox", "Sandboxes", "sb" → kSandbox. kInvalidArgument names the accepted forms.
 StatusOr<Kind> ParseKind(std::string_view text);
 
@@ -239,10 +248,117 @@ struct AgentWorkerStatus {
   friend bool operator==(const AgentWorkerStatus&, const AgentWorkerStatus&) = default;
 };
 
+// ---- AgentTask (DESIGN §7.1) ----------------------------------------------------------------
+
+// Bounds of AgentTask.spec (validated; api/validation.h).
+inline constexpr std::chrono::seconds kDefaultTaskTimeout{30 * 60};
+inline constexpr std::chrono::seconds kMinTaskTimeout{1};
+inline constexpr std::chrono::seconds kMaxTaskTimeout{24 * 60 * 60};
+inline constexpr int64_t kDefaultCollectMaxBytes = int64_t{1} << 20;  // 1Mi
+inline constexpr int64_t kMaxCollectBytes = int64_t{16} << 20;        // 16Mi, per file and task
+
+struct WorkerSelector {
+  std::map<std::string, std::string> match_labels;  // "matchLabels"; all must match
+  friend bool operator==(const WorkerSelector&, const WorkerSelector&) = default;
+};
+
+// One file read back from the sandbox after the turn, relative to the worker's
+// workspaceDirectory.
+struct CollectSpec {
+  std::string path;
+  int64_t max_bytes = kDefaultCollectMaxBytes;  // "maxBytes": 1048576 or "1Mi"; ≤ 16Mi
+  friend bool operator==(const CollectSpec&, const CollectSpec&) = default;
+};
+
+struct AgentTaskSpec {
+  std::string worker_ref;                              // "workerRef"; exactly one of these two
+  std::optional<WorkerSelector> worker_selector;       // "workerSelector": any Ready worker
+  std::string input;                                   // the user message of the turn
+  std::chrono::seconds timeout = kDefaultTaskTimeout;  // from submission; 1s–24h
+  std::vector<CollectSpec> collect;
+  std::optional<std::chrono::seconds> ttl_after_finished;  // "ttlAfterFinished"
+  friend bool operator==(const AgentTaskSpec&, const AgentTaskSpec&) = default;
+};
+
+// Pending → Queued → Submitted → Running → Succeeded | Failed | Cancelled | TimedOut.
+enum class TaskPhase {
+  kPending,
+  kQueued,
+  kSubmitted,
+  kRunning,
+  kSucceeded,
+  kFailed,
+  kCancelled,
+  kTimedOut,
+};
+std::string_view TaskPhaseName(TaskPhase phase);  // "Pending", "Queued", …
+// Succeeded, Failed, Cancelled and TimedOut: nothing changes the task any more (but TTL).
+bool IsFinished(TaskPhase phase);
+
+struct TaskError {
+  std::string code;  // the service's error code ("connection_failed", …) or sbx's reason
+  std::string message;
+  friend bool operator==(const TaskError&, const TaskError&) = default;
+};
+
+// Token usage of the turn (the service's TokenUsage totals).
+struct TaskUsage {
+  int64_t input_tokens = 0;   // "inputTokens"
+  int64_t output_tokens = 0;  // "outputTokens"
+  int64_t total_tokens = 0;   // "totalTokens"
+  friend bool operator==(const TaskUsage&, const TaskUsage&) = default;
+};
+
+struct TaskResult {
+  std::string message;  // the last assistant message of the turn
+  TaskError error;      // empty on success
+  TaskUsage usage;
+  friend bool operator==(const TaskResult&, const TaskResult&) = default;
+};
+
+// One collected file: its size and digest (the bytes are in the store, Store::GetArtifact), or
+// why it could not be read.
+struct ArtifactStatus {
+  std::string path;
+  int64_t bytes = 0;
+  std::string sha256;  // lowercase hex
+  std::string error;   // "" when collected
+  friend bool operator==(const ArtifactStatus&, const ArtifactStatus&) = default;
+};
+
+struct AgentTaskStatus {
+  int64_t observed_generation = 0;
+  std::vector<Condition> conditions;  // Submitted, Completed
+  TaskPhase phase = TaskPhase::kPending;
+  std::string worker;      // the AgentWorker picked (name, same namespace)
+  std::string session_id;  // "sessionId": that worker's session at submission
+  std::string turn_id;     // "turnId": the root turn of this task
+  int queue_position = 0;  // "queuePosition": 1 = next; 0 when not queued
+  // Exactly once (DESIGN §7.1): the Idempotency-Key of the input POST (the task uid), written
+  // together with phase=Submitted and submittedAt BEFORE the POST; a retry after a crash sends
+  // the same key, so the service starts no second turn.
+  std::string idempotency_key;  // "idempotencyKey"
+  // Root turns of the session that existed just before the submission (the newest id), so that
+  // recovery (reference §2.6) can tell this task's turn from older ones.
+  std::string previous_turn_id;  // "previousTurnId"
+  std::string submitted_at;      // "submittedAt", RFC 3339
+  std::string started_at;        // "startedAt": turn.created/in_progress seen
+  std::string completed_at;      // "completedAt": the phase became a finished one
+  // When cancel (of a cancel request, timeout or deletion) was sent, and why: "Cancelled" or
+  // "TimedOut"; the phase follows when turn.cancelled arrives.
+  std::string cancel_requested_at;  // "cancelRequestedAt"
+  std::string cancel_reason;        // "cancelReason"
+  TaskResult result;
+  int commands = 0;  // command_execution items of the turn
+  std::vector<ArtifactStatus> artifacts;
+  friend bool operator==(const AgentTaskStatus&, const AgentTaskStatus&) = default;
+};
+
 // ---- The envelope ---------------------------------------------------------------------------
 
-using Spec = std::variant<WorkspaceSpec, SandboxSpec, AgentWorkerSpec>;
-using ResourceStatus = std::variant<WorkspaceStatus, SandboxStatus, AgentWorkerStatus>;
+using Spec = std::variant<WorkspaceSpec, SandboxSpec, AgentWorkerSpec, AgentTaskSpec>;
+using ResourceStatus =
+    std::variant<WorkspaceStatus, SandboxStatus, AgentWorkerStatus, AgentTaskStatus>;
 
 // One object of any kind. Invariant: spec and status hold the alternative matching `kind`
 // (use MakeObject to get a consistent one).
@@ -266,6 +382,10 @@ struct Object {
   AgentWorkerStatus& agent_worker_status();
   const WorkspaceStatus& workspace_status() const;
   WorkspaceStatus& workspace_status();
+  const AgentTaskSpec& agent_task_spec() const;
+  AgentTaskSpec& agent_task_spec();
+  const AgentTaskStatus& agent_task_status() const;
+  AgentTaskStatus& agent_task_status();
 
   // The conditions of whichever status this object has.
   const std::vector<Condition>& conditions() const;

@@ -1,5 +1,6 @@
 #include "api/validation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -335,6 +336,86 @@ Status ValidateAgentWorker(const AgentWorkerSpec& s, const ValidationOptions& o)
   return OkStatus();
 }
 
+// A collect path: relative to the worker's workspaceDirectory and staying inside it.
+std::string ValidateCollectPath(std::string_view path) {
+  if (path.empty()) {
+    return "is required";
+  }
+  if (path.front() == '/') {
+    return "must be relative to the worker's workspaceDirectory, got " + Quote(path);
+  }
+  if (HasControlChars(path, false)) {
+    return "must not contain control characters";
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t slash = std::min(path.find('/', start), path.size());
+    if (path.substr(start, slash - start) == "..") {
+      return "must not contain \"..\" (it would leave the workspace directory), got " + Quote(path);
+    }
+    start = slash + 1;
+  }
+  return "";
+}
+
+Status ValidateAgentTask(const AgentTaskSpec& s) {
+  const bool has_ref = !s.worker_ref.empty();
+  if (has_ref && s.worker_selector.has_value()) {
+    return Invalid("spec.workerSelector",
+                   "set exactly one of workerRef or workerSelector, not both");
+  }
+  if (!has_ref && !s.worker_selector.has_value()) {
+    return Invalid("spec", "set exactly one of workerRef or workerSelector");
+  }
+  if (has_ref) {
+    if (std::string p = ValidateDnsLabel(s.worker_ref); !p.empty()) {
+      return Invalid("spec.workerRef",
+                     "invalid AgentWorker name " + Quote(s.worker_ref) + ": " + p);
+    }
+  } else {
+    for (const auto& [key, value] : s.worker_selector->match_labels) {
+      const std::string path = "spec.workerSelector.matchLabels." + key;
+      if (std::string p = ValidateKey(key); !p.empty()) {
+        return Invalid(path, p);
+      }
+      if (!value.empty()) {
+        if (std::string p = ValidateQualifiedNamePart(value); !p.empty()) {
+          return Invalid(path, "invalid value " + Quote(value) + ": " + p);
+        }
+      }
+    }
+  }
+  if (s.input.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return Invalid("spec.input", "must not be empty: it is the user message of the turn");
+  }
+  if (s.input.find('\0') != std::string::npos) {
+    return Invalid("spec.input", "must not contain NUL");
+  }
+  if (s.timeout < kMinTaskTimeout || s.timeout > kMaxTaskTimeout) {
+    return Invalid("spec.timeout", "must be between " + FormatDuration(kMinTaskTimeout) + " and " +
+                                       FormatDuration(kMaxTaskTimeout) + ", got " +
+                                       FormatDuration(s.timeout));
+  }
+  std::set<std::string_view> paths;
+  for (size_t i = 0; i < s.collect.size(); ++i) {
+    const std::string path = "spec.collect[" + std::to_string(i) + "]";
+    if (std::string p = ValidateCollectPath(s.collect[i].path); !p.empty()) {
+      return Invalid(path + ".path", p);
+    }
+    if (!paths.insert(s.collect[i].path).second) {
+      return Invalid(path + ".path", "duplicate collect path " + Quote(s.collect[i].path));
+    }
+    if (s.collect[i].max_bytes <= 0 || s.collect[i].max_bytes > kMaxCollectBytes) {
+      return Invalid(path + ".maxBytes", "must be between 1 and 16Mi (16777216), got " +
+                                             std::to_string(s.collect[i].max_bytes));
+    }
+  }
+  if (s.ttl_after_finished.has_value() && s.ttl_after_finished->count() < 0) {
+    return Invalid("spec.ttlAfterFinished", "must not be negative");
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 std::string ValidateDnsLabel(std::string_view s) {
@@ -460,6 +541,8 @@ Status Validate(const Object& object, const ValidationOptions& options) {
       return ValidateSandbox("spec", object.sandbox_spec());
     case Kind::kAgentWorker:
       return ValidateAgentWorker(object.agent_worker_spec(), options);
+    case Kind::kAgentTask:
+      return ValidateAgentTask(object.agent_task_spec());
   }
   return OkStatus();
 }

@@ -100,6 +100,8 @@ std::string TypeName(api::Kind kind) {
       return "sandbox";
     case api::Kind::kAgentWorker:
       return "agentworker";
+    case api::Kind::kAgentTask:
+      return "agenttask";
   }
   return "unknown";
 }
@@ -112,6 +114,8 @@ std::string ResourceName(api::Kind kind) {
       return "sandboxes";
     case api::Kind::kAgentWorker:
       return "agentworkers";
+    case api::Kind::kAgentTask:
+      return "agenttasks";
   }
   return "unknown";
 }

@@ -54,8 +54,8 @@ const std::set<std::string> kObjectVerbs = {"get",   "describe", "delete", "wait
                                             "label", "annotate", "patch",  "edit"};
 
 std::vector<std::string> KindWords() {
-  return {"sandbox", "sandboxes", "sb",         "agentworker", "agentworkers",
-          "aw",      "workspace", "workspaces", "ws"};
+  return {"sandbox",   "sandboxes",  "sb", "agentworker", "agentworkers", "aw",
+          "agenttask", "agenttasks", "at", "workspace",   "workspaces",   "ws"};
 }
 
 bool StartsWith(std::string_view s, std::string_view prefix) {

@@ -94,6 +94,15 @@ void StatusFields(std::ostream& out, const api::Object& o) {
     case api::Kind::kWorkspace:
       Field(out, "Observed Gen", std::to_string(o.workspace_status().observed_generation), 2);
       break;
+    case api::Kind::kAgentTask: {  // the full view is sbxctl's (#13 CLI)
+      const auto& s = o.agent_task_status();
+      Field(out, "Phase", std::string(api::TaskPhaseName(s.phase)), 2);
+      Field(out, "Worker", s.worker, 2);
+      Field(out, "Session ID", s.session_id, 2);
+      Field(out, "Turn ID", s.turn_id, 2);
+      Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
+      break;
+    }
   }
 }
 

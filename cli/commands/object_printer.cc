@@ -231,6 +231,9 @@ std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_names
         h.insert(h.end(), {"RESTARTS", "ENVIRONMENT", "REASON", "MESSAGE"});
       }
       break;
+    case api::Kind::kAgentTask:  // the full columns are sbxctl's (#13 CLI)
+      h.insert(h.end(), {"PHASE", "WORKER", "AGE"});
+      break;
     case api::Kind::kWorkspace:
       h.insert(h.end(), {"READY", "HOST", "AGE"});
       if (wide) {
@@ -272,6 +275,12 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
         r.insert(r.end(), {std::to_string(status.executor.restarts), OrNone(status.environment_id),
                            OrNone(ReadyReason(o)), ReadyMessage(o)});
       }
+      break;
+    }
+    case api::Kind::kAgentTask: {
+      const auto& status = o.agent_task_status();
+      r.insert(r.end(),
+               {std::string(api::TaskPhaseName(status.phase)), OrNone(status.worker), age});
       break;
     }
     case api::Kind::kWorkspace: {

@@ -119,6 +119,14 @@ Status SqliteStore::UpdateRow(const Row& row) {
 }
 
 Status SqliteStore::DeleteRow(const ObjectKey& key) {
+  // What is kept beside an object goes with it (an AgentTask's log and artifacts).
+  for (std::string_view table : {"task_log", "task_log_heads", "artifacts"}) {
+    ASSIGN_OR_RETURN(Stmt side, Prepare("DELETE FROM " + std::string(table) +
+                                        " WHERE task_uid IN (SELECT uid FROM objects WHERE kind = "
+                                        "? AND namespace = ? AND name = ?)"));
+    RETURN_IF_ERROR(
+        side.Bind(1, KindName(key.kind)).Bind(2, key.namespace_).Bind(3, key.name).Run());
+  }
   ASSIGN_OR_RETURN(Stmt stmt,
                    Prepare("DELETE FROM objects WHERE kind = ? AND namespace = ? AND name = ?"));
   stmt.Bind(1, KindName(key.kind)).Bind(2, key.namespace_).Bind(3, key.name);

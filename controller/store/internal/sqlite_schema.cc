@@ -100,6 +100,41 @@ INSERT INTO inventory_v2 SELECT workspace, resource_type, external_id, state, ow
 DROP TABLE inventory;
 ALTER TABLE inventory_v2 RENAME TO inventory;
 )sql",
+    // 3: the AgentTask log and collected artifacts, keyed by the task's uid and deleted with its
+    // row (DeleteRow). Both bounded: the log by Options::task_log_max_bytes per task, the
+    // artifacts by kMaxTaskArtifactBytes per task.
+    R"sql(
+CREATE TABLE task_log_heads (
+  task_uid TEXT PRIMARY KEY,
+  kind TEXT NOT NULL,
+  namespace TEXT NOT NULL,
+  name TEXT NOT NULL,
+  last_seq INTEGER NOT NULL,
+  dropped INTEGER NOT NULL
+);
+CREATE TABLE task_log (
+  task_uid TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  item_id TEXT NOT NULL,
+  text TEXT NOT NULL,
+  exit_code INTEGER,
+  at TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  PRIMARY KEY (task_uid, seq)
+);
+CREATE TABLE artifacts (
+  task_uid TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  namespace TEXT NOT NULL,
+  name TEXT NOT NULL,
+  path TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  content BLOB NOT NULL,
+  PRIMARY KEY (task_uid, path)
+);
+)sql",
 };
 
 }  // namespace

@@ -46,6 +46,10 @@ class SqliteStore::Stmt {
     Check(sqlite3_bind_int64(stmt_, index, value));
     return *this;
   }
+  Stmt& BindBlob(int index, std::string_view bytes) {
+    Check(sqlite3_bind_blob64(stmt_, index, bytes.data(), bytes.size(), SQLITE_TRANSIENT));
+    return *this;
+  }
   // Binds NULL for "".
   Stmt& BindOrNull(int index, std::string_view text) {
     if (text.empty()) {

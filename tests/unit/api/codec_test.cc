@@ -20,13 +20,14 @@ namespace {
 
 using std::chrono::seconds;
 using test_objects::FullSandbox;
+using test_objects::FullTask;
 using test_objects::FullWorker;
 using test_objects::FullWorkspace;
 
 TEST(CodecTest, ObjectJsonRoundTripsEveryKind) {
-  for (const Object& o :
-       {FullSandbox(), FullWorkspace(), FullWorker(), MakeObject(Kind::kSandbox, "empty"),
-        MakeObject(Kind::kWorkspace, "e"), MakeObject(Kind::kAgentWorker, "e")}) {
+  for (const Object& o : {FullSandbox(), FullWorkspace(), FullWorker(), FullTask(),
+                          MakeObject(Kind::kSandbox, "empty"), MakeObject(Kind::kWorkspace, "e"),
+                          MakeObject(Kind::kAgentWorker, "e"), MakeObject(Kind::kAgentTask, "e")}) {
     for (bool pretty : {true, false}) {
       StatusOr<Object> back = DecodeObjectJson(EncodeObjectJson(o, pretty));
       ASSERT_TRUE(back.ok()) << back.status();
@@ -36,7 +37,7 @@ TEST(CodecTest, ObjectJsonRoundTripsEveryKind) {
 }
 
 TEST(CodecTest, SpecAndStatusJsonRoundTrip) {
-  for (const Object& o : {FullSandbox(), FullWorkspace(), FullWorker()}) {
+  for (const Object& o : {FullSandbox(), FullWorkspace(), FullWorker(), FullTask()}) {
     StatusOr<Spec> spec = DecodeSpecJson(o.kind, EncodeSpecJson(o));
     ASSERT_TRUE(spec.ok()) << spec.status();
     EXPECT_TRUE(*spec == o.spec) << EncodeSpecJson(o);
@@ -81,7 +82,7 @@ TEST(CodecTest, DecodeSpecJsonReportsBadInput) {
 
 TEST(CodecTest, YamlRoundTripsThroughManifestDecoding) {
   // Manifest decoding drops server-set fields and status, so compare specs and user metadata.
-  for (const Object& o : {FullSandbox(), FullWorkspace(), FullWorker()}) {
+  for (const Object& o : {FullSandbox(), FullWorkspace(), FullWorker(), FullTask()}) {
     const std::string yaml = EncodeObjectYaml(o);
     StatusOr<std::vector<Manifest>> ms = DecodeManifests(yaml, "x.yaml");
     ASSERT_TRUE(ms.ok()) << ms.status() << "\n" << yaml;
@@ -263,10 +264,10 @@ TEST(DecodeManifestsTest, BadEnum) {
 TEST(DecodeManifestsTest, UnknownKind) {
   EXPECT_EQ(DecodeError(std::string(kHeader) + "kind: Sandboxx\nmetadata:\n  name: a\n"),
             "workers/a.yaml:2:1: kind: unknown kind \"Sandboxx\" (expected one of: Workspace, "
-            "Sandbox, AgentWorker; did you mean \"Sandbox\"?)");
+            "Sandbox, AgentWorker, AgentTask; did you mean \"Sandbox\"?)");
   EXPECT_EQ(DecodeError(std::string(kHeader) + "metadata:\n  name: a\n"),
             "workers/a.yaml:1:1: kind: required field is missing (expected one of: Workspace, "
-            "Sandbox, AgentWorker)");
+            "Sandbox, AgentWorker, AgentTask)");
 }
 
 TEST(DecodeManifestsTest, WrongApiVersion) {
@@ -427,10 +428,10 @@ namespace {
 // `inactivityTimeout: 0` (auto-stop off) survives decode → validate → encode → decode; without
 // the field the spec has no timeout at all (also off, but not sent).
 TEST(DecodeManifestsTest, ZeroInactivityTimeoutRoundTrips) {
-  StatusOr<std::vector<Manifest>> ms =
-      DecodeManifests("apiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: a}\n"
-                      "spec:\n  inactivityTimeout: 0\n",
-                      "a.yaml");
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(
+      "apiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: a}\n"
+      "spec:\n  inactivityTimeout: 0\n",
+      "a.yaml");
   ASSERT_TRUE(ms.ok()) << ms.status();
   Object o = (*ms)[0].object;
   ASSERT_EQ(o.sandbox_spec().inactivity_timeout, std::chrono::seconds(0));
@@ -622,7 +623,9 @@ TEST(CodecTest, YamlNeverWritesC1ControlsRaw) {
   Object o = MakeObject(Kind::kSandbox, "s");
   SetupResult step;
   step.name = "tools";
-  step.message = "boom \xc2\x9b" "2J\nsecond line \x7f\n";
+  step.message =
+      "boom \xc2\x9b"
+      "2J\nsecond line \x7f\n";
   o.sandbox_status().setup.push_back(step);
   const std::string yaml = EncodeObjectYaml(o);
   EXPECT_EQ(yaml.find("\xc2\x9b"), std::string::npos) << yaml;

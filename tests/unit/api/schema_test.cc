@@ -103,9 +103,10 @@ void FillSecrets(Object& o) {
 class SchemaTest : public ::testing::TestWithParam<Kind> {};
 
 TEST_P(SchemaTest, PropertiesMatchTheCodec) {
-  Object o = GetParam() == Kind::kWorkspace ? test_objects::FullWorkspace()
-             : GetParam() == Kind::kSandbox ? test_objects::FullSandbox()
-                                            : test_objects::FullWorker();
+  Object o = GetParam() == Kind::kWorkspace   ? test_objects::FullWorkspace()
+             : GetParam() == Kind::kSandbox   ? test_objects::FullSandbox()
+             : GetParam() == Kind::kAgentTask ? test_objects::FullTask()
+                                              : test_objects::FullWorker();
   FillSecrets(o);
   o.metadata = test_objects::FullSandbox().metadata;  // every metadata field set
   const std::string kind = Lower(KindName(GetParam()));
@@ -147,13 +148,14 @@ TEST_P(SchemaTest, EnumValuesDecode) {
       ++checked;
     }
   }
-  if (GetParam() != Kind::kWorkspace) {
+  if (GetParam() == Kind::kSandbox || GetParam() == Kind::kAgentWorker) {
     EXPECT_GT(checked, 0);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, SchemaTest,
-                         ::testing::Values(Kind::kWorkspace, Kind::kSandbox, Kind::kAgentWorker),
+                         ::testing::Values(Kind::kWorkspace, Kind::kSandbox, Kind::kAgentWorker,
+                                           Kind::kAgentTask),
                          [](const ::testing::TestParamInfo<Kind>& info) {
                            return std::string(KindName(info.param));
                          });

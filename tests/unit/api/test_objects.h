@@ -88,4 +88,34 @@ inline Object FullWorker() {
   return o;
 }
 
+inline Object FullTask() {
+  Object o = MakeObject(Kind::kAgentTask, "t1");
+  AgentTaskSpec& s = o.agent_task_spec();
+  s.worker_ref = "w1";
+  s.worker_selector = WorkerSelector{{{"team", "agents"}}};  // both set: codec does not validate
+  s.input = "Fix the flaky test\n$ echo hi > out.txt\n";
+  s.timeout = std::chrono::seconds(90);
+  s.collect = {{"out.txt", 2048}, {"reports/summary.md", int64_t{1} << 20}};
+  s.ttl_after_finished = std::chrono::seconds(86400);
+  AgentTaskStatus& st = o.agent_task_status();
+  st.observed_generation = 1;
+  st.conditions = {{"Completed", ConditionStatus::kTrue, "Succeeded", "", "t", 1}};
+  st.phase = TaskPhase::kSucceeded;
+  st.worker = "w1";
+  st.session_id = "sess_1";
+  st.turn_id = "turn_2";
+  st.queue_position = 3;
+  st.idempotency_key = "uid-1";
+  st.previous_turn_id = "turn_1";
+  st.submitted_at = "2024-01-02T03:04:05Z";
+  st.started_at = "2024-01-02T03:04:06Z";
+  st.completed_at = "2024-01-02T03:04:09Z";
+  st.cancel_requested_at = "2024-01-02T03:04:08Z";
+  st.cancel_reason = "TimedOut";
+  st.result = {"done", {"connection_failed", "executor gone"}, {10, 20, 30}};
+  st.commands = 2;
+  st.artifacts = {{"out.txt", 3, "abc", ""}, {"reports/summary.md", 0, "", "not found"}};
+  return o;
+}
+
 }  // namespace sbx::api::test_objects
