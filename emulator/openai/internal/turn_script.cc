@@ -37,18 +37,21 @@ std::optional<std::string> ParseControl(const std::string& name, const std::stri
     }
     return std::nullopt;
   }
-  if (name == "sleep") {
-    step.kind = TurnStep::Kind::kSleep;
-    std::string text;
-    words >> text;
-    auto d = api::ParseDuration(text);
-    if (!d.ok()) {
-      return "!sleep: " + std::string(d.status().message());
-    }
-    step.duration = *d;
-    return std::nullopt;
+  // name == "sleep" (IsControl admits no other)
+  step.kind = TurnStep::Kind::kSleep;
+  std::string text;
+  words >> text;
+  auto d = api::ParseDuration(text);
+  if (!d.ok()) {
+    return "!sleep: " + std::string(d.status().message());
   }
-  return "unknown control line '!" + name + "' (known: !fail, !subagent, !sleep)";
+  step.duration = *d;
+  return std::nullopt;
+}
+
+// Only these names make a line a control line; "!important: …" in a real prompt stays text.
+bool IsControl(const std::string& name) {
+  return name == "fail" || name == "subagent" || name == "sleep";
 }
 
 }  // namespace
@@ -70,6 +73,9 @@ TurnScript ParseTurnScript(const std::string& text) {
     size_t end = line.find_first_of(" \t\r", 1);
     std::string name = line.substr(1, end == std::string::npos ? std::string::npos : end - 1);
     std::string rest = end == std::string::npos ? "" : line.substr(end);
+    if (!IsControl(name)) {
+      continue;  // plain text
+    }
     TurnStep step;
     if (auto error = ParseControl(name, rest, step)) {
       script.error = *error;

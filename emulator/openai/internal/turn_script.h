@@ -6,8 +6,9 @@
 //                              <status> (completed | failed | cancelled; default completed)
 //   "!sleep <duration>"        the harness "thinks" that long (api::ParseDuration: 30s, 2m);
 //                              a cancel ends it
-// Any other line is plain text. A malformed "!" control line is an error the turn reports as
-// failed with code invalid_request, so that a manifest author sees the mistake.
+// Any other line (also "!word" for another word) is plain text. A malformed control line of
+// those three is an error the turn reports as failed with code invalid_request, so that a
+// manifest author sees the mistake.
 // Stateless functions; thread-safe.
 #pragma once
 

@@ -975,7 +975,7 @@ TEST_F(OpenAiTaskTest, FailControlEndsTheTurnFailedWithTheGivenCodeAndMessage) {
   // session takes the next input normally.
   ASSERT_EQ(PostInput(id, "!fail").status, 202);
   ASSERT_EQ(PostInput(id, "!sleep soon").status, 202);
-  ASSERT_EQ(PostInput(id, "!frobnicate").status, 202);
+  ASSERT_EQ(PostInput(id, "!subagent maybe").status, 202);
   ASSERT_EQ(PostInput(id, "$ true").status, 202);
   ASSERT_TRUE(Eventually([&] { return RootTerminals(sse) == 5; }));
   json turns = Json(api_->Get("/agents/sessions/" + id + "/turns?order=asc"));
@@ -986,7 +986,7 @@ TEST_F(OpenAiTaskTest, FailControlEndsTheTurnFailedWithTheGivenCodeAndMessage) {
   }
   EXPECT_NE(turns["data"][1]["error"]["message"].get<std::string>().find("!fail <code>"),
             std::string::npos);
-  EXPECT_NE(turns["data"][3]["error"]["message"].get<std::string>().find("!frobnicate"),
+  EXPECT_NE(turns["data"][3]["error"]["message"].get<std::string>().find("maybe"),
             std::string::npos);
   EXPECT_EQ(turns["data"][4]["status"], "completed");
 }
