@@ -1,9 +1,12 @@
 // TurnRunner: the OpenAI emulator's emulated harness. Input queued on a session runs as turns
-// on one runner thread per busy session: every input line starting with "$ " runs with
-// /bin/bash -c in the session's workspace directory through a ready plain-profile executor
-// (process/start, then its process/* notifications; → a command_execution item), then a final
-// assistant message, then agent.session.turn.completed (failed / cancelled as the session
-// demands) and agent.session.idle. It also holds input in the connection wait (reference §2.1).
+// on one runner thread per busy session, step by step as TurnScript reads it: a "$ " line runs
+// with /bin/bash -c in the session's workspace directory through a ready plain-profile executor
+// (process/start, then its process/* notifications; → a command_execution item); "!fail" ends
+// the turn failed with the given error; "!subagent" streams a subagent turn; "!sleep" waits
+// (cancellable). Then a final assistant message (content part, several output_text deltas),
+// then agent.session.turn.completed with a deterministic usage (failed / cancelled as the
+// session demands) and agent.session.idle. It also holds input in the connection wait
+// (reference §2.1), also on purpose (the admin hold_inputs knob).
 //
 // Thread-safety: the *Locked methods expect State::mu held (WaitForExecutorLocked releases it
 // while waiting). Stop() from the owner after State::BeginStop() and ExecutorRegistry::Stop():
