@@ -1,17 +1,22 @@
-// Field mapping between sbx objects and the codec tree (api/internal/tree.h). The mapping is
-// written once and serves YAML manifests (strict, with positions) and the store's JSON
+// Field mapping between sbx objects and the codec tree (api/internal/tree.h). Each part of a
+// resource (metadata, a spec, a status, and the structs inside them) has one field table below:
+// a row names the field once and says how its value is read and written and whether it is
+// written while empty. The table drives the three things a field needs: the allow-list of known
+// keys (strict manifests, with "did you mean"), the reader and the encoder. Adding a field is
+// one row. The mapping serves YAML manifests (strict, with positions) and the store's JSON
 // (lenient about unknown fields, no positions).
 //
 // Canonical encoding rule: a field whose C++ default is empty/zero/false/unset is omitted when
-// it has that value; a field with a non-empty default (namespace, workspaceRef, power, …) is
-// always written. Decoding an absent field gives the C++ default, so decode(encode(x)) == x and
-// the same object always gives the same bytes.
+// it has that value (rows with the default Presence::kOmitEmpty); a field with a non-empty
+// default (namespace, workspaceRef, power, …) is always written (Presence::kAlways). Decoding an
+// absent field gives the C++ default, so decode(encode(x)) == x and the same object always gives
+// the same bytes.
 #include "api/codec.h"
 
 #include <algorithm>
 #include <charconv>
-#include <initializer_list>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "api/duration.h"
@@ -23,286 +28,7 @@ namespace {
 using internal::Entry;
 using internal::Node;
 
-// ---- Encoding -------------------------------------------------------------------------------
-
-void AddString(Node& map, std::string key, const std::string& value) {
-  if (!value.empty()) {
-    map.Add(std::move(key), Node::String(value));
-  }
-}
-
-void AddInt(Node& map, std::string key, int64_t value) {
-  if (value != 0) {
-    map.Add(std::move(key), Node::Int(value));
-  }
-}
-
-void AddMapIfNotEmpty(Node& map, std::string key, Node value) {
-  if (!value.entries.empty()) {
-    map.Add(std::move(key), std::move(value));
-  }
-}
-
-Node StringMap(const std::map<std::string, std::string>& m) {
-  Node n = Node::Map();
-  for (const auto& [k, v] : m) {
-    n.Add(k, Node::String(v));
-  }
-  return n;
-}
-
-Node StringList(const std::vector<std::string>& v) {
-  Node n = Node::Seq();
-  for (const auto& s : v) {
-    n.items.push_back(Node::String(s));
-  }
-  return n;
-}
-
-void AddSecret(Node& map, std::string key, const SecretRef& ref) {
-  if (ref.empty()) {
-    return;
-  }
-  Node n = Node::Map();
-  AddString(n, "env", ref.env);
-  AddString(n, "file", ref.file);
-  map.Add(std::move(key), std::move(n));
-}
-
-std::string_view PowerName(Power p) { return p == Power::kRunning ? "Running" : "Stopped"; }
-std::string_view DeletionPolicyName(DeletionPolicy p) {
-  return p == DeletionPolicy::kDelete ? "Delete" : "Orphan";
-}
-std::string_view RestartPolicyName(RestartPolicy p) {
-  return p == RestartPolicy::kAlways ? "Always" : "Never";
-}
-
-Node EncodeMeta(const ObjectMeta& m) {
-  Node n = Node::Map();
-  n.Add("name", Node::String(m.name));
-  n.Add("namespace", Node::String(m.namespace_));
-  if (!m.labels.empty()) {
-    n.Add("labels", StringMap(m.labels));
-  }
-  if (!m.annotations.empty()) {
-    n.Add("annotations", StringMap(m.annotations));
-  }
-  AddString(n, "uid", m.uid);
-  AddInt(n, "generation", m.generation);
-  AddInt(n, "resourceVersion", m.resource_version);
-  AddString(n, "creationTimestamp", m.creation_timestamp);
-  AddString(n, "deletionTimestamp", m.deletion_timestamp);
-  if (!m.finalizers.empty()) {
-    n.Add("finalizers", StringList(m.finalizers));
-  }
-  if (!m.owner_references.empty()) {
-    Node refs = Node::Seq();
-    for (const OwnerReference& r : m.owner_references) {
-      Node o = Node::Map();
-      o.Add("kind", Node::String(std::string(KindName(r.kind))));
-      o.Add("name", Node::String(r.name));
-      AddString(o, "uid", r.uid);
-      o.Add("controller", Node::Bool(r.controller));
-      refs.items.push_back(std::move(o));
-    }
-    n.Add("ownerReferences", std::move(refs));
-  }
-  return n;
-}
-
-Node EncodeWorkspaceSpec(const WorkspaceSpec& s) {
-  Node n = Node::Map();
-  Node db = Node::Map();
-  AddString(db, "host", s.databricks.host);
-  AddString(db, "profile", s.databricks.profile);
-  AddString(db, "workspaceId", s.databricks.workspace_id);
-  AddSecret(db, "tokenFrom", s.databricks.token_from);
-  AddSecret(db, "clientIdFrom", s.databricks.client_id_from);
-  AddSecret(db, "clientSecretFrom", s.databricks.client_secret_from);
-  AddMapIfNotEmpty(n, "databricks", std::move(db));
-  Node oa = Node::Map();
-  AddString(oa, "baseUrl", s.openai.base_url);
-  AddSecret(oa, "apiKeyFrom", s.openai.api_key_from);
-  AddMapIfNotEmpty(n, "openai", std::move(oa));
-  Node limits = Node::Map();
-  if (s.limits.requests_per_second != 0) {
-    limits.Add("requestsPerSecond", Node::Float(s.limits.requests_per_second));
-  }
-  AddInt(limits, "maxSandboxes", s.limits.max_sandboxes);
-  AddMapIfNotEmpty(n, "limits", std::move(limits));
-  return n;
-}
-
-Node EncodeSandboxSpec(const SandboxSpec& s) {
-  Node n = Node::Map();
-  n.Add("workspaceRef", Node::String(s.workspace_ref));
-  AddString(n, "sandboxId", s.sandbox_id);
-  AddString(n, "displayName", s.display_name);
-  if (s.inactivity_timeout.has_value()) {
-    n.Add("inactivityTimeout", Node::String(FormatDuration(*s.inactivity_timeout)));
-  }
-  AddString(n, "image", s.image);
-  n.Add("power", Node::String(std::string(PowerName(s.power))));
-  if (!s.setup.empty()) {
-    Node steps = Node::Seq();
-    for (const SetupStep& step : s.setup) {
-      Node st = Node::Map();
-      st.Add("name", Node::String(step.name));
-      st.Add("run", Node::String(step.run));
-      st.Add("timeout", Node::String(FormatDuration(step.timeout)));
-      steps.items.push_back(std::move(st));
-    }
-    n.Add("setup", std::move(steps));
-  }
-  n.Add("deletionPolicy", Node::String(std::string(DeletionPolicyName(s.deletion_policy))));
-  return n;
-}
-
-Node EncodeAgentWorkerSpec(const AgentWorkerSpec& s) {
-  Node n = Node::Map();
-  AddString(n, "sandboxRef", s.sandbox_ref);
-  if (s.sandbox.has_value()) {
-    n.Add("sandbox", EncodeSandboxSpec(*s.sandbox));
-  }
-  Node agent = Node::Map();
-  AddString(agent, "model", s.agent.model);
-  AddString(agent, "instructions", s.agent.instructions);
-  AddMapIfNotEmpty(n, "agent", std::move(agent));
-  n.Add("workspaceDirectory", Node::String(s.workspace_directory));
-  Node ex = Node::Map();
-  ex.Add("command", Node::String(s.executor.command));
-  if (!s.executor.args.empty()) {
-    ex.Add("args", StringList(s.executor.args));
-  }
-  if (!s.executor.env.empty()) {
-    Node vars = Node::Seq();
-    for (const EnvVar& var : s.executor.env) {
-      Node v = Node::Map();
-      v.Add("name", Node::String(var.name));
-      AddString(v, "value", var.value);
-      AddSecret(v, "valueFrom", var.value_from);
-      vars.items.push_back(std::move(v));
-    }
-    ex.Add("env", std::move(vars));
-  }
-  AddSecret(ex, "apiKeyFrom", s.executor.api_key_from);
-  n.Add("executor", std::move(ex));
-  n.Add("restartPolicy", Node::String(std::string(RestartPolicyName(s.restart_policy))));
-  return n;
-}
-
-void AddConditions(Node& n, const std::vector<Condition>& conditions) {
-  if (conditions.empty()) {
-    return;
-  }
-  Node list = Node::Seq();
-  for (const Condition& c : conditions) {
-    Node cn = Node::Map();
-    cn.Add("type", Node::String(c.type));
-    cn.Add("status", Node::String(std::string(ConditionStatusName(c.status))));
-    AddString(cn, "reason", c.reason);
-    AddString(cn, "message", c.message);
-    AddString(cn, "lastTransitionTime", c.last_transition_time);
-    AddInt(cn, "observedGeneration", c.observed_generation);
-    list.items.push_back(std::move(cn));
-  }
-  n.Add("conditions", std::move(list));
-}
-
-Node EncodeWorkspaceStatus(const WorkspaceStatus& s) {
-  Node n = Node::Map();
-  AddInt(n, "observedGeneration", s.observed_generation);
-  AddConditions(n, s.conditions);
-  return n;
-}
-
-Node EncodeSandboxStatus(const SandboxStatus& s) {
-  Node n = Node::Map();
-  AddInt(n, "observedGeneration", s.observed_generation);
-  AddConditions(n, s.conditions);
-  AddString(n, "sandboxName", s.sandbox_name);
-  AddString(n, "workspaceRef", s.workspace_ref);
-  AddString(n, "state", s.state);
-  AddString(n, "createTime", s.create_time);
-  AddString(n, "bootId", s.boot_id);
-  if (!s.setup.empty()) {
-    Node list = Node::Seq();
-    for (const SetupResult& r : s.setup) {
-      Node rn = Node::Map();
-      rn.Add("name", Node::String(r.name));
-      AddString(rn, "bootId", r.boot_id);
-      rn.Add("exitCode", Node::Int(r.exit_code));
-      rn.Add("succeeded", Node::Bool(r.succeeded));
-      AddString(rn, "message", r.message);
-      AddString(rn, "finishedAt", r.finished_at);
-      list.items.push_back(std::move(rn));
-    }
-    n.Add("setup", std::move(list));
-  }
-  return n;
-}
-
-Node EncodeAgentWorkerStatus(const AgentWorkerStatus& s) {
-  Node n = Node::Map();
-  AddInt(n, "observedGeneration", s.observed_generation);
-  AddConditions(n, s.conditions);
-  AddString(n, "sessionId", s.session_id);
-  AddString(n, "environmentId", s.environment_id);
-  AddString(n, "remoteUrl", s.remote_url);
-  AddString(n, "agentHash", s.agent_hash);
-  AddString(n, "workspaceDirectory", s.workspace_directory);
-  Node ex = Node::Map();
-  AddInt(ex, "pid", s.executor.pid);
-  AddString(ex, "launchedAt", s.executor.launched_at);
-  AddInt(ex, "restarts", s.executor.restarts);
-  AddString(ex, "lastExitReason", s.executor.last_exit_reason);
-  AddString(ex, "specHash", s.executor.spec_hash);
-  AddMapIfNotEmpty(n, "executor", std::move(ex));
-  AddString(n, "environmentStatus", s.environment_status);
-  return n;
-}
-
-Node EncodeSpecNode(const Spec& spec) {
-  return std::visit(
-      [](const auto& s) -> Node {
-        using T = std::decay_t<decltype(s)>;
-        if constexpr (std::is_same_v<T, WorkspaceSpec>) {
-          return EncodeWorkspaceSpec(s);
-        } else if constexpr (std::is_same_v<T, SandboxSpec>) {
-          return EncodeSandboxSpec(s);
-        } else {
-          return EncodeAgentWorkerSpec(s);
-        }
-      },
-      spec);
-}
-
-Node EncodeStatusNode(const ResourceStatus& status) {
-  return std::visit(
-      [](const auto& s) -> Node {
-        using T = std::decay_t<decltype(s)>;
-        if constexpr (std::is_same_v<T, WorkspaceStatus>) {
-          return EncodeWorkspaceStatus(s);
-        } else if constexpr (std::is_same_v<T, SandboxStatus>) {
-          return EncodeSandboxStatus(s);
-        } else {
-          return EncodeAgentWorkerStatus(s);
-        }
-      },
-      status);
-}
-
-Node EncodeObjectNode(const Object& o) {
-  Node n = Node::Map();
-  n.Add("apiVersion", Node::String(std::string(kApiVersion)));
-  n.Add("kind", Node::String(std::string(KindName(o.kind))));
-  n.Add("metadata", EncodeMeta(o.metadata));
-  n.Add("spec", EncodeSpecNode(o.spec));
-  AddMapIfNotEmpty(n, "status", EncodeStatusNode(o.status));
-  return n;
-}
-
-// ---- Decoding -------------------------------------------------------------------------------
+// ---- Reading primitives ---------------------------------------------------------------------
 
 struct Ctx {
   std::string_view file;
@@ -440,8 +166,9 @@ std::string Normalize(std::string_view s) {
   return out;
 }
 
-// The closest candidate, when close enough to be a plausible typo ("" otherwise).
-std::string Suggest(std::string_view word, std::initializer_list<std::string_view> candidates) {
+// The closest candidate, when close enough to be a plausible typo ("" otherwise). Ties go to
+// the candidate listed first.
+std::string Suggest(std::string_view word, const std::vector<std::string_view>& candidates) {
   const std::string w = Normalize(word);
   std::string best;
   size_t best_distance = SIZE_MAX;
@@ -462,7 +189,7 @@ class MapReader {
  public:
   MapReader(const Ctx& ctx, const Field& field) : ctx_(ctx), field_(field) {}
 
-  [[nodiscard]] Status Open(std::initializer_list<std::string_view> known) {
+  [[nodiscard]] Status Open(const std::vector<std::string_view>& known) {
     const Node& n = *field_.node;
     if (n.is_null()) {
       return OkStatus();
@@ -603,25 +330,6 @@ Status ReadDuration(const Ctx& ctx, const Field& f, std::chrono::seconds* out) {
   return OkStatus();
 }
 
-template <typename E>
-Status ReadEnum(const Ctx& ctx, const Field& f,
-                std::initializer_list<std::pair<std::string_view, E>> values, E* out) {
-  std::string text;
-  RETURN_IF_ERROR(ReadString(ctx, f, &text));
-  std::string expected;
-  for (const auto& [name, value] : values) {
-    if (name == text) {
-      *out = value;
-      return OkStatus();
-    }
-    if (!expected.empty()) {
-      expected += "|";
-    }
-    expected += name;
-  }
-  return Error(ctx, f, "unsupported value " + Quote(text) + " (expected " + expected + ")");
-}
-
 Status ReadStringMap(const Ctx& ctx, const Field& f, std::map<std::string, std::string>* out) {
   const Node& n = *f.node;
   if (n.type != Node::Type::kMap) {
@@ -676,26 +384,6 @@ Status ForEachItem(const Ctx& ctx, const Field& f, Fn fn) {
   return OkStatus();
 }
 
-// Helpers that read an optional field of a mapping into `out` (left unchanged when absent).
-#define SBX_READ(reader, key, fn, out)        \
-  do {                                        \
-    if (auto sbx_f_ = (reader).Get(key)) {    \
-      RETURN_IF_ERROR(fn(ctx, *sbx_f_, out)); \
-    }                                         \
-  } while (0)
-
-Status ReadSecret(const Ctx& ctx, const Field& f, SecretRef* out) {
-  if (f.node->type != Node::Type::kMap) {
-    return Error(ctx, f,
-                 "expected a mapping like {env: NAME} or {file: /path}, got " + Describe(*f.node));
-  }
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"env", "file"}));
-  SBX_READ(r, "env", ReadString, &out->env);
-  SBX_READ(r, "file", ReadString, &out->file);
-  return OkStatus();
-}
-
 Status ReadKindName(const Ctx& ctx, const Field& f, Kind* out) {
   std::string text;
   RETURN_IF_ERROR(ReadString(ctx, f, &text));
@@ -714,341 +402,582 @@ Status ReadKindName(const Ctx& ctx, const Field& f, Kind* out) {
   return Error(ctx, f, problem);
 }
 
-Status ReadOwnerReference(const Ctx& ctx, const Field& f, OwnerReference* out) {
+// ---- Field tables -----------------------------------------------------------------------------
+//
+// A value codec V says how one C++ type maps to a tree node:
+//   using Value = …;
+//   static Status Read(const Ctx&, const Field&, Value*);  // the field is present and not null
+//   static Node Write(const Value&);                         // a null Node: nothing to write
+// A row of a table, made by Row<&Struct::member, V>("key", …), binds a key to a member and its
+// codec. ReadFields / WriteFields walk a table; Struct<S> makes a table a value codec in turn,
+// for nested mappings.
+
+// Whether a field is written while its value encodes as empty ("", 0, false, {} or []).
+enum class Presence { kOmitEmpty, kAlways };
+// Who sets a field: the user (read from manifests) or the controller (accepted in manifests
+// and ignored, read only from the store).
+enum class Origin { kUser, kServer };
+
+template <typename S>
+struct FieldRow {
+  std::string_view key;
+  Status (*read)(const Ctx&, const Field&, S*);
+  Node (*write)(const S&);
+  Presence presence;
+  Origin origin;
+};
+
+template <typename M>
+struct MemberOf;
+template <typename S, typename V>
+struct MemberOf<V S::*> {
+  using Struct = S;
+  using Value = V;
+};
+
+template <auto kMember, typename Codec>
+constexpr auto Row(std::string_view key, Presence presence = Presence::kOmitEmpty,
+                   Origin origin = Origin::kUser) {
+  using S = typename MemberOf<decltype(kMember)>::Struct;
+  static_assert(std::is_same_v<typename MemberOf<decltype(kMember)>::Value, typename Codec::Value>,
+                "the codec of a row must read and write the member's type");
+  return FieldRow<S>{
+      key,
+      [](const Ctx& ctx, const Field& f, S* out) { return Codec::Read(ctx, f, &(out->*kMember)); },
+      [](const S& s) { return Codec::Write(s.*kMember); },
+      presence,
+      origin,
+  };
+}
+
+bool EncodesEmpty(const Node& n) {
+  switch (n.type) {
+    case Node::Type::kNull:
+      return true;
+    case Node::Type::kMap:
+      return n.entries.empty();
+    case Node::Type::kSeq:
+      return n.items.empty();
+    case Node::Type::kScalar:
+      break;
+  }
+  switch (n.scalar) {
+    case Node::Scalar::kInt:
+      return n.int_value == 0;
+    case Node::Scalar::kFloat:
+      return n.float_value == 0;
+    case Node::Scalar::kBool:
+      return !n.bool_value;
+    case Node::Scalar::kString:
+    case Node::Scalar::kPlain:
+      break;
+  }
+  return n.text.empty();
+}
+
+// `table` as one mapping node.
+template <typename S, size_t N>
+Node WriteFields(const FieldRow<S> (&table)[N], const S& s) {
+  Node n = Node::Map();
+  for (const FieldRow<S>& row : table) {
+    Node value = row.write(s);
+    if (value.is_null() || (row.presence == Presence::kOmitEmpty && EncodesEmpty(value))) {
+      continue;
+    }
+    n.Add(std::string(row.key), std::move(value));
+  }
+  return n;
+}
+
+// Reads the mapping at `f` into `out`, field by field in table order; an absent or null field
+// leaves its member unchanged. Manifests: a key outside the table is an error, and fields of
+// Origin::kServer are not read. `shape` (when not empty) describes the mapping for the error on
+// a value that is not one, e.g. "a mapping {name, run, timeout}".
+template <typename S, size_t N>
+Status ReadFields(const Ctx& ctx, const Field& f, std::string_view shape,
+                  const FieldRow<S> (&table)[N], S* out) {
+  if (!shape.empty() && f.node->type != Node::Type::kMap) {
+    return Error(ctx, f, "expected " + std::string(shape) + ", got " + Describe(*f.node));
+  }
+  std::vector<std::string_view> known;
+  known.reserve(N);
+  for (const FieldRow<S>& row : table) {
+    known.push_back(row.key);
+  }
   MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"kind", "name", "uid", "controller"}));
-  SBX_READ(r, "kind", ReadKindName, &out->kind);
-  SBX_READ(r, "name", ReadString, &out->name);
-  SBX_READ(r, "uid", ReadString, &out->uid);
-  SBX_READ(r, "controller", ReadBool, &out->controller);
+  RETURN_IF_ERROR(r.Open(known));
+  for (const FieldRow<S>& row : table) {
+    if (ctx.manifest && row.origin == Origin::kServer) {
+      continue;  // Server-set fields in a manifest are accepted and ignored.
+    }
+    if (std::optional<Field> value = r.Get(row.key)) {
+      RETURN_IF_ERROR(row.read(ctx, *value, out));
+    }
+  }
   return OkStatus();
 }
 
-Status ReadMeta(const Ctx& ctx, const Field& f, ObjectMeta* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(
-      r.Open({"name", "namespace", "labels", "annotations", "uid", "generation", "resourceVersion",
-              "creationTimestamp", "deletionTimestamp", "finalizers", "ownerReferences"}));
-  SBX_READ(r, "name", ReadString, &out->name);
-  SBX_READ(r, "namespace", ReadString, &out->namespace_);
-  SBX_READ(r, "labels", ReadStringMap, &out->labels);
-  SBX_READ(r, "annotations", ReadStringMap, &out->annotations);
-  if (ctx.manifest) {
-    return OkStatus();  // Server-set fields in a manifest are accepted and ignored.
+// ---- Value codecs -----------------------------------------------------------------------------
+
+struct Str {
+  using Value = std::string;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) { return ReadString(ctx, f, out); }
+  static Node Write(const Value& v) { return Node::String(v); }
+};
+
+struct Int {
+  using Value = int64_t;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) { return ReadInt(ctx, f, out); }
+  static Node Write(Value v) { return Node::Int(v); }
+};
+
+struct Int32 {
+  using Value = int;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) { return ReadInt32(ctx, f, out); }
+  static Node Write(Value v) { return Node::Int(v); }
+};
+
+struct Float {
+  using Value = double;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) { return ReadDouble(ctx, f, out); }
+  static Node Write(Value v) { return Node::Float(v); }
+};
+
+struct Bool {
+  using Value = bool;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) { return ReadBool(ctx, f, out); }
+  static Node Write(Value v) { return Node::Bool(v); }
+};
+
+struct Duration {
+  using Value = std::chrono::seconds;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    return ReadDuration(ctx, f, out);
   }
-  SBX_READ(r, "uid", ReadString, &out->uid);
-  SBX_READ(r, "generation", ReadInt, &out->generation);
-  SBX_READ(r, "resourceVersion", ReadInt, &out->resource_version);
-  SBX_READ(r, "creationTimestamp", ReadString, &out->creation_timestamp);
-  SBX_READ(r, "deletionTimestamp", ReadString, &out->deletion_timestamp);
-  SBX_READ(r, "finalizers", ReadStringList, &out->finalizers);
-  if (auto refs = r.Get("ownerReferences")) {
-    out->owner_references.clear();
-    RETURN_IF_ERROR(ForEachItem(ctx, *refs, [&](const Field& item) -> Status {
-      OwnerReference ref;
-      RETURN_IF_ERROR(ReadOwnerReference(ctx, item, &ref));
-      out->owner_references.push_back(std::move(ref));
+  static Node Write(Value v) { return Node::String(FormatDuration(v)); }
+};
+
+struct StrMap {
+  using Value = std::map<std::string, std::string>;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    return ReadStringMap(ctx, f, out);
+  }
+  static Node Write(const Value& m) {
+    Node n = Node::Map();
+    for (const auto& [k, v] : m) {
+      n.Add(k, Node::String(v));
+    }
+    return n;
+  }
+};
+
+struct StrList {
+  using Value = std::vector<std::string>;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    return ReadStringList(ctx, f, out);
+  }
+  static Node Write(const Value& v) {
+    Node n = Node::Seq();
+    for (const auto& s : v) {
+      n.items.push_back(Node::String(s));
+    }
+    return n;
+  }
+};
+
+struct KindCodec {
+  using Value = Kind;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    return ReadKindName(ctx, f, out);
+  }
+  static Node Write(Value v) { return Node::String(std::string(KindName(v))); }
+};
+
+// An enum written by name. EnumNames<E>::kNames lists every value; its order is the order of
+// the "(expected A|B)" hint.
+template <typename E>
+struct EnumNames;
+template <>
+struct EnumNames<Power> {
+  static constexpr std::pair<std::string_view, Power> kNames[] = {{"Running", Power::kRunning},
+                                                                  {"Stopped", Power::kStopped}};
+};
+template <>
+struct EnumNames<DeletionPolicy> {
+  static constexpr std::pair<std::string_view, DeletionPolicy> kNames[] = {
+      {"Delete", DeletionPolicy::kDelete}, {"Orphan", DeletionPolicy::kOrphan}};
+};
+template <>
+struct EnumNames<RestartPolicy> {
+  static constexpr std::pair<std::string_view, RestartPolicy> kNames[] = {
+      {"Always", RestartPolicy::kAlways}, {"Never", RestartPolicy::kNever}};
+};
+template <>
+struct EnumNames<ConditionStatus> {
+  static constexpr std::pair<std::string_view, ConditionStatus> kNames[] = {
+      {"True", ConditionStatus::kTrue},
+      {"False", ConditionStatus::kFalse},
+      {"Unknown", ConditionStatus::kUnknown}};
+};
+
+template <typename E>
+struct Enum {
+  using Value = E;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    std::string text;
+    RETURN_IF_ERROR(ReadString(ctx, f, &text));
+    std::string expected;
+    for (const auto& [name, value] : EnumNames<E>::kNames) {
+      if (name == text) {
+        *out = value;
+        return OkStatus();
+      }
+      if (!expected.empty()) {
+        expected += "|";
+      }
+      expected += name;
+    }
+    return Error(ctx, f, "unsupported value " + Quote(text) + " (expected " + expected + ")");
+  }
+  static Node Write(Value v) {
+    for (const auto& [name, value] : EnumNames<E>::kNames) {
+      if (value == v) {
+        return Node::String(std::string(name));
+      }
+    }
+    return Node::String("");
+  }
+};
+
+// A nested mapping, described by FieldsOf<S>: its table (kRows) and its shape (kShape, "" for
+// the plain "expected a mapping" error, which PlainMapping gives).
+template <typename S>
+struct FieldsOf;
+struct PlainMapping {
+  static constexpr std::string_view kShape = "";
+};
+
+template <typename S>
+struct Struct {
+  using Value = S;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    return ReadFields(ctx, f, FieldsOf<S>::kShape, FieldsOf<S>::kRows, out);
+  }
+  static Node Write(const Value& v) { return WriteFields(FieldsOf<S>::kRows, v); }
+};
+
+// A list of mappings; reading replaces the whole list.
+template <typename S>
+struct ListOf {
+  using Value = std::vector<S>;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    out->clear();
+    return ForEachItem(ctx, f, [&](const Field& item) -> Status {
+      S value;
+      RETURN_IF_ERROR(Struct<S>::Read(ctx, item, &value));
+      out->push_back(std::move(value));
       return OkStatus();
-    }));
+    });
   }
-  return OkStatus();
-}
-
-Status ReadDatabricks(const Ctx& ctx, const Field& f, DatabricksConnection* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(
-      r.Open({"host", "profile", "workspaceId", "tokenFrom", "clientIdFrom", "clientSecretFrom"}));
-  SBX_READ(r, "host", ReadString, &out->host);
-  SBX_READ(r, "profile", ReadString, &out->profile);
-  SBX_READ(r, "workspaceId", ReadString, &out->workspace_id);
-  SBX_READ(r, "tokenFrom", ReadSecret, &out->token_from);
-  SBX_READ(r, "clientIdFrom", ReadSecret, &out->client_id_from);
-  SBX_READ(r, "clientSecretFrom", ReadSecret, &out->client_secret_from);
-  return OkStatus();
-}
-
-Status ReadOpenAi(const Ctx& ctx, const Field& f, OpenAiConnection* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"baseUrl", "apiKeyFrom"}));
-  SBX_READ(r, "baseUrl", ReadString, &out->base_url);
-  SBX_READ(r, "apiKeyFrom", ReadSecret, &out->api_key_from);
-  return OkStatus();
-}
-
-Status ReadLimits(const Ctx& ctx, const Field& f, WorkspaceLimits* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"requestsPerSecond", "maxSandboxes"}));
-  SBX_READ(r, "requestsPerSecond", ReadDouble, &out->requests_per_second);
-  SBX_READ(r, "maxSandboxes", ReadInt32, &out->max_sandboxes);
-  return OkStatus();
-}
-
-Status ReadWorkspaceSpec(const Ctx& ctx, const Field& f, WorkspaceSpec* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"databricks", "openai", "limits"}));
-  SBX_READ(r, "databricks", ReadDatabricks, &out->databricks);
-  SBX_READ(r, "openai", ReadOpenAi, &out->openai);
-  SBX_READ(r, "limits", ReadLimits, &out->limits);
-  return OkStatus();
-}
-
-Status ReadPower(const Ctx& ctx, const Field& f, Power* out) {
-  return ReadEnum<Power>(ctx, f, {{"Running", Power::kRunning}, {"Stopped", Power::kStopped}}, out);
-}
-
-Status ReadDeletionPolicy(const Ctx& ctx, const Field& f, DeletionPolicy* out) {
-  return ReadEnum<DeletionPolicy>(
-      ctx, f, {{"Delete", DeletionPolicy::kDelete}, {"Orphan", DeletionPolicy::kOrphan}}, out);
-}
-
-Status ReadRestartPolicy(const Ctx& ctx, const Field& f, RestartPolicy* out) {
-  return ReadEnum<RestartPolicy>(
-      ctx, f, {{"Always", RestartPolicy::kAlways}, {"Never", RestartPolicy::kNever}}, out);
-}
-
-Status ReadSetupStep(const Ctx& ctx, const Field& f, SetupStep* out) {
-  MapReader r(ctx, f);
-  if (f.node->type != Node::Type::kMap) {
-    return Error(ctx, f, "expected a mapping {name, run, timeout}, got " + Describe(*f.node));
+  static Node Write(const Value& v) {
+    Node n = Node::Seq();
+    for (const S& item : v) {
+      n.items.push_back(Struct<S>::Write(item));
+    }
+    return n;
   }
-  RETURN_IF_ERROR(r.Open({"name", "run", "timeout"}));
-  SBX_READ(r, "name", ReadString, &out->name);
-  SBX_READ(r, "run", ReadString, &out->run);
-  SBX_READ(r, "timeout", ReadDuration, &out->timeout);
-  return OkStatus();
-}
+};
 
-Status ReadSandboxSpec(const Ctx& ctx, const Field& f, SandboxSpec* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"workspaceRef", "sandboxId", "displayName", "inactivityTimeout", "image",
-                          "power", "setup", "deletionPolicy"}));
-  SBX_READ(r, "workspaceRef", ReadString, &out->workspace_ref);
-  SBX_READ(r, "sandboxId", ReadString, &out->sandbox_id);
-  SBX_READ(r, "displayName", ReadString, &out->display_name);
-  if (auto t = r.Get("inactivityTimeout")) {
-    std::chrono::seconds d{0};
-    RETURN_IF_ERROR(ReadDuration(ctx, *t, &d));
-    out->inactivity_timeout = d;
-  }
-  SBX_READ(r, "image", ReadString, &out->image);
-  SBX_READ(r, "power", ReadPower, &out->power);
-  if (auto setup = r.Get("setup")) {
-    out->setup.clear();
-    RETURN_IF_ERROR(ForEachItem(ctx, *setup, [&](const Field& item) -> Status {
-      SetupStep step;
-      RETURN_IF_ERROR(ReadSetupStep(ctx, item, &step));
-      out->setup.push_back(std::move(step));
-      return OkStatus();
-    }));
-  }
-  SBX_READ(r, "deletionPolicy", ReadDeletionPolicy, &out->deletion_policy);
-  return OkStatus();
-}
-
-Status ReadAgent(const Ctx& ctx, const Field& f, AgentSpec* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"model", "instructions"}));
-  SBX_READ(r, "model", ReadString, &out->model);
-  SBX_READ(r, "instructions", ReadString, &out->instructions);
-  return OkStatus();
-}
-
-Status ReadEnvVar(const Ctx& ctx, const Field& f, EnvVar* out) {
-  if (f.node->type != Node::Type::kMap) {
-    return Error(ctx, f,
-                 "expected a mapping {name, value} or {name, valueFrom}, got " + Describe(*f.node));
-  }
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"name", "value", "valueFrom"}));
-  SBX_READ(r, "name", ReadString, &out->name);
-  SBX_READ(r, "value", ReadString, &out->value);
-  SBX_READ(r, "valueFrom", ReadSecret, &out->value_from);
-  return OkStatus();
-}
-
-Status ReadExecutor(const Ctx& ctx, const Field& f, ExecutorSpec* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"command", "args", "env", "apiKeyFrom"}));
-  SBX_READ(r, "command", ReadString, &out->command);
-  SBX_READ(r, "args", ReadStringList, &out->args);
-  if (auto env = r.Get("env")) {
-    out->env.clear();
-    RETURN_IF_ERROR(ForEachItem(ctx, *env, [&](const Field& item) -> Status {
-      EnvVar var;
-      RETURN_IF_ERROR(ReadEnvVar(ctx, item, &var));
-      out->env.push_back(std::move(var));
-      return OkStatus();
-    }));
-  }
-  SBX_READ(r, "apiKeyFrom", ReadSecret, &out->api_key_from);
-  return OkStatus();
-}
-
-Status ReadAgentWorkerSpec(const Ctx& ctx, const Field& f, AgentWorkerSpec* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open(
-      {"sandboxRef", "sandbox", "agent", "workspaceDirectory", "executor", "restartPolicy"}));
-  SBX_READ(r, "sandboxRef", ReadString, &out->sandbox_ref);
-  if (auto s = r.Get("sandbox")) {
-    SandboxSpec spec;
-    RETURN_IF_ERROR(ReadSandboxSpec(ctx, *s, &spec));
-    out->sandbox = std::move(spec);
-  }
-  SBX_READ(r, "agent", ReadAgent, &out->agent);
-  SBX_READ(r, "workspaceDirectory", ReadString, &out->workspace_directory);
-  SBX_READ(r, "executor", ReadExecutor, &out->executor);
-  SBX_READ(r, "restartPolicy", ReadRestartPolicy, &out->restart_policy);
-  return OkStatus();
-}
-
-Status ReadConditionStatus(const Ctx& ctx, const Field& f, ConditionStatus* out) {
-  return ReadEnum<ConditionStatus>(ctx, f,
-                                   {{"True", ConditionStatus::kTrue},
-                                    {"False", ConditionStatus::kFalse},
-                                    {"Unknown", ConditionStatus::kUnknown}},
-                                   out);
-}
-
-Status ReadCondition(const Ctx& ctx, const Field& f, Condition* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(
-      r.Open({"type", "status", "reason", "message", "lastTransitionTime", "observedGeneration"}));
-  SBX_READ(r, "type", ReadString, &out->type);
-  SBX_READ(r, "status", ReadConditionStatus, &out->status);
-  SBX_READ(r, "reason", ReadString, &out->reason);
-  SBX_READ(r, "message", ReadString, &out->message);
-  SBX_READ(r, "lastTransitionTime", ReadString, &out->last_transition_time);
-  SBX_READ(r, "observedGeneration", ReadInt, &out->observed_generation);
-  return OkStatus();
-}
-
-Status ReadConditions(const Ctx& ctx, const Field& f, std::vector<Condition>* out) {
-  out->clear();
-  return ForEachItem(ctx, f, [&](const Field& item) -> Status {
-    Condition c;
-    RETURN_IF_ERROR(ReadCondition(ctx, item, &c));
-    out->push_back(std::move(c));
+// An optional value: absent while unset, written whole (even if empty) when set.
+template <typename Codec>
+struct Optional {
+  using Value = std::optional<typename Codec::Value>;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    typename Codec::Value value{};
+    RETURN_IF_ERROR(Codec::Read(ctx, f, &value));
+    *out = std::move(value);
     return OkStatus();
-  });
-}
-
-Status ReadWorkspaceStatus(const Ctx& ctx, const Field& f, WorkspaceStatus* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"observedGeneration", "conditions"}));
-  SBX_READ(r, "observedGeneration", ReadInt, &out->observed_generation);
-  SBX_READ(r, "conditions", ReadConditions, &out->conditions);
-  return OkStatus();
-}
-
-Status ReadSetupResult(const Ctx& ctx, const Field& f, SetupResult* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"name", "bootId", "exitCode", "succeeded", "message", "finishedAt"}));
-  SBX_READ(r, "name", ReadString, &out->name);
-  SBX_READ(r, "bootId", ReadString, &out->boot_id);
-  SBX_READ(r, "exitCode", ReadInt32, &out->exit_code);
-  SBX_READ(r, "succeeded", ReadBool, &out->succeeded);
-  SBX_READ(r, "message", ReadString, &out->message);
-  SBX_READ(r, "finishedAt", ReadString, &out->finished_at);
-  return OkStatus();
-}
-
-Status ReadSandboxStatus(const Ctx& ctx, const Field& f, SandboxStatus* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"observedGeneration", "conditions", "sandboxName", "workspaceRef",
-                          "state", "createTime", "bootId", "setup"}));
-  SBX_READ(r, "observedGeneration", ReadInt, &out->observed_generation);
-  SBX_READ(r, "conditions", ReadConditions, &out->conditions);
-  SBX_READ(r, "sandboxName", ReadString, &out->sandbox_name);
-  SBX_READ(r, "workspaceRef", ReadString, &out->workspace_ref);
-  SBX_READ(r, "state", ReadString, &out->state);
-  SBX_READ(r, "createTime", ReadString, &out->create_time);
-  SBX_READ(r, "bootId", ReadString, &out->boot_id);
-  if (auto setup = r.Get("setup")) {
-    out->setup.clear();
-    RETURN_IF_ERROR(ForEachItem(ctx, *setup, [&](const Field& item) -> Status {
-      SetupResult result;
-      RETURN_IF_ERROR(ReadSetupResult(ctx, item, &result));
-      out->setup.push_back(std::move(result));
-      return OkStatus();
-    }));
   }
-  return OkStatus();
+  static Node Write(const Value& v) { return v.has_value() ? Codec::Write(*v) : Node(); }
+};
+
+// ---- The tables -------------------------------------------------------------------------------
+// Row order is the order fields are read and checked in, and the order "did you mean" prefers
+// on a tie. Encoding order does not matter: keys are emitted sorted.
+
+constexpr Presence kAlways = Presence::kAlways;
+constexpr Presence kOmitEmpty = Presence::kOmitEmpty;
+constexpr Origin kServer = Origin::kServer;
+
+template <>
+struct FieldsOf<SecretRef> {
+  static constexpr std::string_view kShape = "a mapping like {env: NAME} or {file: /path}";
+  static constexpr FieldRow<SecretRef> kRows[] = {
+      Row<&SecretRef::env, Str>("env"),
+      Row<&SecretRef::file, Str>("file"),
+  };
+};
+
+template <>
+struct FieldsOf<OwnerReference> : PlainMapping {
+  static constexpr FieldRow<OwnerReference> kRows[] = {
+      Row<&OwnerReference::kind, KindCodec>("kind", kAlways),
+      Row<&OwnerReference::name, Str>("name", kAlways),
+      Row<&OwnerReference::uid, Str>("uid"),
+      Row<&OwnerReference::controller, Bool>("controller", kAlways),
+  };
+};
+
+template <>
+struct FieldsOf<ObjectMeta> : PlainMapping {
+  static constexpr FieldRow<ObjectMeta> kRows[] = {
+      Row<&ObjectMeta::name, Str>("name", kAlways),
+      Row<&ObjectMeta::namespace_, Str>("namespace", kAlways),
+      Row<&ObjectMeta::labels, StrMap>("labels"),
+      Row<&ObjectMeta::annotations, StrMap>("annotations"),
+      Row<&ObjectMeta::uid, Str>("uid", kOmitEmpty, kServer),
+      Row<&ObjectMeta::generation, Int>("generation", kOmitEmpty, kServer),
+      Row<&ObjectMeta::resource_version, Int>("resourceVersion", kOmitEmpty, kServer),
+      Row<&ObjectMeta::creation_timestamp, Str>("creationTimestamp", kOmitEmpty, kServer),
+      Row<&ObjectMeta::deletion_timestamp, Str>("deletionTimestamp", kOmitEmpty, kServer),
+      Row<&ObjectMeta::finalizers, StrList>("finalizers", kOmitEmpty, kServer),
+      Row<&ObjectMeta::owner_references, ListOf<OwnerReference>>("ownerReferences", kOmitEmpty,
+                                                                 kServer),
+  };
+};
+
+// -- Workspace
+
+template <>
+struct FieldsOf<DatabricksConnection> : PlainMapping {
+  static constexpr FieldRow<DatabricksConnection> kRows[] = {
+      Row<&DatabricksConnection::host, Str>("host"),
+      Row<&DatabricksConnection::profile, Str>("profile"),
+      Row<&DatabricksConnection::workspace_id, Str>("workspaceId"),
+      Row<&DatabricksConnection::token_from, Struct<SecretRef>>("tokenFrom"),
+      Row<&DatabricksConnection::client_id_from, Struct<SecretRef>>("clientIdFrom"),
+      Row<&DatabricksConnection::client_secret_from, Struct<SecretRef>>("clientSecretFrom"),
+  };
+};
+
+template <>
+struct FieldsOf<OpenAiConnection> : PlainMapping {
+  static constexpr FieldRow<OpenAiConnection> kRows[] = {
+      Row<&OpenAiConnection::base_url, Str>("baseUrl"),
+      Row<&OpenAiConnection::api_key_from, Struct<SecretRef>>("apiKeyFrom"),
+  };
+};
+
+template <>
+struct FieldsOf<WorkspaceLimits> : PlainMapping {
+  static constexpr FieldRow<WorkspaceLimits> kRows[] = {
+      Row<&WorkspaceLimits::requests_per_second, Float>("requestsPerSecond"),
+      Row<&WorkspaceLimits::max_sandboxes, Int32>("maxSandboxes"),
+  };
+};
+
+template <>
+struct FieldsOf<WorkspaceSpec> : PlainMapping {
+  static constexpr FieldRow<WorkspaceSpec> kRows[] = {
+      Row<&WorkspaceSpec::databricks, Struct<DatabricksConnection>>("databricks"),
+      Row<&WorkspaceSpec::openai, Struct<OpenAiConnection>>("openai"),
+      Row<&WorkspaceSpec::limits, Struct<WorkspaceLimits>>("limits"),
+  };
+};
+
+template <>
+struct FieldsOf<Condition> : PlainMapping {
+  static constexpr FieldRow<Condition> kRows[] = {
+      Row<&Condition::type, Str>("type", kAlways),
+      Row<&Condition::status, Enum<ConditionStatus>>("status", kAlways),
+      Row<&Condition::reason, Str>("reason"),
+      Row<&Condition::message, Str>("message"),
+      Row<&Condition::last_transition_time, Str>("lastTransitionTime"),
+      Row<&Condition::observed_generation, Int>("observedGeneration"),
+  };
+};
+
+template <>
+struct FieldsOf<WorkspaceStatus> : PlainMapping {
+  static constexpr FieldRow<WorkspaceStatus> kRows[] = {
+      Row<&WorkspaceStatus::observed_generation, Int>("observedGeneration"),
+      Row<&WorkspaceStatus::conditions, ListOf<Condition>>("conditions"),
+  };
+};
+
+// -- Sandbox
+
+template <>
+struct FieldsOf<SetupStep> {
+  static constexpr std::string_view kShape = "a mapping {name, run, timeout}";
+  static constexpr FieldRow<SetupStep> kRows[] = {
+      Row<&SetupStep::name, Str>("name", kAlways),
+      Row<&SetupStep::run, Str>("run", kAlways),
+      Row<&SetupStep::timeout, Duration>("timeout", kAlways),
+  };
+};
+
+template <>
+struct FieldsOf<SandboxSpec> : PlainMapping {
+  static constexpr FieldRow<SandboxSpec> kRows[] = {
+      Row<&SandboxSpec::workspace_ref, Str>("workspaceRef", kAlways),
+      Row<&SandboxSpec::sandbox_id, Str>("sandboxId"),
+      Row<&SandboxSpec::display_name, Str>("displayName"),
+      Row<&SandboxSpec::inactivity_timeout, Optional<Duration>>("inactivityTimeout", kAlways),
+      Row<&SandboxSpec::image, Str>("image"),
+      Row<&SandboxSpec::power, Enum<Power>>("power", kAlways),
+      Row<&SandboxSpec::setup, ListOf<SetupStep>>("setup"),
+      Row<&SandboxSpec::deletion_policy, Enum<DeletionPolicy>>("deletionPolicy", kAlways),
+  };
+};
+
+template <>
+struct FieldsOf<SetupResult> : PlainMapping {
+  static constexpr FieldRow<SetupResult> kRows[] = {
+      Row<&SetupResult::name, Str>("name", kAlways),
+      Row<&SetupResult::boot_id, Str>("bootId"),
+      Row<&SetupResult::exit_code, Int32>("exitCode", kAlways),
+      Row<&SetupResult::succeeded, Bool>("succeeded", kAlways),
+      Row<&SetupResult::message, Str>("message"),
+      Row<&SetupResult::finished_at, Str>("finishedAt"),
+  };
+};
+
+template <>
+struct FieldsOf<SandboxStatus> : PlainMapping {
+  static constexpr FieldRow<SandboxStatus> kRows[] = {
+      Row<&SandboxStatus::observed_generation, Int>("observedGeneration"),
+      Row<&SandboxStatus::conditions, ListOf<Condition>>("conditions"),
+      Row<&SandboxStatus::sandbox_name, Str>("sandboxName"),
+      Row<&SandboxStatus::workspace_ref, Str>("workspaceRef"),
+      Row<&SandboxStatus::state, Str>("state"),
+      Row<&SandboxStatus::create_time, Str>("createTime"),
+      Row<&SandboxStatus::boot_id, Str>("bootId"),
+      Row<&SandboxStatus::setup, ListOf<SetupResult>>("setup"),
+  };
+};
+
+// -- AgentWorker
+
+template <>
+struct FieldsOf<AgentSpec> : PlainMapping {
+  static constexpr FieldRow<AgentSpec> kRows[] = {
+      Row<&AgentSpec::model, Str>("model"),
+      Row<&AgentSpec::instructions, Str>("instructions"),
+  };
+};
+
+template <>
+struct FieldsOf<EnvVar> {
+  static constexpr std::string_view kShape = "a mapping {name, value} or {name, valueFrom}";
+  static constexpr FieldRow<EnvVar> kRows[] = {
+      Row<&EnvVar::name, Str>("name", kAlways),
+      Row<&EnvVar::value, Str>("value"),
+      Row<&EnvVar::value_from, Struct<SecretRef>>("valueFrom"),
+  };
+};
+
+template <>
+struct FieldsOf<ExecutorSpec> : PlainMapping {
+  static constexpr FieldRow<ExecutorSpec> kRows[] = {
+      Row<&ExecutorSpec::command, Str>("command", kAlways),
+      Row<&ExecutorSpec::args, StrList>("args"),
+      Row<&ExecutorSpec::env, ListOf<EnvVar>>("env"),
+      Row<&ExecutorSpec::api_key_from, Struct<SecretRef>>("apiKeyFrom"),
+  };
+};
+
+template <>
+struct FieldsOf<AgentWorkerSpec> : PlainMapping {
+  static constexpr FieldRow<AgentWorkerSpec> kRows[] = {
+      Row<&AgentWorkerSpec::sandbox_ref, Str>("sandboxRef"),
+      Row<&AgentWorkerSpec::sandbox, Optional<Struct<SandboxSpec>>>("sandbox", kAlways),
+      Row<&AgentWorkerSpec::agent, Struct<AgentSpec>>("agent"),
+      Row<&AgentWorkerSpec::workspace_directory, Str>("workspaceDirectory", kAlways),
+      Row<&AgentWorkerSpec::executor, Struct<ExecutorSpec>>("executor", kAlways),
+      Row<&AgentWorkerSpec::restart_policy, Enum<RestartPolicy>>("restartPolicy", kAlways),
+  };
+};
+
+template <>
+struct FieldsOf<ExecutorStatus> : PlainMapping {
+  static constexpr FieldRow<ExecutorStatus> kRows[] = {
+      Row<&ExecutorStatus::pid, Int>("pid"),
+      Row<&ExecutorStatus::launched_at, Str>("launchedAt"),
+      Row<&ExecutorStatus::restarts, Int32>("restarts"),
+      Row<&ExecutorStatus::last_exit_reason, Str>("lastExitReason"),
+      Row<&ExecutorStatus::spec_hash, Str>("specHash"),
+      Row<&ExecutorStatus::last_probe_at, Str>("lastProbeAt"),
+      Row<&ExecutorStatus::probed_boot_id, Str>("probedBootId"),
+      Row<&ExecutorStatus::next_launch_after, Str>("nextLaunchAfter"),
+  };
+};
+
+template <>
+struct FieldsOf<AgentWorkerStatus> : PlainMapping {
+  static constexpr FieldRow<AgentWorkerStatus> kRows[] = {
+      Row<&AgentWorkerStatus::observed_generation, Int>("observedGeneration"),
+      Row<&AgentWorkerStatus::conditions, ListOf<Condition>>("conditions"),
+      Row<&AgentWorkerStatus::session_id, Str>("sessionId"),
+      Row<&AgentWorkerStatus::environment_id, Str>("environmentId"),
+      Row<&AgentWorkerStatus::remote_url, Str>("remoteUrl"),
+      Row<&AgentWorkerStatus::agent_hash, Str>("agentHash"),
+      Row<&AgentWorkerStatus::workspace_directory, Str>("workspaceDirectory"),
+      Row<&AgentWorkerStatus::executor, Struct<ExecutorStatus>>("executor"),
+      Row<&AgentWorkerStatus::environment_status, Str>("environmentStatus"),
+  };
+};
+
+// ---- Whole objects ----------------------------------------------------------------------------
+
+// Spec and ResourceStatus are variants over the kinds' types: one alternative per kind.
+template <typename Variant>
+Node WriteVariant(const Variant& v) {
+  return std::visit([](const auto& s) { return Struct<std::decay_t<decltype(s)>>::Write(s); }, v);
 }
 
-Status ReadExecutorStatus(const Ctx& ctx, const Field& f, ExecutorStatus* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(r.Open({"pid", "launchedAt", "restarts", "lastExitReason", "specHash"}));
-  SBX_READ(r, "pid", ReadInt, &out->pid);
-  SBX_READ(r, "launchedAt", ReadString, &out->launched_at);
-  SBX_READ(r, "restarts", ReadInt32, &out->restarts);
-  SBX_READ(r, "lastExitReason", ReadString, &out->last_exit_reason);
-  SBX_READ(r, "specHash", ReadString, &out->spec_hash);
-  return OkStatus();
-}
-
-Status ReadAgentWorkerStatus(const Ctx& ctx, const Field& f, AgentWorkerStatus* out) {
-  MapReader r(ctx, f);
-  RETURN_IF_ERROR(
-      r.Open({"observedGeneration", "conditions", "sessionId", "environmentId", "remoteUrl",
-              "agentHash", "workspaceDirectory", "executor", "environmentStatus"}));
-  SBX_READ(r, "observedGeneration", ReadInt, &out->observed_generation);
-  SBX_READ(r, "conditions", ReadConditions, &out->conditions);
-  SBX_READ(r, "sessionId", ReadString, &out->session_id);
-  SBX_READ(r, "environmentId", ReadString, &out->environment_id);
-  SBX_READ(r, "remoteUrl", ReadString, &out->remote_url);
-  SBX_READ(r, "agentHash", ReadString, &out->agent_hash);
-  SBX_READ(r, "workspaceDirectory", ReadString, &out->workspace_directory);
-  SBX_READ(r, "executor", ReadExecutorStatus, &out->executor);
-  SBX_READ(r, "environmentStatus", ReadString, &out->environment_status);
+template <typename T, typename Variant>
+Status ReadAs(const Ctx& ctx, const Field& f, Variant* out) {
+  T value;
+  RETURN_IF_ERROR(Struct<T>::Read(ctx, f, &value));
+  *out = std::move(value);
   return OkStatus();
 }
 
 Status ReadSpec(const Ctx& ctx, Kind kind, const Field& f, Spec* out) {
   switch (kind) {
-    case Kind::kWorkspace: {
-      WorkspaceSpec s;
-      RETURN_IF_ERROR(ReadWorkspaceSpec(ctx, f, &s));
-      *out = std::move(s);
-      return OkStatus();
-    }
-    case Kind::kSandbox: {
-      SandboxSpec s;
-      RETURN_IF_ERROR(ReadSandboxSpec(ctx, f, &s));
-      *out = std::move(s);
-      return OkStatus();
-    }
-    case Kind::kAgentWorker: {
-      AgentWorkerSpec s;
-      RETURN_IF_ERROR(ReadAgentWorkerSpec(ctx, f, &s));
-      *out = std::move(s);
-      return OkStatus();
-    }
+    case Kind::kWorkspace:
+      return ReadAs<WorkspaceSpec>(ctx, f, out);
+    case Kind::kSandbox:
+      return ReadAs<SandboxSpec>(ctx, f, out);
+    case Kind::kAgentWorker:
+      return ReadAs<AgentWorkerSpec>(ctx, f, out);
   }
   return InternalError("unknown kind");
 }
 
 Status ReadStatus(const Ctx& ctx, Kind kind, const Field& f, ResourceStatus* out) {
   switch (kind) {
-    case Kind::kWorkspace: {
-      WorkspaceStatus s;
-      RETURN_IF_ERROR(ReadWorkspaceStatus(ctx, f, &s));
-      *out = std::move(s);
-      return OkStatus();
-    }
-    case Kind::kSandbox: {
-      SandboxStatus s;
-      RETURN_IF_ERROR(ReadSandboxStatus(ctx, f, &s));
-      *out = std::move(s);
-      return OkStatus();
-    }
-    case Kind::kAgentWorker: {
-      AgentWorkerStatus s;
-      RETURN_IF_ERROR(ReadAgentWorkerStatus(ctx, f, &s));
-      *out = std::move(s);
-      return OkStatus();
-    }
+    case Kind::kWorkspace:
+      return ReadAs<WorkspaceStatus>(ctx, f, out);
+    case Kind::kSandbox:
+      return ReadAs<SandboxStatus>(ctx, f, out);
+    case Kind::kAgentWorker:
+      return ReadAs<AgentWorkerStatus>(ctx, f, out);
   }
   return InternalError("unknown kind");
+}
+
+Node EncodeObjectNode(const Object& o) {
+  Node n = Node::Map();
+  n.Add("apiVersion", Node::String(std::string(kApiVersion)));
+  n.Add("kind", Node::String(std::string(KindName(o.kind))));
+  n.Add("metadata", Struct<ObjectMeta>::Write(o.metadata));
+  n.Add("spec", WriteVariant(o.spec));
+  if (Node status = WriteVariant(o.status); !status.entries.empty()) {
+    n.Add("status", std::move(status));
+  }
+  return n;
 }
 
 // Decodes a whole object from `root` (a document root, path "").
@@ -1087,7 +1016,7 @@ StatusOr<Object> ReadObject(const Ctx& ctx, const Field& root) {
     return Error(ctx, root.line, root.column, "metadata.name", "required field is missing");
   }
   if (meta) {
-    RETURN_IF_ERROR(ReadMeta(ctx, *meta, &object.metadata));
+    RETURN_IF_ERROR(Struct<ObjectMeta>::Read(ctx, *meta, &object.metadata));
   }
   if (ctx.manifest && object.metadata.name.empty()) {
     const Field& at = meta ? *meta : root;
@@ -1103,8 +1032,6 @@ StatusOr<Object> ReadObject(const Ctx& ctx, const Field& root) {
   }
   return object;
 }
-
-#undef SBX_READ
 
 }  // namespace
 
@@ -1170,11 +1097,11 @@ StatusOr<Object> DecodeObjectJson(std::string_view json) {
 }
 
 std::string EncodeSpecJson(const Object& object) {
-  return internal::EmitJson(EncodeSpecNode(object.spec), false);
+  return internal::EmitJson(WriteVariant(object.spec), false);
 }
 
 std::string EncodeStatusJson(const Object& object) {
-  return internal::EmitJson(EncodeStatusNode(object.status), false);
+  return internal::EmitJson(WriteVariant(object.status), false);
 }
 
 StatusOr<Spec> DecodeSpecJson(Kind kind, std::string_view json) {

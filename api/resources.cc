@@ -5,15 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "api/text.h"
+
 namespace sbx::api {
 namespace {
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 [[noreturn]] void KindMismatch(const Object& o, std::string_view wanted) {
   std::fprintf(stderr, "sbx: fatal: object %s is a %s, not a %.*s\n", o.metadata.name.c_str(),

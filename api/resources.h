@@ -213,6 +213,13 @@ struct ExecutorStatus {
   // Hash of what the running executor was launched with (command, args, env, apiKeyFrom,
   // workspaceDirectory; references, never secret values): a different spec relaunches it.
   std::string spec_hash;  // "specHash"
+  // The executor schedule (controller/reconcilers/executor_schedule.h), kept here so that a
+  // restart of sbxd neither probes nor launches early: when the last probe (or launch report)
+  // looked inside the sandbox, the sandbox boot it saw, and, after an exit was diagnosed, when
+  // the next launch may go (the crash-loop delay; cleared by the launch).
+  std::string last_probe_at;      // "lastProbeAt"
+  std::string probed_boot_id;     // "probedBootId"
+  std::string next_launch_after;  // "nextLaunchAfter"
   friend bool operator==(const ExecutorStatus&, const ExecutorStatus&) = default;
 };
 
@@ -274,6 +281,8 @@ struct ObjectKey {
   Kind kind = Kind::kSandbox;
   std::string namespace_ = std::string(kDefaultNamespace);
   std::string name;
+  // clang-tidy 14 sees a literal 0 in the synthesized comparisons of a defaulted <=>.
+  // NOLINTNEXTLINE(modernize-use-nullptr)
   friend auto operator<=>(const ObjectKey&, const ObjectKey&) = default;
   std::string ToString() const;  // "Sandbox/default/name"
 };

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "api/conditions.h"
 #include "controller/engine/clock.h"
 #include "controller/engine/store_compactor.h"
 #include "controller/store/sqlite_store.h"
@@ -82,12 +83,13 @@ Object WithStatus(Object object, int64_t tick, const std::string& now) {
   status.create_time = "2026-09-01T12:00:00Z";
   status.boot_id = "boot-" + std::to_string(tick);
   status.conditions = {
-      {"Ready", tick % 2 == 0 ? api::ConditionStatus::kTrue : api::ConditionStatus::kFalse,
-       tick % 2 == 0 ? "Running" : "SandboxStopped",
+      {std::string(api::condition::kReady),
+       tick % 2 == 0 ? api::ConditionStatus::kTrue : api::ConditionStatus::kFalse,
+       std::string(tick % 2 == 0 ? api::reason::kRunning : api::reason::kSandboxStopped),
        tick % 2 == 0 ? "" : "the sandbox stopped after inactivity; starting it again", now,
        object.metadata.generation},
-      {"Synced", api::ConditionStatus::kTrue, "Synced", "", "2026-09-01T12:00:00Z",
-       object.metadata.generation}};
+      {std::string(api::condition::kSynced), api::ConditionStatus::kTrue,
+       std::string(api::reason::kSynced), "", "2026-09-01T12:00:00Z", object.metadata.generation}};
   status.setup = {{"tools", status.boot_id, 0, true, "", now}};
   return object;
 }

@@ -14,13 +14,18 @@
 
 #include "cli/commands/apply_command.h"
 #include "cli/commands/command_context.h"
+#include "cli/commands/completion_command.h"
 #include "cli/commands/delete_command.h"
 #include "cli/commands/describe_command.h"
 #include "cli/commands/diff_command.h"
+#include "cli/commands/edit_command.h"
 #include "cli/commands/events_command.h"
 #include "cli/commands/exec_command.h"
+#include "cli/commands/explain_command.h"
 #include "cli/commands/get_command.h"
+#include "cli/commands/label_command.h"
 #include "cli/commands/logs_command.h"
+#include "cli/commands/patch_command.h"
 #include "cli/commands/version_command.h"
 #include "cli/commands/wait_command.h"
 #include "cli/main_guard.h"
@@ -58,11 +63,17 @@ int Main(int argc, char** argv) {
   sbx::cli::AddGetCommand(app, ctx);
   sbx::cli::AddDescribeCommand(app, ctx);
   sbx::cli::AddDeleteCommand(app, ctx);
+  sbx::cli::AddLabelCommand(app, ctx);
+  sbx::cli::AddAnnotateCommand(app, ctx);
+  sbx::cli::AddPatchCommand(app, ctx);
+  sbx::cli::AddEditCommand(app, ctx);
+  sbx::cli::AddExplainCommand(app, ctx);
   sbx::cli::AddWaitCommand(app, ctx);
   sbx::cli::AddEventsCommand(app, ctx);
   sbx::cli::AddExecCommand(app, ctx);
   sbx::cli::AddLogsCommand(app, ctx);
   sbx::cli::AddVersionCommand(app, ctx);
+  sbx::cli::AddCompletionCommand(app, ctx);
 
   if (argc <= 1) {
     std::cout << app.help();

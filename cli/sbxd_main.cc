@@ -22,10 +22,10 @@
 #include "api/duration.h"
 #include "api/resources.h"
 #include "cli/main_guard.h"
+#include "controller/cloud/cloud_clients.h"
 #include "controller/cloud/databricks/auth.h"
-#include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http_cloud_clients.h"
-#include "controller/cloud/openai/streaming_transport.h"
 #include "controller/engine/clock.h"
 #include "controller/engine/leader_elector.h"
 #include "controller/engine/manager.h"
@@ -305,9 +305,9 @@ int Main(int argc, char** argv) {
 
   SystemClock clock;
   Metrics metrics;
-  std::unique_ptr<databricks::HttpTransport> http = databricks::MakeCppRestTransport();
-  CountingTransport transport(*http, metrics);
-  std::unique_ptr<openai::StreamingTransport> streaming = openai::MakeCppRestStreamingTransport();
+  std::unique_ptr<http::HttpTransport> plain = http::MakeCppRestTransport();
+  CountingTransport transport(*plain, metrics, CloudApiOf);
+  std::unique_ptr<http::StreamingTransport> streaming = http::MakeCppRestStreamingTransport();
   HttpCloudClientsOptions cloud_options;
   cloud_options.openai_requests_per_second = flags.openai_requests_per_second;
   cloud_options.on_secret = [](const std::string& secret) { log::RegisterSecret(secret); };
@@ -326,9 +326,9 @@ int Main(int argc, char** argv) {
   manager_options.workers = flags.workers;
   Manager manager(clock, manager_options);
   AgentWorkerReconcilerOptions worker_options;
-  worker_options.status_interval =
+  worker_options.schedule.status_interval =
       ParseFlagDuration("executor-status-interval", flags.executor_status_interval);
-  worker_options.probe_interval =
+  worker_options.schedule.probe_interval =
       ParseFlagDuration("executor-probe-interval", flags.executor_probe_interval);
   AgentWorkerReconciler workers(*store, clouds, clock, &manager.dependencies(), worker_options);
   WorkspaceReconciler workspaces(*store, clouds, clock, &manager.dependencies());
@@ -399,7 +399,9 @@ int Main(int argc, char** argv) {
     m.gauge("sbx_workqueue_waiting", "Keys waiting for a delay or backoff", {})
         .Set(s.queue.waiting);
     m.gauge("sbx_workqueue_processing", "Keys being reconciled", {}).Set(s.queue.processing);
-    m.gauge("sbx_workqueue_retries", "Rate-limited requeues so far", {}).Set(s.queue.retries_total);
+    // Cumulative counts kept by the queue, sweeper and collector are counters (…_total).
+    m.counter("sbx_workqueue_retries_total", "Rate-limited requeues", {})
+        .RaiseTo(static_cast<double>(s.queue.retries_total));
     m.ResetGauges("sbx_sandboxes");  // a state nobody is in any more reads 0
     for (const auto& [state, n] : cache.CountByState()) {
       m.gauge("sbx_sandboxes", "Live sandboxes by state, as last observed", {{"state", state}})
@@ -407,15 +409,16 @@ int Main(int argc, char** argv) {
     }
     m.gauge("sbx_leader", "1 while this sbxd holds the leader lease", {})
         .Set(elector.is_leader() ? 1 : 0);
-    m.gauge("sbx_sweeps", "Completed LIST sweeps", {}).Set(sweeper.sweeps_total());
+    m.counter("sbx_sweeps_total", "Completed LIST sweeps", {})
+        .RaiseTo(static_cast<double>(sweeper.sweeps_total()));
     for (const auto& [workspace, failed] : sweeper.SweepErrorsByWorkspace()) {
-      Counter& c = m.counter("sbx_sweep_errors_total",
-                             "Failed sweeps (LIST, or garbage collection after it) by workspace",
-                             {{"workspace", workspace}});
-      c.Inc(static_cast<double>(failed) - c.Value());  // the sweeper's count only grows
+      m.counter("sbx_sweep_errors_total",
+                "Failed sweeps (LIST, or garbage collection after it) by workspace",
+                {{"workspace", workspace}})
+          .RaiseTo(static_cast<double>(failed));
     }
-    m.gauge("sbx_gc_deleted", "Sandboxes deleted by garbage collection", {})
-        .Set(gc.deleted_total());
+    m.counter("sbx_gc_deleted_total", "Sandboxes deleted by garbage collection", {})
+        .RaiseTo(static_cast<double>(gc.deleted_total()));
   });
   HealthServer health(metrics, [&]() -> std::pair<bool, std::string> {
     if (!elector.is_leader()) {

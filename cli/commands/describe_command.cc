@@ -86,6 +86,8 @@ void StatusFields(std::ostream& out, const api::Object& o) {
       Field(out, "Launched At", s.executor.launched_at, 2);
       Field(out, "Restarts", std::to_string(s.executor.restarts), 2);
       Field(out, "Last Exit", s.executor.last_exit_reason, 2);
+      Field(out, "Last Probe", s.executor.last_probe_at, 2);
+      Field(out, "Next Launch", s.executor.next_launch_after, 2);
       Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
       break;
     }

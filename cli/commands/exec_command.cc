@@ -5,9 +5,8 @@
 
 #include "cli/commands/terminal_text.h"
 #include "controller/cloud/databricks/auth.h"
-#include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http_cloud_clients.h"
-#include "controller/cloud/openai/streaming_transport.h"
 
 namespace sbx::cli {
 namespace {
@@ -49,10 +48,10 @@ int RunExec(CommandContext& ctx, const ExecCommandOptions& options) {
   }
   const api::SandboxSpec& spec = object->sandbox_spec();
 
-  std::unique_ptr<controller::databricks::HttpTransport> transport =
-      controller::databricks::MakeCppRestTransport();
-  std::unique_ptr<controller::openai::StreamingTransport> streaming =
-      controller::openai::MakeCppRestStreamingTransport();
+  std::unique_ptr<controller::http::HttpTransport> transport =
+      controller::http::MakeCppRestTransport();
+  std::unique_ptr<controller::http::StreamingTransport> streaming =
+      controller::http::MakeCppRestStreamingTransport();
   controller::HttpCloudClientsOptions cloud_options;
   cloud_options.secrets =
       controller::SecretPolicyFromEnvironment(controller::databricks::ProcessEnv());

@@ -89,33 +89,45 @@ std::string NoResourcesMessage(const std::optional<std::string>& ns) {
 }
 
 int Watch(CommandContext& ctx, controller::Store& store, const Query& q,
-          const std::optional<std::string>& ns, OutputFormat format, int64_t since,
+          const std::optional<std::string>& ns, const OutputSpec& spec, int64_t since,
           std::vector<api::Object> initial, std::chrono::seconds timeout) {
   const bool with_namespace = !ns.has_value();
-  const bool wide = format == OutputFormat::kWide;
-  const bool table = format == OutputFormat::kTable || wide;
-  // Widths of the table already printed, so that later rows line up (per kind).
+  const bool table = IsTable(spec);
+  // Custom columns are one table whatever the kind; the built-in columns one per kind.
+  const auto table_of = [&spec](api::Kind kind) {
+    return spec.format == OutputFormat::kCustomColumns ? api::Kind::kSandbox : kind;
+  };
+  // Widths of the tables already printed, so that later rows line up.
   std::map<api::Kind, std::vector<size_t>> widths;
   std::map<api::ObjectKey, api::Object> last_seen;
+  std::vector<api::Object> shown = initial;
   for (api::Object& o : initial) {
     last_seen[api::KeyOf(o)] = std::move(o);
   }
   if (table) {
     std::map<api::Kind, TablePrinter> tables;
-    for (const auto& [key, o] : last_seen) {
-      auto it = tables.try_emplace(key.kind, TableHeaders(key.kind, wide, with_namespace)).first;
-      it->second.AddRow(TableRow(o, wide, with_namespace, ctx.clock().Now()));
+    for (const api::Object& o : shown) {
+      auto it =
+          tables.try_emplace(table_of(o.kind), TableHeaders(spec, o.kind, with_namespace)).first;
+      it->second.AddRow(TableRow(spec, o, with_namespace, ctx.clock().Now()));
     }
     for (auto& [kind, t] : tables) {
-      t.Print(ctx.out());
+      t.Print(ctx.out(), !spec.no_headers);
       widths[kind] = t.Widths();
     }
-  } else {
-    std::vector<api::Object> all;
-    for (const auto& [key, o] : last_seen) {
-      all.push_back(o);
+  } else if (spec.format == OutputFormat::kJsonPath) {
+    // As kubectl -w: the template sees each object, the first listing included.
+    for (const api::Object& o : shown) {
+      if (const api::Status printed = PrintObjects(ctx.out(), {o}, spec, /*single=*/true,
+                                                   with_namespace, ctx.clock().Now());
+          !printed.ok()) {
+        return ctx.Fail(printed);
+      }
     }
-    PrintObjects(ctx.out(), all, format, /*single=*/false, with_namespace, ctx.clock().Now());
+  } else if (const api::Status printed = PrintObjects(ctx.out(), shown, spec, /*single=*/false,
+                                                      with_namespace, ctx.clock().Now());
+             !printed.ok()) {
+    return ctx.Fail(printed);
   }
   ctx.out().flush();
 
@@ -151,20 +163,23 @@ int Watch(CommandContext& ctx, controller::Store& store, const Query& q,
         continue;
       }
       if (table) {
-        std::vector<std::string> row = TableRow(*object, wide, with_namespace, ctx.clock().Now());
-        auto [it, fresh] = widths.try_emplace(change.key.kind);
+        std::vector<std::string> row = TableRow(spec, *object, with_namespace, ctx.clock().Now());
+        auto [it, fresh] = widths.try_emplace(table_of(change.key.kind));
         if (fresh) {
-          TablePrinter header(TableHeaders(change.key.kind, wide, with_namespace));
+          TablePrinter header(TableHeaders(spec, change.key.kind, with_namespace));
           header.AddRow(row);
           it->second = header.Widths();
-          header.Print(ctx.out());
+          header.Print(ctx.out(), !spec.no_headers);
         } else {
           TablePrinter::PrintRow(ctx.out(), row, it->second);
         }
       } else {
-        PrintObjects(ctx.out(), {*object}, format, /*single=*/true, with_namespace,
-                     ctx.clock().Now());
-        if (format == OutputFormat::kYaml) {
+        const api::Status printed = PrintObjects(ctx.out(), {*object}, spec, /*single=*/true,
+                                                 with_namespace, ctx.clock().Now());
+        if (!printed.ok()) {
+          return ctx.Fail(printed);
+        }
+        if (spec.format == OutputFormat::kYaml) {
           ctx.out() << "---\n";
         }
       }
@@ -229,13 +244,17 @@ std::string InventoryJson(const controller::Store::InventoryRecord& r) {
 // by the owner's namespace (-A: all) and, when names are given, by external id. With
 // `only_abandoned`, just the resources sbx gave up deleting.
 int RunGetInventory(CommandContext& ctx, const GetCommandOptions& options, bool only_abandoned) {
-  auto format = ParseOutputFormat(options.output);
-  if (!format.ok()) {
-    return ctx.Fail(format.status());
+  auto spec = ParseOutputSpec(options.output);
+  if (!spec.ok()) {
+    return ctx.Fail(spec.status());
   }
-  if (*format == OutputFormat::kYaml || options.watch || !options.selector.empty()) {
+  const auto format = &spec->format;
+  if ((*format != OutputFormat::kTable && *format != OutputFormat::kWide &&
+       *format != OutputFormat::kJson && *format != OutputFormat::kName) ||
+      options.watch || !options.selector.empty() || !options.sort_by.empty()) {
     return ctx.Fail(api::InvalidArgumentError(
-        "get " + options.args[0] + " supports -o wide|json|name, not -o yaml, -w or -l"));
+        "get " + options.args[0] +
+        " supports -o wide|json|name, not -o yaml|jsonpath|custom-columns, -w, -l or --sort-by"));
   }
   auto store = ctx.store();
   if (!store.ok()) {
@@ -307,9 +326,19 @@ int RunGet(CommandContext& ctx, const GetCommandOptions& options) {
   if (!options.args.empty() && (options.args[0] == "inventory" || options.args[0] == "abandoned")) {
     return RunGetInventory(ctx, options, options.args[0] == "abandoned");
   }
-  auto format = ParseOutputFormat(options.output);
-  if (!format.ok()) {
-    return ctx.Fail(format.status());
+  auto spec = ParseOutputSpec(options.output);
+  if (!spec.ok()) {
+    return ctx.Fail(spec.status());
+  }
+  spec->allow_missing_keys = options.allow_missing_template_keys;
+  spec->no_headers = options.no_headers;
+  std::optional<JsonPath> sort_by;
+  if (!options.sort_by.empty()) {
+    auto parsed = JsonPath::ParseRelaxed(options.sort_by);
+    if (!parsed.ok()) {
+      return ctx.Fail(parsed.status());
+    }
+    sort_by = std::move(parsed).value();
   }
   auto query = ParseQuery(options.args, ctx.options().namespace_);
   if (!query.ok()) {
@@ -374,22 +403,36 @@ int RunGet(CommandContext& ctx, const GetCommandOptions& options) {
     }
   }
 
+  if (sort_by && objects.size() > 1) {
+    if (const api::Status sorted = SortObjects(objects, *sort_by); !sorted.ok()) {
+      return ctx.Fail(sorted);
+    }
+  }
   if (options.watch) {
-    return Watch(ctx, **store, *query, ns, *format, since, std::move(objects), *timeout);
+    return Watch(ctx, **store, *query, ns, *spec, since, std::move(objects), *timeout);
   }
   const bool single = !query->keys.empty() && query->keys.size() == 1;
   if (objects.empty()) {
     if (not_found) {
       return ctx.exit_code = kExitError;
     }
-    if (*format == OutputFormat::kJson) {
+    if (spec->format == OutputFormat::kJson) {
       ctx.out() << JsonList({});
+    } else if (spec->format == OutputFormat::kJsonPath) {
+      // kubectl renders the template against the empty List (`{.items[*]...}` prints nothing).
+      const api::Status printed =
+          PrintObjects(ctx.out(), {}, *spec, /*single=*/false, with_namespace, ctx.clock().Now());
+      return printed.ok() ? kExitOk : ctx.Fail(printed);
     } else {
       ctx.err() << NoResourcesMessage(ns) << "\n";
     }
     return kExitOk;
   }
-  PrintObjects(ctx.out(), objects, *format, single, with_namespace, ctx.clock().Now());
+  if (const api::Status printed =
+          PrintObjects(ctx.out(), objects, *spec, single, with_namespace, ctx.clock().Now());
+      !printed.ok()) {
+    return ctx.Fail(printed);
+  }
   return ctx.exit_code = not_found ? kExitError : kExitOk;
 }
 
@@ -399,7 +442,15 @@ void AddGetCommand(CLI::App& app, CommandContext& ctx) {
   sub->add_option("args", options->args,
                   "KIND[,KIND…] [NAME…] or KIND/NAME…; also `inventory` or `abandoned` [ID…]");
   sub->add_option("-l,--selector", options->selector, "label selector, e.g. app=x,tier=y");
-  sub->add_option("-o,--output", options->output, "output format: wide|yaml|json|name");
+  sub->add_option("-o,--output", options->output,
+                  "output format: wide|yaml|json|name|jsonpath=TEMPLATE|"
+                  "custom-columns=NAME:PATH,…");
+  sub->add_option("--sort-by", options->sort_by,
+                  "sort the list by the value of this JSONPath, e.g. .metadata.creationTimestamp");
+  sub->add_option("--allow-missing-template-keys", options->allow_missing_template_keys,
+                  "-o jsonpath: print nothing for a missing key (false: fail)")
+      ->capture_default_str();
+  sub->add_flag("--no-headers", options->no_headers, "tables: print no header line");
   sub->add_flag("-w,--watch", options->watch, "after listing, watch for changes");
   sub->add_option("--timeout", options->timeout, "stop watching after this long (0 = never)")
       ->capture_default_str();

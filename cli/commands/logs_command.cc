@@ -7,9 +7,8 @@
 
 #include "cli/commands/terminal_text.h"
 #include "controller/cloud/databricks/auth.h"
-#include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http_cloud_clients.h"
-#include "controller/cloud/openai/streaming_transport.h"
 
 namespace sbx::cli {
 namespace {
@@ -131,9 +130,10 @@ int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
   }
   const std::string& sandbox_id = sandbox->sandbox_spec().sandbox_id;
 
-  std::unique_ptr<databricks::HttpTransport> transport = databricks::MakeCppRestTransport();
-  std::unique_ptr<controller::openai::StreamingTransport> streaming =
-      controller::openai::MakeCppRestStreamingTransport();
+  std::unique_ptr<controller::http::HttpTransport> transport =
+      controller::http::MakeCppRestTransport();
+  std::unique_ptr<controller::http::StreamingTransport> streaming =
+      controller::http::MakeCppRestStreamingTransport();
   controller::HttpCloudClientsOptions cloud_options;
   cloud_options.secrets = controller::SecretPolicyFromEnvironment(databricks::ProcessEnv());
   controller::HttpCloudClients clouds(**store, ctx.clock(), *transport, *streaming,

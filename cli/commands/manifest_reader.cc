@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +12,7 @@
 #include "api/defaults.h"
 #include "api/validation.h"
 #include "cli/commands/command_context.h"
+#include "cli/commands/object_update.h"
 
 namespace sbx::cli {
 namespace {
@@ -203,10 +203,7 @@ std::optional<ManifestSet> ReadCommandManifests(CommandContext& ctx,
   read.recursive = recursive;
   read.validate = validate;
   read.max_manifest_bytes = ctx.options().max_manifest_bytes;
-  if (const char* prefix = std::getenv("SBX_SECRET_ENV_PREFIX");
-      prefix != nullptr && *prefix != '\0') {
-    read.validation.secret_env_prefix = prefix;
-  }
+  read.validation = CommandValidationOptions();
   if (ctx.options().namespace_given) {
     read.namespace_override = ctx.options().namespace_;
   }

@@ -1,9 +1,11 @@
 #include "cli/commands/object_printer.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
 #include "api/codec.h"
+#include "api/conditions.h"
 #include "cli/commands/command_context.h"
 #include "cli/commands/table_printer.h"
 
@@ -23,23 +25,24 @@ std::string OneLine(std::string_view s) {
 }
 
 std::string ReadyReason(const api::Object& o) {
-  const api::Condition* c = api::FindCondition(o.conditions(), "Ready");
+  const api::Condition* c = api::FindCondition(o.conditions(), api::condition::kReady);
   return c == nullptr ? "" : c->reason;
 }
 std::string ReadyMessage(const api::Object& o) {
-  const api::Condition* c = api::FindCondition(o.conditions(), "Ready");
+  const api::Condition* c = api::FindCondition(o.conditions(), api::condition::kReady);
   return c == nullptr ? "" : OneLine(c->message);
 }
 
 std::string ExecutorCell(const api::Object& o) {
   const auto& conditions = o.conditions();
-  const api::Condition* connected = api::FindCondition(conditions, "ExecutorConnected");
+  const api::Condition* connected =
+      api::FindCondition(conditions, api::condition::kExecutorConnected);
   if (connected != nullptr && connected->status == api::ConditionStatus::kTrue) {
-    return "Connected";
+    return std::string(api::reason::kConnected);
   }
-  const api::Condition* running = api::FindCondition(conditions, "ExecutorRunning");
+  const api::Condition* running = api::FindCondition(conditions, api::condition::kExecutorRunning);
   if (running != nullptr && running->status == api::ConditionStatus::kTrue) {
-    return "Running";
+    return std::string(api::reason::kRunning);
   }
   if (running != nullptr && !running->reason.empty()) {
     return running->reason;
@@ -65,9 +68,143 @@ api::StatusOr<OutputFormat> ParseOutputFormat(std::string_view text) {
   if (text == "name") {
     return OutputFormat::kName;
   }
-  return api::InvalidArgumentError("unable to match a printer suitable for the output format \"" +
-                                   std::string(text) +
-                                   "\", allowed formats are: json,name,wide,yaml");
+  return api::InvalidArgumentError(
+      "unable to match a printer suitable for the output format \"" + std::string(text) +
+      "\", allowed formats are: custom-columns,json,jsonpath,name,wide,yaml");
+}
+
+namespace {
+
+// Splits "A:.x,B:.y[?(@.k==\"a,b\")]" at the commas outside brackets and quotes.
+std::vector<std::string_view> SplitColumns(std::string_view text) {
+  std::vector<std::string_view> parts;
+  int depth = 0;
+  char quote = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote != 0) {
+      quote = c == quote ? 0 : quote;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '(' || c == '{') {
+      ++depth;
+    } else if (c == ']' || c == ')' || c == '}') {
+      --depth;
+    } else if (c == ',' && depth == 0) {
+      parts.push_back(text.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  parts.push_back(text.substr(start));
+  return parts;
+}
+
+}  // namespace
+
+api::StatusOr<OutputSpec> ParseOutputSpec(std::string_view text) {
+  OutputSpec spec;
+  constexpr std::string_view kJsonPath = "jsonpath";
+  constexpr std::string_view kColumns = "custom-columns";
+  if (text == kJsonPath || text.substr(0, kJsonPath.size() + 1) == "jsonpath=") {
+    if (text.size() <= kJsonPath.size() + 1) {
+      return api::InvalidArgumentError(
+          "template format specified but no template given (-o jsonpath='{.metadata.name}')");
+    }
+    spec.format = OutputFormat::kJsonPath;
+    ASSIGN_OR_RETURN(spec.jsonpath, JsonPath::ParseTemplate(text.substr(kJsonPath.size() + 1)));
+    return spec;
+  }
+  if (text == kColumns || text.substr(0, kColumns.size() + 1) == "custom-columns=") {
+    if (text.size() <= kColumns.size() + 1) {
+      return api::InvalidArgumentError(
+          "custom-columns format specified but no custom columns given "
+          "(-o custom-columns=NAME:.metadata.name,…)");
+    }
+    spec.format = OutputFormat::kCustomColumns;
+    for (const std::string_view column : SplitColumns(text.substr(kColumns.size() + 1))) {
+      const size_t colon = column.find(':');
+      if (colon == std::string_view::npos || colon == 0 || colon + 1 == column.size()) {
+        return api::InvalidArgumentError("unexpected custom-columns spec: \"" +
+                                         std::string(column) +
+                                         "\", expected <header>:<json-path-expr>");
+      }
+      ASSIGN_OR_RETURN(JsonPath path, JsonPath::ParseRelaxed(column.substr(colon + 1)));
+      spec.columns.push_back({std::string(column.substr(0, colon)), std::move(path)});
+    }
+    return spec;
+  }
+  ASSIGN_OR_RETURN(spec.format, ParseOutputFormat(text));
+  return spec;
+}
+
+bool IsTable(const OutputSpec& spec) {
+  return spec.format == OutputFormat::kTable || spec.format == OutputFormat::kWide ||
+         spec.format == OutputFormat::kCustomColumns;
+}
+
+std::vector<std::string> TableHeaders(const OutputSpec& spec, api::Kind kind, bool with_namespace) {
+  if (spec.format != OutputFormat::kCustomColumns) {
+    return TableHeaders(kind, spec.format == OutputFormat::kWide, with_namespace);
+  }
+  std::vector<std::string> headers;
+  for (const CustomColumn& column : spec.columns) {
+    headers.push_back(column.header);
+  }
+  return headers;
+}
+
+std::vector<std::string> TableRow(const OutputSpec& spec, const api::Object& object,
+                                  bool with_namespace, std::chrono::system_clock::time_point now) {
+  if (spec.format != OutputFormat::kCustomColumns) {
+    return TableRow(object, spec.format == OutputFormat::kWide, with_namespace, now);
+  }
+  // Our own encoding is JSON by construction.
+  const auto document = JsonDocument::Parse(api::EncodeObjectJson(object, /*pretty=*/false));
+  std::vector<std::string> row;
+  for (const CustomColumn& column : spec.columns) {
+    auto values = column.path.Values(*document);
+    std::string cell;
+    if (values.ok()) {
+      for (const JsonPathValue& v : *values) {
+        cell += (cell.empty() ? "" : ",") + v.text;
+      }
+    }
+    row.push_back(values.ok() && !values->empty() ? cell : "<none>");
+  }
+  return row;
+}
+
+api::Status SortObjects(std::vector<api::Object>& objects, const JsonPath& path) {
+  std::vector<std::pair<std::optional<JsonPathValue>, api::Object>> keyed;
+  bool found = false;
+  for (api::Object& object : objects) {
+    const auto document = JsonDocument::Parse(api::EncodeObjectJson(object, /*pretty=*/false));
+    ASSIGN_OR_RETURN(std::vector<JsonPathValue> values, path.Values(*document));
+    std::optional<JsonPathValue> key;
+    if (!values.empty()) {
+      key = values.front();
+      found = true;
+    }
+    keyed.emplace_back(std::move(key), std::move(object));
+  }
+  if (!found && !keyed.empty()) {
+    for (size_t i = 0; i < keyed.size(); ++i) {
+      objects[i] = std::move(keyed[i].second);
+    }
+    return api::InvalidArgumentError("couldn't find any field with path \"" + path.text() +
+                                     "\" in the list of objects");
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+    if (!a.first || !b.first) {
+      return !a.first && b.first;
+    }
+    return CompareJsonPathValues(*a.first, *b.first) < 0;
+  });
+  for (size_t i = 0; i < keyed.size(); ++i) {
+    objects[i] = std::move(keyed[i].second);
+  }
+  return api::OkStatus();
 }
 
 std::string ConditionCell(const api::Object& object, std::string_view type) {
@@ -116,12 +253,12 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
     case api::Kind::kSandbox: {
       const auto& spec = o.sandbox_spec();
       const auto& status = o.sandbox_status();
-      r.insert(r.end(),
-               {ConditionCell(o, "Ready"), OrNone(status.state), OrNone(spec.sandbox_id), age});
+      r.insert(r.end(), {ConditionCell(o, api::condition::kReady), OrNone(status.state),
+                         OrNone(spec.sandbox_id), age});
       if (wide) {
-        r.insert(r.end(),
-                 {spec.power == api::Power::kRunning ? "Running" : "Stopped", spec.workspace_ref,
-                  ConditionCell(o, "Synced"), OrNone(ReadyReason(o)), ReadyMessage(o)});
+        r.insert(r.end(), {spec.power == api::Power::kRunning ? "Running" : "Stopped",
+                           spec.workspace_ref, ConditionCell(o, api::condition::kSynced),
+                           OrNone(ReadyReason(o)), ReadyMessage(o)});
       }
       break;
     }
@@ -129,8 +266,8 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
       const auto& spec = o.agent_worker_spec();
       const auto& status = o.agent_worker_status();
       const std::string sandbox = !spec.sandbox_ref.empty() ? spec.sandbox_ref : o.metadata.name;
-      r.insert(r.end(), {ConditionCell(o, "Ready"), sandbox, OrNone(status.session_id),
-                         ExecutorCell(o), age});
+      r.insert(r.end(), {ConditionCell(o, api::condition::kReady), sandbox,
+                         OrNone(status.session_id), ExecutorCell(o), age});
       if (wide) {
         r.insert(r.end(), {std::to_string(status.executor.restarts), OrNone(status.environment_id),
                            OrNone(ReadyReason(o)), ReadyMessage(o)});
@@ -139,7 +276,8 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
     }
     case api::Kind::kWorkspace: {
       const auto& spec = o.workspace_spec();
-      r.insert(r.end(), {ConditionCell(o, "Ready"), OrNone(spec.databricks.host), age});
+      r.insert(r.end(),
+               {ConditionCell(o, api::condition::kReady), OrNone(spec.databricks.host), age});
       if (wide) {
         r.insert(r.end(),
                  {OrNone(spec.databricks.profile), OrNone(ReadyReason(o)), ReadyMessage(o)});
@@ -170,14 +308,26 @@ std::string JsonList(const std::vector<std::string>& encoded_objects) {
   return out;
 }
 
-void PrintObjects(std::ostream& out, const std::vector<api::Object>& objects, OutputFormat format,
-                  bool single, bool with_namespace, std::chrono::system_clock::time_point now) {
-  switch (format) {
+api::Status PrintObjects(std::ostream& out, const std::vector<api::Object>& objects,
+                         const OutputSpec& spec, bool single, bool with_namespace,
+                         std::chrono::system_clock::time_point now) {
+  const auto encode_json = [&] {
+    if (single && objects.size() == 1) {
+      return api::EncodeObjectJson(objects[0], /*pretty=*/true);
+    }
+    std::vector<std::string> encoded;
+    encoded.reserve(objects.size());
+    for (const api::Object& o : objects) {
+      encoded.push_back(api::EncodeObjectJson(o, /*pretty=*/true));
+    }
+    return JsonList(encoded);
+  };
+  switch (spec.format) {
     case OutputFormat::kName:
       for (const api::Object& o : objects) {
         out << QualifiedName(api::KeyOf(o)) << "\n";
       }
-      return;
+      return api::OkStatus();
     case OutputFormat::kYaml:
       for (size_t i = 0; i < objects.size(); ++i) {
         if (i > 0) {
@@ -189,27 +339,34 @@ void PrintObjects(std::ostream& out, const std::vector<api::Object>& objects, Ou
         }
         out << yaml;
       }
-      return;
+      return api::OkStatus();
     case OutputFormat::kJson: {
-      if (single && objects.size() == 1) {
-        std::string json = api::EncodeObjectJson(objects[0], /*pretty=*/true);
-        if (!json.empty() && json.back() != '\n') {
-          json += "\n";
-        }
-        out << json;
-        return;
+      std::string json = encode_json();
+      if (!json.empty() && json.back() != '\n') {
+        json += "\n";
       }
-      std::vector<std::string> encoded;
-      encoded.reserve(objects.size());
+      out << json;
+      return api::OkStatus();
+    }
+    case OutputFormat::kJsonPath: {
+      // As kubectl: the template sees the object of a named get, else the List; no newline is
+      // added (the template says where lines end).
+      const auto document = JsonDocument::Parse(encode_json());
+      ASSIGN_OR_RETURN(std::string text,
+                       spec.jsonpath->Execute(*document, spec.allow_missing_keys));
+      out << text;
+      return api::OkStatus();
+    }
+    case OutputFormat::kCustomColumns: {
+      TablePrinter table(TableHeaders(spec, api::Kind::kSandbox, with_namespace));
       for (const api::Object& o : objects) {
-        encoded.push_back(api::EncodeObjectJson(o, /*pretty=*/true));
+        table.AddRow(TableRow(spec, o, with_namespace, now));
       }
-      out << JsonList(encoded);
-      return;
+      table.Print(out, !spec.no_headers);
+      return api::OkStatus();
     }
     case OutputFormat::kTable:
     case OutputFormat::kWide: {
-      const bool wide = format == OutputFormat::kWide;
       std::map<api::Kind, std::vector<const api::Object*>> by_kind;
       for (const api::Object& o : objects) {
         by_kind[o.kind].push_back(&o);
@@ -221,19 +378,20 @@ void PrintObjects(std::ostream& out, const std::vector<api::Object>& objects, Ou
           out << "\n";
         }
         first = false;
-        TablePrinter table(TableHeaders(kind, wide, with_namespace));
+        TablePrinter table(TableHeaders(spec, kind, with_namespace));
         for (const api::Object* o : list) {
-          std::vector<std::string> row = TableRow(*o, wide, with_namespace, now);
+          std::vector<std::string> row = TableRow(spec, *o, with_namespace, now);
           if (several_kinds) {
             row[with_namespace ? 1 : 0] = QualifiedName(api::KeyOf(*o));
           }
           table.AddRow(std::move(row));
         }
-        table.Print(out);
+        table.Print(out, !spec.no_headers);
       }
-      return;
+      return api::OkStatus();
     }
   }
+  return api::OkStatus();
 }
 
 std::string YamlBlock(std::string_view yaml, std::string_view key) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "api/rfc3339.h"
 #include "cli/commands/terminal_text.h"
 
 namespace sbx::cli {
@@ -116,49 +117,14 @@ std::string FormatAge(std::chrono::seconds age) {
   return std::to_string(hours / 24 / 365) + "y";
 }
 
-std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_view text) {
-  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
-  int consumed = 0;
-  const std::string str(text);
-  if (std::sscanf(str.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s, &consumed) !=
-          6 ||
-      consumed != 19) {
-    return std::nullopt;
-  }
-  std::string_view rest = text.substr(19);
-  if (!rest.empty() && rest.front() == '.') {
-    rest.remove_prefix(1);
-    while (!rest.empty() && rest.front() >= '0' && rest.front() <= '9') {
-      rest.remove_prefix(1);
-    }
-  }
-  int offset_minutes = 0;
-  if (rest == "Z" || rest == "z") {
-    offset_minutes = 0;
-  } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':') {
-    int oh = 0, om = 0;
-    if (std::sscanf(std::string(rest.substr(1)).c_str(), "%2d:%2d", &oh, &om) != 2) {
-      return std::nullopt;
-    }
-    offset_minutes = (rest[0] == '-' ? -1 : 1) * (oh * 60 + om);
-  } else {
-    return std::nullopt;
-  }
-  const std::chrono::year_month_day ymd{std::chrono::year(y), std::chrono::month(mo),
-                                        std::chrono::day(d)};
-  if (!ymd.ok() || h > 23 || mi > 59 || s > 60) {
-    return std::nullopt;
-  }
-  return std::chrono::sys_days(ymd) + std::chrono::hours(h) + std::chrono::minutes(mi) +
-         std::chrono::seconds(s) - std::chrono::minutes(offset_minutes);
-}
-
 std::string AgeSince(std::string_view rfc3339, std::chrono::system_clock::time_point now) {
-  const auto t = ParseRfc3339(rfc3339);
+  const auto t = api::ParseRfc3339(rfc3339);
   if (!t) {
     return "<unknown>";
   }
-  return FormatAge(std::chrono::duration_cast<std::chrono::seconds>(now - *t));
+  // Ages count from the whole second of the timestamp, as kubectl's do.
+  return FormatAge(std::chrono::duration_cast<std::chrono::seconds>(
+      now - std::chrono::floor<std::chrono::seconds>(*t)));
 }
 
 }  // namespace sbx::cli

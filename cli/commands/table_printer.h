@@ -45,10 +45,8 @@ class TablePrinter {
 // "4d", "3d4h", "20d", "2y30d", "9y". Negative beyond -1 s is "<invalid>".
 std::string FormatAge(std::chrono::seconds age);
 
-// Parses RFC 3339 ("2026-09-01T12:00:00Z", with optional fraction and ±hh:mm offset).
-std::optional<std::chrono::system_clock::time_point> ParseRfc3339(std::string_view text);
-
-// FormatAge(now - timestamp), or "<unknown>" for an empty or malformed timestamp.
+// FormatAge(now - timestamp) in whole seconds of the timestamp (api::ParseRfc3339), or
+// "<unknown>" for an empty or malformed timestamp.
 std::string AgeSince(std::string_view rfc3339, std::chrono::system_clock::time_point now);
 
 }  // namespace sbx::cli

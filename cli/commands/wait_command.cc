@@ -77,7 +77,7 @@ api::Status WaitFor(CommandContext& ctx, controller::Store& store, const api::Ob
       if (c != nullptr && c->status == condition.status && Observed(o, *c)) {
         return api::OkStatus();
       }
-      const api::Condition* synced = api::FindCondition(o.conditions(), "Synced");
+      const api::Condition* synced = api::FindCondition(o.conditions(), api::condition::kSynced);
       if (synced != nullptr && synced->status == api::ConditionStatus::kFalse &&
           controller::IsTerminalReason(synced->reason) &&
           synced->observed_generation == o.metadata.generation) {

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/conditions.h"
 #include "api/resources.h"
 #include "api/status.h"
 #include "cli/commands/command_context.h"
@@ -26,7 +27,7 @@ namespace sbx::cli {
 
 struct WaitCondition {
   bool for_delete = false;                                    // --for=delete
-  std::string type = "Ready";                                 // --for=condition=TYPE
+  std::string type{api::condition::kReady};                   // --for=condition=TYPE
   api::ConditionStatus status = api::ConditionStatus::kTrue;  // [=True|False|Unknown]
 };
 

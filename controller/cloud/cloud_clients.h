@@ -22,6 +22,11 @@ namespace sbx::controller {
 // Identity of a workspace in inventory and caches: "<namespace>/<workspaceRef>".
 std::string WorkspaceId(const std::string& namespace_, const std::string& workspace_ref);
 
+// The API a request to `url` belongs to, for metrics of a transport shared by every client:
+// "openai" for paths under /agents/ (the Agents API), "databricks" otherwise (the Sandbox API and
+// its OAuth endpoints).
+std::string CloudApiOf(std::string_view url);
+
 class CloudClients {
  public:
   virtual ~CloudClients() = default;

@@ -6,8 +6,8 @@
 
 namespace sbx::controller {
 
-HttpCloudClients::HttpCloudClients(Store& store, Clock& clock, databricks::HttpTransport& transport,
-                                   openai::StreamingTransport& streaming, databricks::Env env,
+HttpCloudClients::HttpCloudClients(Store& store, Clock& clock, http::HttpTransport& transport,
+                                   http::StreamingTransport& streaming, databricks::Env env,
                                    HttpCloudClientsOptions options)
     : store_(store),
       clock_(clock),
@@ -119,41 +119,62 @@ api::StatusOr<HttpCloudClients::Resolved> HttpCloudClients::Resolve(
   return r;
 }
 
-api::StatusOr<databricks::SandboxApi*> HttpCloudClients::Sandboxes(
-    const std::string& namespace_, const std::string& workspace_ref) {
-  const std::string id = WorkspaceId(namespace_, workspace_ref);
-  std::lock_guard lock(mu_);
-  auto it = clients_.find(id);
+template <typename C, typename ResolveFn, typename BuildFn>
+api::StatusOr<C*> HttpCloudClients::Cached(std::map<std::string, std::unique_ptr<C>>& cache,
+                                           std::vector<std::unique_ptr<C>>& retired,
+                                           const std::string& id, ResolveFn resolve,
+                                           BuildFn build) {
+  auto it = cache.find(id);
   const Clock::SteadyTime now = clock_.Steady();
-  if (it != clients_.end() && now - it->second->resolved_at < options_.secret_ttl) {
-    return static_cast<databricks::SandboxApi*>(it->second->api.get());
+  if (it != cache.end() && now - it->second->resolved_at < options_.secret_ttl) {
+    return it->second.get();
   }
-  ASSIGN_OR_RETURN(Resolved resolved, Resolve(namespace_, workspace_ref));
-  if (it != clients_.end() && it->second->fingerprint == resolved.fingerprint) {
+  auto resolved = resolve();
+  if (!resolved.ok()) {
+    return resolved.status();
+  }
+  if (it != cache.end() && it->second->fingerprint == resolved->fingerprint) {
     it->second->resolved_at = now;
-    return static_cast<databricks::SandboxApi*>(it->second->api.get());
+    return it->second.get();
   }
-  auto client = std::make_unique<Client>();
-  client->fingerprint = resolved.fingerprint;
+  api::StatusOr<std::unique_ptr<C>> built = build(*resolved);
+  if (!built.ok()) {
+    return built.status();
+  }
+  std::unique_ptr<C> client = *std::move(built);
+  client->fingerprint = resolved->fingerprint;
   client->resolved_at = now;
-  ASSIGN_OR_RETURN(client->credentials,
-                   databricks::MakeCredentialsProvider(resolved.config, transport_, clock_));
-  client->bucket = std::make_unique<TokenBucket>(clock_, resolved.requests_per_second,
-                                                 std::max(1.0, options_.burst));
-  databricks::HttpSandboxApiOptions api_options;
-  api_options.host = resolved.config.host;
-  api_options.workspace_id = resolved.config.workspace_id;
-  api_options.retry = options_.retry;
-  client->api = std::make_unique<databricks::HttpSandboxApi>(api_options, *client->credentials,
-                                                             *client->bucket, clock_, transport_);
-  databricks::SandboxApi* api = client->api.get();
-  if (it != clients_.end()) {
-    retired_.push_back(std::move(it->second));
+  C* out = client.get();
+  if (it != cache.end()) {
+    retired.push_back(std::move(it->second));  // callers may still hold the old one
     it->second = std::move(client);
   } else {
-    clients_.emplace(id, std::move(client));
+    cache.emplace(id, std::move(client));
   }
-  return api;
+  return out;
+}
+
+api::StatusOr<databricks::SandboxApi*> HttpCloudClients::Sandboxes(
+    const std::string& namespace_, const std::string& workspace_ref) {
+  std::lock_guard lock(mu_);
+  auto build = [&](const Resolved& resolved) -> api::StatusOr<std::unique_ptr<Client>> {
+    auto client = std::make_unique<Client>();
+    ASSIGN_OR_RETURN(client->credentials,
+                     databricks::MakeCredentialsProvider(resolved.config, transport_, clock_));
+    client->bucket = std::make_unique<TokenBucket>(clock_, resolved.requests_per_second,
+                                                   std::max(1.0, options_.burst));
+    databricks::HttpSandboxApiOptions api_options;
+    api_options.host = resolved.config.host;
+    api_options.workspace_id = resolved.config.workspace_id;
+    api_options.retry = options_.retry;
+    client->api = std::make_unique<databricks::HttpSandboxApi>(api_options, *client->credentials,
+                                                               *client->bucket, clock_, transport_);
+    return client;
+  };
+  ASSIGN_OR_RETURN(Client * client, Cached(
+                                        clients_, retired_, WorkspaceId(namespace_, workspace_ref),
+                                        [&] { return Resolve(namespace_, workspace_ref); }, build));
+  return static_cast<databricks::SandboxApi*>(client->api.get());
 }
 
 api::StatusOr<HttpCloudClients::ResolvedOpenAi> HttpCloudClients::ResolveOpenAi(
@@ -201,35 +222,22 @@ api::StatusOr<HttpCloudClients::ResolvedOpenAi> HttpCloudClients::ResolveOpenAi(
 
 api::StatusOr<openai::AgentsApi*> HttpCloudClients::Agents(const std::string& namespace_,
                                                            const std::string& workspace_ref) {
-  const std::string id = WorkspaceId(namespace_, workspace_ref);
   std::lock_guard lock(mu_);
-  auto it = agents_.find(id);
-  const Clock::SteadyTime now = clock_.Steady();
-  if (it != agents_.end() && now - it->second->resolved_at < options_.secret_ttl) {
-    return static_cast<openai::AgentsApi*>(it->second->api.get());
-  }
-  ASSIGN_OR_RETURN(ResolvedOpenAi resolved, ResolveOpenAi(namespace_, workspace_ref));
-  if (it != agents_.end() && it->second->fingerprint == resolved.fingerprint) {
-    it->second->resolved_at = now;
-    return static_cast<openai::AgentsApi*>(it->second->api.get());
-  }
-  auto client = std::make_unique<AgentsClient>();
-  client->fingerprint = resolved.fingerprint;
-  client->resolved_at = now;
-  client->bucket = std::make_unique<TokenBucket>(clock_, options_.openai_requests_per_second,
-                                                 std::max(1.0, options_.burst));
-  openai::HttpAgentsApiOptions api_options;
-  api_options.base_url = resolved.base_url;
-  client->api = std::make_unique<openai::HttpAgentsApi>(
-      api_options, resolved.api_key, *client->bucket, clock_, transport_, streaming_);
-  openai::AgentsApi* api = client->api.get();
-  if (it != agents_.end()) {
-    retired_agents_.push_back(std::move(it->second));
-    it->second = std::move(client);
-  } else {
-    agents_.emplace(id, std::move(client));
-  }
-  return api;
+  auto build = [&](const ResolvedOpenAi& resolved) -> api::StatusOr<std::unique_ptr<AgentsClient>> {
+    auto client = std::make_unique<AgentsClient>();
+    client->bucket = std::make_unique<TokenBucket>(clock_, options_.openai_requests_per_second,
+                                                   std::max(1.0, options_.burst));
+    openai::HttpAgentsApiOptions api_options;
+    api_options.base_url = resolved.base_url;
+    client->api = std::make_unique<openai::HttpAgentsApi>(
+        api_options, resolved.api_key, *client->bucket, clock_, transport_, streaming_);
+    return client;
+  };
+  ASSIGN_OR_RETURN(AgentsClient * client,
+                   Cached(
+                       agents_, retired_agents_, WorkspaceId(namespace_, workspace_ref),
+                       [&] { return ResolveOpenAi(namespace_, workspace_ref); }, build));
+  return static_cast<openai::AgentsApi*>(client->api.get());
 }
 
 api::StatusOr<std::string> HttpCloudClients::Secret(const api::SecretRef& ref,

@@ -25,9 +25,8 @@
 #include "controller/cloud/cloud_clients.h"
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/databricks/http_sandbox_api.h"
-#include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/openai/http_agents_api.h"
-#include "controller/cloud/openai/streaming_transport.h"
 #include "controller/cloud/secret_resolver.h"
 #include "controller/engine/clock.h"
 #include "controller/engine/token_bucket.h"
@@ -40,7 +39,7 @@ struct HttpCloudClientsOptions {
   double openai_requests_per_second = 10;
   double burst = 10;
   std::chrono::milliseconds secret_ttl{std::chrono::seconds(30)};
-  databricks::RetryPolicy retry;
+  http::RetryPolicy retry = databricks::DefaultRetryPolicy();  // of the Sandbox API
   // The secret sources manifests may name (sbxd --secret-env-prefix, --secrets-dir).
   SecretPolicy secrets;
   // Told every secret value once resolved (sbxd registers them with the log redactor).
@@ -49,8 +48,8 @@ struct HttpCloudClientsOptions {
 
 class HttpCloudClients final : public CloudClients {
  public:
-  HttpCloudClients(Store& store, Clock& clock, databricks::HttpTransport& transport,
-                   openai::StreamingTransport& streaming, databricks::Env env,
+  HttpCloudClients(Store& store, Clock& clock, http::HttpTransport& transport,
+                   http::StreamingTransport& streaming, databricks::Env env,
                    HttpCloudClientsOptions options = {});
   ~HttpCloudClients() override;
 
@@ -97,6 +96,14 @@ class HttpCloudClients final : public CloudClients {
   api::StatusOr<ResolvedOpenAi> ResolveOpenAi(const std::string& namespace_,
                                               const std::string& workspace_ref);
 
+  // The client of workspace `id` in `cache`: reused within secret_ttl; after it, `resolve()` runs
+  // again and `build(resolved)` makes a new client only when the resolution's fingerprint
+  // changed (the old one moves to `retired`, since callers may hold it). Requires mu_.
+  template <typename C, typename ResolveFn, typename BuildFn>
+  api::StatusOr<C*> Cached(std::map<std::string, std::unique_ptr<C>>& cache,
+                           std::vector<std::unique_ptr<C>>& retired, const std::string& id,
+                           ResolveFn resolve, BuildFn build);
+
   // OPENAI_BASE_URL, else the public API: where the controller's OpenAI keys belong.
   std::string ControllerOpenAiUrl() const;
   // kInvalidArgument unless `url` is https:// (http:// only for a loopback host).
@@ -106,8 +113,8 @@ class HttpCloudClients final : public CloudClients {
 
   Store& store_;
   Clock& clock_;
-  databricks::HttpTransport& transport_;
-  openai::StreamingTransport& streaming_;
+  http::HttpTransport& transport_;
+  http::StreamingTransport& streaming_;
   const databricks::Env env_;
   const EnvLookup lookup_;  // env_ as the secret resolver takes it
   const HttpCloudClientsOptions options_;

@@ -10,20 +10,14 @@
 #include <filesystem>
 #include <iterator>
 
+#include "api/text.h"
 #include "api/validation.h"
 
 namespace sbx::controller {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Trim(std::string s) {
-  const char* ws = " \t\r\n";
-  s.erase(0, s.find_first_not_of(ws));
-  const size_t end = s.find_last_not_of(ws);
-  s.erase(end == std::string::npos ? 0 : end + 1);
-  return s;
-}
+using api::Trim;
 
 // Reads `name` from `dir`, refusing any path that resolves outside `dir`.
 api::StatusOr<std::string> ReadSecretFile(const std::string& dir, const std::string& name,
@@ -79,7 +73,7 @@ api::StatusOr<std::string> ReadSecretFile(const std::string& dir, const std::str
   }
   ::close(fd);
   RETURN_IF_ERROR(status);
-  std::string value = Trim(std::move(content));
+  std::string value(Trim(content));
   if (value.empty()) {
     return api::FailedPreconditionError(where + ": secret file \"" + name + "\" is empty");
   }
@@ -124,7 +118,7 @@ api::StatusOr<std::string> ResolveSecret(const api::SecretRef& ref, const EnvLoo
       return api::FailedPreconditionError(where + ": environment variable " + ref.env +
                                           " is not set in the controller's environment");
     }
-    return Trim(*value);
+    return std::string(Trim(*value));
   }
   return ReadSecretFile(policy.secrets_dir, ref.file, where);
 }
@@ -137,7 +131,7 @@ api::StatusOr<std::string> ResolveControllerEnv(std::string_view name, const Env
                                         std::string(name) +
                                         " is not set in the controller's environment");
   }
-  return Trim(*value);
+  return std::string(Trim(*value));
 }
 
 std::vector<std::string> KnownSecretValues(const SecretPolicy& policy,
@@ -155,7 +149,7 @@ std::vector<std::string> KnownSecretValues(const SecretPolicy& policy,
                         std::find(std::begin(kControllerSecrets), std::end(kControllerSecrets),
                                   name) != std::end(kControllerSecrets);
     if (secret) {
-      if (std::string value = Trim(entry.substr(eq + 1)); !value.empty()) {
+      if (std::string value(Trim(entry.substr(eq + 1))); !value.empty()) {
         values.push_back(std::move(value));
       }
     }

@@ -3,55 +3,61 @@
 #include <algorithm>
 #include <array>
 
+#include "api/conditions.h"
+
 namespace sbx::controller {
 namespace {
+
+namespace reason = api::reason;
 
 // The table of the header, by code alone.
 ErrorClass ClassifyCode(const api::Status& status) {
   using api::StatusCode;
   using R = ErrorClass::Retry;
-  auto transient = [&](const char* reason) {
-    return ErrorClass{R::kTransient, reason, status.retry_after()};
+  auto transient = [&](std::string_view reason) {
+    return ErrorClass{R::kTransient, std::string(reason), status.retry_after()};
   };
-  auto terminal = [](const char* reason) { return ErrorClass{R::kTerminal, reason, std::nullopt}; };
+  auto terminal = [](std::string_view reason) {
+    return ErrorClass{R::kTerminal, std::string(reason), std::nullopt};
+  };
 
   switch (status.code()) {
     case StatusCode::kOk:
-      return terminal("Ok");
+      return terminal(reason::kOk);
     case StatusCode::kUnavailable:
-      return transient("Unavailable");
+      return transient(reason::kUnavailable);
     case StatusCode::kDeadlineExceeded:
-      return transient("Timeout");
+      return transient(reason::kTimeout);
     case StatusCode::kResourceExhausted:
-      return transient("RateLimited");
+      return transient(reason::kRateLimited);
     case StatusCode::kAborted:
-      return transient("Conflict");
+      return transient(reason::kConflict);
     case StatusCode::kInternal:
-      return transient("InternalError");
+      return transient(reason::kInternalError);
     case StatusCode::kUnknown:
-      return transient("Unknown");
+      return transient(reason::kUnknown);
     case StatusCode::kCancelled:
-      return transient("Cancelled");
+      return transient(reason::kCancelled);
     case StatusCode::kDataLoss:
-      return transient("DataLoss");
+      return transient(reason::kDataLoss);
     case StatusCode::kInvalidArgument:
     case StatusCode::kOutOfRange:
-      return terminal("InvalidSpec");
+      return terminal(reason::kInvalidSpec);
     case StatusCode::kFailedPrecondition:
-      return terminal("FailedPrecondition");
+      return terminal(reason::kFailedPrecondition);
     case StatusCode::kPermissionDenied:
-      return terminal("PermissionDenied");
+      return terminal(reason::kPermissionDenied);
     case StatusCode::kUnauthenticated:
-      return terminal("Unauthenticated");
+      return terminal(reason::kUnauthenticated);
     case StatusCode::kAlreadyExists:
-      return terminal("AlreadyExists");
+      return terminal(reason::kAlreadyExists);
     case StatusCode::kNotFound:
-      return terminal("NotFound");
+      return terminal(reason::kNotFound);
     case StatusCode::kUnimplemented:
-      return terminal("Unimplemented");
+      return terminal(reason::kUnimplemented);
   }
   // A code outside the enum is a bug in whoever built the Status; retrying is the safe answer.
-  return transient("Unknown");
+  return transient(reason::kUnknown);
 }
 
 }  // namespace
@@ -77,16 +83,16 @@ std::string ConditionMessage(const api::Status& status) {
   return message;
 }
 
-bool IsTerminalReason(std::string_view reason) {
+bool IsTerminalReason(std::string_view condition_reason) {
   static constexpr std::array<std::string_view, 11> kTerminal = {
       // ClassifyError's terminal classes …
-      "InvalidSpec", "FailedPrecondition", "PermissionDenied", "Unauthenticated", "AlreadyExists",
-      "NotFound", "Unimplemented",
+      reason::kInvalidSpec, reason::kFailedPrecondition, reason::kPermissionDenied,
+      reason::kUnauthenticated, reason::kAlreadyExists, reason::kNotFound, reason::kUnimplemented,
       // … the reasons terminal errors carry (Status::reason) …
-      "CredentialsMissing", "SecretNotAllowed",
+      reason::kCredentialsMissing, reason::kSecretNotAllowed,
       // … and what reconcilers report without an error.
-      "ImmutableFieldChanged", "SandboxIdConflict"};
-  return std::find(kTerminal.begin(), kTerminal.end(), reason) != kTerminal.end();
+      reason::kImmutableFieldChanged, reason::kSandboxIdConflict};
+  return std::find(kTerminal.begin(), kTerminal.end(), condition_reason) != kTerminal.end();
 }
 
 }  // namespace sbx::controller

@@ -12,6 +12,9 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <utility>
+
+#include "api/rfc3339.h"
 
 namespace sbx::controller {
 
@@ -25,7 +28,7 @@ class Clock {
   virtual SteadyTime Steady() const = 0;
   virtual bool SleepUntil(SteadyTime deadline, std::stop_token stop) = 0;
   bool SleepFor(std::chrono::nanoseconds d, std::stop_token stop) {
-    return SleepUntil(Steady() + d, stop);
+    return SleepUntil(Steady() + d, std::move(stop));
   }
 };
 
@@ -37,10 +40,9 @@ class SystemClock final : public Clock {
   bool SleepUntil(SteadyTime deadline, std::stop_token stop) override;
 };
 
-// RFC 3339 UTC with second precision, e.g. "2026-09-01T12:00:00Z".
-std::string FormatRfc3339(Clock::WallTime t);
-// Parses what FormatRfc3339 writes, plus fractional seconds and numeric offsets
-// ("2026-09-01T12:00:00.5+02:00"). nullopt when malformed.
-std::optional<Clock::WallTime> ParseRfc3339(std::string_view text);
+// Timestamps are written and read by api/rfc3339.h (Clock::WallTime is api::WallTime); named
+// here too because every user of the clock formats what it reads.
+using api::FormatRfc3339;
+using api::ParseRfc3339;
 
 }  // namespace sbx::controller

@@ -19,11 +19,20 @@
 //      is alive for this environment and this boot, whether the workspace directory and the
 //      command exist, and the log tail: when a launched executor is not connected within
 //      `connect_grace`, when the environment reports a disconnect, when the sandbox booted again
-//      (status.bootId changed), and every `probe_interval`. An executor that exited is diagnosed
+//      (the Sandbox's status.bootId is not status.executor.probedBootId), and every
+//      `probe_interval`. An executor that exited is diagnosed
 //      from its log into IPNotAuthorized, MissingScope, WorkspaceDirectoryMissing,
 //      ExecutorNotFound or ExecutorExitedOnStart, with a CrashLoopBackOff-style delay (long for
 //      auth reasons) instead of a hot loop, then launched again.
 // In the common case a worker costs one exec-sync (the launch) to become Ready.
+// The parts: SessionLifecycle (session_lifecycle.h) creates, adopts, verifies and deletes the
+// session; ExecutorControl (executor_control.h) runs the probe, launch and stop scripts
+// (scripts/*.sh) and parses their reports; ExecutorSchedule (executor_schedule.h) says when a
+// launch, a status check or a probe is due. What the reconciler must remember across reconciles
+// is in status (conditions, status.executor: pid — of the launched executor, 0 once found down —
+// launchedAt, lastProbeAt, probedBootId, restarts, nextLaunchAfter), so `sbxctl describe` shows
+// it and a restart of sbxd keeps the schedule; in memory are only caches (the time of the last
+// status check, the count of failed observations).
 // Conditions: SandboxReady, SessionReady, ExecutorRunning, ExecutorConnected, and Ready derived
 // from them (True whenever all four are); Synced says whether the last pass could observe and
 // act. A transient API error marks the observation stale (Synced=False) and flips Ready only
@@ -39,7 +48,6 @@
 #pragma once
 
 #include <chrono>
-#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -52,26 +60,18 @@
 #include "controller/engine/dependency_index.h"
 #include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
+#include "controller/reconcilers/executor_control.h"
+#include "controller/reconcilers/executor_schedule.h"
 #include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/internal/session_deletion.h"
+#include "controller/reconcilers/session_lifecycle.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
 
 struct AgentWorkerReconcilerOptions {
-  std::chrono::milliseconds status_interval{std::chrono::seconds(30)};
-  std::chrono::milliseconds probe_interval{std::chrono::minutes(5)};
-  // After a launch: look at the environment this often until it is connected ...
-  std::chrono::milliseconds verify_after_launch{std::chrono::seconds(1)};
-  // ... or until this long has passed; then probe the executor inside the sandbox (an executor
-  // that exits on start is diagnosed then). A connected executor needs no probe.
-  std::chrono::milliseconds connect_grace{std::chrono::seconds(5)};
-  // While launched but not yet connected: look at the environment this often.
-  std::chrono::milliseconds connect_poll{std::chrono::seconds(5)};
-  // Crash-loop backoff: base·2^(restarts-1), capped; auth failures wait auth_backoff.
-  std::chrono::milliseconds crash_backoff_base{std::chrono::seconds(10)};
-  std::chrono::milliseconds crash_backoff_cap{std::chrono::minutes(5)};
-  std::chrono::milliseconds auth_backoff{std::chrono::minutes(10)};
+  // When a launch, a status check and a probe are due; the crash-loop delay.
+  ExecutorScheduleOptions schedule{};
   // Marker file of the current boot (see internal/boot_marker.h); the launch script writes it
   // when the Sandbox reconciler had no setup to run and so never did.
   std::string boot_marker = internal::kDefaultBootMarker;
@@ -82,9 +82,6 @@ struct AgentWorkerReconcilerOptions {
   // Deleting the session (Finalize): retry cadence and when a refused session is abandoned.
   internal::SessionDeletePolicy session_delete{};
 };
-
-// What the executor's log says went wrong; "" when it says nothing we recognise.
-std::string DiagnoseExecutorLog(const std::string& log_tail);
 
 class AgentWorkerReconciler final : public Reconciler {
  public:
@@ -97,44 +94,36 @@ class AgentWorkerReconciler final : public Reconciler {
 
  private:
   struct Target;
-  struct Probe;
-  // What the reconciler remembers between calls (lost on restart: then it probes at once).
-  struct Memory {
-    Clock::SteadyTime last_probe{};
-    Clock::SteadyTime last_status{};
-    std::string probed_boot;
-    Clock::SteadyTime next_launch_allowed{};
-    Clock::SteadyTime launched{};  // the last launch
-    int64_t launched_pid = 0;      // its pid, believed once the environment is connected
-    bool connected = false;        // the last environment status said connected
-    bool verify_pending = false;   // check on the next pass (after a launch, a disconnect, …)
-    bool diagnosed = false;        // the last launch's exit has been diagnosed and backed off
-    // Consecutive reconciles that failed with a transient error (a cache: losing it on a restart
-    // only delays Ready=False by a few failures).
-    int failed_observations = 0;
+  // Kept in memory between reconciles; pure caches, whose loss on a restart costs one early
+  // environment status check, or delays Ready=False by a few failures.
+  struct Cache {
+    std::optional<Clock::SteadyTime> last_check;  // the last environment status GET
+    int failed_observations = 0;                  // consecutive transient failures
   };
 
+  // The five steps, in the order Converge runs them.
   api::StatusOr<ReconcileResult> Converge(Target& t);
-  void RecordOutcome(Target& t, const api::Status& status);
-  api::StatusOr<ReconcileResult> Finalize(Target& t);
-  api::StatusOr<bool> DeleteSessions(Target& t, const std::string& workspace,
-                                     const std::string& workspace_ref);
-  api::Status DeleteLostSession(Target& t, const std::string& workspace);
+  api::StatusOr<std::optional<ReconcileResult>> EnsureSandbox(Target& t);
   api::StatusOr<api::ObjectKey> EnsureSandboxObject(Target& t);
   api::StatusOr<bool> EnsureSession(Target& t, bool verify);
-  api::StatusOr<Probe> ProbeExecutor(Target& t);
-  static Probe ParseReport(const std::string& script_output);
   api::StatusOr<std::optional<ReconcileResult>> FollowSessionSpec(Target& t, bool new_session);
-  api::Status ReplaceSession(Target& t, const std::string& reason, const std::string& message);
-  // `replace`: stop an executor of ours that runs for this environment and launch anew (its
-  // spec changed).
+  bool ExecutorSpecChanged(Target& t);
+  // `replace`: stop an executor of ours that runs for this environment and launch anew.
   api::StatusOr<ReconcileResult> Launch(Target& t, bool relaunch, bool replace = false);
-  api::StatusOr<ReconcileResult> HandleDeadExecutor(Target& t, const Probe& probe);
-  api::StatusOr<ReconcileResult> ReportMissing(Target& t, const Probe& probe);
+  api::StatusOr<openai::Environment> CheckEnvironment(Target& t);
+  api::StatusOr<ReconcileResult> SessionLost(Target& t, const openai::Environment& env);
+  api::StatusOr<ReconcileResult> HandleDeadExecutor(Target& t, const ExecutorReport& report);
+  ReconcileResult ReportMissing(Target& t, const ExecutorReport& report);
+  ReconcileResult ReportConnection(Target& t, const openai::Environment& env, bool connected);
 
-  void Set(Target& t, const char* type, api::ConditionStatus status, std::string reason,
+  api::Status ReplaceSession(Target& t, std::string_view reason, const std::string& message);
+  api::StatusOr<ExecutorLaunch> LaunchSpec(Target& t, bool replace);
+  void RecordLook(Target& t);
+  void RecordOutcome(Target& t, const api::Status& status);
+  api::StatusOr<std::optional<ReconcileResult>> Finalize(Target& t);
+
+  void Set(Target& t, std::string_view type, api::ConditionStatus status, std::string_view reason,
            std::string message);
-  std::string ExecutorDir(const Target& t) const;
 
   Store& store_;
   CloudClients& clouds_;
@@ -142,9 +131,12 @@ class AgentWorkerReconciler final : public Reconciler {
   DependencyIndex* dependencies_;
   EventRecorder events_;
   const AgentWorkerReconcilerOptions options_;
+  SessionLifecycle sessions_;
+  const ExecutorControl executor_;
+  const ExecutorSchedule schedule_;
 
   std::mutex mu_;
-  std::map<api::ObjectKey, Memory> memory_;  // Guarded by mu_.
+  std::map<api::ObjectKey, Cache> caches_;  // Guarded by mu_.
 };
 
 }  // namespace sbx::controller

@@ -9,7 +9,12 @@ namespace sbx::controller {
 
 GarbageCollector::GarbageCollector(Store& store, SandboxCache& cache, Clock& clock,
                                    GarbageCollectorOptions options)
-    : store_(store), cache_(cache), clock_(clock), events_(store, clock), options_(options) {}
+    : store_(store),
+      cache_(cache),
+      clock_(clock),
+      events_(store, clock),
+      sessions_(store, events_, clock),
+      options_(options) {}
 
 bool GarbageCollector::IsOrphan(const Store::InventoryRecord& record) {
   api::StatusOr<api::Object> owner = store_.Get(record.owner);
@@ -78,7 +83,8 @@ bool GarbageCollector::HasSessions(const std::string& workspace) {
   api::StatusOr<std::vector<Store::InventoryRecord>> records = store_.ListInventory(workspace);
   return records.ok() &&
          std::any_of(records->begin(), records->end(), [](const Store::InventoryRecord& r) {
-           return r.resource_type == "session" && r.state != Store::InventoryState::kAbandoned;
+           return r.resource_type == kInventorySession &&
+                  r.state != Store::InventoryState::kAbandoned;
          });
 }
 
@@ -88,7 +94,7 @@ api::StatusOr<int> GarbageCollector::CollectSessions(const std::string& workspac
   ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> records, store_.ListInventory(workspace));
   // Abandoned sessions were given up on: they are a record for the operator, never retried.
   std::erase_if(records, [](const Store::InventoryRecord& r) {
-    return r.resource_type != "session" || r.state == Store::InventoryState::kAbandoned;
+    return r.resource_type != kInventorySession || r.state == Store::InventoryState::kAbandoned;
   });
   const auto now = clock_.Now();
   const int budget = std::max<int>(1, static_cast<int>(records.size() * options_.max_fraction));
@@ -109,41 +115,20 @@ api::StatusOr<int> GarbageCollector::CollectSessions(const std::string& workspac
     if (store_.Get(record.owner).status().code() != api::StatusCode::kNotFound) {
       continue;  // its worker still exists (or we cannot tell): keep it
     }
-    std::vector<std::string> ids;
-    if (record.state == Store::InventoryState::kIntent) {
-      if (!all) {
-        ASSIGN_OR_RETURN(all, agents.ListAllSessions({}, stop));
-      }
-      for (const openai::Session& s : *all) {
-        auto uid = s.metadata.find("sbx.dev/uid");
-        if (uid != s.metadata.end() && uid->second == record.owner_uid) {
-          ids.push_back(s.id);
-        }
-      }
-    } else {
-      ids.push_back(record.external_id);
-    }
-    bool keep_row = false;
-    for (const std::string& id : ids) {
-      ++attempts;
-      ASSIGN_OR_RETURN(internal::SessionDeleteResult result,
-                       internal::CancelThenDeleteSession(agents, id, stop));
-      if (!result.deleted) {
-        RETURN_IF_ERROR(internal::RecordSessionRefusal(store_, events_, record, id,
-                                                       result.refusal, now,
-                                                       options_.session_delete)
-                            .status());
-        keep_row = keep_row || id == record.external_id;
-        continue;
-      }
-      ++deleted;
-      deleted_total_.fetch_add(1);
-      events_.Warning(record.owner, "GarbageCollected",
-                      "deleted orphaned session " + id + " (its AgentWorker is gone)");
-    }
-    if (!keep_row) {
-      RETURN_IF_ERROR(store_.DeleteInventory(workspace, "session", record.external_id));
-    }
+    ASSIGN_OR_RETURN(SessionLifecycle::RowDeletion done,
+                     sessions_.DeleteRecorded(
+                         record, agents, all, options_.session_delete, stop,
+                         [&](const std::string& id, const internal::SessionDeleteResult& result) {
+                           if (!result.deleted) {
+                             return;
+                           }
+                           deleted_total_.fetch_add(1);
+                           events_.Warning(
+                               record.owner, "GarbageCollected",
+                               "deleted orphaned session " + id + " (its AgentWorker is gone)");
+                         }));
+    attempts += done.attempts;
+    deleted += done.deleted;
   }
   return deleted;
 }

@@ -28,6 +28,7 @@
 #include "controller/engine/event_recorder.h"
 #include "controller/reconcilers/internal/session_deletion.h"
 #include "controller/reconcilers/sandbox_cache.h"
+#include "controller/reconcilers/session_lifecycle.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
@@ -73,6 +74,7 @@ class GarbageCollector {
   SandboxCache& cache_;
   Clock& clock_;
   EventRecorder events_;
+  SessionLifecycle sessions_;
   const GarbageCollectorOptions options_;
   std::atomic<int64_t> deleted_total_{0};
 };

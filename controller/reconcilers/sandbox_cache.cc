@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "api/conditions.h"
 #include "controller/engine/classify_error.h"
 
 namespace sbx::controller {
@@ -96,7 +97,8 @@ bool SandboxCache::RecordSweepFailure(const std::string& workspace, const api::S
   // An error while observing is not evidence about the sandboxes: only what needs a person
   // (credentials, permissions) keeps its own reason; everything retried is "Unavailable".
   const ErrorClass error_class = ClassifyError(error);
-  const std::string reason = error_class.transient() ? "Unavailable" : error_class.reason;
+  const std::string reason =
+      error_class.transient() ? std::string(api::reason::kUnavailable) : error_class.reason;
   std::lock_guard lock(mu_);
   std::optional<SweepFailure>& failing = workspaces_[workspace].failing;
   if (failing && failing->reason == reason) {

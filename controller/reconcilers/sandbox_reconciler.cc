@@ -4,13 +4,17 @@
 #include <cctype>
 #include <utility>
 
+#include "api/conditions.h"
 #include "controller/engine/classify_error.h"
 #include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/internal/object_updates.h"
+#include "controller/reconcilers/reconcile_skeleton.h"
 
 namespace sbx::controller {
 namespace {
 
+namespace condition = api::condition;
+namespace reason = api::reason;
 using api::ConditionStatus;
 using api::Object;
 using api::Status;
@@ -55,22 +59,17 @@ std::string Tail(const std::string& text, size_t max_bytes) {
 }  // namespace
 
 // Everything one reconcile works on. `object` is the store's copy with the status being built.
-struct SandboxReconciler::Target {
-  Object object;
-  api::ResourceStatus original_status;
+struct SandboxReconciler::Target : ReconcileTarget {
   databricks::SandboxApi* api = nullptr;
   // The sandbox this object stands for: the one it created (status), else the one its spec asks.
   std::string workspace_ref;
   std::string workspace;  // WorkspaceId(namespace, workspace_ref)
   std::string sandbox_id;
-  std::stop_token stop;
-  bool gone = false;  // the object row was removed (finalized)
 
   const api::SandboxSpec& spec() const { return object.sandbox_spec(); }
   api::SandboxStatus& status() { return object.sandbox_status(); }
   // The status as the reconcile found it.
   const api::SandboxStatus& before() const { return std::get<api::SandboxStatus>(original_status); }
-  api::ObjectKey key() const { return api::KeyOf(object); }
 };
 
 SandboxReconciler::SandboxReconciler(Store& store, CloudClients& clouds, SandboxCache& cache,
@@ -84,44 +83,30 @@ SandboxReconciler::SandboxReconciler(Store& store, CloudClients& clouds, Sandbox
 
 StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key,
                                                        std::stop_token stop) {
-  StatusOr<Object> object = store_.Get(key);
-  if (object.status().code() == StatusCode::kNotFound) {
-    return ReconcileResult::Done();  // deleted and finalized already
-  }
-  RETURN_IF_ERROR(object.status());
-
-  Target t;
-  t.object = *std::move(object);
-  t.original_status = t.object.status;
-  const api::SandboxStatus& created = t.status();
-  t.workspace_ref = created.workspace_ref.empty() ? t.spec().workspace_ref : created.workspace_ref;
-  t.sandbox_id =
-      created.sandbox_name.empty() ? t.spec().sandbox_id : api::CreatedSandboxId(created);
-  t.workspace = WorkspaceId(t.object.metadata.namespace_, t.workspace_ref);
-  t.stop = stop;
-
-  StatusOr<ReconcileResult> result = Converge(t);
-  if (t.gone) {
+  ReconcileSteps<Target> steps;
+  steps.prepare = [](Target& t) {
+    const api::SandboxStatus& created = t.status();
+    t.workspace_ref =
+        created.workspace_ref.empty() ? t.spec().workspace_ref : created.workspace_ref;
+    t.sandbox_id =
+        created.sandbox_name.empty() ? t.spec().sandbox_id : api::CreatedSandboxId(created);
+    t.workspace = WorkspaceId(t.object.metadata.namespace_, t.workspace_ref);
+  };
+  steps.converge = [this](Target& t) { return Converge(t); };
+  steps.finalize = [this](Target& t) { return Finalize(t); };
+  // Synced tells the user why the last attempt failed; the Manager decides about retrying.
+  steps.record_outcome = [this](Target& t, const Status& status) {
+    RecordSyncedError(t.object, status, clock_);
+  };
+  steps.forget = [this](const api::ObjectKey& gone) {
     std::lock_guard lock(mu_);
-    boot_checked_.erase(key);
-    return result;
-  }
-  if (!result.ok()) {
-    // Synced tells the user why the last attempt failed; the Manager decides about retrying.
-    const ErrorClass error = ClassifyError(result.status());
-    SetSynced(t, ConditionStatus::kFalse, error.reason, ConditionMessage(result.status()));
-  }
-  t.status().observed_generation = t.object.metadata.generation;
-  RETURN_IF_ERROR(internal::WriteStatusIfChanged(store_, t.object, t.original_status));
-  return result;
+    boot_checked_.erase(gone);
+  };
+  return RunReconcile(store_, key, stop, steps);
 }
 
 // The contract table of DESIGN §3, top to bottom.
 StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
-  if (!t.object.metadata.deletion_timestamp.empty()) {
-    return Finalize(t);
-  }
-  RETURN_IF_ERROR(internal::EnsureFinalizer(store_, t.object));
   if (RefuseIdentityChange(t)) {
     return ReconcileResult::Done();  // nothing is created or deleted until the spec goes back
   }
@@ -160,8 +145,8 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
                                 t.sandbox_id + " runs \"" + live->image_uri +
                                 "\"; the image cannot change after creation (delete and "
                                 "re-create the Sandbox to change it)";
-    SetSynced(t, ConditionStatus::kFalse, "ImmutableFieldChanged", message);
-    SetReady(t, ConditionStatus::kFalse, "ImmutableFieldChanged", message);
+    SetSynced(t, ConditionStatus::kFalse, reason::kImmutableFieldChanged, message);
+    SetReady(t, ConditionStatus::kFalse, reason::kImmutableFieldChanged, message);
     return ReconcileResult::Done();
   }
 
@@ -170,9 +155,9 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
     case SandboxState::kPending:
     case SandboxState::kStopping: {
       const bool pending = live->state == SandboxState::kPending;
-      SetReady(t, ConditionStatus::kFalse, pending ? "Pending" : "Stopping",
+      SetReady(t, ConditionStatus::kFalse, pending ? reason::kPending : reason::kStopping,
                "sandbox is " + t.status().state);
-      SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+      SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
       return ReconcileResult::RequeueAfter(options_.transition_requeue);
     }
     case SandboxState::kStopped: {
@@ -190,13 +175,14 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
         t.status().state = std::string(databricks::SandboxStateName(started->state));
         events_.Normal(t.key(), "Starting",
                        "sandbox " + t.sandbox_id + " was STOPPED (auto-stop or external); started");
-        SetReady(t, ConditionStatus::kFalse, "Starting", "sandbox is starting");
-        SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+        SetReady(t, ConditionStatus::kFalse, reason::kStarting, "sandbox is starting");
+        SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
         return ReconcileResult::RequeueAfter(options_.transition_requeue);
       }
       RETURN_IF_ERROR(PatchDrift(t, *live));
-      SetReady(t, ConditionStatus::kTrue, "Stopped", "sandbox is stopped, as spec.power asks");
-      SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+      SetReady(t, ConditionStatus::kTrue, reason::kStopped,
+               "sandbox is stopped, as spec.power asks");
+      SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
       return ReconcileResult::Done();
     }
     case SandboxState::kRunning: {
@@ -205,21 +191,21 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
         cache_.Observe(t.workspace, stopped);
         t.status().state = std::string(databricks::SandboxStateName(stopped.state));
         events_.Normal(t.key(), "Stopping", "spec.power is Stopped; stopping sandbox");
-        SetReady(t, ConditionStatus::kFalse, "Stopping", "sandbox is stopping");
-        SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+        SetReady(t, ConditionStatus::kFalse, reason::kStopping, "sandbox is stopping");
+        SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
         return ReconcileResult::RequeueAfter(options_.transition_requeue);
       }
       RETURN_IF_ERROR(PatchDrift(t, *live));
-      SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+      SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
       return RunSetup(t, *live);
     }
     case SandboxState::kUnspecified:
     case SandboxState::kUnknown:
       break;
   }
-  SetReady(t, ConditionStatus::kUnknown, "UnknownState",
+  SetReady(t, ConditionStatus::kUnknown, reason::kUnknownState,
            "the API reports state \"" + live->state_raw + "\"");
-  SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+  SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
   return ReconcileResult::RequeueAfter(options_.transition_requeue);
 }
 
@@ -261,8 +247,8 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
     if (other.ok() && other->metadata.uid == prior->owner_uid) {
       const std::string message = "sandboxId " + t.sandbox_id + " is already used by " +
                                   prior->owner.ToString() + "; choose another spec.sandboxId";
-      SetSynced(t, ConditionStatus::kFalse, "SandboxIdConflict", message);
-      SetReady(t, ConditionStatus::kFalse, "SandboxIdConflict", message);
+      SetSynced(t, ConditionStatus::kFalse, reason::kSandboxIdConflict, message);
+      SetReady(t, ConditionStatus::kFalse, reason::kSandboxIdConflict, message);
       return ReconcileResult::Done();
     }
   }
@@ -292,12 +278,12 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
       ASSIGN_OR_RETURN(std::string full, QuotaProblem(store_, t.object.metadata.namespace_,
                                                       t.spec().workspace_ref, t.workspace));
       if (!full.empty()) {
-        if (const api::Condition* c = api::FindCondition(t.status().conditions, "Synced");
-            c == nullptr || c->reason != "QuotaExceeded") {
+        if (const api::Condition* c = api::FindCondition(t.status().conditions, condition::kSynced);
+            c == nullptr || c->reason != reason::kQuotaExceeded) {
           events_.Warning(t.key(), "QuotaExceeded", full);
         }
-        SetSynced(t, ConditionStatus::kFalse, "QuotaExceeded", full);
-        SetReady(t, ConditionStatus::kFalse, "QuotaExceeded", full);
+        SetSynced(t, ConditionStatus::kFalse, reason::kQuotaExceeded, full);
+        SetReady(t, ConditionStatus::kFalse, reason::kQuotaExceeded, full);
         return ReconcileResult::RequeueAfter(options_.quota_recheck);
       }
     }
@@ -322,8 +308,8 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
                                 " already exists and was not created by sbx; choose another "
                                 "spec.sandboxId";
     events_.Warning(t.key(), "AlreadyExists", message);
-    SetSynced(t, ConditionStatus::kFalse, "AlreadyExists", message);
-    SetReady(t, ConditionStatus::kFalse, "AlreadyExists", message);
+    SetSynced(t, ConditionStatus::kFalse, reason::kAlreadyExists, message);
+    SetReady(t, ConditionStatus::kFalse, reason::kAlreadyExists, message);
     return ReconcileResult::Done();
   }
   RETURN_IF_ERROR(created.status());
@@ -338,8 +324,8 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
   t.status().state = std::string(databricks::SandboxStateName(created->state));
   t.status().create_time = created->create_time;
   events_.Normal(t.key(), "Created", "created sandbox " + t.sandbox_id);
-  SetReady(t, ConditionStatus::kFalse, "Creating", "sandbox is being created");
-  SetSynced(t, ConditionStatus::kTrue, "Synced", "");
+  SetReady(t, ConditionStatus::kFalse, reason::kCreating, "sandbox is being created");
+  SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
   return ReconcileResult::RequeueAfter(options_.transition_requeue);
 }
 
@@ -362,8 +348,8 @@ bool SandboxReconciler::RefuseIdentityChange(Target& t) {
                               "; sandboxId and workspaceRef cannot change after creation: change "
                               "it back (nothing is created or deleted until then), or delete and "
                               "re-create the Sandbox";
-  SetSynced(t, ConditionStatus::kFalse, "ImmutableFieldChanged", message);
-  SetReady(t, ConditionStatus::kFalse, "ImmutableFieldChanged", message);
+  SetSynced(t, ConditionStatus::kFalse, reason::kImmutableFieldChanged, message);
+  SetReady(t, ConditionStatus::kFalse, reason::kImmutableFieldChanged, message);
   return true;
 }
 
@@ -408,12 +394,12 @@ StatusOr<bool> SandboxReconciler::ClaimOwnership(Target& t) {
     const std::string message = "sandbox " + t.sandbox_id +
                                 " exists but was not created by sbx; it is left untouched "
                                 "(choose another spec.sandboxId)";
-    if (const api::Condition* c = api::FindCondition(t.status().conditions, "Synced");
-        c == nullptr || c->reason != "AlreadyExists") {
+    if (const api::Condition* c = api::FindCondition(t.status().conditions, condition::kSynced);
+        c == nullptr || c->reason != reason::kAlreadyExists) {
       events_.Warning(t.key(), "AlreadyExists", message);
     }
-    SetSynced(t, ConditionStatus::kFalse, "AlreadyExists", message);
-    SetReady(t, ConditionStatus::kFalse, "AlreadyExists", message);
+    SetSynced(t, ConditionStatus::kFalse, reason::kAlreadyExists, message);
+    SetReady(t, ConditionStatus::kFalse, reason::kAlreadyExists, message);
     return false;
   }
   if (record->owner_uid != t.object.metadata.uid) {
@@ -421,8 +407,8 @@ StatusOr<bool> SandboxReconciler::ClaimOwnership(Target& t) {
     if (other.ok() && other->metadata.uid == record->owner_uid) {
       const std::string message = "sandboxId " + t.sandbox_id + " is already used by " +
                                   record->owner.ToString() + "; choose another spec.sandboxId";
-      SetSynced(t, ConditionStatus::kFalse, "SandboxIdConflict", message);
-      SetReady(t, ConditionStatus::kFalse, "SandboxIdConflict", message);
+      SetSynced(t, ConditionStatus::kFalse, reason::kSandboxIdConflict, message);
+      SetReady(t, ConditionStatus::kFalse, reason::kSandboxIdConflict, message);
       return false;
     }
     // The previous owner object is gone (removed without finalizing); this one takes over.
@@ -524,7 +510,7 @@ StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databrick
     if (done != results.end()) {
       continue;
     }
-    SetReady(t, ConditionStatus::kFalse, "SetupRunning", "running setup step " + step.name);
+    SetReady(t, ConditionStatus::kFalse, reason::kSetupRunning, "running setup step " + step.name);
     databricks::ExecRequest run;
     run.cmd = "/bin/bash";
     run.args = {"-c", step.run};
@@ -548,22 +534,19 @@ StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databrick
       const std::string message = "setup step " + step.name + " failed (exit " +
                                   std::to_string(result.exit_code) + "): " + result.message;
       events_.Warning(t.key(), "SetupFailed", message);
-      SetReady(t, ConditionStatus::kFalse, "SetupFailed", message);
+      SetReady(t, ConditionStatus::kFalse, reason::kSetupFailed, message);
       // Rate-limited requeue: the step is retried with per-key backoff, not in a hot loop.
       return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
     }
   }
-  SetReady(t, ConditionStatus::kTrue, "Running", "sandbox is running and set up");
+  SetReady(t, ConditionStatus::kTrue, reason::kRunning, "sandbox is running and set up");
   if (t.spec().setup.empty()) {
     return ReconcileResult::Done();
   }
   return ReconcileResult::RequeueAfter(options_.boot_check_interval);  // the next boot check
 }
 
-StatusOr<ReconcileResult> SandboxReconciler::Finalize(Target& t) {
-  if (!internal::HasFinalizer(t.object)) {
-    return ReconcileResult::Done();  // nothing of ours to clean up; the store removes the row
-  }
+StatusOr<std::optional<ReconcileResult>> SandboxReconciler::Finalize(Target& t) {
   ASSIGN_OR_RETURN(std::optional<Store::InventoryRecord> record,
                    store_.GetInventory(t.workspace, kResourceSandbox, t.sandbox_id));
   const bool ours = record && record->owner_uid == t.object.metadata.uid;
@@ -585,19 +568,17 @@ StatusOr<ReconcileResult> SandboxReconciler::Finalize(Target& t) {
     events_.Normal(t.key(), "Orphaned",
                    "deletionPolicy Orphan: sandbox " + t.sandbox_id + " left running");
   }
-  RETURN_IF_ERROR(internal::RemoveFinalizer(store_, t.object));
-  t.gone = true;
-  return ReconcileResult::Done();
+  return std::optional<ReconcileResult>();  // cleaned up: the finalizer comes off
 }
 
-void SandboxReconciler::SetReady(Target& t, ConditionStatus status, std::string reason,
+void SandboxReconciler::SetReady(Target& t, ConditionStatus status, std::string_view reason,
                                  std::string message) {
-  internal::SetCondition(t.object, "Ready", status, std::move(reason), std::move(message), clock_);
+  internal::SetCondition(t.object, condition::kReady, status, reason, std::move(message), clock_);
 }
 
-void SandboxReconciler::SetSynced(Target& t, ConditionStatus status, std::string reason,
+void SandboxReconciler::SetSynced(Target& t, ConditionStatus status, std::string_view reason,
                                   std::string message) {
-  internal::SetCondition(t.object, "Synced", status, std::move(reason), std::move(message), clock_);
+  internal::SetCondition(t.object, condition::kSynced, status, reason, std::move(message), clock_);
 }
 
 }  // namespace sbx::controller

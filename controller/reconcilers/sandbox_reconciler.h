@@ -29,6 +29,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 
 #include "api/resources.h"
 #include "controller/cloud/cloud_clients.h"
@@ -71,7 +72,7 @@ class SandboxReconciler final : public Reconciler {
 
   // The steps of one reconcile, in the order they run.
   api::StatusOr<ReconcileResult> Converge(Target& t);
-  api::StatusOr<ReconcileResult> Finalize(Target& t);
+  api::StatusOr<std::optional<ReconcileResult>> Finalize(Target& t);
   api::StatusOr<std::optional<databricks::Sandbox>> Observe(Target& t);
   bool RefuseIdentityChange(Target& t);
   api::StatusOr<ReconcileResult> Create(Target& t);
@@ -80,8 +81,10 @@ class SandboxReconciler final : public Reconciler {
   api::Status PatchDrift(Target& t, const databricks::Sandbox& live);
   api::StatusOr<ReconcileResult> RunSetup(Target& t, const databricks::Sandbox& live);
 
-  void SetReady(Target& t, api::ConditionStatus status, std::string reason, std::string message);
-  void SetSynced(Target& t, api::ConditionStatus status, std::string reason, std::string message);
+  void SetReady(Target& t, api::ConditionStatus status, std::string_view reason,
+                std::string message);
+  void SetSynced(Target& t, api::ConditionStatus status, std::string_view reason,
+                 std::string message);
 
   Store& store_;
   CloudClients& clouds_;

@@ -4,8 +4,10 @@
 #include <string>
 #include <utility>
 
+#include "api/conditions.h"
 #include "controller/engine/classify_error.h"
 #include "controller/reconcilers/internal/object_updates.h"
+#include "controller/reconcilers/reconcile_skeleton.h"
 
 namespace sbx::controller {
 namespace {
@@ -16,9 +18,10 @@ using api::Status;
 using api::StatusCode;
 using api::StatusOr;
 
-constexpr char kDatabricksReady[] = "DatabricksReady";
-constexpr char kOpenAiReady[] = "OpenAIReady";
-constexpr char kDeleting[] = "Deleting";
+namespace condition = api::condition;
+namespace reason = api::reason;
+using condition::kDatabricksReady;
+using condition::kOpenAiReady;
 // How many users the Deleting condition names before "and N more".
 constexpr size_t kUsersNamed = 5;
 
@@ -44,10 +47,10 @@ Side FromError(const Status& error, bool resolving) {
   const ErrorClass error_class = ClassifyError(error);
   Side side{ConditionStatus::kFalse, error_class.reason, ConditionMessage(error), false};
   if (resolving && error.code() == StatusCode::kFailedPrecondition && error.reason().empty()) {
-    side.reason = "CredentialsMissing";  // a secret that is not there (file, variable)
+    side.reason = reason::kCredentialsMissing;  // a secret that is not there (file, variable)
   } else if (error.reason().empty() && (error.code() == StatusCode::kUnavailable ||
                                         error.code() == StatusCode::kDeadlineExceeded)) {
-    side.reason = "Unreachable";
+    side.reason = reason::kUnreachable;
     side.retry_soon = true;
   } else if (error_class.transient()) {
     side.status = ConditionStatus::kUnknown;  // 429, 500, …: not evidence either way
@@ -73,38 +76,25 @@ WorkspaceReconciler::WorkspaceReconciler(Store& store, CloudClients& clouds, Clo
 
 StatusOr<ReconcileResult> WorkspaceReconciler::Reconcile(const api::ObjectKey& key,
                                                          std::stop_token stop) {
-  StatusOr<Object> got = store_.Get(key);
-  if (got.status().code() == StatusCode::kNotFound) {
+  ReconcileSteps<ReconcileTarget> steps;
+  steps.finalizer = kWorkspaceInUseFinalizer;
+  steps.converge = [this](ReconcileTarget& t) -> StatusOr<ReconcileResult> {
+    return ReconcileResult::RequeueAfter(Check(t.object, t.stop));
+  };
+  steps.finalize = [this](ReconcileTarget& t) { return Finalize(t.object); };
+  steps.forget = [this](const api::ObjectKey& gone) {
     if (dependencies_ != nullptr) {
-      dependencies_->Untrack(key);
+      dependencies_->Untrack(gone);
     }
-    return ReconcileResult::Done();
-  }
-  RETURN_IF_ERROR(got.status());
-  Object workspace = *std::move(got);
-  const api::ResourceStatus original = workspace.status;
-
-  StatusOr<ReconcileResult> result = ReconcileResult::Done();
-  if (!workspace.metadata.deletion_timestamp.empty()) {
-    bool gone = false;
-    result = Finalize(workspace, gone);
-    if (gone) {
-      return result;
-    }
-  } else {
-    RETURN_IF_ERROR(internal::EnsureFinalizer(store_, workspace, kWorkspaceInUseFinalizer));
-    result = ReconcileResult::RequeueAfter(Check(workspace, stop));
-  }
-  workspace.workspace_status().observed_generation = workspace.metadata.generation;
-  RETURN_IF_ERROR(internal::WriteStatusIfChanged(store_, workspace, original));
-  return result;
+  };
+  return RunReconcile(store_, key, stop, steps);
 }
 
 std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::stop_token stop) {
   const std::string& ns = workspace.metadata.namespace_;
   const std::string& name = workspace.metadata.name;
   const api::WorkspaceSpec& spec = workspace.workspace_spec();
-  std::vector<std::pair<const char*, Side>> sides;
+  std::vector<std::pair<std::string_view, Side>> sides;
 
   if (DatabricksSet(spec.databricks)) {
     StatusOr<databricks::SandboxApi*> api = clouds_.Sandboxes(ns, name);
@@ -114,7 +104,8 @@ std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::sto
     } else if (StatusOr<databricks::SandboxPage> page = (*api)->List(1, "", stop); !page.ok()) {
       side = FromError(page.status(), /*resolving=*/false);
     } else {
-      side = {ConditionStatus::kTrue, "Authenticated", "listing sandboxes succeeded", false};
+      side = {ConditionStatus::kTrue, std::string(reason::kAuthenticated),
+              "listing sandboxes succeeded", false};
     }
     sides.emplace_back(kDatabricksReady, std::move(side));
   }
@@ -128,7 +119,8 @@ std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::sto
                !page.ok()) {
       side = FromError(page.status(), /*resolving=*/false);
     } else {
-      side = {ConditionStatus::kTrue, "Authenticated", "listing agent sessions succeeded", false};
+      side = {ConditionStatus::kTrue, std::string(reason::kAuthenticated),
+              "listing agent sessions succeeded", false};
     }
     sides.emplace_back(kOpenAiReady, std::move(side));
   }
@@ -142,12 +134,12 @@ std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::sto
   });
 
   // Ready, derived: the first False side, else the first Unknown one, else True.
-  Side ready{ConditionStatus::kTrue, "Ready", "", false};
+  Side ready{ConditionStatus::kTrue, std::string(reason::kReady), "", false};
   bool retry_soon = false;
   for (const auto& [type, side] : sides) {
     internal::SetCondition(workspace, type, side.status, side.reason, side.message, clock_);
     retry_soon = retry_soon || side.retry_soon;
-    const std::string label = type == std::string_view(kDatabricksReady) ? "Databricks" : "OpenAI";
+    const std::string label = type == kDatabricksReady ? "Databricks" : "OpenAI";
     if (side.status == ConditionStatus::kTrue) {
       continue;
     }
@@ -161,14 +153,15 @@ std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::sto
     ready.message += (ready.message.empty() ? "" : "; ") + label + ": " + side.message;
   }
   if (sides.empty()) {
-    ready.reason = "NothingToCheck";
+    ready.reason = reason::kNothingToCheck;
     ready.message =
         "spec sets neither databricks nor openai: the controller's own credentials are used, "
         "and not checked here";
   } else if (ready.status == ConditionStatus::kTrue) {
     ready.message = "credentials accepted";
   }
-  internal::SetCondition(workspace, "Ready", ready.status, ready.reason, ready.message, clock_);
+  internal::SetCondition(workspace, condition::kReady, ready.status, ready.reason, ready.message,
+                         clock_);
   return retry_soon ? options_.retry_interval : options_.check_interval;
 }
 
@@ -199,37 +192,28 @@ StatusOr<std::vector<api::ObjectKey>> WorkspaceReconciler::Users(const Object& w
   return users;
 }
 
-StatusOr<ReconcileResult> WorkspaceReconciler::Finalize(Object& workspace, bool& gone) {
-  const api::ObjectKey key = api::KeyOf(workspace);
-  if (!internal::HasFinalizer(workspace, kWorkspaceInUseFinalizer)) {
-    return ReconcileResult::Done();  // not ours to hold; the store removes it with its last one
-  }
+StatusOr<std::optional<ReconcileResult>> WorkspaceReconciler::Finalize(Object& workspace) {
   ASSIGN_OR_RETURN(std::vector<api::ObjectKey> users, Users(workspace));
   if (dependencies_ != nullptr) {
     // A change to any user — its deletion above all — brings this Workspace back at once.
-    dependencies_->SetDependencies(key, users);
+    dependencies_->SetDependencies(api::KeyOf(workspace), users);
   }
-  if (!users.empty()) {
-    std::string names;
-    for (size_t i = 0; i < users.size() && i < kUsersNamed; ++i) {
-      names += (i == 0 ? "" : ", ") + KeyName(users[i]);
-    }
-    if (users.size() > kUsersNamed) {
-      names += " and " + std::to_string(users.size() - kUsersNamed) + " more";
-    }
-    internal::SetCondition(workspace, kDeleting, ConditionStatus::kTrue, "InUse",
-                           "waiting for " + std::to_string(users.size()) +
-                               (users.size() == 1 ? " object that uses" : " objects that use") +
-                               " this workspace to be deleted: " + names,
-                           clock_);
-    return ReconcileResult::RequeueAfter(options_.in_use_recheck);
+  if (users.empty()) {
+    return std::optional<ReconcileResult>();  // nobody uses it: the finalizer comes off
   }
-  RETURN_IF_ERROR(internal::RemoveFinalizer(store_, workspace, kWorkspaceInUseFinalizer));
-  if (dependencies_ != nullptr) {
-    dependencies_->Untrack(key);
+  std::string names;
+  for (size_t i = 0; i < users.size() && i < kUsersNamed; ++i) {
+    names += (i == 0 ? "" : ", ") + KeyName(users[i]);
   }
-  gone = true;
-  return ReconcileResult::Done();
+  if (users.size() > kUsersNamed) {
+    names += " and " + std::to_string(users.size() - kUsersNamed) + " more";
+  }
+  internal::SetCondition(workspace, condition::kDeleting, ConditionStatus::kTrue, reason::kInUse,
+                         "waiting for " + std::to_string(users.size()) +
+                             (users.size() == 1 ? " object that uses" : " objects that use") +
+                             " this workspace to be deleted: " + names,
+                         clock_);
+  return std::optional<ReconcileResult>(ReconcileResult::RequeueAfter(options_.in_use_recheck));
 }
 
 }  // namespace sbx::controller

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <stop_token>
 #include <string_view>
 #include <vector>
@@ -71,7 +72,8 @@ class WorkspaceReconciler final : public Reconciler {
  private:
   // Sets DatabricksReady / OpenAIReady and Ready; returns when to look again.
   std::chrono::milliseconds Check(api::Object& workspace, std::stop_token stop);
-  api::StatusOr<ReconcileResult> Finalize(api::Object& workspace, bool& gone);
+  // nullopt once no object uses the workspace any more.
+  api::StatusOr<std::optional<ReconcileResult>> Finalize(api::Object& workspace);
   // The objects in the Workspace's namespace that use it, sorted.
   api::StatusOr<std::vector<api::ObjectKey>> Users(const api::Object& workspace);
 

@@ -34,9 +34,8 @@ std::string_view PathOf(std::string_view url) {
 
 }  // namespace
 
-CountingTransport::CountingTransport(databricks::HttpTransport& inner, Metrics& metrics,
-                                     std::string api)
-    : inner_(inner), metrics_(metrics), api_(std::move(api)) {}
+CountingTransport::CountingTransport(http::HttpTransport& inner, Metrics& metrics, ApiOf api_of)
+    : inner_(inner), metrics_(metrics), api_of_(std::move(api_of)) {}
 
 std::string CountingTransport::EndpointLabel(std::string_view method, std::string_view url) {
   const std::string_view path = PathOf(url);
@@ -66,17 +65,12 @@ std::string CountingTransport::EndpointLabel(std::string_view method, std::strin
   return out;
 }
 
-std::string CountingTransport::ApiOf(std::string_view url) {
-  return PathOf(url).find("/agents/") != std::string_view::npos ? "openai" : "databricks";
-}
-
-databricks::HttpResult CountingTransport::Send(const databricks::HttpRequest& request,
-                                               std::stop_token stop) {
-  databricks::HttpResult result = inner_.Send(request, stop);
+http::HttpResult CountingTransport::Send(const http::HttpRequest& request, std::stop_token stop) {
+  http::HttpResult result = inner_.Send(request, stop);
   const std::string code = result.status.ok() ? std::to_string(result.response.status) : "error";
   metrics_
       .counter("sbx_api_calls_total", "Calls to cloud APIs by endpoint and HTTP status.",
-               {{"api", api_.empty() ? ApiOf(request.url) : api_},
+               {{"api", api_of_(request.url)},
                 {"endpoint", EndpointLabel(request.method, request.url)},
                 {"code", code}})
       .Inc();

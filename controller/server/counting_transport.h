@@ -1,8 +1,9 @@
-// CountingTransport: a databricks::HttpTransport decorator that counts every exchange into
+// CountingTransport: an http::HttpTransport decorator that counts every exchange into
 // sbx_api_calls_total{api,endpoint,code} and forwards it, unchanged, to the wrapped transport.
+// It knows no cloud: which API a request belongs to is the injected `api_of` (sbxd passes
+// CloudApiOf from controller/cloud/cloud_clients.h, since one transport serves every client).
 //
-//   api      — the name given at construction, or, when none is given (one transport shared by
-//              both clients), "openai" for paths under /agents/ and "databricks" otherwise;
+//   api      — api_of(request URL);
 //   endpoint — method and path template, ids normalised so the label set stays bounded:
 //              "POST /api/2.0/sandboxes/{id}/start", "GET /api/2.0/sandboxes" (query dropped);
 //   code     — the HTTP status ("200", "404", …), or "error" when no response arrived.
@@ -16,31 +17,32 @@
 // `inner` and `metrics` must outlive the decorator.
 #pragma once
 
+#include <functional>
 #include <stop_token>
 #include <string>
 #include <string_view>
 
-#include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/http/http_transport.h"
 #include "controller/server/metrics.h"
 
 namespace sbx::controller {
 
-class CountingTransport final : public databricks::HttpTransport {
+class CountingTransport final : public http::HttpTransport {
  public:
-  CountingTransport(databricks::HttpTransport& inner, Metrics& metrics, std::string api = "");
+  // The api label of a request, from its absolute URL.
+  using ApiOf = std::function<std::string(std::string_view url)>;
 
-  databricks::HttpResult Send(const databricks::HttpRequest& request,
-                              std::stop_token stop) override;
+  CountingTransport(http::HttpTransport& inner, Metrics& metrics, ApiOf api_of);
+
+  http::HttpResult Send(const http::HttpRequest& request, std::stop_token stop) override;
 
   // "METHOD /path/template" for a request (see above). Exposed for tests.
   static std::string EndpointLabel(std::string_view method, std::string_view url);
-  // The api label of a request when none was given at construction. Exposed for tests.
-  static std::string ApiOf(std::string_view url);
 
  private:
-  databricks::HttpTransport& inner_;
+  http::HttpTransport& inner_;
   Metrics& metrics_;
-  const std::string api_;
+  const ApiOf api_of_;
 };
 
 }  // namespace sbx::controller

@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "api/text.h"
+
 namespace sbx::log {
 namespace {
 
@@ -261,13 +263,6 @@ void Configure(Format format, Level level, std::function<void(std::string_view)>
   logger.set_level(ToSpd(level));
 }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 }  // namespace
 
 void Init(Format format, Level level) { Configure(format, level, nullptr); }
@@ -291,7 +286,7 @@ void Write(Level level, std::string_view event, std::initializer_list<Field> fie
 }
 
 std::optional<Level> ParseLevel(std::string_view text) {
-  const std::string s = Lower(text);
+  const std::string s = api::Lower(text);
   if (s == "debug") {
     return Level::kDebug;
   }
@@ -308,7 +303,7 @@ std::optional<Level> ParseLevel(std::string_view text) {
 }
 
 std::optional<Format> ParseFormat(std::string_view text) {
-  const std::string s = Lower(text);
+  const std::string s = api::Lower(text);
   if (s == "text") {
     return Format::kText;
   }
@@ -330,9 +325,10 @@ void RegisterSecret(std::string value) {
   }
   // The value as it would appear inside a quoted text value and inside a JSON string: a secret
   // holding a quote or a backslash is written escaped, and must be scrubbed in that form too.
-  std::vector<std::string> forms = {value, EscapeText(value, /*escape_quote=*/true)};
+  std::vector<std::string> forms = {EscapeText(value, /*escape_quote=*/true)};
   const std::string json = JsonString(value);
   forms.push_back(json.substr(1, json.size() - 2));
+  forms.insert(forms.begin(), std::move(value));
   State& state = *SharedState();
   std::lock_guard lock(state.mu);
   for (std::string& form : forms) {

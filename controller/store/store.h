@@ -36,6 +36,10 @@ struct ApplyOptions {
   bool prune = false;    // with applyset: delete members of the set not in this apply
   // Pruning with no objects deletes every member of the set; refused unless this is set.
   bool prune_allow_empty = false;
+  // Compare-and-swap, for read-modify-write clients (sbxctl edit, label, annotate, patch):
+  // every object must still be stored with the resourceVersion in its metadata. Otherwise
+  // nothing is written: kAborted if it changed since, kNotFound if it is gone.
+  bool require_resource_version = false;
 };
 
 enum class ApplyAction { kCreated, kConfigured, kUnchanged, kPruned };
@@ -63,7 +67,8 @@ class Store {
   // re-applying an identical manifest writes nothing and bumps no revision. Server-set metadata
   // in `objects` is ignored. Objects must be defaulted and validated by the caller.
   // kInvalidArgument if the same key appears twice; kFailedPrecondition if an object is being
-  // deleted, or for a prune with no objects unless options.prune_allow_empty.
+  // deleted, or for a prune with no objects unless options.prune_allow_empty; kAborted /
+  // kNotFound with options.require_resource_version (see there).
   virtual StatusOr<std::vector<ApplyResult>> Apply(const std::vector<Object>& objects,
                                                    const ApplyOptions& options) = 0;
 

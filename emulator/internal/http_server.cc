@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include "api/text.h"
+
 namespace sbx::emulator::internal {
 namespace {
 
@@ -23,12 +25,7 @@ using tcp = asio::ip::tcp;
 
 constexpr std::uint64_t kMaxBodyBytes = 64ull << 20;
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
+using api::Lower;
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') {
@@ -175,15 +172,7 @@ std::string HttpRequest::Header(std::string_view name) const {
   return it == headers.end() ? std::string() : it->second;
 }
 
-std::string Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
-    s.remove_suffix(1);
-  }
-  return std::string(s);
-}
+std::string Trim(std::string_view s) { return std::string(api::Trim(s)); }
 
 std::string PercentDecode(std::string_view s, bool plus_is_space) {
   std::string out;

@@ -25,157 +25,20 @@
 #include <vector>
 
 #include "controller/store/sqlite_store.h"
-
-extern char** environ;
+#include "tests/e2e/sbxctl_fixture.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using sbx_e2e::CountLines;
+using sbx_e2e::ReadAll;
+using sbx_e2e::Result;
+using sbx_e2e::SandboxManifest;
+using sbx_e2e::SbxctlTest;
+using sbx_e2e::WorkerManifest;
+using sbx_e2e::WriteFile;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void WriteFile(const fs::path& p, const std::string& content) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << content;
-}
-
-int CountLines(const std::string& s) {
-  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
-}
-
-class SbxctlTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::random_device rd;
-    dir_ = fs::temp_directory_path() / ("sbxctl-e2e-" + std::to_string(rd()));
-    fs::create_directories(dir_);
-    db_ = dir_ / "state" / "sbx.db";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  // Starts sbxctl with `args` (after --db), stdin from `input`; returns the pid.
-  pid_t Start(const std::vector<std::string>& args, const std::string& input, int n) {
-    const fs::path in = dir_ / ("stdin" + std::to_string(n));
-    WriteFile(in, input);
-    std::vector<std::string> argv_s = {SBXCTL_PATH, "--db", db_.string()};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : argv_s) {
-      argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, in.c_str(), O_RDONLY, 0);
-    const std::string out = (dir_ / ("stdout" + std::to_string(n))).string();
-    const std::string err = (dir_ / ("stderr" + std::to_string(n))).string();
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, SBXCTL_PATH, &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    EXPECT_EQ(rc, 0) << "cannot start " << SBXCTL_PATH;
-    return pid;
-  }
-
-  Result Finish(pid_t pid, int n) {
-    Result r;
-    int status = 0;
-    waitpid(pid, &status, 0);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = ReadAll(dir_ / ("stdout" + std::to_string(n)));
-    r.err = ReadAll(dir_ / ("stderr" + std::to_string(n)));
-    return r;
-  }
-
-  Result Run(const std::vector<std::string>& args, const std::string& input = "") {
-    const int n = ++runs_;
-    return Finish(Start(args, input, n), n);
-  }
-
-  // Everything in the store, as JSON text (for before/after comparisons).
-  std::string Snapshot() {
-    const Result r = Run({"get", "ws,sb,aw", "-A", "-o", "json"});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return r.out;
-  }
-
-  std::unique_ptr<sbx::controller::SqliteStore> OpenStore() {
-    auto store = sbx::controller::SqliteStore::Open(db_.string());
-    EXPECT_TRUE(store.ok()) << store.status();
-    return std::move(store).value();
-  }
-
-  // Sets a condition on a stored object as the controller would.
-  void SetCondition(const std::string& name, const std::string& type,
-                    sbx::api::ConditionStatus status, const std::string& reason) {
-    auto store = OpenStore();
-    auto object = store->Get({sbx::api::Kind::kSandbox, "default", name});
-    ASSERT_TRUE(object.ok()) << object.status();
-    sbx::api::Condition c;
-    c.type = type;
-    c.status = status;
-    c.reason = reason;
-    c.message = reason + " happened";
-    c.observed_generation = object->metadata.generation;
-    sbx::api::SetCondition(object->conditions(), c, "2026-01-01T00:00:00Z");
-    object->sandbox_status().observed_generation = object->metadata.generation;
-    object->sandbox_status().state = "RUNNING";
-    ASSERT_TRUE(store->UpdateStatus(*object).ok());
-  }
-
-  fs::path dir_;
-  fs::path db_;
-  int runs_ = 0;
-};
-
-std::string SandboxManifest(const std::string& name, const std::string& display_name) {
-  return "apiVersion: sbx.dev/v1alpha1\n"
-         "kind: Sandbox\n"
-         "metadata:\n"
-         "  name: " +
-         name +
-         "\n"
-         "  labels:\n"
-         "    app: demo\n"
-         "spec:\n"
-         "  displayName: " +
-         display_name +
-         "\n"
-         "  inactivityTimeout: 15m\n";
-}
-
-std::string WorkerManifest(const std::string& name, const std::string& sandbox) {
-  return "apiVersion: sbx.dev/v1alpha1\n"
-         "kind: AgentWorker\n"
-         "metadata:\n"
-         "  name: " +
-         name +
-         "\n"
-         "spec:\n"
-         "  sandboxRef: " +
-         sandbox +
-         "\n"
-         "  agent:\n"
-         "    model: gpt-5\n"
-         "    instructions: Be helpful.\n";
-}
 
 std::map<std::string, int64_t> ResourceVersions(const std::string& list_json) {
   std::map<std::string, int64_t> out;
@@ -427,11 +290,11 @@ TEST_F(SbxctlTest, WaitSeesControllerWritesAndFailsFastOnTerminalErrors) {
   const int m = ++runs_;
   const pid_t watcher = Start({"get", "sb", "-w", "--timeout", "60s"}, "", m);
   // Once the watcher has printed its table (Ready Unknown), the change must arrive as a row.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (ReadAll(dir_ / ("stdout" + std::to_string(m))).find("Unknown") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  sbx::testing::PollUntil(
+      [&] {
+        return ReadAll(dir_ / ("stdout" + std::to_string(m))).find("Unknown") != std::string::npos;
+      },
+      sbx::testing::In(std::chrono::seconds(30)), std::chrono::milliseconds(10));
   SetCondition("s", "Ready", sbx::api::ConditionStatus::kTrue, "Running");
   r = Finish(waiter, n);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -480,12 +343,12 @@ TEST_F(SbxctlTest, ApplyWaitAndDeleteWaitFollowTheController) {
   const int n = ++runs_;
   const pid_t waiter = Start({"delete", "sb/s", "--wait", "--timeout", "60s"}, "", n);
   // Let the waiter issue its delete first (it prints before it blocks).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (ReadAll(dir_ / ("stdout" + std::to_string(n))).find("marked for deletion") ==
-             std::string::npos &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  sbx::testing::PollUntil(
+      [&] {
+        return ReadAll(dir_ / ("stdout" + std::to_string(n))).find("marked for deletion") !=
+               std::string::npos;
+      },
+      sbx::testing::In(std::chrono::seconds(30)), std::chrono::milliseconds(10));
   {
     auto store = OpenStore();
     auto object = store->Get({sbx::api::Kind::kSandbox, "default", "s"});

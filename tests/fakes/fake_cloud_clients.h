@@ -20,34 +20,16 @@ class FakeCloudClients final : public controller::CloudClients {
       const std::string& namespace_, const std::string& workspace_ref) override {
     std::lock_guard lock(mu_);
     const std::string id = controller::WorkspaceId(namespace_, workspace_ref);
-    if (missing_.count(id) != 0) {
-      return api::NotFoundError("Workspace " + id + " not found");
-    }
-    if (auto error = resolve_errors_.find(id); error != resolve_errors_.end()) {
-      return error->second;
-    }
-    auto& api = apis_[id];
-    if (!api) {
-      api = std::make_unique<FakeSandboxApi>();
-    }
-    return api.get();
+    RETURN_IF_ERROR(Resolve(id));
+    return &Get(apis_, id);
   }
 
   api::StatusOr<controller::openai::AgentsApi*> Agents(const std::string& namespace_,
                                                        const std::string& workspace_ref) override {
     std::lock_guard lock(mu_);
     const std::string id = controller::WorkspaceId(namespace_, workspace_ref);
-    if (missing_.count(id) != 0) {
-      return api::NotFoundError("Workspace " + id + " not found");
-    }
-    if (auto error = resolve_errors_.find(id); error != resolve_errors_.end()) {
-      return error->second;
-    }
-    auto& agents = agents_[id];
-    if (!agents) {
-      agents = std::make_unique<FakeAgentsApi>();
-    }
-    return agents.get();
+    RETURN_IF_ERROR(Resolve(id));
+    return &Get(agents_, id);
   }
   // "secret:<env or file name>" — or SecretNotAllowed for names without SBX_SECRET_.
   api::StatusOr<std::string> Secret(const api::SecretRef& ref, std::string_view field) override {
@@ -70,11 +52,7 @@ class FakeCloudClients final : public controller::CloudClients {
 
   FakeAgentsApi& agents(const std::string& workspace_id = "default/default") {
     std::lock_guard lock(mu_);
-    auto& agents = agents_[workspace_id];
-    if (!agents) {
-      agents = std::make_unique<FakeAgentsApi>();
-    }
-    return *agents;
+    return Get(agents_, workspace_id);
   }
   void SetExecutorKey(std::string key) {
     std::lock_guard lock(mu_);
@@ -83,11 +61,7 @@ class FakeCloudClients final : public controller::CloudClients {
 
   FakeSandboxApi& api(const std::string& workspace_id = "default/default") {
     std::lock_guard lock(mu_);
-    auto& api = apis_[workspace_id];
-    if (!api) {
-      api = std::make_unique<FakeSandboxApi>();
-    }
-    return *api;
+    return Get(apis_, workspace_id);
   }
   void SetMissing(const std::string& workspace_id) {
     std::lock_guard lock(mu_);
@@ -105,6 +79,27 @@ class FakeCloudClients final : public controller::CloudClients {
   }
 
  private:
+  // The error of a workspace that is missing or cannot be resolved, else OK. Requires mu_.
+  api::Status Resolve(const std::string& id) const {
+    if (missing_.count(id) != 0) {
+      return api::NotFoundError("Workspace " + id + " not found");
+    }
+    if (auto error = resolve_errors_.find(id); error != resolve_errors_.end()) {
+      return error->second;
+    }
+    return api::OkStatus();
+  }
+
+  // The fake of `id`, made on first use. Requires mu_.
+  template <typename Fake>
+  static Fake& Get(std::map<std::string, std::unique_ptr<Fake>>& fakes, const std::string& id) {
+    std::unique_ptr<Fake>& fake = fakes[id];
+    if (!fake) {
+      fake = std::make_unique<Fake>();
+    }
+    return *fake;
+  }
+
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<FakeSandboxApi>> apis_;   // Guarded by mu_.
   std::set<std::string> missing_;                                 // Guarded by mu_.

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "controller/cloud/databricks/sandbox_api.h"
+#include "tests/fakes/fault_queue.h"
 
 namespace sbx::testing {
 
@@ -168,15 +169,14 @@ class FakeSandboxApi final : public db::SandboxApi {
   }
   int Calls(const std::string& method) const {
     std::lock_guard lock(mu_);
-    auto it = calls_.find(method);
-    return it == calls_.end() ? 0 : it->second;
+    return faults_.Calls(method);
   }
   int MutatingCalls() const {
     return Calls("create") + Calls("update") + Calls("delete") + Calls("start") + Calls("stop");
   }
   void FailNext(const std::string& method, api::Status status) {
     std::lock_guard lock(mu_);
-    fail_next_[method] = std::move(status);
+    faults_.FailNext(method, std::move(status));
   }
   void SetExecHandler(ExecHandler handler) {
     std::lock_guard lock(mu_);
@@ -192,21 +192,11 @@ class FakeSandboxApi final : public db::SandboxApi {
   }
 
  private:
-  api::Status Take(const std::string& method) {  // requires mu_
-    ++calls_[method];
-    auto it = fail_next_.find(method);
-    if (it == fail_next_.end()) {
-      return api::OkStatus();
-    }
-    api::Status s = it->second;
-    fail_next_.erase(it);
-    return s;
-  }
+  api::Status Take(const std::string& method) { return faults_.Take(method); }  // requires mu_
 
   mutable std::mutex mu_;
   std::map<std::string, db::Sandbox> sandboxes_;  // Guarded by mu_.
-  std::map<std::string, int> calls_;              // Guarded by mu_.
-  std::map<std::string, api::Status> fail_next_;  // Guarded by mu_.
+  FaultQueue faults_;                             // Guarded by mu_.
   std::vector<std::string> last_mask_;            // Guarded by mu_.
   std::vector<db::ExecRequest> execs_;            // Guarded by mu_.
   ExecHandler exec_handler_;                      // Guarded by mu_.

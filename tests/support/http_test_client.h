@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "api/text.h"
+
 namespace sbx::testing {
 
 struct HttpResult {
@@ -17,9 +19,7 @@ struct HttpResult {
   std::string body;
   std::string Header(const std::string& name) const {
     for (const auto& [k, v] : headers) {
-      if (k.size() == name.size() &&
-          std::equal(k.begin(), k.end(), name.begin(),
-                     [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+      if (api::Lower(k) == api::Lower(name)) {
         return v;
       }
     }

@@ -21,13 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The first line of `text` matching `pattern`, as its groups.
 std::optional<std::vector<std::string>> MatchLine(const std::string& text,
                                                   const std::regex& pattern) {
@@ -58,21 +51,26 @@ int ExitCodeOf(int wait_status) {
 
 }  // namespace
 
-Deadline In(std::chrono::milliseconds d) { return std::chrono::steady_clock::now() + d; }
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
-bool PollUntil(const std::function<bool()>& predicate, Deadline deadline,
-               std::chrono::milliseconds interval) {
-  while (true) {
-    if (predicate()) {
-      return true;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(
-        std::min<std::chrono::steady_clock::duration>(interval, deadline - now));
+bool ProcessAlive(int64_t pid) {
+  if (pid <= 0) {
+    return false;
   }
+  // "<pid> (<comm>) <state> …": the state follows the last ')', as comm may hold one.
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
+void WriteFile(const fs::path& path, const std::string& content) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << content;
 }
 
 api::StatusOr<std::unique_ptr<Process>> Process::Start(const fs::path& binary,

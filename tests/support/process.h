@@ -1,7 +1,8 @@
 // Process: a child process for integration and e2e tests — start a built binary with arguments,
 // extra environment and stdout/stderr redirected to files, watch its output for a line, signal
 // it, and wait for its exit with a deadline. Also RunProcess (start + wait + read output) and
-// PollUntil, the deadline-bounded polling every test uses instead of sleeping.
+// ReadFile / WriteFile for the files a test shares with its children. Deadlines and PollUntil
+// come from tests/support/poll.h.
 //
 // The child runs in its own process group; the destructor (and Kill) signals the whole group, so
 // a test that fails half-way leaves no daemon behind. Output goes to files (never a pipe that
@@ -13,6 +14,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -23,18 +25,17 @@
 #include <vector>
 
 #include "api/status.h"
+#include "tests/support/poll.h"
 
 namespace sbx::testing {
 
-using Deadline = std::chrono::steady_clock::time_point;
+// A live process (not a zombie) with this pid on this host.
+bool ProcessAlive(int64_t pid);
 
-// now + d, for the deadline arguments below.
-Deadline In(std::chrono::milliseconds d);
-
-// Calls `predicate` every `interval` until it returns true (→ true) or `deadline` passes
-// (→ false; the predicate is asked one last time at the deadline).
-bool PollUntil(const std::function<bool()>& predicate, Deadline deadline,
-               std::chrono::milliseconds interval = std::chrono::milliseconds(25));
+// The whole content of `path` ("" when it cannot be read).
+std::string ReadFile(const std::filesystem::path& path);
+// Writes `content` to `path`, creating its parent directories.
+void WriteFile(const std::filesystem::path& path, const std::string& content);
 
 struct ProcessOptions {
   std::vector<std::string> args;             // argv[1..]

@@ -9,8 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "api/text.h"
 #include "controller/cloud/databricks/http_errors.h"
 #include "controller/cloud/databricks/wire_format.h"
+#include "controller/cloud/http/redact.h"
+#include "controller/cloud/http/wire_text.h"
 
 namespace sbx::controller::databricks {
 
@@ -20,27 +23,21 @@ using api::InternalError;
 using api::InvalidArgumentError;
 using api::OkStatus;
 using api::UnauthenticatedError;
+using http::BodyExcerpt;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::HttpResult;
+using http::HttpTransport;
+using http::Redact;
+using http::UrlEscape;
+
 namespace {
 
+using api::Lower;
+using api::Trim;
 using json = nlohmann::json;
 using Section = std::map<std::string, std::string>;
 using IniFile = std::map<std::string, Section>;
-
-std::string Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
-    s.remove_suffix(1);
-  }
-  return std::string(s);
-}
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
 
 // The INI dialect of .databrickscfg: [section], key = value (or key: value), full-line comments
 // with ; or #, inline comments only after whitespace (as go-ini reads them). Keys are
@@ -50,7 +47,7 @@ IniFile ParseIni(std::istream& in) {
   std::string current;
   std::string line;
   while (std::getline(in, line)) {
-    std::string t = Trim(line);
+    std::string t(Trim(line));
     if (t.empty() || t[0] == ';' || t[0] == '#') {
       continue;
     }
@@ -68,7 +65,7 @@ IniFile ParseIni(std::istream& in) {
       continue;
     }
     std::string key = Lower(Trim(t.substr(0, sep)));
-    std::string value = Trim(t.substr(sep + 1));
+    std::string value(Trim(t.substr(sep + 1)));
     for (size_t i = 1; i < value.size(); ++i) {
       if ((value[i] == ';' || value[i] == '#') &&
           std::isspace(static_cast<unsigned char>(value[i - 1]))) {
@@ -116,17 +113,6 @@ std::string Base64(std::string_view in) {
     out += '=';
   }
   return out;
-}
-
-// Replaces every occurrence of `secret` (if non-trivial) with "***".
-std::string Redact(std::string text, const std::string& secret) {
-  if (secret.size() < 4) {
-    return text;
-  }
-  for (size_t pos = text.find(secret); pos != std::string::npos; pos = text.find(secret, pos)) {
-    text.replace(pos, secret.size(), "***");
-  }
-  return text;
 }
 
 // A JSON string, or a number as its decimal text (ids and expiries come as either).
@@ -224,7 +210,7 @@ Env ProcessEnv() {
 }
 
 std::string NormalizeHost(std::string_view host_in) {
-  std::string host = Trim(host_in);
+  std::string host(Trim(host_in));
   if (host.empty()) {
     return host;
   }

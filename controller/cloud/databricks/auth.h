@@ -21,7 +21,8 @@
 #include <string_view>
 
 #include "api/status.h"
-#include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/http/http_transport.h"
+#include "controller/cloud/http/retrying_caller.h"
 #include "controller/engine/clock.h"
 
 namespace sbx::controller::databricks {
@@ -81,24 +82,21 @@ struct HostMetadata {
   std::string workspace_id;
   std::string cloud;
 };
-StatusOr<HostMetadata> FetchHostMetadata(HttpTransport& transport, const std::string& host,
+StatusOr<HostMetadata> FetchHostMetadata(http::HttpTransport& transport, const std::string& host,
                                          std::stop_token stop = {});
 // §9.3 step 5: fills workspace_id, account_id and discovery_url when unset. A failure is only
 // logged (returns the config unchanged).
-void BackfillHostMetadata(DatabricksConfig& config, HttpTransport& transport,
+void BackfillHostMetadata(DatabricksConfig& config, http::HttpTransport& transport,
                           std::stop_token stop = {});
 
-// Produces the Authorization header value for each request.
-class CredentialsProvider {
+// Produces the Authorization header value for each request: Authorization(stop) is e.g.
+// "Bearer dapi…"; kUnauthenticated when credentials are rejected; kUnavailable when the token
+// endpoint cannot be reached (the request was not sent: safe to retry); kCancelled. Invalidate()
+// drops a cached token (after a 401), so the next call fetches a fresh one.
+class CredentialsProvider : public http::Credentials {
  public:
-  virtual ~CredentialsProvider() = default;
   // "pat", "oauth-m2m".
   virtual std::string_view name() const = 0;
-  // E.g. "Bearer dapi…". kUnauthenticated when credentials are rejected; kUnavailable when the
-  // token endpoint cannot be reached (the request was not sent: safe to retry); kCancelled.
-  virtual StatusOr<std::string> Authorization(std::stop_token stop) = 0;
-  // Drops a cached token (after a 401), so the next call fetches a fresh one.
-  virtual void Invalidate() {}
 };
 
 class PatCredentials final : public CredentialsProvider {
@@ -118,7 +116,7 @@ class PatCredentials final : public CredentialsProvider {
 // of expiry. If a refresh fails while the old token is still usable, the old one is returned.
 class OAuthM2MCredentials final : public CredentialsProvider {
  public:
-  OAuthM2MCredentials(const DatabricksConfig& config, HttpTransport& transport, Clock& clock);
+  OAuthM2MCredentials(const DatabricksConfig& config, http::HttpTransport& transport, Clock& clock);
   std::string_view name() const override { return "oauth-m2m"; }
   StatusOr<std::string> Authorization(std::stop_token stop) override;
   void Invalidate() override;
@@ -137,7 +135,7 @@ class OAuthM2MCredentials final : public CredentialsProvider {
   const std::string client_secret_;
   const std::string discovery_url_;
   const std::string scopes_;
-  HttpTransport& transport_;
+  http::HttpTransport& transport_;
   Clock& clock_;
   std::chrono::milliseconds timeout_{60'000};
 
@@ -150,6 +148,6 @@ class OAuthM2MCredentials final : public CredentialsProvider {
 // The provider for a resolved config: auth_type pins one; otherwise PAT if a token is set, else
 // OAuth M2M if client id and secret are set. kUnauthenticated when nothing is configured.
 StatusOr<std::unique_ptr<CredentialsProvider>> MakeCredentialsProvider(
-    const DatabricksConfig& config, HttpTransport& transport, Clock& clock);
+    const DatabricksConfig& config, http::HttpTransport& transport, Clock& clock);
 
 }  // namespace sbx::controller::databricks

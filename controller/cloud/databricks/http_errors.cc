@@ -1,33 +1,22 @@
 #include "controller/cloud/databricks/http_errors.h"
 
-#include <cmath>
-#include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "api/text.h"
 #include "controller/cloud/databricks/wire_format.h"
+#include "controller/cloud/http/retry_after.h"
+#include "controller/cloud/http/wire_text.h"
 
 namespace sbx::controller::databricks {
 
-using api::CancelledError;
-using api::InternalError;
-using api::InvalidArgumentError;
-using api::OkStatus;
-using api::UnauthenticatedError;
-namespace {
-
 using api::Status;
 using api::StatusCode;
-using json = nlohmann::json;
+using api::Trim;
+using http::BodyExcerpt;
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
+namespace {
+
+using json = nlohmann::json;
 
 bool IsErrorCodeToken(std::string_view s) {
   if (s.empty()) {
@@ -188,34 +177,44 @@ Status StatusFromHttpError(int http_status, std::string_view reason, std::string
   return s;
 }
 
-std::optional<std::chrono::milliseconds> ParseRetryAfter(
-    std::string_view header, std::chrono::system_clock::time_point now) {
-  header = Trim(header);
-  if (header.empty()) {
-    return std::nullopt;
-  }
-  if (std::isdigit(static_cast<unsigned char>(header.front()))) {
-    const std::string text(header);
-    char* end = nullptr;
-    const double seconds = std::strtod(text.c_str(), &end);
-    if (end != text.c_str() + text.size() || !std::isfinite(seconds) || seconds < 0 ||
-        seconds > 365.0 * 24 * 3600) {
-      return std::nullopt;
+http::RetryPolicy DefaultRetryPolicy() {
+  using std::chrono::milliseconds;
+  // Backoff: 375 ms·2ⁿ with ±1/3 jitter is 250–500 ms, then 500–1000 ms, … up to 10 s.
+  return http::RetryPolicy{.max_attempts = 6,
+                           .backoff = {milliseconds(375), milliseconds(10'000), 1.0 / 3},
+                           .budget = milliseconds(60'000),
+                           .max_retry_after = milliseconds(30'000),
+                           .retry_after_jitter = milliseconds(250)};
+}
+
+http::AttemptFailure ErrorTable::FromResponse(const http::HttpResponse& response,
+                                              Clock::WallTime now) const {
+  http::AttemptFailure failure;
+  failure.http_status = response.status;
+  failure.status = StatusFromHttpError(response.status, response.reason, response.body);
+  if (const std::string* header = response.Header("retry-after")) {
+    if (auto delay = http::ParseRetryAfter(*header, now)) {
+      failure.status = failure.status.WithRetryAfter(*delay);
     }
-    return std::chrono::milliseconds(std::llround(seconds * 1000));
   }
-  // IMF-fixdate, e.g. "Sun, 06 Nov 1994 08:49:37 GMT" (RFC 9110 §5.6.7).
-  std::tm tm{};
-  const std::string text(header);
-  const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  if (end == nullptr || *end != '\0') {
-    return std::nullopt;
+  return failure;
+}
+
+bool ErrorTable::Retryable(const http::AttemptFailure& failure,
+                           http::Idempotency idempotency) const {
+  const StatusCode code = failure.status.code();
+  if (!failure.maybe_sent) {
+    // Nothing reached the server: safe even for exec-sync.
+    return code == StatusCode::kUnavailable || code == StatusCode::kResourceExhausted;
   }
-  const auto when = std::chrono::system_clock::from_time_t(timegm(&tm));
-  if (when <= now) {
-    return std::chrono::milliseconds(0);
+  if (idempotency != http::Idempotency::kIdempotent) {
+    return false;
   }
-  return std::chrono::duration_cast<std::chrono::milliseconds>(when - now);
+  if (failure.http_status == 429 || failure.http_status == 503) {
+    return true;
+  }
+  return failure.http_status == 0 &&
+         (code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded);
 }
 
 }  // namespace sbx::controller::databricks

@@ -1,7 +1,8 @@
 // Databricks REST error responses (reference/databricks-sandbox-api.md §8.1, §8.2) as Status:
 // the body's `error_code` wins when it is one of the codes in the §8.2 table, otherwise the HTTP
-// status decides. The message keeps the server's message and `details[].request_id`. Also
-// parses Retry-After. Pure functions; thread-safe.
+// status decides. The message keeps the server's message and `details[].request_id`.
+// ErrorTable is what the shared http::RetryingCaller needs of this API: that mapping plus
+// Retry-After, and which failures a retry may clear. Pure; thread-safe.
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <string_view>
 
 #include "api/status.h"
+#include "controller/cloud/http/retry_policy.h"
 
 namespace sbx::controller::databricks {
 
@@ -27,10 +29,23 @@ api::StatusCode StatusCodeForHttp(int http_status, std::string_view error_code);
 // retry_after. `reason` (e.g. "Not Found") stands in for an empty body.
 api::Status StatusFromHttpError(int http_status, std::string_view reason, std::string_view body);
 
-// Retry-After: delta-seconds ("3", leniently "1.5") or an HTTP date
-// ("Wed, 21 Oct 2026 07:28:00 GMT"), relative to `now`. A date in the past is 0. nullopt when
-// absent or unreadable.
-std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view header,
-                                                         std::chrono::system_clock::time_point now);
+// Databricks' retry bounds (reference §8.3): 6 attempts within 60 s; backoff delays of
+// 250–500 ms doubling up to 10 s; a Retry-After longer than 30 s ends the call at once so the
+// controller can requeue it instead of blocking a worker; a Retry-After gets up to 250 ms of
+// jitter.
+http::RetryPolicy DefaultRetryPolicy();
+
+// The Databricks retry table (reference §8.3). Idempotent calls (GET, LIST, PATCH, DELETE,
+// start, stop, and create, which is idempotent by its deterministic sandbox_id) are retried on
+// 429, 503, connection failures and timeouts. A non-idempotent call (exec-sync) is retried only
+// when the request cannot have reached the server (connect-phase failure, or no credentials yet:
+// kUnavailable or kResourceExhausted). A response's Status carries the body's RetryInfo, or the
+// Retry-After header when there is one, as retry_after.
+class ErrorTable final : public http::ErrorTable {
+ public:
+  http::AttemptFailure FromResponse(const http::HttpResponse& response,
+                                    Clock::WallTime now) const override;
+  bool Retryable(const http::AttemptFailure& failure, http::Idempotency idempotency) const override;
+};
 
 }  // namespace sbx::controller::databricks

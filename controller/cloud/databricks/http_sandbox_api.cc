@@ -1,23 +1,18 @@
 #include "controller/cloud/databricks/http_sandbox_api.h"
 
-#include <spdlog/spdlog.h>
-
 #include <set>
 
-#include "controller/cloud/databricks/http_errors.h"
 #include "controller/cloud/databricks/wire_format.h"
-
-#ifndef SBX_VERSION
-#define SBX_VERSION "0.0.0"
-#endif
+#include "controller/cloud/http/wire_text.h"
 
 namespace sbx::controller::databricks {
 
-using api::CancelledError;
 using api::InternalError;
 using api::InvalidArgumentError;
 using api::OkStatus;
-using api::UnauthenticatedError;
+using http::BodyExcerpt;
+using http::UrlEscape;
+
 namespace {
 
 constexpr std::string_view kSandboxesPath = "/api/2.0/sandboxes";
@@ -38,137 +33,37 @@ Status CheckId(const std::string& sandbox_id) {
   return OkStatus();
 }
 
-// Replaces the credential (and the bare token after the scheme) in a message with "***".
-std::string Redact(std::string text, const std::string& authorization) {
-  auto scrub = [&text](const std::string& secret) {
-    if (secret.size() < 4) {
-      return;
-    }
-    for (size_t p = text.find(secret); p != std::string::npos; p = text.find(secret, p)) {
-      text.replace(p, secret.size(), "***");
-    }
-  };
-  scrub(authorization);
-  if (const size_t space = authorization.find(' '); space != std::string::npos) {
-    scrub(authorization.substr(space + 1));
-  }
-  return text;
-}
-
-Status RedactStatus(const Status& s, const std::string& authorization) {
-  Status out(s.code(), Redact(s.message(), authorization));
-  if (s.retry_after()) {
-    out = out.WithRetryAfter(*s.retry_after());
-  }
-  return out;
-}
-
 }  // namespace
 
-std::string_view UserAgent() { return "sbx/" SBX_VERSION; }
-
 HttpSandboxApi::HttpSandboxApi(HttpSandboxApiOptions options, CredentialsProvider& credentials,
-                               TokenBucket& bucket, Clock& clock, HttpTransport& transport)
+                               TokenBucket& bucket, Clock& clock, http::HttpTransport& transport)
     : options_(std::move(options)),
-      credentials_(credentials),
-      bucket_(bucket),
-      clock_(clock),
-      transport_(transport),
-      rng_(std::random_device{}()) {}
-
-double HttpSandboxApi::Jitter() {
-  if (options_.jitter) {
-    return options_.jitter();
-  }
-  std::lock_guard lock(rng_mu_);
-  return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
-}
+      caller_(http::RetryingCallerOptions{.log_name = "databricks",
+                                          .credentials_noun = "the workspace's credentials were",
+                                          .retry = options_.retry,
+                                          .jitter = options_.jitter},
+              errors_, credentials, bucket, clock, transport) {}
 
 StatusOr<std::string> HttpSandboxApi::Send(const Call& call, std::stop_token stop) {
-  const std::string what =
-      call.method + " " + call.path_and_query.substr(0, call.path_and_query.find('?'));
-  if (std::optional<Status> rejected = breaker_.Check()) {
-    return Status(rejected->code(), what +
-                                        ": not sent, the workspace's credentials were "
-                                        "rejected recently: " +
-                                        rejected->message());
+  http::Call out;
+  out.what = call.method + " " + call.path_and_query.substr(0, call.path_and_query.find('?'));
+  out.idempotency = call.idempotency;
+  out.request.method = call.method;
+  out.request.url = options_.host + call.path_and_query;
+  out.request.timeout = call.timeout.count() > 0 ? call.timeout : options_.request_timeout;
+  out.request.headers = {
+      {"Accept", "application/json"},
+      {"User-Agent", std::string(http::UserAgent())},
+  };
+  if (!options_.workspace_id.empty()) {
+    out.request.headers.emplace_back("X-Databricks-Workspace-Id", options_.workspace_id);
   }
-  const Clock::SteadyTime start = clock_.Steady();
-  for (int attempt = 1;; ++attempt) {
-    if (!bucket_.Acquire(stop)) {
-      return CancelledError(what + ": cancelled");
-    }
-    AttemptFailure failure;
-    StatusOr<std::string> authorization = credentials_.Authorization(stop);
-    if (stop.stop_requested()) {
-      return CancelledError(what + ": cancelled");
-    }
-    if (!authorization.ok()) {
-      // Nothing was sent to the API, so even exec-sync may try again.
-      failure.status = authorization.status().Annotate(what);
-      failure.maybe_sent = false;
-    } else {
-      HttpRequest request;
-      request.method = call.method;
-      request.url = options_.host + call.path_and_query;
-      request.timeout = call.timeout.count() > 0 ? call.timeout : options_.request_timeout;
-      request.headers = {
-          {"Authorization", *authorization},
-          {"Accept", "application/json"},
-          {"User-Agent", std::string(UserAgent())},
-      };
-      if (!options_.workspace_id.empty()) {
-        request.headers.emplace_back("X-Databricks-Workspace-Id", options_.workspace_id);
-      }
-      if (call.body) {
-        request.headers.emplace_back("Content-Type", "application/json");
-        request.body = call.body;
-      }
-      HttpResult result = transport_.Send(request, stop);
-      if (stop.stop_requested() || result.status.code() == api::StatusCode::kCancelled) {
-        return CancelledError(what + ": cancelled");
-      }
-      if (!result.status.ok()) {
-        failure.status = RedactStatus(result.status, *authorization);
-        failure.maybe_sent = result.maybe_sent;
-      } else if (result.response.status >= 200 && result.response.status < 300) {
-        breaker_.Accepted();
-        return std::move(result.response.body);
-      } else {
-        const HttpResponse& r = result.response;
-        Status s = StatusFromHttpError(r.status, r.reason, r.body);
-        if (const std::string* header = r.Header("retry-after")) {
-          if (auto delay = ParseRetryAfter(*header, clock_.Now())) {
-            s = s.WithRetryAfter(*delay);
-          }
-        }
-        if (s.retry_after() && (r.status == 429 || r.status == 503)) {
-          // One caller's 429 slows every caller of this workspace.
-          bucket_.Penalize(*s.retry_after());
-        }
-        if (r.status == 401) {
-          credentials_.Invalidate();
-          breaker_.Rejected(RedactStatus(s, *authorization));
-        } else {
-          breaker_.Accepted();
-        }
-        failure.status = RedactStatus(s.Annotate(what), *authorization);
-        failure.http_status = r.status;
-      }
-    }
-    const auto elapsed =
-        std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Steady() - start);
-    const std::optional<std::chrono::milliseconds> delay =
-        NextRetryDelay(options_.retry, call.idempotency, failure, attempt, elapsed, Jitter());
-    if (!delay) {
-      return failure.status;
-    }
-    spdlog::debug("databricks: {} attempt {} failed ({}); retrying in {} ms", what, attempt,
-                  failure.status.ToString(), delay->count());
-    if (!clock_.SleepFor(*delay, stop)) {
-      return CancelledError(what + ": cancelled");
-    }
+  if (call.body) {
+    out.request.headers.emplace_back("Content-Type", "application/json");
+    out.request.body = call.body;
   }
+  ASSIGN_OR_RETURN(http::HttpResponse response, caller_.Send(out, stop));
+  return std::move(response.body);
 }
 
 StatusOr<Sandbox> HttpSandboxApi::Create(const std::string& sandbox_id, const Sandbox& desired,
@@ -279,7 +174,7 @@ StatusOr<ExecResult> HttpSandboxApi::ExecSync(const std::string& sandbox_id,
   Call call{.method = "POST",
             .path_and_query = std::string(kExecPath) + UrlEscape(sandbox_id) + "/exec-sync",
             .body = EncodeExecRequest(request),
-            .idempotency = Idempotency::kNotIdempotent,
+            .idempotency = http::Idempotency::kNotIdempotent,
             .timeout = timeout};
   ASSIGN_OR_RETURN(const std::string body, Send(call, stop));
   return DecodeExecResult(body);

@@ -1,31 +1,30 @@
 // HttpSandboxApi: SandboxApi over HTTP (reference/databricks-sandbox-api.md §2, §3, §8).
 //
-// Every request first takes a token from the workspace's TokenBucket, then gets its
-// Authorization header from the CredentialsProvider and goes out through the HttpTransport.
-// Retries follow retry_policy.h: idempotent calls retry 429/503/connection failures with
-// jittered backoff or Retry-After, and a Retry-After also penalises the bucket so every caller
-// of the workspace slows down; the final error keeps retry_after. Create counts as idempotent
-// because sandbox ids are deterministic: if a retried create finds its own sandbox, the answer is
-// kAlreadyExists and the caller adopts it with Get. ExecSync is retried only if the request
-// never left (connect-phase failure), and its HTTP timeout is execution_timeout + margin.
-// Backoff sleeps are on the injected Clock and end early on `stop` (→ kCancelled), which also
-// cancels the in-flight request.
+// Every request goes through the shared http::RetryingCaller (pacing by the workspace's
+// TokenBucket, the Authorization header from the CredentialsProvider, the CredentialBreaker,
+// retries and redaction; see http/retrying_caller.h) with this API's ErrorTable
+// (http_errors.h): idempotent calls retry 429/503/connection failures with jittered backoff or
+// Retry-After, and a Retry-After also penalises the bucket so every caller of the workspace
+// slows down; the final error keeps retry_after. Create counts as idempotent because sandbox ids
+// are deterministic: if a retried create finds its own sandbox, the answer is kAlreadyExists and
+// the caller adopts it with Get. ExecSync is retried only if the request never left
+// (connect-phase failure), and its HTTP timeout is execution_timeout + margin. Backoff sleeps are
+// on the injected Clock and end early on `stop` (→ kCancelled), which also cancels the in-flight
+// request.
 //
 // Thread-safe. Borrows the credentials, bucket, clock and transport; they must outlive it.
 #pragma once
 
 #include <chrono>
 #include <functional>
-#include <mutex>
-#include <random>
 #include <string>
 
 #include "controller/cloud/databricks/auth.h"
-#include "controller/cloud/databricks/http_transport.h"
-#include "controller/cloud/databricks/retry_policy.h"
+#include "controller/cloud/databricks/http_errors.h"
 #include "controller/cloud/databricks/sandbox_api.h"
+#include "controller/cloud/http/http_transport.h"
+#include "controller/cloud/http/retrying_caller.h"
 #include "controller/engine/clock.h"
-#include "controller/engine/credential_breaker.h"
 #include "controller/engine/token_bucket.h"
 
 namespace sbx::controller::databricks {
@@ -35,18 +34,15 @@ struct HttpSandboxApiOptions {
   std::string workspace_id;  // sent as X-Databricks-Workspace-Id only when set
   std::chrono::milliseconds request_timeout{60'000};
   std::chrono::milliseconds exec_timeout_margin{30'000};
-  RetryPolicy retry;
+  http::RetryPolicy retry = DefaultRetryPolicy();
   // Uniform [0, 1) for backoff jitter; default: a seeded PRNG.
   std::function<double()> jitter;
 };
 
-// "sbx/<version>".
-std::string_view UserAgent();
-
 class HttpSandboxApi final : public SandboxApi {
  public:
   HttpSandboxApi(HttpSandboxApiOptions options, CredentialsProvider& credentials,
-                 TokenBucket& bucket, Clock& clock, HttpTransport& transport);
+                 TokenBucket& bucket, Clock& clock, http::HttpTransport& transport);
 
   StatusOr<Sandbox> Create(const std::string& sandbox_id, const Sandbox& desired,
                            std::stop_token stop = {}) override;
@@ -70,21 +66,15 @@ class HttpSandboxApi final : public SandboxApi {
     std::string method{};
     std::string path_and_query{};  // escaped, starts with "/api/2.0/"
     std::optional<std::string> body{};
-    Idempotency idempotency = Idempotency::kIdempotent;
+    http::Idempotency idempotency = http::Idempotency::kIdempotent;
     std::chrono::milliseconds timeout{0};  // 0: options_.request_timeout
   };
-  // Sends with pacing, auth and retries; returns the 2xx body or the mapped error.
+  // Sends through the caller; returns the 2xx body or the mapped error.
   StatusOr<std::string> Send(const Call& call, std::stop_token stop);
-  double Jitter();
 
   const HttpSandboxApiOptions options_;
-  CredentialsProvider& credentials_;
-  TokenBucket& bucket_;
-  Clock& clock_;
-  CredentialBreaker breaker_{clock_};  // a 401 stops every call for a cool-down
-  HttpTransport& transport_;
-  std::mutex rng_mu_;
-  std::mt19937_64 rng_;  // Guarded by rng_mu_.
+  const ErrorTable errors_;
+  http::RetryingCaller caller_;
 };
 
 }  // namespace sbx::controller::databricks

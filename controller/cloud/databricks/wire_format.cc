@@ -4,84 +4,26 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "controller/cloud/http/json_fields.h"
+#include "controller/cloud/http/wire_text.h"
+
 namespace sbx::controller::databricks {
 
-using api::CancelledError;
 using api::InternalError;
 using api::InvalidArgumentError;
-using api::OkStatus;
-using api::UnauthenticatedError;
+using http::BodyExcerpt;
+using http::FieldError;
+using http::Find;
+using http::GetBool;
+using http::GetOptProtoInt64;
+using http::GetString;
+
 namespace {
 
 using json = nlohmann::json;
 
 constexpr std::string_view kStatePrefix = "SANDBOX_STATE_";
 constexpr std::string_view kExecPrefix = "EXECUTE_COMMAND_STATUS_";
-
-// Thrown inside this file only, turned into a Status by Decode*; carries a field path.
-struct FieldError {
-  std::string message;
-};
-
-const json* Find(const json& obj, const char* key) {
-  if (!obj.is_object()) {
-    return nullptr;
-  }
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) {
-    return nullptr;
-  }
-  return &*it;
-}
-
-std::string GetString(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) {
-    return "";
-  }
-  if (!v->is_string()) {
-    throw FieldError{path + key + ": expected a string"};
-  }
-  return v->get<std::string>();
-}
-
-bool GetBool(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) {
-    return false;
-  }
-  if (!v->is_boolean()) {
-    throw FieldError{path + key + ": expected a boolean"};
-  }
-  return v->get<bool>();
-}
-
-// int64 in proto3 JSON: a number or a decimal string.
-std::optional<int64_t> GetInt64(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) {
-    return std::nullopt;
-  }
-  if (v->is_number_integer()) {
-    return v->get<int64_t>();
-  }
-  if (v->is_number_float()) {
-    const double d = v->get<double>();
-    if (std::trunc(d) == d) {
-      return static_cast<int64_t>(d);
-    }
-  }
-  if (v->is_string()) {
-    const std::string s = v->get<std::string>();
-    char* end = nullptr;
-    errno = 0;
-    const long long n = std::strtoll(s.c_str(), &end, 10);
-    if (!s.empty() && end == s.c_str() + s.size() && errno == 0) {
-      return static_cast<int64_t>(n);
-    }
-  }
-  throw FieldError{path + key + ": expected an integer"};
-}
 
 std::optional<std::chrono::seconds> GetDuration(const json& obj, const char* key,
                                                 const std::string& path) {
@@ -101,14 +43,8 @@ std::optional<std::chrono::seconds> GetDuration(const json& obj, const char* key
 
 const json& GetObjectOrEmpty(const json& obj, const char* key, const std::string& path) {
   static const json kEmpty = json::object();
-  const json* v = Find(obj, key);
-  if (v == nullptr) {
-    return kEmpty;
-  }
-  if (!v->is_object()) {
-    throw FieldError{path + key + ": expected an object"};
-  }
-  return *v;
+  const json* v = http::GetObject(obj, key, path);
+  return v == nullptr ? kEmpty : *v;
 }
 
 Sandbox SandboxFromJson(const json& j, const std::string& path) {
@@ -128,13 +64,7 @@ Sandbox SandboxFromJson(const json& j, const std::string& path) {
   const json& environment = GetObjectOrEmpty(spec, "environment", path + ".spec.");
   s.image_uri = GetString(environment, "image_uri", path + ".spec.environment.");
   const json& metadata = GetObjectOrEmpty(j, "metadata", path + ".");
-  const json& tags = GetObjectOrEmpty(metadata, "custom_tags", path + ".metadata.");
-  for (const auto& [k, v] : tags.items()) {
-    if (!v.is_string()) {
-      throw FieldError{path + ".metadata.custom_tags." + k + ": expected a string"};
-    }
-    s.custom_tags[k] = v.get<std::string>();
-  }
+  s.custom_tags = http::GetStringMap(metadata, "custom_tags", path + ".metadata.");
   const json& status = GetObjectOrEmpty(j, "status", path + ".");
   s.state_raw = GetString(status, "state", path + ".status.");
   s.state = ParseSandboxState(s.state_raw);
@@ -161,9 +91,9 @@ Command CommandFromJson(const json& j, const std::string& path) {
       c.args.push_back(a.get<std::string>());
     }
   }
-  c.pid = GetInt64(j, "pid", path + ".");
+  c.pid = GetOptProtoInt64(j, "pid", path + ".");
   c.finished = GetBool(j, "finished", path + ".");
-  if (auto code = GetInt64(j, "exit_code", path + ".")) {
+  if (auto code = GetOptProtoInt64(j, "exit_code", path + ".")) {
     c.exit_code = static_cast<int>(*code);
   }
   return c;
@@ -243,24 +173,6 @@ ExecStatus ParseExecStatus(std::string_view raw) {
   if (s == "FAILED") return ExecStatus::kFailed;
   if (s == "TIMED_OUT") return ExecStatus::kTimedOut;
   return ExecStatus::kUnknown;
-}
-
-std::string UrlEscape(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size());
-  for (const unsigned char c : text) {
-    const bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-                            (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
-    if (unreserved) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xF]);
-    }
-  }
-  return out;
 }
 
 std::string EncodeSandboxForCreate(const Sandbox& desired) {
@@ -352,7 +264,7 @@ StatusOr<ExecResult> DecodeExecResult(std::string_view body) {
     ExecResult r;
     r.command_id = GetString(j, "command_id", "$.");
     r.status = ParseExecStatus(GetString(j, "status", "$."));
-    if (auto code = GetInt64(j, "exit_code", "$.")) {
+    if (auto code = GetOptProtoInt64(j, "exit_code", "$.")) {
       r.exit_code = static_cast<int>(*code);
     }
     r.stdout_text = GetString(j, "stdout", "$.");
@@ -380,20 +292,6 @@ StatusOr<std::pair<std::vector<Command>, std::string>> DecodeCommandPage(std::st
     page.second = GetString(j, "next_page_token", "$.");
     return page;
   });
-}
-
-std::string BodyExcerpt(std::string_view body, size_t max) {
-  std::string out;
-  const size_t n = std::min(body.size(), max);
-  out.reserve(n + 3);
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char c = static_cast<unsigned char>(body[i]);
-    out.push_back((c < 0x20 || c == 0x7F) ? ' ' : static_cast<char>(c));
-  }
-  if (body.size() > max) {
-    out += "…";
-  }
-  return out;
 }
 
 }  // namespace sbx::controller::databricks

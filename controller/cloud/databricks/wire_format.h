@@ -1,6 +1,6 @@
 // Wire format of the Databricks Sandbox API (reference/databricks-sandbox-api.md §2, §3):
-// JSON bodies to and from the structs of sandbox_api.h, protobuf-JSON durations, and URL
-// escaping. Pure functions, no I/O; thread-safe.
+// JSON bodies to and from the structs of sandbox_api.h and protobuf-JSON durations (URL escaping
+// and body excerpts are http/wire_text.h). Pure functions, no I/O; thread-safe.
 //
 // Decoding is lenient the way the SDKs are: unknown fields are ignored, unknown enum values map
 // to k*Unknown (the raw value is kept where the struct has room for it), int64 fields accept a
@@ -31,9 +31,6 @@ SandboxState ParseSandboxState(std::string_view raw);
 // "EXECUTE_COMMAND_STATUS_COMPLETED" → kCompleted; unknown → kUnknown.
 ExecStatus ParseExecStatus(std::string_view raw);
 
-// Percent-encodes every byte outside RFC 3986 "unreserved" (A-Z a-z 0-9 - . _ ~).
-std::string UrlEscape(std::string_view text);
-
 // Body of POST /sandboxes: display_name, spec.compute.inactivity_timeout,
 // spec.environment.image_uri, metadata.custom_tags (each only when set).
 std::string EncodeSandboxForCreate(const Sandbox& desired);
@@ -49,8 +46,5 @@ StatusOr<SandboxPage> DecodeSandboxPage(std::string_view body);
 StatusOr<ExecResult> DecodeExecResult(std::string_view body);
 // Returns the commands and the next page token ("" on the last page).
 StatusOr<std::pair<std::vector<Command>, std::string>> DecodeCommandPage(std::string_view body);
-
-// At most `max` bytes of `body` for an error message, with "…" when cut.
-std::string BodyExcerpt(std::string_view body, size_t max = 200);
 
 }  // namespace sbx::controller::databricks

@@ -18,8 +18,8 @@
 // Session not found (request_id req_1)") and never contain the application key. A server retry
 // hint (retry-after-ms / retry-after) is kept as Status::retry_after().
 //
-// Retries happen inside the implementation (see openai/retry_policy.h): GET and DELETE are
-// retried on 408/429/5xx/connection errors; CreateSession and SendEvents are NOT idempotent on
+// Retries happen inside the implementation (see ErrorTable in openai/http_errors.h): GET and DELETE
+// are retried on 408/429/5xx/connection errors; CreateSession and SendEvents are NOT idempotent on
 // the real service (Idempotency-Key is observed to be ignored on create), so they are retried
 // only when the request certainly never reached the server, or when the server says
 // `x-should-retry: true`. The caller (a reconciler with an intent row) decides what to do next.
@@ -64,17 +64,28 @@ enum class EnvironmentStatus {
 };
 // Turn.status.
 enum class TurnStatus { kUnknown, kQueued, kInProgress, kWaiting, kCompleted, kFailed, kCancelled };
+// Item.type: the two kinds a task log shows; every other type (function_call, reasoning,
+// mcp_call, web_search_call, agent_message, subagent calls, future types) is kOther, never an
+// error (reference §2.3: item types are forward-compatible). Read `type_raw` for those.
+enum class ItemType { kOther, kMessage, kCommandExecution };
+// Item.status (command_execution: in_progress|completed|failed|incomplete; message:
+// in_progress|completed|incomplete).
+enum class ItemStatus { kUnknown, kInProgress, kCompleted, kFailed, kIncomplete };
 
 // Wire names ("idle", "in_progress", …); "unknown" for k*Unknown.
 std::string_view SessionStatusName(SessionStatus s);
 std::string_view EnvironmentTypeName(EnvironmentType t);
 std::string_view EnvironmentStatusName(EnvironmentStatus s);
 std::string_view TurnStatusName(TurnStatus s);
+std::string_view ItemTypeName(ItemType t);  // "other" for kOther
+std::string_view ItemStatusName(ItemStatus s);
 // Wire name → enum; anything unrecognised (including "") → k*Unknown.
 SessionStatus ParseSessionStatus(std::string_view raw);
 EnvironmentType ParseEnvironmentType(std::string_view raw);
 EnvironmentStatus ParseEnvironmentStatus(std::string_view raw);
 TurnStatus ParseTurnStatus(std::string_view raw);
+ItemType ParseItemType(std::string_view raw);  // anything else → kOther
+ItemStatus ParseItemStatus(std::string_view raw);
 
 // --- Sessions ----------------------------------------------------------------------------------
 
@@ -142,6 +153,15 @@ struct ListSessionsParams {
   ListOrder order = ListOrder::kServerDefault;
 };
 
+// Cursor parameters of the turn and item lists (GET …/turns, …/turns/{id}/items, …/items).
+// Zero/empty values are not sent. `limit` must be 0 (server default 20) or 1–100: anything else
+// is kInvalidArgument before any request.
+struct ListParams {
+  int limit = 0;
+  std::string after{};                          // exclusive cursor: the previous page's last_id
+  ListOrder order = ListOrder::kServerDefault;  // the server's default is desc (newest first)
+};
+
 struct SessionPage {
   std::vector<Session> sessions{};
   bool has_more = false;
@@ -183,11 +203,11 @@ enum class EventKind {
   kEnvironmentStatus,      // agent.session.environment.<status>    → environment, error?
   kTurnCreated,            // agent.session.turn.created            → turn
   kTurnInProgress,         // agent.session.turn.in_progress        → turn
-  kTurnCompleted,          // agent.session.turn.completed          → turn
-  kTurnFailed,             // agent.session.turn.failed             → turn
-  kTurnCancelled,          // agent.session.turn.cancelled          → turn
-  kItemAdded,              // agent.session.turn.item.added         → item_id, item_type
-  kItemDone,               // agent.session.turn.item.done          → item_id, item_type
+  kTurnCompleted,          // agent.session.turn.completed          → turn, usage
+  kTurnFailed,             // agent.session.turn.failed             → turn (error), usage
+  kTurnCancelled,          // agent.session.turn.cancelled          → turn, usage
+  kItemAdded,              // agent.session.turn.item.added         → item (+ item_id, item_type)
+  kItemDone,               // agent.session.turn.item.done          → item (full output)
   kOutputTextDelta,        // agent.session.turn.output_text.delta  → item_id, text (the delta)
   kOutputTextDone,         // agent.session.turn.output_text.done   → item_id, text (full)
   kCommandOutputDelta,     // agent.output.command_execution_output.delta → item_id, text
@@ -201,14 +221,69 @@ struct ApiError {
   std::string param{};
 };
 
+// TokenUsage (reference §1.4) of a turn or a terminal turn event. The three totals are fields;
+// every other integer the server sends, nested ones included, is kept in `details` under its
+// dotted path ("input_tokens_details.cached_tokens", "output_tokens_details.reasoning_tokens"),
+// so a new counter reaches describe without a client change. Non-integers are ignored.
+struct Usage {
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t total_tokens = 0;
+  std::map<std::string, int64_t> details{};
+};
+
+// Turn (reference §2.3). GET …/turns lists root turns only; subagent turns are seen in events.
 struct Turn {
   std::string id{};  // "turn_…"
   std::string session_id{};
-  std::optional<std::string> subagent_id{};  // nullopt for a root turn (the one that decides)
+  std::optional<std::string> agent_id{};
+  std::optional<std::string> subagent_id{};  // nullopt (absent or null) for a ROOT turn: the one
+                                             // whose terminal event is a task's outcome
   TurnStatus status = TurnStatus::kUnknown;
   std::string status_raw{};
-  std::optional<ApiError> error{};  // code + message
+  int64_t created_at = 0;  // Unix seconds
+  std::optional<int64_t> started_at{};
+  std::optional<int64_t> completed_at{};
+  std::optional<ApiError> error{};  // code + message (e.g. code "connection_failed")
+  std::optional<Usage> usage{};     // observed null on the real service (reference §2.4)
+
+  bool is_root() const { return !subagent_id.has_value(); }
 };
+
+// One saved item of a turn (reference §2.3 "Item types"), as GET …/items and the item.added /
+// item.done events carry it. Fields not of the item's type stay empty.
+struct Item {
+  std::string id{};  // "msg_…", "cmd_…"; opaque
+  ItemType type = ItemType::kOther;
+  std::string type_raw{};
+  std::optional<std::string> turn_id{};
+  ItemStatus status = ItemStatus::kUnknown;
+  std::string status_raw{};
+  // kMessage: `role` (user|assistant) and `text`, the concatenation of its output_text and
+  // input_text content parts in order (other parts, e.g. images or refusals, are skipped);
+  // `phase` commentary|final_answer, nullopt when null/absent.
+  std::string role{};
+  std::string text{};
+  std::optional<std::string> phase{};
+  // kCommandExecution.
+  std::string command{};
+  std::optional<std::string> cwd{};
+  std::optional<int64_t> exit_code{};  // nullopt while running, or when killed
+  std::optional<int64_t> duration_ms{};
+  std::string output{};  // "" when null/absent
+};
+
+// One page of a list endpoint ({object:"list", data, has_more, first_id, last_id}).
+// first_id/last_id are "" when the server sends null (an empty page).
+template <typename T>
+struct ListPage {
+  std::vector<T> data{};
+  bool has_more = false;
+  std::string first_id{};
+  std::string last_id{};
+};
+using TurnPage = ListPage<Turn>;
+using ItemPage = ListPage<Item>;
 
 struct SessionEvent {
   std::string event_id{};  // random, not orderable; dedupe by it
@@ -220,10 +295,17 @@ struct SessionEvent {
   std::optional<Environment> environment{};  // kEnvironmentStatus (status also from the type)
   std::optional<Turn> turn{};                // turn events
   std::optional<ApiError> error{};           // kError, or a failed environment's error
+  // Turn events: the event's `usage` (terminal events), else the turn's; nullopt when both are
+  // null (observed on the real service: read the turn afterwards, reference §2.4).
+  std::optional<Usage> usage{};
+  std::optional<Item> item{};  // kItemAdded / kItemDone: the decoded item
+  // item events: item.id; output_text and command output events: `item_id`.
   std::string item_id{};
-  std::string item_type{};  // item events: "message", "command_execution", …
+  std::string item_type{};  // item events: "message", "command_execution", … (= item->type_raw)
   std::string text{};       // delta or full text, see EventKind
-  std::string raw_json{};   // the whole `data:` payload, for anything not modelled above
+  std::optional<int64_t> output_index{};   // null for input items
+  std::optional<int64_t> content_index{};  // output_text events
+  std::string raw_json{};  // the whole `data:` payload, for anything not modelled above
 };
 
 // Callbacks of StreamEvents, all invoked on the calling thread.
@@ -257,9 +339,10 @@ class AgentsApi {
                                              std::stop_token stop = {}) = 0;
 
   // Every page, following `after = last_id` while has_more. `params.after` is the starting
-  // cursor. kInternal if the server's cursor does not advance (a loop).
+  // cursor. kInternal if the server's cursor does not advance (a loop). The default follows
+  // ListSessions (a fake may override it).
   virtual StatusOr<std::vector<Session>> ListAllSessions(ListSessionsParams params,
-                                                         std::stop_token stop = {}) = 0;
+                                                         std::stop_token stop = {});
 
   // POST /agents/sessions/{id} with {"agent": {model, instructions}}: the model settings of later
   // turns (reference §1.6; omitted fields stay unchanged, so an empty `instructions` is sent as
@@ -274,12 +357,44 @@ class AgentsApi {
   // stop the executor or the sandbox.
   virtual Status DeleteSession(const std::string& session_id, std::stop_token stop = {}) = 0;
 
-  // POST /agents/sessions/{id}/events: 202 means accepted, not done. If the executor is not
-  // connected the server may hold this request for up to 5 minutes (the HTTP timeout allows for
-  // it). Never resubmitted after it may have been sent. `idempotency_key`, when non-empty, is
-  // sent as Idempotency-Key. kInvalidArgument for an empty `events` or an empty message text.
+  // POST /agents/sessions/{id}/events: 202 (any 2xx) with an empty body means accepted, not
+  // done. If the executor is not connected the server may hold this request for up to 5 minutes
+  // (the HTTP timeout allows for it). Never resubmitted after it may have been sent.
+  // `idempotency_key`, when non-empty, is sent as the Idempotency-Key header (AgentTask passes
+  // its uid): the service dedupes a repeated key, so a retry after a crash starts no second
+  // turn. The dedupe window is not documented (reference §7 q7): the key is what makes a retry
+  // safe, never a reason to retry here. kInvalidArgument for an empty `events` or an empty
+  // message text.
   virtual Status SendEvents(const std::string& session_id, const std::vector<InputEvent>& events,
                             const std::string& idempotency_key = "", std::stop_token stop = {}) = 0;
+
+  // GET /agents/sessions/{id}/turns: one page of the session's ROOT turns. kNotFound when the
+  // session does not exist; kInvalidArgument for a limit outside 0 (default) or 1–100.
+  virtual StatusOr<TurnPage> ListTurns(const std::string& session_id, const ListParams& params,
+                                       std::stop_token stop = {}) = 0;
+
+  // GET /agents/sessions/{id}/turns/{turn_id}. kNotFound when the session does not exist or the
+  // turn is not one of its turns.
+  virtual StatusOr<Turn> GetTurn(const std::string& session_id, const std::string& turn_id,
+                                 std::stop_token stop = {}) = 0;
+
+  // GET /agents/sessions/{id}/turns/{turn_id}/items: one page of the turn's saved items (the
+  // user input first in asc order). kNotFound as for GetTurn.
+  virtual StatusOr<ItemPage> ListTurnItems(const std::string& session_id,
+                                           const std::string& turn_id, const ListParams& params,
+                                           std::stop_token stop = {}) = 0;
+
+  // GET /agents/sessions/{id}/items: one page of the session's saved root items, all turns
+  // (the server has no turn filter; use ListTurnItems for one turn). kNotFound as ListTurns.
+  virtual StatusOr<ItemPage> ListItems(const std::string& session_id, const ListParams& params,
+                                       std::stop_token stop = {}) = 0;
+
+  // Every item of one turn, following the cursor from `params.after` (default order asc: the
+  // order a log is rebuilt in, reference §2.6). kInternal if the cursor does not advance.
+  StatusOr<std::vector<Item>> ListAllTurnItems(const std::string& session_id,
+                                               const std::string& turn_id,
+                                               ListParams params = {.order = ListOrder::kAsc},
+                                               std::stop_token stop = {});
 
   // GET /agents/environments/{id}: the pollable executor connection status.
   virtual StatusOr<Environment> GetEnvironment(const std::string& environment_id,

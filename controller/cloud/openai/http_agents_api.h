@@ -1,14 +1,16 @@
 // HttpAgentsApi: AgentsApi over HTTP (reference/openai-agents-api.md §1, §2, §5).
 //
-// Request/response calls go through the shared single-shot databricks::HttpTransport; the SSE
-// event stream through a StreamingTransport, parsed incrementally by SseParser. Every request
-// (stream opens included) first takes a token from the workspace's TokenBucket, then carries
+// Every request goes through the shared http::RetryingCaller (see http/retrying_caller.h):
+// request/response calls over the plain http::HttpTransport, the SSE event stream over the
+// http::StreamingTransport, parsed incrementally by SseParser. Every request (stream opens
+// included) first takes a token from the workspace's TokenBucket, then carries
 // `Authorization: Bearer <application key>`, `OpenAI-Beta: agents=v1`, Accept and User-Agent.
-// Retries follow openai/retry_policy.h (GET/DELETE on 408/429/5xx/connection errors; create and
-// send-events only when the request never left or the server says x-should-retry: true);
-// `retry-after-ms`/`retry-after` hints are honoured, longer than 120 s end the call with
-// Status::retry_after set, and a 429/503 hint also penalises the bucket so every caller of the
-// workspace slows down. Backoff sleeps are on the injected Clock and end early on `stop`.
+// Retries follow this API's ErrorTable (http_errors.h: GET/DELETE on 408/429/5xx/connection
+// errors; create and send-events only when the request never left or the server says
+// x-should-retry: true); `retry-after-ms`/`retry-after` hints are honoured, longer than 120 s
+// end the call with Status::retry_after set, and a 429/503 hint also penalises the bucket so
+// every caller of the workspace slows down. Backoff sleeps are on the injected Clock and end
+// early on `stop`.
 //
 // The application key is held in memory only: it never appears in logs, Status messages (any
 // echo by the server is replaced by "***") or URLs.
@@ -20,13 +22,12 @@
 #include <optional>
 #include <string>
 
-#include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/http/http_transport.h"
+#include "controller/cloud/http/retrying_caller.h"
 #include "controller/cloud/openai/agents_api.h"
-#include "controller/cloud/openai/retry_policy.h"
-#include "controller/cloud/openai/streaming_transport.h"
+#include "controller/cloud/openai/http_errors.h"
 #include "controller/engine/backoff.h"
 #include "controller/engine/clock.h"
-#include "controller/engine/credential_breaker.h"
 #include "controller/engine/token_bucket.h"
 
 namespace sbx::controller::openai {
@@ -40,7 +41,7 @@ struct HttpAgentsApiOptions {
   // A stream silent for this long ends with kDeadlineExceeded (the caller re-subscribes).
   std::chrono::milliseconds stream_idle_timeout{std::chrono::minutes(10)};
   size_t max_event_bytes = 16u << 20;
-  RetryPolicy retry{};
+  http::RetryPolicy retry = DefaultRetryPolicy();
   // Uniform [0, 1) for backoff jitter; null: a seeded PRNG.
   Backoff::Uniform jitter{};
 };
@@ -49,21 +50,27 @@ class HttpAgentsApi final : public AgentsApi {
  public:
   // `api_key` is the resolved application key (not a reference to one).
   HttpAgentsApi(HttpAgentsApiOptions options, std::string api_key, TokenBucket& bucket,
-                Clock& clock, databricks::HttpTransport& transport, StreamingTransport& streaming);
+                Clock& clock, http::HttpTransport& transport, http::StreamingTransport& streaming);
 
   StatusOr<Session> CreateSession(const CreateSessionRequest& request,
                                   std::stop_token stop = {}) override;
   StatusOr<Session> GetSession(const std::string& session_id, std::stop_token stop = {}) override;
   StatusOr<SessionPage> ListSessions(const ListSessionsParams& params,
                                      std::stop_token stop = {}) override;
-  StatusOr<std::vector<Session>> ListAllSessions(ListSessionsParams params,
-                                                 std::stop_token stop = {}) override;
   StatusOr<Session> UpdateSessionAgent(const std::string& session_id, const std::string& model,
                                        const std::string& instructions,
                                        std::stop_token stop = {}) override;
   Status DeleteSession(const std::string& session_id, std::stop_token stop = {}) override;
   Status SendEvents(const std::string& session_id, const std::vector<InputEvent>& events,
                     const std::string& idempotency_key = "", std::stop_token stop = {}) override;
+  StatusOr<TurnPage> ListTurns(const std::string& session_id, const ListParams& params,
+                               std::stop_token stop = {}) override;
+  StatusOr<Turn> GetTurn(const std::string& session_id, const std::string& turn_id,
+                         std::stop_token stop = {}) override;
+  StatusOr<ItemPage> ListTurnItems(const std::string& session_id, const std::string& turn_id,
+                                   const ListParams& params, std::stop_token stop = {}) override;
+  StatusOr<ItemPage> ListItems(const std::string& session_id, const ListParams& params,
+                               std::stop_token stop = {}) override;
   StatusOr<Environment> GetEnvironment(const std::string& environment_id,
                                        std::stop_token stop = {}) override;
   Status StreamEvents(const std::string& session_id, const StreamCallbacks& callbacks,
@@ -76,31 +83,18 @@ class HttpAgentsApi final : public AgentsApi {
     std::string path{};   // escaped, relative to base_url, e.g. "/agents/sessions/sess_1"
     std::string query{};  // "" or "?…"
     std::optional<std::string> body{};
-    Idempotency idempotency = Idempotency::kIdempotent;
+    http::Idempotency idempotency = http::Idempotency::kIdempotent;
     std::chrono::milliseconds timeout{0};  // 0: options_.request_timeout
     std::string idempotency_key{};
   };
-  databricks::HttpRequest BuildRequest(const Call& call) const;
-  // The failure for a non-2xx response: mapped Status with hint, bucket penalty, redaction.
-  AttemptFailure FailureFromResponse(const std::string& what,
-                                     const databricks::HttpResponse& response);
-  AttemptFailure FailureFromTransport(const databricks::HttpResult& result) const;
-  // Sends with pacing, auth and retries; returns the 2xx body or the mapped error.
+  http::Call BuildCall(const Call& call) const;
+  // Sends through the caller; returns the 2xx body or the mapped error.
   StatusOr<std::string> Send(const Call& call, std::stop_token stop);
-  // Sleeps before the next attempt, or returns the Status that ends the call.
-  std::optional<Status> WaitToRetry(const std::string& what, Idempotency idempotency,
-                                    const AttemptFailure& failure, int attempt,
-                                    Clock::SteadyTime start, std::stop_token stop);
-  Status Redact(const Status& status) const;
 
   const HttpAgentsApiOptions options_;
-  const std::string api_key_;
-  TokenBucket& bucket_;
-  Clock& clock_;
-  CredentialBreaker breaker_{clock_};  // a 401 stops every call for a cool-down
-  databricks::HttpTransport& transport_;
-  StreamingTransport& streaming_;
-  const Backoff backoff_;
+  const ErrorTable errors_;
+  http::StaticCredentials credentials_;
+  http::RetryingCaller caller_;
 };
 
 }  // namespace sbx::controller::openai

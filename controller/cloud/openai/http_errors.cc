@@ -6,31 +6,18 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "controller/cloud/databricks/http_errors.h"
+#include "api/text.h"
+#include "controller/cloud/http/retry_after.h"
+#include "controller/cloud/http/wire_text.h"
 #include "controller/cloud/openai/wire_format.h"
 
 namespace sbx::controller::openai {
 namespace {
 
 using api::Status;
+using api::Lower;
 using api::StatusCode;
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
+using api::Trim;
 
 }  // namespace
 
@@ -97,7 +84,7 @@ Status StatusFromHttpError(int http_status, std::string_view reason, std::string
       kind = code;
     }
   } else if (!Trim(body).empty()) {
-    message = Excerpt(Trim(body), 200);
+    message = http::BodyExcerpt(Trim(body), 200);
   }
   if (message.empty()) {
     message = reason.empty() ? "no error message" : std::string(reason);
@@ -119,7 +106,7 @@ Status StatusFromHttpError(int http_status, std::string_view reason, std::string
   return Status(StatusCodeForHttp(http_status, code), std::move(text));
 }
 
-std::optional<std::chrono::milliseconds> RetryHint(const databricks::HttpResponse& response,
+std::optional<std::chrono::milliseconds> RetryHint(const http::HttpResponse& response,
                                                    std::chrono::system_clock::time_point now) {
   if (const std::string* ms = response.Header("retry-after-ms")) {
     const std::string text(Trim(*ms));
@@ -131,12 +118,12 @@ std::optional<std::chrono::milliseconds> RetryHint(const databricks::HttpRespons
     }
   }
   if (const std::string* header = response.Header("retry-after")) {
-    return databricks::ParseRetryAfter(*header, now);
+    return http::ParseRetryAfter(*header, now);
   }
   return std::nullopt;
 }
 
-std::optional<bool> ShouldRetryHeader(const databricks::HttpResponse& response) {
+std::optional<bool> ShouldRetryHeader(const http::HttpResponse& response) {
   if (const std::string* v = response.Header("x-should-retry")) {
     const std::string value = Lower(Trim(*v));
     if (value == "true") {
@@ -147,6 +134,47 @@ std::optional<bool> ShouldRetryHeader(const databricks::HttpResponse& response) 
     }
   }
   return std::nullopt;
+}
+
+http::RetryPolicy DefaultRetryPolicy() {
+  using std::chrono::milliseconds;
+  return http::RetryPolicy{.max_attempts = 3,
+                           .backoff = {milliseconds(500), milliseconds(8'000), 0.25},
+                           .budget = milliseconds(90'000),
+                           .max_retry_after = milliseconds(120'000)};
+}
+
+http::AttemptFailure ErrorTable::FromResponse(const http::HttpResponse& response,
+                                              Clock::WallTime now) const {
+  http::AttemptFailure failure;
+  const std::string* request_id = response.Header("x-request-id");
+  failure.status = StatusFromHttpError(response.status, response.reason, response.body,
+                                       request_id == nullptr ? "" : *request_id);
+  if (auto hint = RetryHint(response, now)) {
+    failure.status = failure.status.WithRetryAfter(*hint);
+  }
+  failure.http_status = response.status;
+  failure.should_retry = ShouldRetryHeader(response);
+  return failure;
+}
+
+bool ErrorTable::Retryable(const http::AttemptFailure& failure,
+                           http::Idempotency idempotency) const {
+  if (failure.should_retry == false) {
+    return false;
+  }
+  if (!failure.maybe_sent || failure.should_retry == true) {
+    return true;
+  }
+  if (idempotency != http::Idempotency::kIdempotent) {
+    return false;
+  }
+  const int status = failure.http_status;
+  if (status == 0) {
+    const StatusCode code = failure.status.code();
+    return code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded;
+  }
+  return status == 408 || status == 429 || status >= 500;
 }
 
 }  // namespace sbx::controller::openai

@@ -3,7 +3,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "controller/cloud/databricks/wire_format.h"
+#include "controller/cloud/http/json_fields.h"
+#include "controller/cloud/http/wire_text.h"
 
 namespace sbx::controller::openai {
 namespace {
@@ -12,116 +13,26 @@ using json = nlohmann::json;
 using api::InternalError;
 using api::InvalidArgumentError;
 using api::OkStatus;
-
-// Thrown inside this file only, turned into a Status by Decode*; carries a field path.
-struct FieldError {
-  std::string message;
-};
-
-const json* Find(const json& obj, const char* key) {
-  if (!obj.is_object()) {
-    return nullptr;
-  }
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) {
-    return nullptr;
-  }
-  return &*it;
-}
-
-std::optional<std::string> GetOptString(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) {
-    return std::nullopt;
-  }
-  if (!v->is_string()) {
-    throw FieldError{path + key + ": expected a string"};
-  }
-  return v->get<std::string>();
-}
-
-std::string GetString(const json& obj, const char* key, const std::string& path) {
-  return GetOptString(obj, key, path).value_or("");
-}
-
-int64_t GetInt64(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) {
-    return 0;
-  }
-  if (v->is_number_integer()) {
-    return v->get<int64_t>();
-  }
-  if (v->is_number_float()) {
-    const double d = v->get<double>();
-    if (std::isfinite(d)) {
-      return static_cast<int64_t>(d);
-    }
-  }
-  throw FieldError{path + key + ": expected a number"};
-}
-
-bool GetBool(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) {
-    return false;
-  }
-  if (!v->is_boolean()) {
-    throw FieldError{path + key + ": expected a boolean"};
-  }
-  return v->get<bool>();
-}
-
-const json* GetObject(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (v != nullptr && !v->is_object()) {
-    throw FieldError{path + key + ": expected an object"};
-  }
-  return v;
-}
-
-const json* GetArray(const json& obj, const char* key, const std::string& path) {
-  const json* v = Find(obj, key);
-  if (v != nullptr && !v->is_array()) {
-    throw FieldError{path + key + ": expected an array"};
-  }
-  return v;
-}
-
-std::vector<std::string> GetStringArray(const json& obj, const char* key, const std::string& path) {
-  std::vector<std::string> out;
-  if (const json* arr = GetArray(obj, key, path)) {
-    for (size_t i = 0; i < arr->size(); ++i) {
-      if (!(*arr)[i].is_string()) {
-        throw FieldError{path + key + "[" + std::to_string(i) + "]: expected a string"};
-      }
-      out.push_back((*arr)[i].get<std::string>());
-    }
-  }
-  return out;
-}
-
-std::map<std::string, std::string> GetStringMap(const json& obj, const char* key,
-                                                const std::string& path) {
-  std::map<std::string, std::string> out;
-  if (const json* m = GetObject(obj, key, path)) {
-    for (const auto& [k, v] : m->items()) {
-      if (!v.is_string()) {
-        throw FieldError{path + key + "." + k + ": expected a string"};
-      }
-      out[k] = v.get<std::string>();
-    }
-  }
-  return out;
-}
+using http::BodyExcerpt;
+using http::FieldError;
+using http::Find;
+using http::GetArray;
+using http::GetBool;
+using http::GetInt64;
+using http::GetObject;
+using http::GetOptProtoInt64;
+using http::GetOptString;
+using http::GetString;
+using http::GetStringArray;
+using http::GetStringMap;
 
 json Parse(std::string_view body) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    throw FieldError{"not JSON: " + Excerpt(body)};
+    throw FieldError{"not JSON: " + BodyExcerpt(body)};
   }
   if (!j.is_object()) {
-    throw FieldError{"expected a JSON object: " + Excerpt(body)};
+    throw FieldError{"expected a JSON object: " + BodyExcerpt(body)};
   }
   return j;
 }
@@ -134,7 +45,7 @@ auto Decoding(std::string_view what, std::string_view body, Fn fn) -> decltype(f
     return InternalError("cannot read " + std::string(what) + ": " + e.message);
   } catch (const json::exception& e) {
     return InternalError("cannot read " + std::string(what) + ": " + e.what() + " in " +
-                         Excerpt(body));
+                         BodyExcerpt(body));
   }
 }
 
@@ -228,17 +139,223 @@ Environment DecodeEnvironmentJson(const json& j, const std::string& path) {
   return e;
 }
 
+// Every integer of `j` below `prefix` except the three totals, nested objects flattened with
+// dots: new counters survive without a client change.
+void CollectUsageDetails(const json& j, const std::string& prefix,
+                         std::map<std::string, int64_t>& out) {
+  for (const auto& [key, value] : j.items()) {
+    const std::string name = prefix + key;
+    if (value.is_number_integer()) {
+      if (name != "input_tokens" && name != "output_tokens" && name != "total_tokens") {
+        out[name] = value.get<int64_t>();
+      }
+    } else if (value.is_object()) {
+      CollectUsageDetails(value, name + ".", out);
+    }
+  }
+}
+
+Usage DecodeUsageJson(const json& j, const std::string& path) {
+  Usage u;
+  u.input_tokens = GetInt64(j, "input_tokens", path);
+  u.output_tokens = GetInt64(j, "output_tokens", path);
+  u.total_tokens = GetInt64(j, "total_tokens", path);
+  CollectUsageDetails(j, "", u.details);
+  return u;
+}
+
 Turn DecodeTurnJson(const json& j, const std::string& path) {
   Turn t;
   t.id = GetString(j, "id", path);
   t.session_id = GetString(j, "session_id", path);
+  t.agent_id = GetOptString(j, "agent_id", path);
   t.subagent_id = GetOptString(j, "subagent_id", path);
   t.status_raw = GetString(j, "status", path);
   t.status = ParseTurnStatus(t.status_raw);
+  t.created_at = GetInt64(j, "created_at", path);
+  t.started_at = GetOptProtoInt64(j, "started_at", path);
+  t.completed_at = GetOptProtoInt64(j, "completed_at", path);
   if (const json* err = GetObject(j, "error", path)) {
     t.error = DecodeApiError(*err, path + "error.");
   }
+  if (const json* usage = GetObject(j, "usage", path)) {
+    t.usage = DecodeUsageJson(*usage, path + "usage.");
+  }
   return t;
+}
+
+// A string field of an item whose type we do not model: a surprising JSON type there is not
+// worth failing a whole page or event for.
+std::string LenientString(const json& j, const char* key) {
+  const json* v = Find(j, key);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+// The text of a message's content: output_text and input_text parts in order. A plain string
+// is accepted too (the input side allows it).
+std::string MessageText(const json& j, const std::string& path) {
+  const json* content = Find(j, "content");
+  if (content == nullptr) {
+    return "";
+  }
+  if (content->is_string()) {
+    return content->get<std::string>();
+  }
+  if (!content->is_array()) {
+    throw FieldError{path + "content: expected an array"};
+  }
+  std::string text;
+  for (size_t i = 0; i < content->size(); ++i) {
+    const json& part = (*content)[i];
+    const std::string p = path + "content[" + std::to_string(i) + "].";
+    const std::string type = part.is_object() ? LenientString(part, "type") : std::string();
+    if (type == "output_text" || type == "input_text") {
+      text += GetString(part, "text", p);
+    }
+  }
+  return text;
+}
+
+// The id is not required here (an event's item is still worth its event); DecodeItem checks it.
+Item DecodeItemJson(const json& j, const std::string& path) {
+  if (!j.is_object()) {
+    throw FieldError{path + ": expected an object"};
+  }
+  Item it;
+  it.id = LenientString(j, "id");
+  it.type_raw = LenientString(j, "type");
+  it.type = ParseItemType(it.type_raw);
+  if (const json* turn_id = Find(j, "turn_id"); turn_id != nullptr && turn_id->is_string()) {
+    it.turn_id = turn_id->get<std::string>();
+  }
+  it.status_raw = LenientString(j, "status");
+  it.status = ParseItemStatus(it.status_raw);
+  switch (it.type) {
+    case ItemType::kMessage:
+      it.role = GetString(j, "role", path);
+      it.text = MessageText(j, path);
+      it.phase = GetOptString(j, "phase", path);
+      break;
+    case ItemType::kCommandExecution:
+      it.command = GetString(j, "command", path);
+      it.cwd = GetOptString(j, "cwd", path);
+      it.exit_code = GetOptProtoInt64(j, "exit_code", path);
+      it.duration_ms = GetOptProtoInt64(j, "duration_ms", path);
+      it.output = GetString(j, "output", path);
+      break;
+    case ItemType::kOther:
+      break;
+  }
+  return it;
+}
+
+template <typename T, typename DecodeRow>
+ListPage<T> DecodePageJson(const json& j, DecodeRow decode_row) {
+  ListPage<T> page;
+  if (const json* data = GetArray(j, "data", "")) {
+    for (size_t i = 0; i < data->size(); ++i) {
+      page.data.push_back(decode_row((*data)[i], "data[" + std::to_string(i) + "]."));
+    }
+  }
+  page.has_more = GetBool(j, "has_more", "");
+  // Null on an empty page (unconfirmed): null, absent and "" all read as "", and callers page
+  // on has_more, never on a cursor being set.
+  page.first_id = GetString(j, "first_id", "");
+  page.last_id = GetString(j, "last_id", "");
+  return page;
+}
+
+// A body that is one object with a required `id`.
+template <typename T, typename DecodeJson>
+StatusOr<T> DecodeWithId(std::string_view what, std::string_view body, DecodeJson decode) {
+  return Decoding(what, body, [&]() -> StatusOr<T> {
+    T value = decode(Parse(body), "");
+    if (value.id.empty()) {
+      throw FieldError{"id: missing"};
+    }
+    return value;
+  });
+}
+
+template <typename T, typename DecodeRow>
+StatusOr<ListPage<T>> DecodeList(std::string_view what, std::string_view body,
+                                 DecodeRow decode_row) {
+  return Decoding(what, body, [&]() -> StatusOr<ListPage<T>> {
+    return DecodePageJson<T>(Parse(body), decode_row);
+  });
+}
+
+json OptJson(const std::optional<std::string>& v) { return v ? json(*v) : json(nullptr); }
+json OptJson(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
+
+json EncodeUsageJson(const Usage& u) {
+  json j = {{"input_tokens", u.input_tokens},
+            {"output_tokens", u.output_tokens},
+            {"total_tokens", u.total_tokens}};
+  for (const auto& [name, value] : u.details) {
+    json* at = &j;
+    size_t from = 0;
+    for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', from)) {
+      at = &(*at)[name.substr(from, dot - from)];
+      from = dot + 1;
+    }
+    (*at)[name.substr(from)] = value;
+  }
+  return j;
+}
+
+json EncodeApiError(const ApiError& e);
+
+json EncodeTurnJson(const Turn& t) {
+  json j = {{"id", t.id},
+            {"object", "agent.session.turn"},
+            {"session_id", t.session_id},
+            {"agent_id", OptJson(t.agent_id)},
+            {"subagent_id", OptJson(t.subagent_id)},
+            {"status", t.status == TurnStatus::kUnknown ? t.status_raw
+                                                        : std::string(TurnStatusName(t.status))},
+            {"created_at", t.created_at},
+            {"started_at", OptJson(t.started_at)},
+            {"completed_at", OptJson(t.completed_at)}};
+  j["error"] = t.error ? EncodeApiError(*t.error) : json(nullptr);
+  j["usage"] = t.usage ? EncodeUsageJson(*t.usage) : json(nullptr);
+  return j;
+}
+
+json EncodeItemJson(const Item& it) {
+  json j = {
+      {"id", it.id},
+      {"type", it.type == ItemType::kOther ? it.type_raw : std::string(ItemTypeName(it.type))},
+      {"turn_id", OptJson(it.turn_id)},
+      {"status",
+       it.status == ItemStatus::kUnknown ? it.status_raw : std::string(ItemStatusName(it.status))}};
+  if (it.type == ItemType::kMessage) {
+    j["role"] = it.role;
+    j["content"] = json::array(
+        {{{"type", it.role == "user" ? "input_text" : "output_text"}, {"text", it.text}}});
+    j["phase"] = OptJson(it.phase);
+  } else if (it.type == ItemType::kCommandExecution) {
+    j["command"] = it.command;
+    j["cwd"] = OptJson(it.cwd);
+    j["exit_code"] = OptJson(it.exit_code);
+    j["duration_ms"] = OptJson(it.duration_ms);
+    j["output"] = it.output;
+  }
+  return j;
+}
+
+template <typename T, typename EncodeRow>
+std::string EncodePage(const ListPage<T>& page, EncodeRow encode_row) {
+  json data = json::array();
+  for (const T& row : page.data) {
+    data.push_back(encode_row(row));
+  }
+  return json{{"object", "list"},
+              {"data", std::move(data)},
+              {"has_more", page.has_more},
+              {"first_id", page.first_id.empty() ? json(nullptr) : json(page.first_id)},
+              {"last_id", page.last_id.empty() ? json(nullptr) : json(page.last_id)}}
+      .dump();
 }
 
 json EncodeSessionJson(const Session& s) {
@@ -333,11 +450,32 @@ constexpr KindName kEventKinds[] = {
 };
 constexpr std::string_view kEnvironmentEventPrefix = "agent.session.environment.";
 
-}  // namespace
-
-std::string Excerpt(std::string_view body, size_t max) {
-  return databricks::BodyExcerpt(body, max);
+// The cursor query of every list endpoint, in the SDK's order; unset values are not sent.
+std::string EncodeQuery(int limit, const std::string& after, const std::string& agent_id,
+                        ListOrder order) {
+  std::string q;
+  auto add = [&q](std::string_view key, const std::string& value) {
+    q += q.empty() ? '?' : '&';
+    q += key;
+    q += '=';
+    q += http::UrlEscape(value);
+  };
+  if (limit > 0) {
+    add("limit", std::to_string(limit));
+  }
+  if (!after.empty()) {
+    add("after", after);
+  }
+  if (!agent_id.empty()) {
+    add("agent_id", agent_id);
+  }
+  if (order != ListOrder::kServerDefault) {
+    add("order", order == ListOrder::kAsc ? "asc" : "desc");
+  }
+  return q;
 }
+
+}  // namespace
 
 EventKind ClassifyEventType(std::string_view type) {
   for (const KindName& k : kEventKinds) {
@@ -392,26 +530,11 @@ std::string EncodeInputEvents(const std::vector<InputEvent>& events) {
 }
 
 std::string EncodeListSessionsQuery(const ListSessionsParams& params) {
-  std::string q;
-  auto add = [&q](std::string_view key, const std::string& value) {
-    q += q.empty() ? '?' : '&';
-    q += key;
-    q += '=';
-    q += databricks::UrlEscape(value);
-  };
-  if (params.limit > 0) {
-    add("limit", std::to_string(params.limit));
-  }
-  if (!params.after.empty()) {
-    add("after", params.after);
-  }
-  if (!params.agent_id.empty()) {
-    add("agent_id", params.agent_id);
-  }
-  if (params.order != ListOrder::kServerDefault) {
-    add("order", params.order == ListOrder::kAsc ? "asc" : "desc");
-  }
-  return q;
+  return EncodeQuery(params.limit, params.after, params.agent_id, params.order);
+}
+
+std::string EncodeListQuery(const ListParams& params) {
+  return EncodeQuery(params.limit, params.after, "", params.order);
 }
 
 StatusOr<Session> DecodeSession(std::string_view body) {
@@ -421,28 +544,32 @@ StatusOr<Session> DecodeSession(std::string_view body) {
 
 StatusOr<SessionPage> DecodeSessionPage(std::string_view body) {
   return Decoding("session list", body, [&]() -> StatusOr<SessionPage> {
-    const json j = Parse(body);
-    SessionPage page;
-    if (const json* data = GetArray(j, "data", "")) {
-      for (size_t i = 0; i < data->size(); ++i) {
-        page.sessions.push_back(DecodeSessionJson((*data)[i], "data[" + std::to_string(i) + "]."));
-      }
-    }
-    page.has_more = GetBool(j, "has_more", "");
-    page.first_id = GetString(j, "first_id", "");
-    page.last_id = GetString(j, "last_id", "");
-    return page;
+    ListPage<Session> page = DecodePageJson<Session>(Parse(body), DecodeSessionJson);
+    return SessionPage{.sessions = std::move(page.data),
+                       .has_more = page.has_more,
+                       .first_id = std::move(page.first_id),
+                       .last_id = std::move(page.last_id)};
   });
 }
 
+StatusOr<Turn> DecodeTurn(std::string_view body) {
+  return DecodeWithId<Turn>("turn", body, DecodeTurnJson);
+}
+
+StatusOr<TurnPage> DecodeTurnPage(std::string_view body) {
+  return DecodeList<Turn>("turn list", body, DecodeTurnJson);
+}
+
+StatusOr<Item> DecodeItem(std::string_view body) {
+  return DecodeWithId<Item>("item", body, DecodeItemJson);
+}
+
+StatusOr<ItemPage> DecodeItemPage(std::string_view body) {
+  return DecodeList<Item>("item list", body, DecodeItemJson);
+}
+
 StatusOr<Environment> DecodeEnvironment(std::string_view body) {
-  return Decoding("environment", body, [&]() -> StatusOr<Environment> {
-    Environment e = DecodeEnvironmentJson(Parse(body), "");
-    if (e.id.empty()) {
-      throw FieldError{"id: missing"};
-    }
-    return e;
-  });
+  return DecodeWithId<Environment>("environment", body, DecodeEnvironmentJson);
 }
 
 Status DecodeSessionDeleted(std::string_view body) {
@@ -502,13 +629,25 @@ StatusOr<SessionEvent> DecodeSessionEvent(std::string_view data) {
       }
       e.environment = std::move(env);
     }
+    if (const json* usage = GetObject(j, "usage", "")) {
+      e.usage = DecodeUsageJson(*usage, "usage.");
+    } else if (e.turn && e.turn->usage) {
+      e.usage = e.turn->usage;
+    }
     if (const json* item = GetObject(j, "item", "")) {
-      e.item_id = GetString(*item, "id", "item.");
-      e.item_type = GetString(*item, "type", "item.");
+      e.item = DecodeItemJson(*item, "item.");
+      e.item_id = e.item->id;
+      e.item_type = e.item->type_raw;
     }
     if (e.item_id.empty()) {
       e.item_id = GetString(j, "item_id", "");
     }
+    // `turn_id` is nullable on item events (reference §2.3); the item may still name its turn.
+    if (!e.turn_id && e.item && e.item->turn_id) {
+      e.turn_id = e.item->turn_id;
+    }
+    e.output_index = GetOptProtoInt64(j, "output_index", "");
+    e.content_index = GetOptProtoInt64(j, "content_index", "");
     if (e.kind == EventKind::kOutputTextDelta || e.kind == EventKind::kCommandOutputDelta) {
       e.text = GetString(j, "delta", "");
     } else if (e.kind == EventKind::kOutputTextDone) {
@@ -524,6 +663,11 @@ std::string EncodeEnvironment(const Environment& environment) {
   return EncodeEnvironmentJson(environment).dump();
 }
 
+std::string EncodeTurn(const Turn& turn) { return EncodeTurnJson(turn).dump(); }
+std::string EncodeItem(const Item& item) { return EncodeItemJson(item).dump(); }
+std::string EncodeTurnPage(const TurnPage& page) { return EncodePage(page, EncodeTurnJson); }
+std::string EncodeItemPage(const ItemPage& page) { return EncodePage(page, EncodeItemJson); }
+
 std::string EncodeSessionEvent(const SessionEvent& e) {
   json j = {{"event_id", e.event_id}, {"type", e.type}};
   if (e.session) {
@@ -535,16 +679,10 @@ std::string EncodeSessionEvent(const SessionEvent& e) {
     j["turn_id"] = *e.turn_id;
   }
   if (e.turn) {
-    const Turn& t = *e.turn;
-    json jt = {
-        {"id", t.id},
-        {"object", "agent.session.turn"},
-        {"session_id", t.session_id},
-        {"subagent_id", t.subagent_id ? json(*t.subagent_id) : json(nullptr)},
-        {"status",
-         t.status == TurnStatus::kUnknown ? t.status_raw : std::string(TurnStatusName(t.status))}};
-    jt["error"] = t.error ? EncodeApiError(*t.error) : json(nullptr);
-    j["turn"] = std::move(jt);
+    j["turn"] = EncodeTurnJson(*e.turn);
+  }
+  if (e.usage) {
+    j["usage"] = EncodeUsageJson(*e.usage);
   }
   if (e.environment) {
     json env = EncodeEnvironmentJson(*e.environment);
@@ -555,10 +693,18 @@ std::string EncodeSessionEvent(const SessionEvent& e) {
   } else if (e.error) {
     j["error"] = EncodeApiError(*e.error);
   }
-  if (!e.item_type.empty()) {
+  if (e.item) {
+    j["item"] = EncodeItemJson(*e.item);
+  } else if (!e.item_type.empty()) {
     j["item"] = {{"id", e.item_id}, {"type", e.item_type}};
   } else if (!e.item_id.empty()) {
     j["item_id"] = e.item_id;
+  }
+  if (e.output_index) {
+    j["output_index"] = *e.output_index;
+  }
+  if (e.content_index) {
+    j["content_index"] = *e.content_index;
   }
   if (e.kind == EventKind::kOutputTextDelta || e.kind == EventKind::kCommandOutputDelta) {
     j["delta"] = e.text;

@@ -27,11 +27,20 @@ std::string EncodeUpdateSessionAgentRequest(const std::string& model,
 std::string EncodeInputEvents(const std::vector<InputEvent>& events);
 // Query string for GET /agents/sessions ("?limit=…&after=…"), "" when nothing is set.
 std::string EncodeListSessionsQuery(const ListSessionsParams& params);
+// Query string for the turn and item lists ("?limit=…&after=…&order=…"), "" when nothing is set.
+std::string EncodeListQuery(const ListParams& params);
 
 // Response bodies.
 StatusOr<Session> DecodeSession(std::string_view body);
 StatusOr<SessionPage> DecodeSessionPage(std::string_view body);
 StatusOr<Environment> DecodeEnvironment(std::string_view body);
+// Turn (reference §2.3); kInternal without an `id`. `subagent_id` absent or null → root turn.
+StatusOr<Turn> DecodeTurn(std::string_view body);
+// List envelopes {object:"list", data, has_more, first_id, last_id}; null ids → "".
+StatusOr<TurnPage> DecodeTurnPage(std::string_view body);
+// Item; kInternal without an `id`. An unknown `type` is ItemType::kOther, not an error.
+StatusOr<Item> DecodeItem(std::string_view body);
+StatusOr<ItemPage> DecodeItemPage(std::string_view body);
 // {"id","object":"agent.session.deleted","deleted":true} → OK; deleted:false → kInternal.
 Status DecodeSessionDeleted(std::string_view body);
 
@@ -43,11 +52,13 @@ EventKind ClassifyEventType(std::string_view type);
 // Server-side shapes, for fakes and tests.
 std::string EncodeSession(const Session& session);
 std::string EncodeEnvironment(const Environment& environment);
+std::string EncodeTurn(const Turn& turn);
+// A kOther item is written with its type_raw and the common fields only.
+std::string EncodeItem(const Item& item);
+std::string EncodeTurnPage(const TurnPage& page);
+std::string EncodeItemPage(const ItemPage& page);
 // Writes the fields of `event` that its kind carries (not raw_json).
 std::string EncodeSessionEvent(const SessionEvent& event);
 StatusOr<std::vector<InputEvent>> DecodeInputEvents(std::string_view body);
-
-// At most `max` bytes of `body` for an error message, with "…" when cut.
-std::string Excerpt(std::string_view body, size_t max = 200);
 
 }  // namespace sbx::controller::openai

@@ -10,7 +10,8 @@ namespace sbx::controller::internal {
 inline constexpr char kDefaultBootMarker[] = "/tmp/.sbx-boot-id";
 
 // Shell fragment: makes sure the file named by the shell variable `m` holds a boot id. An empty
-// file (a write cut short) is replaced.
+// file (a write cut short) is replaced. The AgentWorker's scripts/executor.sh, a complete file,
+// holds the same lines: keep the two alike.
 inline constexpr char kEnsureBootMarkerSh[] =
     R"sh(if [ ! -s "$m" ]; then
   { read -r u < /proc/sys/kernel/random/uuid || u=$(date +%s%N); } 2>/dev/null

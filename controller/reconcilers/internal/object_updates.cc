@@ -31,12 +31,12 @@ api::Status RemoveFinalizer(Store& store, const api::Object& object, std::string
   return api::OkStatus();
 }
 
-void SetCondition(api::Object& object, const std::string& type, api::ConditionStatus status,
-                  std::string reason, std::string message, const Clock& clock) {
-  api::SetCondition(
-      object.conditions(),
-      {type, status, std::move(reason), std::move(message), "", object.metadata.generation},
-      FormatRfc3339(clock.Now()));
+void SetCondition(api::Object& object, std::string_view type, api::ConditionStatus status,
+                  std::string_view reason, std::string message, const Clock& clock) {
+  api::SetCondition(object.conditions(),
+                    {std::string(type), status, std::string(reason), std::move(message), "",
+                     object.metadata.generation},
+                    FormatRfc3339(clock.Now()));
 }
 
 api::Status WriteStatusIfChanged(Store& store, const api::Object& object,

@@ -29,8 +29,9 @@ api::Status RemoveFinalizer(Store& store, const api::Object& object,
                             std::string_view finalizer = api::kControllerFinalizer);
 
 // Sets condition `type` on `object`'s status for its current generation, stamped with `clock`.
-void SetCondition(api::Object& object, const std::string& type, api::ConditionStatus status,
-                  std::string reason, std::string message, const Clock& clock);
+// `type` and `reason` come from the vocabulary in api/conditions.h.
+void SetCondition(api::Object& object, std::string_view type, api::ConditionStatus status,
+                  std::string_view reason, std::string message, const Clock& clock);
 
 // Writes `object`'s status iff it differs from `original` (compare-and-swap). An object deleted
 // meanwhile is fine; a lost CAS is kAborted (retried by the Manager).

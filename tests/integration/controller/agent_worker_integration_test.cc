@@ -31,47 +31,31 @@
 
 #include "tests/support/http_test_client.h"
 #include "tests/support/process.h"
+#include "tests/support/sbxd_harness.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using sbx::testing::ConditionOf;
 using sbx::testing::HttpResult;
 using sbx::testing::HttpTestClient;
 using sbx::testing::In;
 using sbx::testing::PollUntil;
 using sbx::testing::Process;
+using sbx::testing::ProcessAlive;
 using sbx::testing::ProcessOptions;
+using sbx::testing::ReadFile;
 using sbx::testing::RunProcess;
 using sbx::testing::RunResult;
+using sbx::testing::SbxdHarness;
+using sbx::testing::WriteFile;
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr milliseconds kConverge{45'000};  // apply → Ready and friends, on a loaded machine
 constexpr char kWorkspace[] = "/home/sandbox-agent/ws";
-
-void WriteFile(const fs::path& p, const std::string& content) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << content;
-}
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A live process (not a zombie) with this pid on this host.
-bool ProcessAlive(int64_t pid) {
-  if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) {
-    return false;
-  }
-  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  const size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
-}
 
 struct WorkerManifest {
   std::string name;
@@ -109,135 +93,51 @@ WorkerManifest WrappedWorker(const std::string& name) {
   return m;
 }
 
-// (status, reason) of condition `type`; ("", "") when absent.
-std::pair<std::string, std::string> ConditionOf(const json& object, const std::string& type) {
-  if (!object.is_object() || !object.contains("status") ||
-      !object["status"].contains("conditions")) {
-    return {"", ""};
-  }
-  for (const json& c : object["status"]["conditions"]) {
-    if (c.value("type", "") == type) {
-      return {c.value("status", ""), c.value("reason", "")};
-    }
-  }
-  return {"", ""};
-}
-
 class AgentWorkerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  AgentWorkerTest() : harness_(HarnessOptions()) {}
+
+  // Recognisable secrets: the secrets tests look for them where they must never be.
+  static SbxdHarness::Options HarnessOptions() {
     std::random_device rd;
     const std::string salt = std::to_string(rd() % 100000);
-    dir_ = fs::temp_directory_path() / ("sbx-aw-itest-" + std::to_string(rd()));
-    fs::create_directories(dir_ / "logs");
-    db_ = dir_ / "state" / "sbx.db";
-    // Recognisable values: the secrets test looks for them where they must never be.
-    token_ = "dapi-SECRET-55e1-" + salt;
-    app_key_ = "sk-app-SECRET-91c2-" + salt;
-    executor_key_ = "sk-exec-SECRET-7f3a-" + salt;
+    return {.binaries = {SBXD_PATH, SBXCTL_PATH, SBX_EMULATOR_PATH},
+            .dir_prefix = "sbx-aw-itest-",
+            .token = "dapi-SECRET-55e1-" + salt,
+            .app_key = "sk-app-SECRET-91c2-" + salt,
+            .executor_key = "sk-exec-SECRET-7f3a-" + salt};
   }
 
-  void TearDown() override {
-    if (sbxd_) {
-      sbxd_->Kill();
-    }
-    if (emulator_) {
-      emulator_->Signal(SIGTERM);  // lets it kill the sandboxes' processes
-      if (!emulator_->Wait(In(milliseconds(5000)))) {
-        emulator_->Kill();
-      }
-    }
-    if (HasFailure()) {
-      std::cerr << "test directory kept for inspection: " << dir_ << "\n";
-    } else {
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
-    }
+  void SetUp() override {
+    dir_ = harness_.dir();
+    db_ = harness_.db();
+    token_ = harness_.options().token;
+    app_key_ = harness_.options().app_key;
+    executor_key_ = harness_.options().executor_key;
   }
+
+  void TearDown() override { harness_.Finish(/*keep_dir=*/HasFailure()); }
 
   ProcessOptions Options(const std::string& log_name, std::vector<std::string> args) {
-    ProcessOptions o;
-    o.args = std::move(args);
-    o.env = Env();
-    o.unset_env = {"DATABRICKS_CONFIG_PROFILE", "DATABRICKS_CONFIG_FILE", "DATABRICKS_CLIENT_ID",
-                   "DATABRICKS_CLIENT_SECRET", "SBX_DB"};
-    o.stdout_path = dir_ / "logs" / (log_name + ".out");
-    o.stderr_path = dir_ / "logs" / (log_name + ".err");
-    return o;
+    return harness_.ChildOptions(log_name, std::move(args));
   }
 
-  // The environment of sbxd and sbxctl: the `default` Workspace comes from it.
-  std::map<std::string, std::string> Env() const {
-    std::map<std::string, std::string> env = {{"HOME", dir_.string()}};
-    if (!databricks_url_.empty()) {
-      env["DATABRICKS_HOST"] = databricks_url_;
-      env["DATABRICKS_TOKEN"] = token_;
-      env["OPENAI_BASE_URL"] = openai_url_;
-      env["OPENAI_API_KEY"] = app_key_;
-      env["OPENAI_EXECUTOR_API_KEY"] = executor_key_;
-    }
-    return env;
-  }
-
+  // Both halves; environments report `disconnected` 1 s after the executor's socket closed.
   void StartEmulator(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--databricks-port",
-                                     "0",
-                                     "--openai-port",
-                                     "0",
-                                     "--root",
-                                     (dir_ / "emu").string(),
-                                     "--pending-delay",
-                                     "200ms",
-                                     "--stopping-delay",
-                                     "200ms",
-                                     "--disconnected-after",
-                                     "1s",
-                                     "--token",
-                                     token_,
-                                     "--openai-api-key",
-                                     app_key_,
-                                     "--openai-executor-key",
-                                     executor_key_};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto p = Process::Start(SBX_EMULATOR_PATH, Options("emulator", args));
-    ASSERT_TRUE(p.ok()) << p.status();
-    emulator_ = *std::move(p);
-    auto d = emulator_->WaitForLine(std::regex(R"(^databricks: (http://\S+))"), In(kConverge));
-    ASSERT_TRUE(d.has_value()) << "emulator did not start: " << emulator_->Stderr();
-    auto o = emulator_->WaitForLine(std::regex(R"(^openai: (http://\S+))"), In(kConverge));
-    ASSERT_TRUE(o.has_value()) << "no OpenAI half: " << emulator_->Stderr();
-    databricks_url_ = (*d)[1];
-    openai_url_ = (*o)[1];
-    dbx_ = std::make_unique<HttpTestClient>(databricks_url_);
-    dbx_->SetHeader("Authorization", "Bearer " + token_);
-    std::string root = openai_url_;
-    if (root.size() > 3 && root.compare(root.size() - 3, 3, "/v1") == 0) {
-      root.resize(root.size() - 3);
-    }
-    oai_ = std::make_unique<HttpTestClient>(root);
-    oai_->SetHeader("Authorization", "Bearer " + app_key_);
-    oai_->SetHeader("OpenAI-Beta", "agents=v1");
+    extra.insert(extra.begin(), {"--disconnected-after", "1s"});
+    const sbx::api::Status started = harness_.StartEmulator(std::move(extra), kConverge);
+    ASSERT_TRUE(started.ok()) << started;
+    dbx_ = &harness_.databricks();
+    oai_ = &harness_.openai();
   }
 
+  // Executor status checks and probes every 2 s, so that losses are noticed within seconds.
   void StartSbxd(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--db",
-                                     db_.string(),
-                                     "--resync",
-                                     "30s",
-                                     "--sweep-interval",
-                                     "1s",
-                                     "--metrics-addr",
-                                     "127.0.0.1:0",
-                                     "--lease-duration",
-                                     "3s",
-                                     "--executor-status-interval",
-                                     "2s",
-                                     "--executor-probe-interval",
-                                     "2s"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto p = Process::Start(SBXD_PATH, Options("sbxd", args));
+    extra.insert(extra.begin(),
+                 {"--executor-status-interval", "2s", "--executor-probe-interval", "2s"});
+    auto p = harness_.StartSbxd("sbxd", std::move(extra));
     ASSERT_TRUE(p.ok()) << p.status();
-    sbxd_ = *std::move(p);
+    sbxd_ = *p;
   }
 
   // Emulator (with `emulator_flags`) and sbxd.
@@ -248,25 +148,16 @@ class AgentWorkerTest : public ::testing::Test {
   }
 
   RunResult Sbxctl(std::vector<std::string> args, milliseconds timeout = milliseconds(60'000)) {
-    args.insert(args.begin(), {"--db", db_.string()});
-    return RunProcess(SBXCTL_PATH, args, dir_ / "logs", Env(), timeout);
+    return harness_.Sbxctl(std::move(args), timeout);
   }
 
   void ApplyYaml(const std::string& name, const std::string& yaml) {
-    const fs::path file = dir_ / "manifests" / (name + ".yaml");
-    WriteFile(file, yaml);
-    RunResult r = Sbxctl({"apply", "-f", file.string()});
+    RunResult r = harness_.Apply(name, yaml);
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   void Apply(const WorkerManifest& m) { ApplyYaml(m.name, m.Yaml()); }
 
-  json Get(const std::string& kind, const std::string& name) {
-    RunResult r = Sbxctl({"get", kind, name, "-o", "json"});
-    if (r.exit_code != 0) {
-      return nullptr;
-    }
-    return json::parse(r.out, nullptr, false);
-  }
+  json Get(const std::string& kind, const std::string& name) { return harness_.Get(kind, name); }
 
   // Polls the worker until `pred(worker json)`; last_ keeps the last read for messages.
   bool WaitWorker(const std::string& name, const std::function<bool(const json&)>& pred,
@@ -317,14 +208,14 @@ class AgentWorkerTest : public ::testing::Test {
     const json body = {
         {"events",
          {{{"type", "agent.session.input.message"},
-           {"input", {{{"role", "user"}, {"content", {{{"type", "input_text"}, {"text", text}}}}}}}}}}};
+           {"input",
+            {{{"role", "user"}, {"content", {{{"type", "input_text"}, {"text", text}}}}}}}}}}};
     HttpResult sent = oai_->Post("/v1/agents/sessions/" + session + "/events", body.dump());
     ASSERT_EQ(sent.status, 202) << sent.body;
     ASSERT_TRUE(PollUntil(
         [&] {
-          const json turns =
-              json::parse(oai_->Get("/v1/agents/sessions/" + session + "/turns").body, nullptr,
-                          false);
+          const json turns = json::parse(
+              oai_->Get("/v1/agents/sessions/" + session + "/turns").body, nullptr, false);
           return turns.is_object() && turns.contains("data") && !turns["data"].empty() &&
                  turns["data"][0].value("status", "") == "completed";
         },
@@ -342,14 +233,13 @@ class AgentWorkerTest : public ::testing::Test {
     return j[environment_id].value("attempts", int64_t{0});
   }
 
+  SbxdHarness harness_;
   fs::path dir_;
   fs::path db_;
   std::string token_, app_key_, executor_key_;
-  std::string databricks_url_, openai_url_;
-  std::unique_ptr<Process> emulator_;
-  std::unique_ptr<Process> sbxd_;
-  std::unique_ptr<HttpTestClient> dbx_;
-  std::unique_ptr<HttpTestClient> oai_;
+  Process* sbxd_ = nullptr;        // owned by the harness
+  HttpTestClient* dbx_ = nullptr;  // the emulator's Databricks API, with the token
+  HttpTestClient* oai_ = nullptr;  // its OpenAI API (root), with the app key
   json last_;
 };
 

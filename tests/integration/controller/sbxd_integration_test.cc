@@ -29,11 +29,13 @@
 #include "controller/store/sqlite_store.h"
 #include "tests/support/http_test_client.h"
 #include "tests/support/process.h"
+#include "tests/support/sbxd_harness.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using sbx::testing::ConditionOf;
 using sbx::testing::Deadline;
 using sbx::testing::HttpResult;
 using sbx::testing::HttpTestClient;
@@ -43,16 +45,13 @@ using sbx::testing::Process;
 using sbx::testing::ProcessOptions;
 using sbx::testing::RunProcess;
 using sbx::testing::RunResult;
+using sbx::testing::SbxdHarness;
+using sbx::testing::WriteFile;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
 constexpr milliseconds kConverge{30'000};  // create → Ready and friends, on a loaded machine
-
-void WriteFile(const fs::path& p, const std::string& content) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << content;
-}
 
 struct SandboxManifest {
   SandboxManifest(std::string n, std::string d) : name(std::move(n)), display_name(std::move(d)) {}
@@ -78,28 +77,21 @@ struct SandboxManifest {
 
 std::string SandboxId(const std::string& name) { return "default-" + name; }
 
-// (status, reason) of condition `type` in an object's JSON; ("", "") when absent.
-std::pair<std::string, std::string> ConditionOf(const json& object, const std::string& type) {
-  if (!object.contains("status") || !object["status"].contains("conditions")) {
-    return {"", ""};
-  }
-  for (const json& c : object["status"]["conditions"]) {
-    if (c.value("type", "") == type) {
-      return {c.value("status", ""), c.value("reason", "")};
-    }
-  }
-  return {"", ""};
-}
-
 class SbxdTest : public ::testing::Test {
  protected:
+  SbxdTest()
+      : harness_({.binaries = {SBXD_PATH, SBXCTL_PATH, SBX_EMULATOR_PATH},
+                  .dir_prefix = "sbxd-itest-",
+                  .token = "dapi-itest-" + std::to_string(std::random_device{}())}) {}
+
   void SetUp() override {
-    std::random_device rd;
-    dir_ = fs::temp_directory_path() / ("sbxd-itest-" + std::to_string(rd()));
-    fs::create_directories(dir_ / "logs");
-    db_ = dir_ / "state" / "sbx.db";
-    token_ = "dapi-itest-" + std::to_string(rd());
-    StartEmulator();
+    dir_ = harness_.dir();
+    db_ = harness_.db();
+    token_ = harness_.options().token;
+    const sbx::api::Status started = harness_.StartEmulator();
+    ASSERT_TRUE(started.ok()) << started;
+    url_ = harness_.databricks_url();
+    emu_ = &harness_.databricks();
     // Create the store before any test starts sbxd and sbxctl side by side: under heavy load an
     // sbxd opening a FRESH file while `sbxctl apply` creates its schema once failed at once with
     // "database … is locked by another writer" (SQLITE_BUSY without waiting the busy timeout).
@@ -108,111 +100,39 @@ class SbxdTest : public ::testing::Test {
     ASSERT_EQ(init.exit_code, 0) << init.err;
   }
 
-  void TearDown() override {
-    daemons_.clear();  // SIGKILL whatever still runs
-    if (emulator_) {
-      emulator_->Signal(SIGTERM);  // lets it kill the sandboxes' processes
-      if (!emulator_->Wait(In(milliseconds(5000)))) {
-        emulator_->Kill();
-      }
-    }
-    if (HasFailure()) {
-      std::cerr << "test directory kept for inspection: " << dir_ << "\n";
-    } else {
-      std::error_code ec;
-      fs::remove_all(dir_, ec);
-    }
-  }
+  void TearDown() override { harness_.Finish(/*keep_dir=*/HasFailure()); }
 
   ProcessOptions Options(const std::string& log_name, std::vector<std::string> args) {
-    ProcessOptions o;
-    o.args = std::move(args);
-    o.env = Env();
-    o.unset_env = {"DATABRICKS_CONFIG_PROFILE", "DATABRICKS_CONFIG_FILE", "DATABRICKS_CLIENT_ID",
-                   "DATABRICKS_CLIENT_SECRET", "SBX_DB"};
-    o.stdout_path = dir_ / "logs" / (log_name + ".out");
-    o.stderr_path = dir_ / "logs" / (log_name + ".err");
-    return o;
+    return harness_.ChildOptions(log_name, std::move(args));
   }
 
-  std::map<std::string, std::string> Env() const {
-    // HOME points into the test directory: no ~/.databrickscfg of the machine is ever read.
-    std::map<std::string, std::string> env = {
-        {"DATABRICKS_HOST", url_}, {"DATABRICKS_TOKEN", token_}, {"HOME", dir_.string()}};
-    env.insert(extra_env_.begin(), extra_env_.end());
-    return env;
-  }
-
-  void StartEmulator() {
-    auto p = Process::Start(
-        SBX_EMULATOR_PATH, Options("emulator", {"--databricks-port", "0", "--root",
-                                                (dir_ / "emu").string(), "--pending-delay", "200ms",
-                                                "--stopping-delay", "200ms", "--token", token_}));
-    ASSERT_TRUE(p.ok()) << p.status();
-    emulator_ = *std::move(p);
-    auto m = emulator_->WaitForLine(std::regex(R"(^databricks: (http://\S+))"), In(kConverge));
-    ASSERT_TRUE(m.has_value()) << "emulator did not start: " << emulator_->Stderr();
-    url_ = (*m)[1];
-    emu_ = std::make_unique<HttpTestClient>(url_);
-    emu_->SetHeader("Authorization", "Bearer " + token_);
-  }
-
-  // Starts an sbxd on this test's store. Returns it (owned by the fixture).
+  // Starts an sbxd on this test's store (4 workers, 2 s GC grace). Returns it (owned by the
+  // harness).
   Process* StartSbxd(const std::string& identity = "sbxd-a", std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--db",
-                                     db_.string(),
-                                     "--workers",
-                                     "4",
-                                     "--resync",
-                                     "30s",
-                                     "--sweep-interval",
-                                     "1s",
-                                     "--gc-grace",
-                                     "2s",
-                                     "--metrics-addr",
-                                     "127.0.0.1:0",
-                                     "--lease-duration",
-                                     "3s",
-                                     "--identity",
-                                     identity};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto p = Process::Start(SBXD_PATH, Options(identity + "-" + std::to_string(++starts_), args));
+    extra.insert(extra.begin(), {"--workers", "4", "--gc-grace", "2s", "--identity", identity});
+    auto p = harness_.StartSbxd(identity + "-" + std::to_string(++starts_), std::move(extra));
     EXPECT_TRUE(p.ok()) << p.status();
-    if (!p.ok()) {
-      return nullptr;
-    }
-    daemons_.push_back(*std::move(p));
-    return daemons_.back().get();
+    return p.ok() ? *p : nullptr;
   }
 
   // The port sbxd's health/metrics server bound (from its startup log line).
   int MetricsPort(Process& sbxd) {
-    auto m = sbxd.WaitForLine(std::regex(R"(serving health and metrics.*port=(\d+))"),
-                              In(kConverge), /*from_stderr=*/true);
-    EXPECT_TRUE(m.has_value()) << "no metrics port in sbxd's log:\n" << sbxd.Stderr();
-    return m ? std::stoi((*m)[1]) : 0;
+    const int port = SbxdHarness::MetricsPort(sbxd, kConverge);
+    EXPECT_NE(port, 0) << "no metrics port in sbxd's log:\n" << sbxd.Stderr();
+    return port;
   }
 
   RunResult Sbxctl(std::vector<std::string> args, milliseconds timeout = milliseconds(60'000)) {
-    args.insert(args.begin(), {"--db", db_.string()});
-    return RunProcess(SBXCTL_PATH, args, dir_ / "logs", Env(), timeout);
+    return harness_.Sbxctl(std::move(args), timeout);
   }
 
   void Apply(const SandboxManifest& m) {
-    const fs::path file = dir_ / "manifests" / (m.name + ".yaml");
-    WriteFile(file, m.Yaml());
-    RunResult r = Sbxctl({"apply", "-f", file.string()});
+    RunResult r = harness_.Apply(m.name, m.Yaml());
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 
   // The Sandbox object as `sbxctl get -o json` prints it; null when it does not exist.
-  json Get(const std::string& name) {
-    RunResult r = Sbxctl({"get", "sandbox", name, "-o", "json"});
-    if (r.exit_code != 0) {
-      return nullptr;
-    }
-    return json::parse(r.out, nullptr, false);
-  }
+  json Get(const std::string& name) { return harness_.Get("sandbox", name); }
 
   // True once the controller observed the current generation and `type` has `status` (and
   // `reason`, if given) and status.state is `state` (if given).
@@ -293,16 +213,14 @@ class SbxdTest : public ::testing::Test {
     }
   }
 
+  SbxdHarness harness_;
   fs::path dir_;
   fs::path db_;
   std::string token_;
-  std::string url_;
-  std::unique_ptr<Process> emulator_;
-  std::unique_ptr<HttpTestClient> emu_;
-  std::vector<std::unique_ptr<Process>> daemons_;
+  std::string url_;                // the emulator's Databricks API
+  HttpTestClient* emu_ = nullptr;  // its client, with the token
   int starts_ = 0;
   json last_;  // the last object Has() read, for failure messages
-  std::map<std::string, std::string> extra_env_;  // more environment for sbxd and sbxctl
 };
 
 // 1. create → Ready: the sandbox runs, the setup step ran inside it, `sbxctl wait` agrees, and
@@ -669,7 +587,7 @@ TEST_F(SbxdTest, ExitsCleanlyOnSigtermAndOnceReportsFailures) {
   RunResult applied = RunProcess(
       SBXCTL_PATH,
       {"--db", down_db.string(), "apply", "-f", (dir_ / "manifests" / "down.yaml").string()},
-      dir_ / "logs", Env());
+      dir_ / "logs", harness_.Env());
   ASSERT_EQ(applied.exit_code, 0) << applied.err;
   ProcessOptions down_options = Options("sbxd-once-down", {"--db", down_db.string(), "--once"});
   down_options.env["DATABRICKS_HOST"] = (*dead_url)[1];
@@ -688,7 +606,8 @@ TEST_F(SbxdTest, ExitsCleanlyOnSigtermAndOnceReportsFailures) {
   EXPECT_LE(std::chrono::steady_clock::now() - sent, milliseconds(5000));
   EXPECT_THAT(sbxd->Stderr(), HasSubstr("stopped"));
 
-  RunResult r = RunProcess(SBXD_PATH, {"--db", db_.string(), "--once"}, dir_ / "logs", Env());
+  RunResult r =
+      RunProcess(SBXD_PATH, {"--db", db_.string(), "--once"}, dir_ / "logs", harness_.Env());
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(EmuGet(SandboxId("zeta")).status, 200);
 
@@ -704,7 +623,7 @@ TEST_F(SbxdTest, ExitsCleanlyOnSigtermAndOnceReportsFailures) {
 // re-enqueue the object), no retry storm (a 401 stops every call of that workspace for a growing
 // cool-down, terminal errors back off to minutes). Measured before the fix: 145 calls in 10 s.
 TEST_F(SbxdTest, ABadTokenCostsAHandfulOfCallsNotAHotLoop) {
-  extra_env_ = {{"SBX_SECRET_BAD_TOKEN", "dapi-not-the-right-one"}};
+  harness_.SetEnv("SBX_SECRET_BAD_TOKEN", "dapi-not-the-right-one");
   const fs::path file = dir_ / "manifests" / "bad.yaml";
   std::string yaml =
       "apiVersion: sbx.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: bad\n"
@@ -746,8 +665,8 @@ TEST_F(SbxdTest, ABadTokenCostsAHandfulOfCallsNotAHotLoop) {
 // Deleting a Workspace that a Sandbox still uses waits for the Sandbox, whose finalizer then
 // deletes the cloud sandbox with the Workspace's own credentials; after that the Workspace goes.
 TEST_F(SbxdTest, WorkspaceReportsReadyAndOutlivesTheSandboxesThatUseIt) {
-  extra_env_ = {{"SBX_SECRET_GOOD_TOKEN", token_},
-                {"SBX_SECRET_BAD_TOKEN", "dapi-not-the-right-one"}};
+  harness_.SetEnv("SBX_SECRET_GOOD_TOKEN", token_);
+  harness_.SetEnv("SBX_SECRET_BAD_TOKEN", "dapi-not-the-right-one");
   const fs::path file = dir_ / "manifests" / "workspaces.yaml";
   std::string yaml;
   for (const char* name : {"good", "bad"}) {
@@ -832,7 +751,7 @@ TEST_F(SbxdTest, OnceRefusesToRunNextToALeaderAndRunsOnceItHasStopped) {
   ASSERT_TRUE(WaitRunningAndReady("solo")) << last_.dump(2);
 
   const std::vector<std::string> once = {"--db", db_.string(), "--once", "--identity", "sbxd-once"};
-  RunResult refused = RunProcess(SBXD_PATH, once, dir_ / "logs", Env());
+  RunResult refused = RunProcess(SBXD_PATH, once, dir_ / "logs", harness_.Env());
   EXPECT_EQ(refused.exit_code, 3) << refused.err;
   EXPECT_THAT(refused.err, HasSubstr("lease \"sbxd\""));
   EXPECT_THAT(refused.err, HasSubstr("held by \"sbxd-leader\""));
@@ -844,7 +763,7 @@ TEST_F(SbxdTest, OnceRefusesToRunNextToALeaderAndRunsOnceItHasStopped) {
   ASSERT_TRUE(code.has_value()) << "sbxd did not exit on SIGTERM";
   ASSERT_EQ(*code, 0) << sbxd->Stderr();
 
-  RunResult ran = RunProcess(SBXD_PATH, once, dir_ / "logs", Env());
+  RunResult ran = RunProcess(SBXD_PATH, once, dir_ / "logs", harness_.Env());
   EXPECT_EQ(ran.exit_code, 0) << ran.err;
   EXPECT_THAT(ran.err, HasSubstr("took the leader lease"));
   EXPECT_THAT(ran.err, HasSubstr("reconciled"));
@@ -927,8 +846,8 @@ TEST_F(SbxdTest, AListOutageMarksSandboxesStaleAndCountsSweepErrors) {
   const int64_t version = last_["metadata"].value("resourceVersion", int64_t{0});
   const int64_t errors = sweep_errors();
   EXPECT_GE(errors, 1);
-  ASSERT_TRUE(PollUntil([&] { return sweep_errors() >= errors + 2; }, In(kConverge),
-                        milliseconds(200)))
+  ASSERT_TRUE(
+      PollUntil([&] { return sweep_errors() >= errors + 2; }, In(kConverge), milliseconds(200)))
       << "sweeps are not retried, or not counted: " << sweep_errors();
   EXPECT_EQ(Get("steady")["metadata"].value("resourceVersion", int64_t{0}), version)
       << "a failed sweep wrote the object again";

@@ -9,11 +9,12 @@
 
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/databricks/http_sandbox_api.h"
-#include "controller/cloud/databricks/http_transport.h"
+#include "controller/cloud/http/http_transport.h"
 #include "controller/engine/token_bucket.h"
 #include "emulator/databricks/databricks_emulator.h"
 #include "emulator/internal/fault_injector.h"
 #include "tests/support/fake_clock.h"
+#include "tests/support/poll.h"
 
 namespace sbx::controller::databricks {
 namespace {
@@ -51,7 +52,7 @@ class DatabricksIntegrationTest : public ::testing::Test {
     emulator_ = std::make_unique<DatabricksEmulator>(options);
     auto port = emulator_->Start();
     ASSERT_TRUE(port.ok()) << port.status();
-    transport_ = MakeCppRestTransport();
+    transport_ = http::MakeCppRestTransport();
     pat_ = std::make_unique<PatCredentials>(kPat);
   }
   void TearDown() override {
@@ -76,21 +77,21 @@ class DatabricksIntegrationTest : public ::testing::Test {
     return it == counters.end() ? 0 : it->second;
   }
 
-  // Polls Get until the sandbox reaches `state` (deadline 10 s).
+  // Polls Get until the sandbox reaches `state` (deadline 10 s); the last answer.
   StatusOr<Sandbox> WaitFor(SandboxApi& api, const std::string& id, SandboxState state) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (true) {
-      ASSIGN_OR_RETURN(Sandbox s, api.Get(id));
-      if (s.state == state || std::chrono::steady_clock::now() > deadline) {
-        return s;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
+    StatusOr<Sandbox> last = api::InternalError("not polled");  // PollUntil asks at least once
+    testing::PollUntil(
+        [&] {
+          last = api.Get(id);
+          return !last.ok() || last->state == state;
+        },
+        testing::In(10s), 20ms);
+    return last;
   }
 
   std::string root_;
   std::unique_ptr<DatabricksEmulator> emulator_;
-  std::unique_ptr<HttpTransport> transport_;
+  std::unique_ptr<http::HttpTransport> transport_;
   std::unique_ptr<PatCredentials> pat_;
   std::vector<std::unique_ptr<TokenBucket>> buckets_;
   SystemClock system_clock_;
@@ -245,7 +246,7 @@ TEST_F(DatabricksIntegrationTest, UnavailableIsRetriedAndTheFinalErrorKeepsRetry
   auto failed = RunAdvancing(fake_clock_, [&] { return api->Get("it-503"); });
   EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(failed.status().retry_after(), std::optional<std::chrono::milliseconds>(1s));
-  EXPECT_EQ(Count("databricks.get"), RetryPolicy{}.max_attempts);
+  EXPECT_EQ(Count("databricks.get"), DefaultRetryPolicy().max_attempts);
 }
 
 TEST_F(DatabricksIntegrationTest, ExecSyncIsNotRetriedOn503) {

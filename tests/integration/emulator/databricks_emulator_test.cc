@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "tests/support/http_test_client.h"
+#include "tests/support/process.h"
 
 namespace sbx::emulator {
 namespace {
@@ -28,25 +29,13 @@ using namespace std::chrono_literals;
 
 constexpr char kToken[] = "dapi-test-token";
 
-// Polls `pred` until it holds or `timeout` passes.
+// Polls `pred` every 10 ms until it holds or `timeout` passes.
 bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 5s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
+  return sbx::testing::PollUntil(pred, sbx::testing::In(timeout), 10ms);
 }
 
 // Gone = no /proc entry, or a zombie waiting for a parent that does not reap.
-bool ProcessGone(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return true;
-  std::string line;
-  std::getline(stat, line);
-  auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
-}
+bool ProcessGone(pid_t pid) { return !sbx::testing::ProcessAlive(pid); }
 
 json Json(const HttpResult& r) {
   json j = json::parse(r.body, nullptr, false);

@@ -25,6 +25,7 @@
 #include "controller/cloud/openai/wire_format.h"
 #include "tests/support/http_test_client.h"
 #include "tests/support/poll.h"
+#include "tests/support/process.h"
 
 namespace sbx::emulator {
 namespace {
@@ -32,6 +33,7 @@ namespace {
 using nlohmann::json;
 using sbx::testing::HttpResult;
 using sbx::testing::HttpTestClient;
+using sbx::testing::ReadFile;
 using namespace std::chrono_literals;
 namespace oa = sbx::controller::openai;
 
@@ -45,13 +47,6 @@ bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds tim
 json Json(const HttpResult& r) {
   json j = json::parse(r.body, nullptr, false);
   return j.is_discarded() ? json() : j;
-}
-
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // The built `sbx-emulator executor`, as a real child process (stderr to a file).
@@ -555,8 +550,8 @@ TEST_F(OpenAiEmulatorTest, StrictDeleteRefusesRunningAndNeverRunSessionsWith409)
                        oa::EncodeInputEvents({oa::InputEvent::UserMessage("$ sleep 30")}))
                 .status,
             202);
-  ASSERT_TRUE(
-      Eventually([&] { return Json(api_->Get("/agents/sessions/" + ran))["status"] == "in_progress"; }));
+  ASSERT_TRUE(Eventually(
+      [&] { return Json(api_->Get("/agents/sessions/" + ran))["status"] == "in_progress"; }));
   HttpResult running = api_->Delete("/agents/sessions/" + ran);
   ExpectError(running, 409, "conflict_error");
   EXPECT_NE(Json(running)["error"]["message"].get<std::string>().find("running turn"),
@@ -584,8 +579,8 @@ TEST_F(OpenAiEmulatorTest, LenientDeleteRemovesNeverRunAndRunningSessions) {
                        oa::EncodeInputEvents({oa::InputEvent::UserMessage("$ sleep 30")}))
                 .status,
             202);
-  ASSERT_TRUE(
-      Eventually([&] { return Json(api_->Get("/agents/sessions/" + ran))["status"] == "in_progress"; }));
+  ASSERT_TRUE(Eventually(
+      [&] { return Json(api_->Get("/agents/sessions/" + ran))["status"] == "in_progress"; }));
   EXPECT_EQ(api_->Delete("/agents/sessions/" + ran).status, 200);
   EXPECT_EQ(api_->Get("/agents/sessions/" + ran).status, 404);
 }

@@ -67,8 +67,8 @@ class OpenAiIntegrationTest : public ::testing::Test {
     server_ = std::make_unique<HttpServer>([this](HttpExchange& ex) { Dispatch(ex); });
     auto port = server_->Start("127.0.0.1", 0);
     ASSERT_TRUE(port.ok()) << port.status();
-    transport_ = databricks::MakeCppRestTransport();
-    streaming_ = MakeCppRestStreamingTransport();
+    transport_ = http::MakeCppRestTransport();
+    streaming_ = http::MakeCppRestStreamingTransport();
     api_ = std::make_unique<HttpAgentsApi>(
         HttpAgentsApiOptions{.base_url = "http://127.0.0.1:" + std::to_string(*port) + "/v1",
                              .request_timeout = 5s,
@@ -123,8 +123,8 @@ class OpenAiIntegrationTest : public ::testing::Test {
   SystemClock clock_;
   TokenBucket bucket_{clock_, 0, 1};
   std::unique_ptr<HttpServer> server_;
-  std::unique_ptr<databricks::HttpTransport> transport_;
-  std::unique_ptr<StreamingTransport> streaming_;
+  std::unique_ptr<http::HttpTransport> transport_;
+  std::unique_ptr<http::StreamingTransport> streaming_;
   std::unique_ptr<HttpAgentsApi> api_;
 
   std::mutex mu_;
@@ -359,8 +359,9 @@ TEST_F(OpenAiIntegrationTest, ConnectionRefusedIsUnavailable) {
   const int port = server_->port();
   server_->Stop();
   HttpAgentsApi api(
-      HttpAgentsApiOptions{.base_url = "http://127.0.0.1:" + std::to_string(port) + "/v1",
-                           .retry = RetryPolicy{.max_attempts = 2, .backoff = {10ms, 10ms, 0.0}}},
+      HttpAgentsApiOptions{
+          .base_url = "http://127.0.0.1:" + std::to_string(port) + "/v1",
+          .retry = http::RetryPolicy{.max_attempts = 2, .backoff = {10ms, 10ms, 0.0}}},
       kKey, bucket_, clock_, *transport_, *streaming_);
   EXPECT_EQ(api.GetSession("sess_1").status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(api.StreamEvents("sess_1", [](const SessionEvent&) { return true; }).code(),

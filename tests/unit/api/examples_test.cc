@@ -10,6 +10,7 @@
 
 #include "api/codec.h"
 #include "api/defaults.h"
+#include "api/text.h"
 #include "api/validation.h"
 
 namespace sbx::api {
@@ -22,14 +23,6 @@ std::string ReadFile(const fs::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return out;
 }
 
 TEST(ExamplesTest, EveryExampleDecodesDefaultsAndValidates) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "api/codec.h"
+#include "api/text.h"
 #include "tests/unit/api/test_objects.h"
 
 namespace sbx::api {
@@ -107,10 +108,7 @@ TEST_P(SchemaTest, PropertiesMatchTheCodec) {
                                             : test_objects::FullWorker();
   FillSecrets(o);
   o.metadata = test_objects::FullSandbox().metadata;  // every metadata field set
-  std::string kind(KindName(GetParam()));
-  for (char& c : kind) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
+  const std::string kind = Lower(KindName(GetParam()));
   const json schema = LoadSchema(kind);
   EXPECT_EQ(schema["properties"]["kind"]["const"], std::string(KindName(GetParam())));
   EXPECT_EQ(schema["properties"]["apiVersion"]["const"], std::string(kApiVersion));
@@ -124,10 +122,7 @@ TEST_P(SchemaTest, PropertiesMatchTheCodec) {
 }
 
 TEST_P(SchemaTest, EnumValuesDecode) {
-  std::string kind(KindName(GetParam()));
-  for (char& c : kind) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
+  const std::string kind = Lower(KindName(GetParam()));
   const json schema = LoadSchema(kind);
   std::set<std::string> paths;
   std::map<std::string, json> enums;

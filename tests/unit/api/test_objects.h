@@ -76,7 +76,14 @@ inline Object FullWorker() {
   st.remote_url = "wss://x";
   st.agent_hash = "0123456789abcdef";
   st.workspace_directory = "/home/sandbox-agent/repo";
-  st.executor = {1234, "2024-01-02T03:04:05Z", 2, "IPNotAuthorized", "fedcba9876543210"};
+  st.executor.pid = 1234;
+  st.executor.launched_at = "2024-01-02T03:04:05Z";
+  st.executor.restarts = 2;
+  st.executor.last_exit_reason = "IPNotAuthorized";
+  st.executor.spec_hash = "fedcba9876543210";
+  st.executor.last_probe_at = "2024-01-02T03:05:05Z";
+  st.executor.probed_boot_id = "boot-1";
+  st.executor.next_launch_after = "2024-01-02T03:14:05Z";
   st.environment_status = "connected";
   return o;
 }

@@ -16,24 +16,24 @@ namespace {
 // Records every request and answers 404: building clients is offline, so a test that expects no
 // request checks that none was recorded, and one that makes a call sees where it went and with
 // which Authorization header.
-class RecordingTransport final : public databricks::HttpTransport {
+class RecordingTransport final : public http::HttpTransport {
  public:
-  databricks::HttpResult Send(const databricks::HttpRequest& request, std::stop_token) override {
+  http::HttpResult Send(const http::HttpRequest& request, std::stop_token) override {
     std::lock_guard lock(mu_);
     requests_.push_back(request);
-    databricks::HttpResult r;
+    http::HttpResult r;
     r.response.status = 404;
     r.response.body = R"({"error_code":"NOT_FOUND","message":"no such sandbox"})";
     return r;
   }
-  std::vector<databricks::HttpRequest> requests() {
+  std::vector<http::HttpRequest> requests() {
     std::lock_guard lock(mu_);
     return requests_;
   }
   // Every "url Authorization" pair sent so far.
   std::vector<std::string> Sent() {
     std::vector<std::string> out;
-    for (const databricks::HttpRequest& r : requests()) {
+    for (const http::HttpRequest& r : requests()) {
       std::string auth;
       for (const auto& [name, value] : r.headers) {
         if (name == "Authorization") {
@@ -47,15 +47,15 @@ class RecordingTransport final : public databricks::HttpTransport {
 
  private:
   std::mutex mu_;
-  std::vector<databricks::HttpRequest> requests_;  // Guarded by mu_.
+  std::vector<http::HttpRequest> requests_;  // Guarded by mu_.
 };
 
-class NoStreaming final : public openai::StreamingTransport {
+class NoStreaming final : public http::StreamingTransport {
  public:
-  databricks::HttpResult Stream(const databricks::HttpRequest& request,
-                                const openai::StreamHandlers&, std::stop_token) override {
+  http::HttpResult Stream(const http::HttpRequest& request, const http::StreamHandlers&,
+                          std::stop_token) override {
     ADD_FAILURE() << "unexpected stream from " << request.url;
-    databricks::HttpResult r;
+    http::HttpResult r;
     r.status = api::UnavailableError("no network in this test");
     return r;
   }

@@ -247,7 +247,7 @@ class AgentWorkerReconcilerTest : public ::testing::Test {
   }
   // Reconciles once the executor had its time to connect (then a probe looks inside).
   api::StatusOr<ReconcileResult> ReconcileAfterConnectGrace(const std::string& name = "w") {
-    clock_.Advance(AgentWorkerReconcilerOptions{}.connect_grace + 1s);
+    clock_.Advance(ExecutorScheduleOptions{}.connect_grace + 1s);
     return Reconcile(name);
   }
 
@@ -562,7 +562,7 @@ TEST_F(AgentWorkerReconcilerTest, ATransientObservationErrorDoesNotFlipReady) {
   const AgentWorkerReconcilerOptions options;
   for (int failure = 1; failure <= options.failure_threshold; ++failure) {
     clouds_.agents().FailNext("environment", api::UnavailableError("HTTP 503 (request_id r1)"));
-    clock_.Advance(options.status_interval);
+    clock_.Advance(options.schedule.status_interval);
     EXPECT_FALSE(Reconcile().ok());
     EXPECT_EQ(Cond("Synced").reason, "Unavailable");
     EXPECT_EQ(Cond("Synced").message.find("request_id"), std::string::npos);
@@ -573,7 +573,7 @@ TEST_F(AgentWorkerReconcilerTest, ATransientObservationErrorDoesNotFlipReady) {
         << "after " << failure << " failures";
   }
   EXPECT_EQ(Cond("Ready").reason, "Unavailable");
-  clock_.Advance(options.status_interval);
+  clock_.Advance(options.schedule.status_interval);
   ASSERT_TRUE(Reconcile().ok());
   EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
   EXPECT_EQ(Cond("Synced").status, ConditionStatus::kTrue);
@@ -586,7 +586,7 @@ TEST_F(AgentWorkerReconcilerTest, ATransientObservationErrorDoesNotFlipReady) {
                      sb.metadata.generation},
                     "t9");
   ASSERT_TRUE(store_->UpdateStatus(sb).ok());
-  clock_.Advance(options.status_interval);
+  clock_.Advance(options.schedule.status_interval);
   ASSERT_TRUE(Reconcile().ok());
   EXPECT_EQ(Cond("Synced").reason, "Unavailable");
   EXPECT_NE(Cond("Synced").message.find("LIST sweeps fail"), std::string::npos);
@@ -912,6 +912,72 @@ TEST_F(AgentWorkerReconcilerTest, ANewWorkspaceDirectoryReplacesTheSession) {
 }
 
 #undef SBX_CONNECTED_WORKER
+
+}  // namespace
+}  // namespace sbx::controller
+
+namespace sbx::controller {
+namespace {
+
+// What the reconciler must remember across reconciles lives in status: a restarted sbxd (a new
+// reconciler on the same store) neither launches nor probes before the schedule says so.
+TEST_F(AgentWorkerReconcilerTest, ARestartKeepsTheScheduleOfARunningExecutor) {
+  ASSERT_NO_FATAL_FAILURE(StartRunningWorker());
+  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
+  clock_.Advance(5s);
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  const api::ExecutorStatus before = Worker().agent_worker_status().executor;
+  EXPECT_FALSE(before.last_probe_at.empty());
+  EXPECT_EQ(before.probed_boot_id, "boot-1");
+  const size_t execs = clouds_.api().execs().size();
+
+  reconciler_ = std::make_unique<AgentWorkerReconciler>(
+      *store_, clouds_, clock_, &deps_,
+      AgentWorkerReconcilerOptions{.boot_marker = sandbox_->boot_marker()});
+  const int env_gets = clouds_.agents().Calls("environment");
+  auto r = Reconcile();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(clouds_.api().execs().size(), execs);  // no launch, no probe
+  EXPECT_EQ(clouds_.agents().Calls("environment"), env_gets + 1);  // the lost cache: one GET
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Worker().agent_worker_status().executor, before);
+
+  // The probe comes when the recorded last probe is probe_interval old, not earlier.
+  clock_.Advance(4min);
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.api().execs().size(), execs);
+  clock_.Advance(1min + 1s);
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.api().execs().size(), execs + 1);
+  EXPECT_EQ(Launches(), 1);
+}
+
+TEST_F(AgentWorkerReconcilerTest, ARestartKeepsTheCrashLoopDelay) {
+  sandbox_->SetCodex("echo 'Error: IP is not authorized' >&2; exit 1");
+  MakeSandbox("box", true);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  WaitForExit();
+  ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
+  ASSERT_EQ(Cond("ExecutorRunning").reason, "IPNotAuthorized");
+  EXPECT_FALSE(Worker().agent_worker_status().executor.next_launch_after.empty());
+  ASSERT_EQ(Launches(), 1);
+
+  for (int i = 0; i < 3; ++i) {
+    reconciler_ = std::make_unique<AgentWorkerReconciler>(
+        *store_, clouds_, clock_, &deps_,
+        AgentWorkerReconcilerOptions{.boot_marker = sandbox_->boot_marker()});
+    clock_.Advance(1min);
+    ASSERT_TRUE(Reconcile().ok());
+  }
+  EXPECT_EQ(Launches(), 1);  // auth_backoff (10 min) holds across restarts
+  EXPECT_EQ(Cond("ExecutorRunning").reason, "IPNotAuthorized");
+  clock_.Advance(8min);
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Launches(), 2);
+  EXPECT_TRUE(Worker().agent_worker_status().executor.next_launch_after.empty());
+}
 
 }  // namespace
 }  // namespace sbx::controller

@@ -8,11 +8,11 @@
 namespace sbx::controller {
 namespace {
 
-using databricks::HttpRequest;
-using databricks::HttpResult;
+using http::HttpRequest;
+using http::HttpResult;
 
 // Answers with a fixed status, or a transport error; records what it was sent.
-class ScriptedTransport final : public databricks::HttpTransport {
+class ScriptedTransport final : public http::HttpTransport {
  public:
   HttpResult Send(const HttpRequest& request, std::stop_token) override {
     std::lock_guard lock(mu_);
@@ -77,18 +77,11 @@ TEST(CountingTransportTest, NormalisesIdsInPathTemplates) {
   EXPECT_EQ(label("GET", "https://h"), "GET /");
 }
 
-// One transport serves both clients in sbxd: the api label tells them apart by path.
-TEST(CountingTransportTest, LabelsOpenAiAndDatabricksCallsApart) {
-  EXPECT_EQ(CountingTransport::ApiOf("https://api.openai.com/v1/agents/sessions"), "openai");
-  EXPECT_EQ(CountingTransport::ApiOf("http://127.0.0.1:9/v1/agents/environments/e1"), "openai");
-  EXPECT_EQ(CountingTransport::ApiOf("https://h/api/2.0/sandboxes?page_size=100"), "databricks");
-  EXPECT_EQ(CountingTransport::ApiOf("https://h/oidc/v1/token"), "databricks");
-}
-
 TEST(CountingTransportTest, CountsByEndpointAndStatusAndForwardsUnchanged) {
   ScriptedTransport inner;
   Metrics metrics;
-  CountingTransport counting(inner, metrics);
+  // The api label is whatever the injected function says (sbxd: CloudApiOf).
+  CountingTransport counting(inner, metrics, [](std::string_view) { return "databricks"; });
 
   HttpRequest get{.method = "GET", .url = "https://h/api/2.0/sandboxes/a"};
   HttpRequest get_b{.method = "GET", .url = "https://h/api/2.0/sandboxes/b"};

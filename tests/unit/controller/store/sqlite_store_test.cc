@@ -154,6 +154,32 @@ TEST_F(SqliteStoreTest, IgnoresServerSetMetadataAndStatusInManifests) {
   EXPECT_EQ(stored.sandbox_status().state, "");
 }
 
+TEST_F(SqliteStoreTest, RequiredResourceVersionRefusesAChangeMadeSinceItWasRead) {
+  MustApply({Sandbox("a")});
+  Object read = MustGet(Key("a"));           // as `sbxctl edit` reads it
+  MustApply({Sandbox("a", "python:3.13")});  // someone else changes it meanwhile
+  const int64_t before = Revision();
+
+  ApplyOptions cas;
+  cas.require_resource_version = true;
+  read.sandbox_spec().image = "python:3.14";
+  auto stale = store_->Apply({read}, cas);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.status().code(), StatusCode::kAborted);
+  EXPECT_EQ(MustGet(Key("a")).sandbox_spec().image, "python:3.13");
+  EXPECT_EQ(Revision(), before);
+
+  Object fresh = MustGet(Key("a"));
+  fresh.sandbox_spec().image = "python:3.14";
+  auto results = MustApply({fresh}, cas);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].action, ApplyAction::kConfigured);
+  EXPECT_EQ(results[0].object.metadata.generation, 3);
+
+  auto gone = store_->Apply({Sandbox("never-stored")}, cas);
+  EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(SqliteStoreTest, DuplicateKeyInOneApplyIsInvalidArgumentNamingIt) {
   auto results = store_->Apply({Sandbox("a"), Sandbox("b"), Sandbox("a", "other")}, {});
   ASSERT_FALSE(results.ok());

@@ -8,15 +8,17 @@
 #include <map>
 
 #include "tests/support/fake_clock.h"
-#include "tests/unit/controller/cloud/databricks/fake_transport.h"
+#include "tests/unit/controller/cloud/http/fake_transport.h"
 
 namespace sbx::controller::databricks {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::FakeTransport;
-using testing::HeaderOf;
-using testing::Reply;
+using http::HttpRequest;
+using http::HttpResult;
+using http::testing::FakeTransport;
+using http::testing::HeaderOf;
+using http::testing::Reply;
 
 class ConfigTest : public ::testing::Test {
  protected:

@@ -6,6 +6,7 @@ namespace sbx::controller::databricks {
 namespace {
 
 using api::StatusCode;
+using std::chrono::milliseconds;
 using namespace std::chrono_literals;
 
 TEST(HttpErrorsTest, StatusDecidesWhenErrorCodeIsNotInTheTable) {
@@ -93,23 +94,100 @@ TEST(HttpErrorsTest, GarbageBodyGivesAShortExcerpt) {
   EXPECT_NE(s.message().find("{not json"), std::string::npos);
 }
 
-TEST(HttpErrorsTest, RetryAfterSeconds) {
-  const auto now = std::chrono::system_clock::now();
-  EXPECT_EQ(ParseRetryAfter("3", now), 3000ms);
-  EXPECT_EQ(ParseRetryAfter(" 0 ", now), 0ms);
-  EXPECT_EQ(ParseRetryAfter("1.5", now), 1500ms);
-  EXPECT_FALSE(ParseRetryAfter("", now).has_value());
-  EXPECT_FALSE(ParseRetryAfter("soon", now).has_value());
-  EXPECT_FALSE(ParseRetryAfter("-1", now).has_value());
-  EXPECT_FALSE(ParseRetryAfter("3s", now).has_value());
+http::AttemptFailure Http(int status, StatusCode code) {
+  return http::AttemptFailure{api::Status(code, "x"), status, true};
 }
 
-TEST(HttpErrorsTest, RetryAfterHttpDate) {
-  // 2026-09-01T12:00:00Z
-  const auto now = std::chrono::system_clock::time_point(std::chrono::seconds(1788264000));
-  EXPECT_EQ(ParseRetryAfter("Tue, 01 Sep 2026 12:00:07 GMT", now), 7000ms);
-  EXPECT_EQ(ParseRetryAfter("Tue, 01 Sep 2026 11:00:00 GMT", now), 0ms);
-  EXPECT_FALSE(ParseRetryAfter("Tue, 01 Sep 2026 12:00:07 PST", now).has_value());
+// The shared retry decision under this API's table, with the Backoff's jitter pinned.
+std::optional<std::chrono::milliseconds> Decide(const http::RetryPolicy& p,
+                                                http::Idempotency idempotency,
+                                                const http::AttemptFailure& f, int attempts,
+                                                std::chrono::milliseconds elapsed, double jitter) {
+  const Backoff backoff(p.backoff, [jitter] { return jitter; });
+  return http::NextRetryDelay(p, ErrorTable{}, idempotency, f, attempts, elapsed, backoff);
+}
+std::optional<std::chrono::milliseconds> Next(const http::AttemptFailure& f, int attempts,
+                                              std::chrono::milliseconds elapsed, double jitter,
+                                              const http::RetryPolicy& p = DefaultRetryPolicy()) {
+  return Decide(p, http::Idempotency::kIdempotent, f, attempts, elapsed, jitter);
+}
+
+TEST(RetryTableTest, BackoffDoublesFromAQuarterToHalfASecondAndCapsAtTen) {
+  // The engine's Backoff under DefaultRetryPolicy: at jitter 1 the upper end, at 0 the lower.
+  EXPECT_EQ(Next(Http(503, StatusCode::kUnavailable), 1, 0ms, 1.0), 500ms);
+  EXPECT_EQ(Next(Http(503, StatusCode::kUnavailable), 2, 0ms, 1.0), 1000ms);
+  EXPECT_EQ(Next(Http(503, StatusCode::kUnavailable), 3, 0ms, 1.0), 2000ms);
+  http::RetryPolicy many = DefaultRetryPolicy();
+  many.max_attempts = 50;
+  many.budget = 1h;
+  EXPECT_EQ(Next(Http(503, StatusCode::kUnavailable), 6, 0ms, 1.0, many), 10000ms);
+  EXPECT_EQ(Next(Http(503, StatusCode::kUnavailable), 40, 0ms, 1.0, many), 10000ms);
+  // Jitter spreads each step over [base/2, base].
+  EXPECT_EQ(Next(Http(503, StatusCode::kUnavailable), 1, 0ms, 0.0), 250ms);
+  EXPECT_EQ(Next(Http(503, StatusCode::kUnavailable), 2, 0ms, 0.5), 750ms);
+}
+
+TEST(RetryTableTest, IdempotentCallsRetry429And503AndConnectionFailures) {
+  http::RetryPolicy p = DefaultRetryPolicy();
+  EXPECT_TRUE(Decide(p, http::Idempotency::kIdempotent, Http(429, StatusCode::kResourceExhausted),
+                     1, 0ms, 0.5));
+  EXPECT_TRUE(
+      Decide(p, http::Idempotency::kIdempotent, Http(503, StatusCode::kUnavailable), 1, 0ms, 0.5));
+  EXPECT_TRUE(
+      Decide(p, http::Idempotency::kIdempotent, Http(0, StatusCode::kUnavailable), 1, 0ms, 0.5));
+  EXPECT_TRUE(Decide(p, http::Idempotency::kIdempotent, Http(0, StatusCode::kDeadlineExceeded), 1,
+                     0ms, 0.5));
+}
+
+TEST(RetryTableTest, OtherErrorsAreNotRetried) {
+  http::RetryPolicy p = DefaultRetryPolicy();
+  for (auto [http, code] :
+       {std::pair{400, StatusCode::kInvalidArgument}, std::pair{404, StatusCode::kNotFound},
+        std::pair{409, StatusCode::kAlreadyExists}, std::pair{500, StatusCode::kInternal},
+        std::pair{504, StatusCode::kDeadlineExceeded}}) {
+    EXPECT_FALSE(Decide(p, http::Idempotency::kIdempotent, Http(http, code), 1, 0ms, 0.5)) << http;
+  }
+  EXPECT_FALSE(
+      Decide(p, http::Idempotency::kIdempotent, Http(0, StatusCode::kCancelled), 1, 0ms, 0.5));
+}
+
+TEST(RetryTableTest, NonIdempotentOnlyRetriesWhatNeverLeft) {
+  http::RetryPolicy p = DefaultRetryPolicy();
+  EXPECT_FALSE(Decide(p, http::Idempotency::kNotIdempotent, Http(503, StatusCode::kUnavailable), 1,
+                      0ms, 0.5));
+  EXPECT_FALSE(Decide(p, http::Idempotency::kNotIdempotent,
+                      Http(429, StatusCode::kResourceExhausted), 1, 0ms, 0.5));
+  EXPECT_FALSE(
+      Decide(p, http::Idempotency::kNotIdempotent, Http(0, StatusCode::kUnavailable), 1, 0ms, 0.5));
+  EXPECT_FALSE(Decide(p, http::Idempotency::kNotIdempotent, Http(0, StatusCode::kDeadlineExceeded),
+                      1, 0ms, 0.5));
+  http::AttemptFailure refused{api::UnavailableError("connection refused"), 0, false};
+  EXPECT_TRUE(Decide(p, http::Idempotency::kNotIdempotent, refused, 1, 0ms, 0.5));
+}
+
+TEST(RetryTableTest, RetryAfterIsHonouredWithSmallJitter) {
+  http::RetryPolicy p = DefaultRetryPolicy();
+  http::AttemptFailure f = Http(429, StatusCode::kResourceExhausted);
+  f.status = f.status.WithRetryAfter(3s);
+  EXPECT_EQ(Decide(p, http::Idempotency::kIdempotent, f, 1, 0ms, 0.0), 3000ms);
+  EXPECT_EQ(Decide(p, http::Idempotency::kIdempotent, f, 1, 0ms, 1.0), 3250ms);
+}
+
+TEST(RetryTableTest, LongRetryAfterIsLeftToTheCaller) {
+  http::RetryPolicy p = DefaultRetryPolicy();
+  http::AttemptFailure f = Http(429, StatusCode::kResourceExhausted);
+  f.status = f.status.WithRetryAfter(120s);
+  EXPECT_FALSE(Decide(p, http::Idempotency::kIdempotent, f, 1, 0ms, 0.5));
+}
+
+TEST(RetryTableTest, AttemptsAndBudgetAreBounded) {
+  http::RetryPolicy p = DefaultRetryPolicy();
+  p.max_attempts = 3;
+  p.budget = 5s;
+  const http::AttemptFailure f = Http(503, StatusCode::kUnavailable);
+  EXPECT_TRUE(Decide(p, http::Idempotency::kIdempotent, f, 2, 0ms, 0.5));
+  EXPECT_FALSE(Decide(p, http::Idempotency::kIdempotent, f, 3, 0ms, 0.5));
+  EXPECT_FALSE(Decide(p, http::Idempotency::kIdempotent, f, 1, 4900ms, 0.5));
 }
 
 }  // namespace

@@ -6,17 +6,20 @@
 #include <future>
 #include <thread>
 
+#include "controller/cloud/http/wire_text.h"
 #include "tests/support/fake_clock.h"
-#include "tests/unit/controller/cloud/databricks/fake_transport.h"
+#include "tests/unit/controller/cloud/http/fake_transport.h"
 
 namespace sbx::controller::databricks {
 namespace {
 
 using namespace std::chrono_literals;
 using api::StatusCode;
-using testing::FakeTransport;
-using testing::HeaderOf;
-using testing::Reply;
+using http::HttpRequest;
+using http::HttpResult;
+using http::testing::FakeTransport;
+using http::testing::HeaderOf;
+using http::testing::Reply;
 
 constexpr char kToken[] = "dapi-super-secret-token";
 constexpr char kSandboxJson[] =
@@ -70,8 +73,8 @@ TEST_F(HttpSandboxApiTest, SendsTheStandardHeaders) {
   EXPECT_EQ(get.url, "https://ws.example.com/api/2.0/sandboxes/a");
   EXPECT_EQ(HeaderOf(get, "Authorization"), std::string("Bearer ") + kToken);
   EXPECT_EQ(HeaderOf(get, "Accept"), "application/json");
-  EXPECT_EQ(HeaderOf(get, "User-Agent"), "sbx/" + std::string(UserAgent().substr(4)));
-  EXPECT_TRUE(UserAgent().starts_with("sbx/"));
+  EXPECT_EQ(HeaderOf(get, "User-Agent"), "sbx/" + std::string(http::UserAgent().substr(4)));
+  EXPECT_TRUE(http::UserAgent().starts_with("sbx/"));
   EXPECT_EQ(HeaderOf(get, "Content-Type"), "<absent>");
   EXPECT_EQ(HeaderOf(get, "X-Databricks-Workspace-Id"), "<absent>");
   EXPECT_FALSE(get.body.has_value());
@@ -200,7 +203,7 @@ TEST_F(HttpSandboxApiTest, FinalErrorKeepsRetryAfter) {
   auto s = RunAdvancing(clock_, [&] { return api->Get("a"); });
   EXPECT_EQ(s.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(s.status().retry_after(), std::optional<std::chrono::milliseconds>(1s));
-  EXPECT_EQ(calls.load(), RetryPolicy{}.max_attempts);
+  EXPECT_EQ(calls.load(), DefaultRetryPolicy().max_attempts);
 }
 
 TEST_F(HttpSandboxApiTest, ExecSyncIsNotRetriedOnceSent) {

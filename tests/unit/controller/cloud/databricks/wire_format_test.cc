@@ -184,12 +184,5 @@ TEST(WireFormatTest, ExecRequestCarriesArgsEnvsAndTimeout) {
   EXPECT_NO_THROW((void)EncodeExecRequest(r));
 }
 
-TEST(WireFormatTest, UrlEscapeKeepsUnreservedOnly) {
-  EXPECT_EQ(UrlEscape("dev-a_1.x~"), "dev-a_1.x~");
-  EXPECT_EQ(UrlEscape("a/b?c#d e"), "a%2Fb%3Fc%23d%20e");
-  EXPECT_EQ(UrlEscape("display_name,spec.compute.inactivity_timeout"),
-            "display_name%2Cspec.compute.inactivity_timeout");
-}
-
 }  // namespace
 }  // namespace sbx::controller::databricks

@@ -7,13 +7,16 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "tests/unit/controller/cloud/http/fake_transport.h"
+
 namespace sbx::controller::openai {
 namespace {
 
 using api::StatusCode;
-using databricks::HttpRequest;
-using databricks::HttpResponse;
-using databricks::HttpResult;
+using http::HttpRequest;
+using http::HttpResponse;
+using http::HttpResult;
+using http::StreamHandlers;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
@@ -56,7 +59,7 @@ HttpResult TransportError(StatusCode code, bool maybe_sent) {
   return r;
 }
 
-class ScriptedTransport final : public databricks::HttpTransport {
+class ScriptedTransport final : public http::HttpTransport {
  public:
   HttpResult Send(const HttpRequest& request, std::stop_token) override {
     std::lock_guard lock(mu);
@@ -74,7 +77,7 @@ class ScriptedTransport final : public databricks::HttpTransport {
 };
 
 // Streams scripted chunks through the handlers, or answers with a scripted error reply.
-class ScriptedStreaming final : public StreamingTransport {
+class ScriptedStreaming final : public http::StreamingTransport {
  public:
   HttpResult Stream(const HttpRequest& request, const StreamHandlers& handlers,
                     std::stop_token) override {
@@ -376,6 +379,145 @@ TEST_F(HttpAgentsApiTest, CancelledBeforeStartSendsNothing) {
             StatusCode::kCancelled);
   EXPECT_TRUE(transport_.requests.empty());
   EXPECT_TRUE(streaming_.requests.empty());
+}
+
+TEST_F(HttpAgentsApiTest, SendEventsTakes202WithEmptyBodyAsAcceptedAndKeepsTheKeyOnARetry) {
+  // A recording transport: the first attempt never left (connect refused), the second is
+  // accepted with 202 and no body. Both carry the same Idempotency-Key, so a service that saw
+  // the first would dedupe the second.
+  int attempt = 0;
+  http::testing::FakeTransport recording([&](const HttpRequest&, std::stop_token) {
+    return ++attempt == 1 ? TransportError(StatusCode::kUnavailable, /*maybe_sent=*/false)
+                          : http::testing::Reply(202, "");
+  });
+  HttpAgentsApi api(
+      HttpAgentsApiOptions{.base_url = "http://127.0.0.1:1/v1", .jitter = [] { return 0.5; }}, kKey,
+      bucket_, clock_, recording, streaming_);
+  ASSERT_TRUE(api.SendEvents("sess_1", {InputEvent::UserMessage("$ ls")}, "task-uid-1").ok());
+  const std::vector<HttpRequest> sent = recording.requests();
+  ASSERT_EQ(sent.size(), 2u);
+  for (const HttpRequest& r : sent) {
+    EXPECT_EQ(http::testing::HeaderOf(r, "Idempotency-Key"), "task-uid-1");
+    EXPECT_EQ(http::testing::HeaderOf(r, "OpenAI-Beta"), "agents=v1");
+    EXPECT_EQ(r.method, "POST");
+  }
+  // Existing callers pass no key: no header at all (not an empty one).
+  ASSERT_TRUE(api.SendEvents("sess_1", {InputEvent::Cancel()}).ok());
+  EXPECT_EQ(http::testing::HeaderOf(recording.requests().back(), "Idempotency-Key"), "<absent>");
+}
+
+TEST_F(HttpAgentsApiTest, SendEventsIsNotRetriedOnceSentEvenWithAKey) {
+  transport_.replies.push_back(TransportError(StatusCode::kUnavailable, /*maybe_sent=*/true));
+  EXPECT_EQ(api_.SendEvents("sess_1", {InputEvent::UserMessage("go")}, "k").code(),
+            StatusCode::kUnavailable);
+  EXPECT_EQ(transport_.requests.size(), 1u);
+}
+
+constexpr char kTurnPage[] = R"({"object":"list","data":[
+    {"id":"turn_2","object":"agent.session.turn","session_id":"sess_1","agent_id":null,
+     "subagent_id":null,"status":"completed","created_at":2,"started_at":2,"completed_at":3,
+     "error":null,"usage":null}],
+    "has_more":false,"first_id":"turn_2","last_id":"turn_2"})";
+
+TEST_F(HttpAgentsApiTest, ListTurnsSendsCursorParamsAndDecodesThePage) {
+  transport_.replies.push_back(Reply(200, kTurnPage));
+  auto page = api_.ListTurns("sess_1", {.limit = 1, .after = "turn_3", .order = ListOrder::kDesc});
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->data.size(), 1u);
+  EXPECT_EQ(page->data[0].id, "turn_2");
+  EXPECT_EQ(page->data[0].status, TurnStatus::kCompleted);
+  const HttpRequest& r = transport_.requests[0];
+  EXPECT_EQ(r.method, "GET");
+  EXPECT_EQ(r.url,
+            "http://127.0.0.1:1/v1/agents/sessions/sess_1/turns?limit=1&after=turn_3&order=desc");
+  EXPECT_EQ(Header(r, "OpenAI-Beta"), "agents=v1");
+}
+
+TEST_F(HttpAgentsApiTest, ListLimitsOutsideOneToHundredAreRejectedBeforeSending) {
+  EXPECT_EQ(api_.ListTurns("sess_1", {.limit = 101}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(api_.ListItems("sess_1", {.limit = -1}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(api_.ListTurnItems("sess_1", "turn_1", {.limit = 1000}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(api_.GetTurn("sess_1", "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(api_.ListTurns("", {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(transport_.requests.empty());
+}
+
+TEST_F(HttpAgentsApiTest, GetTurnEscapesIdsAndMaps404) {
+  transport_.replies.push_back(Reply(404, R"({"error":{"message":"Turn not found",
+      "type":"not_found_error","param":null,"code":"not_found_error"}})"));
+  const auto turn = api_.GetTurn("sess_1", "turn/1");
+  EXPECT_EQ(turn.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(transport_.requests[0].url,
+            "http://127.0.0.1:1/v1/agents/sessions/sess_1/turns/turn%2F1");
+  transport_.replies.push_back(Reply(200, R"({"id":"turn_1","session_id":"sess_1",
+      "subagent_id":null,"status":"in_progress","created_at":1})"));
+  const auto ok = api_.GetTurn("sess_1", "turn_1");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->status, TurnStatus::kInProgress);
+}
+
+TEST_F(HttpAgentsApiTest, ListsTurnItemsAndSessionItems) {
+  transport_.replies.push_back(Reply(200, R"({"object":"list","data":[
+      {"id":"cmd_1","type":"command_execution","command":"ls","exit_code":0,"output":"a\n",
+       "status":"completed","turn_id":"turn_1"},
+      {"id":"fc_1","type":"function_call","status":"completed"}],
+      "has_more":false,"first_id":"cmd_1","last_id":"fc_1"})"));
+  auto items = api_.ListTurnItems("sess_1", "turn_1", {.order = ListOrder::kAsc});
+  ASSERT_TRUE(items.ok()) << items.status();
+  ASSERT_EQ(items->data.size(), 2u);
+  EXPECT_EQ(items->data[0].output, "a\n");
+  EXPECT_EQ(items->data[1].type, ItemType::kOther);
+  EXPECT_EQ(transport_.requests[0].url,
+            "http://127.0.0.1:1/v1/agents/sessions/sess_1/turns/turn_1/items?order=asc");
+  transport_.replies.push_back(
+      Reply(200, R"({"object":"list","data":[],"has_more":false,"first_id":null,"last_id":null})"));
+  auto all = api_.ListItems("sess_1", {});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_TRUE(all->data.empty());
+  EXPECT_EQ(all->first_id, "");
+  EXPECT_EQ(transport_.requests[1].url, "http://127.0.0.1:1/v1/agents/sessions/sess_1/items");
+}
+
+TEST_F(HttpAgentsApiTest, ListAllTurnItemsFollowsTheCursorInAscendingOrder) {
+  transport_.replies.push_back(Reply(200, R"({"object":"list","data":[
+      {"id":"msg_1","type":"message","role":"user","content":[{"type":"input_text","text":"go"}]}],
+      "has_more":true,"first_id":"msg_1","last_id":"msg_1"})"));
+  transport_.replies.push_back(Reply(200, R"({"object":"list","data":[
+      {"id":"msg_2","type":"message","role":"assistant",
+       "content":[{"type":"output_text","text":"done"}]}],
+      "has_more":false,"first_id":"msg_2","last_id":"msg_2"})"));
+  auto all = api_.ListAllTurnItems("sess_1", "turn_1");
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[1].text, "done");
+  EXPECT_EQ(transport_.requests[0].url,
+            "http://127.0.0.1:1/v1/agents/sessions/sess_1/turns/turn_1/items?order=asc");
+  EXPECT_EQ(
+      transport_.requests[1].url,
+      "http://127.0.0.1:1/v1/agents/sessions/sess_1/turns/turn_1/items?after=msg_1&order=asc");
+}
+
+TEST_F(HttpAgentsApiTest, StreamDeliversTurnItemAndUsagePayloads) {
+  streaming_.chunks = {
+      "data: {\"type\":\"agent.session.turn.item.done\",\"turn_id\":\"turn_1\",\"output_index\":0,"
+      "\"item\":{\"id\":\"cmd_1\",\"type\":\"command_execution\",\"command\":\"ls\","
+      "\"exit_code\":0,\"output\":\"a\\n\",\"status\":\"completed\"}}\n\n",
+      "data: {\"type\":\"agent.session.turn.completed\",\"turn_id\":\"turn_1\","
+      "\"turn\":{\"id\":\"turn_1\",\"subagent_id\":null,\"status\":\"completed\"},"
+      "\"usage\":{\"input_tokens\":3,\"output_tokens\":4,\"total_tokens\":7}}\n\n"};
+  std::vector<SessionEvent> events;
+  ASSERT_TRUE(api_.StreamEvents("sess_1",
+                                [&](const SessionEvent& e) {
+                                  events.push_back(e);
+                                  return true;
+                                })
+                  .ok());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].item->command, "ls");
+  EXPECT_EQ(events[0].item->exit_code, 0);
+  EXPECT_TRUE(IsRootTurnTerminal(events[1]));
+  EXPECT_EQ(events[1].usage->total_tokens, 7);
 }
 
 }  // namespace

@@ -5,8 +5,9 @@
 namespace sbx::controller::openai {
 namespace {
 
+using api::Status;
 using api::StatusCode;
-using databricks::HttpResponse;
+using http::HttpResponse;
 using namespace std::chrono_literals;
 
 TEST(OpenAiHttpErrorsTest, MapsHttpStatusToCanonicalCode) {
@@ -93,6 +94,110 @@ TEST(OpenAiHttpErrorsTest, ShouldRetryHeader) {
   EXPECT_EQ(ShouldRetryHeader(WithHeaders({{"x-should-retry", " FALSE "}})), false);
   EXPECT_EQ(ShouldRetryHeader(WithHeaders({{"x-should-retry", "maybe"}})), std::nullopt);
   EXPECT_EQ(ShouldRetryHeader(WithHeaders({})), std::nullopt);
+}
+
+// Backoff with no jitter: Delay(n) = 500 ms · 2^(n-1), capped at 8 s.
+const Backoff kBackoff(DefaultRetryPolicy().backoff, [] { return 0.5; });
+
+http::AttemptFailure Http(int status, StatusCode code = StatusCode::kUnavailable) {
+  return http::AttemptFailure{Status(code, "x"), status, true, std::nullopt};
+}
+http::AttemptFailure Transport(StatusCode code, bool maybe_sent) {
+  return http::AttemptFailure{Status(code, "x"), 0, maybe_sent, std::nullopt};
+}
+
+std::optional<std::chrono::milliseconds> Decide(const http::AttemptFailure& f, http::Idempotency i,
+                                                int attempts = 1,
+                                                std::chrono::milliseconds elapsed = 0ms) {
+  return http::NextRetryDelay(DefaultRetryPolicy(), ErrorTable{}, i, f, attempts, elapsed,
+                              kBackoff);
+}
+
+http::RetryPolicy WithBudget(std::chrono::milliseconds budget) {
+  http::RetryPolicy p = DefaultRetryPolicy();
+  p.budget = budget;
+  return p;
+}
+std::optional<std::chrono::milliseconds> Decide(const http::RetryPolicy& p, http::Idempotency i,
+                                                const http::AttemptFailure& f, int attempts,
+                                                std::chrono::milliseconds elapsed) {
+  return http::NextRetryDelay(p, ErrorTable{}, i, f, attempts, elapsed, kBackoff);
+}
+
+constexpr http::Idempotency kIdem = http::Idempotency::kIdempotent;
+constexpr http::Idempotency kNonIdem = http::Idempotency::kNotIdempotent;
+
+TEST(OpenAiRetryTableTest, IdempotentCallsRetryTransientHttpStatuses) {
+  for (int http : {408, 429, 500, 502, 503, 504}) {
+    EXPECT_EQ(Decide(Http(http), kIdem), 500ms) << http;
+  }
+  for (int http : {400, 401, 403, 404, 409, 422}) {
+    EXPECT_EQ(Decide(Http(http), kIdem), std::nullopt) << http;
+  }
+}
+
+TEST(OpenAiRetryTableTest, IdempotentCallsRetryTransportFailures) {
+  EXPECT_EQ(Decide(Transport(StatusCode::kUnavailable, true), kIdem), 500ms);
+  EXPECT_EQ(Decide(Transport(StatusCode::kDeadlineExceeded, true), kIdem), 500ms);
+  EXPECT_EQ(Decide(Transport(StatusCode::kInternal, true), kIdem), std::nullopt);
+}
+
+TEST(OpenAiRetryTableTest, NonIdempotentCallsRetryOnlyWhenNothingWasSent) {
+  for (int http : {408, 429, 500, 503}) {
+    EXPECT_EQ(Decide(Http(http), kNonIdem), std::nullopt) << http;
+  }
+  EXPECT_EQ(Decide(Transport(StatusCode::kUnavailable, true), kNonIdem), std::nullopt);
+  EXPECT_EQ(Decide(Transport(StatusCode::kDeadlineExceeded, true), kNonIdem), std::nullopt);
+  EXPECT_EQ(Decide(Transport(StatusCode::kUnavailable, false), kNonIdem), 500ms);
+}
+
+TEST(OpenAiRetryTableTest, ShouldRetryHeaderOverrides) {
+  http::AttemptFailure yes = Http(400, StatusCode::kInvalidArgument);
+  yes.should_retry = true;
+  EXPECT_EQ(Decide(yes, kIdem), 500ms);
+  http::AttemptFailure yes_post = Http(500, StatusCode::kInternal);
+  yes_post.should_retry = true;
+  EXPECT_EQ(Decide(yes_post, kNonIdem), 500ms);
+  http::AttemptFailure no = Http(503);
+  no.should_retry = false;
+  EXPECT_EQ(Decide(no, kIdem), std::nullopt);
+}
+
+TEST(OpenAiRetryTableTest, HonoursRetryHintUpTo120Seconds) {
+  http::AttemptFailure f = Http(429, StatusCode::kResourceExhausted);
+  f.status = f.status.WithRetryAfter(1500ms);
+  EXPECT_EQ(Decide(f, kIdem), 1500ms);
+  f.status = f.status.WithRetryAfter(120s);
+  EXPECT_EQ(Decide(f, kIdem), std::nullopt) << "120 s exceeds the 90 s budget";
+  f.status = f.status.WithRetryAfter(121s);
+  EXPECT_EQ(Decide(WithBudget(1h), kIdem, f, 1, 0ms), std::nullopt);
+  f.status = f.status.WithRetryAfter(120s);
+  EXPECT_EQ(Decide(WithBudget(1h), kIdem, f, 1, 0ms), 120s);
+}
+
+TEST(OpenAiRetryTableTest, ZeroHintFallsBackToBackoff) {
+  http::AttemptFailure f = Http(503);
+  f.status = f.status.WithRetryAfter(0ms);
+  EXPECT_EQ(Decide(f, kIdem, 2), 1000ms);
+}
+
+TEST(OpenAiRetryTableTest, BackoffGrowsAndIsCapped) {
+  EXPECT_EQ(Decide(Http(503), kIdem, 1), 500ms);
+  EXPECT_EQ(Decide(Http(503), kIdem, 2), 1000ms);
+  http::RetryPolicy many = WithBudget(1h);
+  many.max_attempts = 20;
+  EXPECT_EQ(Decide(many, kIdem, Http(503), 10, 0ms), 8s);
+}
+
+TEST(OpenAiRetryTableTest, StopsAfterMaxAttemptsOrBudget) {
+  EXPECT_EQ(Decide(Http(503), kIdem, 3), std::nullopt);
+  EXPECT_EQ(Decide(Http(503), kIdem, 1, 89'600ms), std::nullopt);
+  EXPECT_EQ(Decide(Http(503), kIdem, 1, 89'500ms), 500ms);
+}
+
+TEST(OpenAiRetryTableTest, NeverRetriesSuccessOrCancellation) {
+  EXPECT_EQ(Decide(http::AttemptFailure{}, kIdem), std::nullopt);
+  EXPECT_EQ(Decide(Transport(StatusCode::kCancelled, false), kIdem), std::nullopt);
 }
 
 }  // namespace

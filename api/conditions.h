@@ -1,0 +1,105 @@
+// The condition vocabulary: every condition type and reason sbx writes to a status, in one place.
+// Reconcilers set them, ClassifyError maps errors onto them, and sbxctl's printers and `wait`
+// read them; all of them name these constants instead of spelling the strings. A reason is
+// CamelCase (Kubernetes' convention) and may be shown to users; changing one changes the API.
+// Constants only; thread-safe.
+#pragma once
+
+#include <string_view>
+
+namespace sbx::api {
+
+// Condition types.
+namespace condition {
+// Every kind: whether the object is what its spec asks (derived from the kind's other
+// conditions where it has some), and whether the last reconcile could observe and act.
+inline constexpr std::string_view kReady = "Ready";
+inline constexpr std::string_view kSynced = "Synced";
+// AgentWorker: the parts Ready is made of.
+inline constexpr std::string_view kSandboxReady = "SandboxReady";
+inline constexpr std::string_view kSessionReady = "SessionReady";
+inline constexpr std::string_view kExecutorRunning = "ExecutorRunning";
+inline constexpr std::string_view kExecutorConnected = "ExecutorConnected";
+// Workspace: one per configured cloud, and the wait for its users while it is deleted.
+inline constexpr std::string_view kDatabricksReady = "DatabricksReady";
+inline constexpr std::string_view kOpenAiReady = "OpenAIReady";
+inline constexpr std::string_view kDeleting = "Deleting";
+}  // namespace condition
+
+// Condition reasons.
+namespace reason {
+// Success of the condition of the same name.
+inline constexpr std::string_view kReady = "Ready";
+inline constexpr std::string_view kSynced = "Synced";
+inline constexpr std::string_view kSandboxReady = "SandboxReady";
+inline constexpr std::string_view kSessionReady = "SessionReady";
+inline constexpr std::string_view kRunning = "Running";
+inline constexpr std::string_view kConnected = "Connected";
+inline constexpr std::string_view kAuthenticated = "Authenticated";
+
+// ClassifyError's classes (controller/engine/classify_error.h): transient …
+inline constexpr std::string_view kOk = "Ok";
+inline constexpr std::string_view kUnavailable = "Unavailable";
+inline constexpr std::string_view kTimeout = "Timeout";
+inline constexpr std::string_view kRateLimited = "RateLimited";
+inline constexpr std::string_view kConflict = "Conflict";
+inline constexpr std::string_view kInternalError = "InternalError";
+inline constexpr std::string_view kUnknown = "Unknown";
+inline constexpr std::string_view kCancelled = "Cancelled";
+inline constexpr std::string_view kDataLoss = "DataLoss";
+// … and terminal.
+inline constexpr std::string_view kInvalidSpec = "InvalidSpec";
+inline constexpr std::string_view kFailedPrecondition = "FailedPrecondition";
+inline constexpr std::string_view kPermissionDenied = "PermissionDenied";
+inline constexpr std::string_view kUnauthenticated = "Unauthenticated";
+inline constexpr std::string_view kAlreadyExists = "AlreadyExists";
+inline constexpr std::string_view kNotFound = "NotFound";
+inline constexpr std::string_view kUnimplemented = "Unimplemented";
+// Reasons terminal errors carry (Status::reason, set by the cloud clients).
+inline constexpr std::string_view kCredentialsMissing = "CredentialsMissing";
+inline constexpr std::string_view kSecretNotAllowed = "SecretNotAllowed";
+
+// Sandbox.
+inline constexpr std::string_view kPending = "Pending";
+inline constexpr std::string_view kCreating = "Creating";
+inline constexpr std::string_view kStarting = "Starting";
+inline constexpr std::string_view kStopping = "Stopping";
+inline constexpr std::string_view kStopped = "Stopped";
+inline constexpr std::string_view kUnknownState = "UnknownState";
+inline constexpr std::string_view kSetupRunning = "SetupRunning";
+inline constexpr std::string_view kSetupFailed = "SetupFailed";
+inline constexpr std::string_view kQuotaExceeded = "QuotaExceeded";
+inline constexpr std::string_view kImmutableFieldChanged = "ImmutableFieldChanged";
+inline constexpr std::string_view kSandboxIdConflict = "SandboxIdConflict";
+
+// AgentWorker: its sandbox …
+inline constexpr std::string_view kSandboxNotFound = "SandboxNotFound";
+inline constexpr std::string_view kSandboxNotReady = "SandboxNotReady";
+inline constexpr std::string_view kSandboxNotRunning = "SandboxNotRunning";
+inline constexpr std::string_view kSandboxStopped = "SandboxStopped";
+inline constexpr std::string_view kSandboxNameConflict = "SandboxNameConflict";
+// … its session …
+inline constexpr std::string_view kSessionLost = "SessionLost";
+inline constexpr std::string_view kSessionReplaced = "SessionReplaced";
+// … and its executor (the exit diagnoses of DiagnoseExecutorLog among them).
+inline constexpr std::string_view kLaunching = "Launching";
+inline constexpr std::string_view kExecutorNotRunning = "ExecutorNotRunning";
+inline constexpr std::string_view kExecutorNotConnected = "ExecutorNotConnected";
+inline constexpr std::string_view kExecutorExited = "ExecutorExited";
+inline constexpr std::string_view kExecutorExitedOnStart = "ExecutorExitedOnStart";
+inline constexpr std::string_view kExecutorNotFound = "ExecutorNotFound";
+inline constexpr std::string_view kWorkspaceDirectoryMissing = "WorkspaceDirectoryMissing";
+inline constexpr std::string_view kIpNotAuthorized = "IPNotAuthorized";
+inline constexpr std::string_view kMissingScope = "MissingScope";
+inline constexpr std::string_view kMissingExecutorKey = "MissingExecutorKey";
+// ExecutorConnected=False carries the environment's own status in CamelCase
+// (openai::EnvironmentStatus, e.g. "Pending", "Disconnected"); the one the reconciler acts on:
+inline constexpr std::string_view kDisconnected = "Disconnected";
+
+// Workspace.
+inline constexpr std::string_view kUnreachable = "Unreachable";
+inline constexpr std::string_view kNothingToCheck = "NothingToCheck";
+inline constexpr std::string_view kInUse = "InUse";
+}  // namespace reason
+
+}  // namespace sbx::api

@@ -1,0 +1,149 @@
+#include "controller/cloud/http/retrying_caller.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "controller/cloud/http/redact.h"
+
+namespace sbx::controller::http {
+
+using api::Status;
+using api::StatusOr;
+using std::chrono::milliseconds;
+
+namespace {
+
+bool IsSuccess(int http_status) { return http_status >= 200 && http_status < 300; }
+
+}  // namespace
+
+RetryingCaller::RetryingCaller(RetryingCallerOptions options, const ErrorTable& errors,
+                               Credentials& credentials, TokenBucket& bucket, Clock& clock,
+                               HttpTransport& transport, StreamingTransport* streaming)
+    : options_(std::move(options)),
+      errors_(errors),
+      credentials_(credentials),
+      bucket_(bucket),
+      clock_(clock),
+      transport_(transport),
+      streaming_(streaming),
+      backoff_(options_.retry.backoff, options_.jitter) {}
+
+AttemptFailure RetryingCaller::Classify(const Call& call, const HttpResponse& response, bool guard,
+                                        const std::string& authorization) {
+  AttemptFailure failure = errors_.FromResponse(response, clock_.Now());
+  const std::optional<milliseconds> hint = failure.status.retry_after();
+  if ((response.status == 429 || response.status == 503) && hint && hint->count() > 0) {
+    // One caller's 429 slows every caller of this workspace.
+    bucket_.Penalize(std::min(*hint, options_.retry.max_retry_after));
+  }
+  failure.status = RedactAuthorization(failure.status.Annotate(call.what), authorization);
+  if (response.status == 401) {
+    credentials_.Invalidate();
+    if (guard) {
+      breaker_.Rejected(failure.status);
+    }
+  } else if (guard) {
+    breaker_.Accepted();
+  }
+  return failure;
+}
+
+template <typename Exchange>
+StatusOr<HttpResponse> RetryingCaller::Loop(const Call& call, bool guard, Exchange exchange,
+                                            std::stop_token stop) {
+  const std::string& what = call.what;
+  if (guard) {
+    if (std::optional<Status> rejected = breaker_.Check()) {
+      return Status(rejected->code(), what + ": not sent, " + options_.credentials_noun +
+                                          " rejected recently: " + rejected->message());
+    }
+  }
+  const Clock::SteadyTime start = clock_.Steady();
+  for (int attempt = 1;; ++attempt) {
+    if (stop.stop_requested() || !bucket_.Acquire(stop)) {
+      return api::CancelledError(what + ": cancelled");
+    }
+    AttemptFailure failure;
+    StatusOr<std::string> authorization = credentials_.Authorization(stop);
+    if (stop.stop_requested()) {
+      return api::CancelledError(what + ": cancelled");
+    }
+    if (!authorization.ok()) {
+      // Nothing was sent to the API.
+      failure.status = authorization.status().Annotate(what);
+      failure.maybe_sent = false;
+    } else {
+      HttpRequest request = call.request;
+      request.headers.insert(request.headers.begin(), {"Authorization", *authorization});
+      HttpResult result = exchange(request, stop);
+      if (stop.stop_requested() || result.status.code() == api::StatusCode::kCancelled) {
+        return api::CancelledError(what + ": cancelled");
+      }
+      if (!result.status.ok()) {
+        failure.status = RedactAuthorization(result.status, *authorization);
+        failure.maybe_sent = result.maybe_sent;
+      } else if (IsSuccess(result.response.status)) {
+        if (guard) {
+          breaker_.Accepted();
+        }
+        return std::move(result.response);
+      } else {
+        failure = Classify(call, result.response, guard, *authorization);
+      }
+    }
+    const auto elapsed = std::chrono::duration_cast<milliseconds>(clock_.Steady() - start);
+    const std::optional<milliseconds> delay = NextRetryDelay(
+        options_.retry, errors_, call.idempotency, failure, attempt, elapsed, backoff_);
+    if (!delay) {
+      return failure.status;
+    }
+    spdlog::debug("{}: {} attempt {} failed ({}); retrying in {} ms", options_.log_name, what,
+                  attempt, failure.status.ToString(), delay->count());
+    if (!clock_.SleepFor(*delay, stop)) {
+      return api::CancelledError(what + ": cancelled");
+    }
+  }
+}
+
+StatusOr<HttpResponse> RetryingCaller::Send(const Call& call, std::stop_token stop) {
+  return Loop(
+      call, /*guard=*/true,
+      [this](const HttpRequest& request, std::stop_token s) { return transport_.Send(request, s); },
+      stop);
+}
+
+RetryingCaller::StreamEnd RetryingCaller::Stream(const Call& call, const StreamHandlers& handlers,
+                                                 std::stop_token stop) {
+  if (streaming_ == nullptr) {
+    return {.status = api::InternalError(call.what + ": this client has no streaming transport")};
+  }
+  bool opened = false;
+  Status end;
+  std::string authorization;
+  StreamHandlers wrapped = handlers;
+  wrapped.on_open = [&](const HttpResponse& head) {
+    opened = true;
+    if (handlers.on_open) {
+      handlers.on_open(head);
+    }
+  };
+  auto exchange = [&](const HttpRequest& request, std::stop_token s) {
+    authorization = request.headers.front().second;
+    HttpResult result = streaming_->Stream(request, wrapped, s);
+    if (opened && result.status.code() != api::StatusCode::kCancelled) {
+      // Opened: this attempt is the answer, however the stream ended.
+      end = result.status;
+      result.status = api::OkStatus();
+    }
+    return result;
+  };
+  StatusOr<HttpResponse> head = Loop(call, /*guard=*/false, exchange, stop);
+  if (!head.ok()) {
+    return {.opened = opened, .status = head.status()};
+  }
+  return {.opened = opened, .status = RedactAuthorization(end, authorization)};
+}
+
+}  // namespace sbx::controller::http

@@ -1,0 +1,118 @@
+// RetryingCaller: THE request loop of the cloud clients — pace → authorize → send → classify →
+// delay — shared by HttpSandboxApi and HttpAgentsApi, which keep only their wire formats and
+// ErrorTables.
+//
+// Send(call):
+//   1. While the CredentialBreaker is open (a 401 recently), fail at once without a request:
+//      the breaker's Status, prefixed "<what>: not sent, <credentials_noun> rejected recently".
+//   2. Each attempt takes a token from the workspace's TokenBucket, then the Authorization
+//      header from the Credentials (a failure there is a failure that was never sent), sends
+//      through the HttpTransport and classifies the reply: 2xx is returned; a non-2xx becomes
+//      the ErrorTable's failure, annotated with `what`. A 429/503 with a hint also penalises the
+//      bucket (by at most max_retry_after) so every caller of the workspace slows down; a 401
+//      invalidates the Credentials' cached token and trips the breaker, any other reply closes
+//      it.
+//   3. NextRetryDelay (retry_policy.h) decides; backoff sleeps are on the injected Clock and end
+//      early on `stop` (→ kCancelled, which also cancels the in-flight request).
+// Stream(call, handlers) does the same through the StreamingTransport until the stream opens
+// (a 2xx head); nothing is retried after that, since events may have been delivered, and the
+// stream's own end is returned. As before this layer existed, streams neither consult nor feed
+// the breaker.
+// Every Status leaving the caller has the Authorization value and its bare credential scrubbed
+// (redact.h).
+//
+// Thread-safe. Borrows the error table, credentials, bucket, clock and transports; they must
+// outlive it. Owns the breaker (one per API client: a rebuilt client starts with a closed one).
+#pragma once
+
+#include <chrono>
+#include <stop_token>
+#include <string>
+
+#include "api/status.h"
+#include "controller/cloud/http/http_transport.h"
+#include "controller/cloud/http/retry_policy.h"
+#include "controller/engine/backoff.h"
+#include "controller/engine/clock.h"
+#include "controller/engine/credential_breaker.h"
+#include "controller/engine/token_bucket.h"
+
+namespace sbx::controller::http {
+
+// Where the Authorization header of each attempt comes from.
+class Credentials {
+ public:
+  virtual ~Credentials() = default;
+  // The header value, e.g. "Bearer dapi…". A failure means nothing was sent (safe to retry when
+  // the error table says so: kUnavailable for an unreachable token endpoint).
+  virtual api::StatusOr<std::string> Authorization(std::stop_token stop) = 0;
+  // Drops a cached token (after a 401), so the next call fetches a fresh one.
+  virtual void Invalidate() {}
+};
+
+// A fixed header value (an API key, a personal access token).
+class StaticCredentials final : public Credentials {
+ public:
+  explicit StaticCredentials(std::string authorization)
+      : authorization_(std::move(authorization)) {}
+  api::StatusOr<std::string> Authorization(std::stop_token) override { return authorization_; }
+
+ private:
+  const std::string authorization_;
+};
+
+struct RetryingCallerOptions {
+  std::string log_name;          // prefix of the debug lines about retries, e.g. "openai"
+  std::string credentials_noun;  // "the workspace's credentials were" — for the breaker's message
+  RetryPolicy retry{};
+  // Uniform [0, 1) for backoff jitter; null: a seeded PRNG.
+  Backoff::Uniform jitter{};
+};
+
+// One call: the request without Authorization, how safe it is to repeat, and how messages
+// name it ("GET /api/2.0/sandboxes/x": never the query, which may hold ids or tokens).
+struct Call {
+  HttpRequest request;
+  Idempotency idempotency = Idempotency::kIdempotent;
+  std::string what;
+};
+
+class RetryingCaller {
+ public:
+  // `streaming` may be null when the API has no streams.
+  RetryingCaller(RetryingCallerOptions options, const ErrorTable& errors, Credentials& credentials,
+                 TokenBucket& bucket, Clock& clock, HttpTransport& transport,
+                 StreamingTransport* streaming = nullptr);
+
+  // The 2xx response, or the final error (see above).
+  api::StatusOr<HttpResponse> Send(const Call& call, std::stop_token stop);
+  struct StreamEnd {
+    bool opened = false;  // a 2xx head arrived: handlers ran, nothing was retried after it
+    // The stream's end once it opened (OK, or how it broke), else the final error of the
+    // attempts to open it.
+    api::Status status;
+  };
+  StreamEnd Stream(const Call& call, const StreamHandlers& handlers, std::stop_token stop);
+
+ private:
+  // The attempts of `call`, each sent by `exchange(request, stop)`, until a 2xx response (which
+  // is returned) or the final error; `guard`: consult and feed the breaker.
+  template <typename Exchange>
+  api::StatusOr<HttpResponse> Loop(const Call& call, bool guard, Exchange exchange,
+                                   std::stop_token stop);
+  // The failure of a non-2xx reply, with the bucket, credentials and breaker told about it.
+  AttemptFailure Classify(const Call& call, const HttpResponse& response, bool guard,
+                          const std::string& authorization);
+
+  const RetryingCallerOptions options_;
+  const ErrorTable& errors_;
+  Credentials& credentials_;
+  TokenBucket& bucket_;
+  Clock& clock_;
+  HttpTransport& transport_;
+  StreamingTransport* const streaming_;
+  CredentialBreaker breaker_{clock_};  // a 401 stops every call for a cool-down
+  const Backoff backoff_;
+};
+
+}  // namespace sbx::controller::http

@@ -1,0 +1,86 @@
+#include "cli/commands/object_printer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace sbx::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+api::Object Sandbox(const std::string& name, const std::string& display_name,
+                    int64_t resource_version) {
+  api::Object o = api::MakeObject(api::Kind::kSandbox, name);
+  o.sandbox_spec().display_name = display_name;
+  o.metadata.resource_version = resource_version;
+  return o;
+}
+
+std::vector<std::string> Names(const std::vector<api::Object>& objects) {
+  std::vector<std::string> names;
+  for (const api::Object& o : objects) {
+    names.push_back(o.metadata.name);
+  }
+  return names;
+}
+
+TEST(ParseOutputSpecTest, ParsesJsonPathAndCustomColumns) {
+  auto spec = ParseOutputSpec("jsonpath={.metadata.name}");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->format, OutputFormat::kJsonPath);
+  EXPECT_EQ(spec->jsonpath->text(), "{.metadata.name}");
+
+  // A comma inside a filter does not split columns.
+  spec = ParseOutputSpec(
+      R"(custom-columns=NAME:.metadata.name,X:.status.conditions[?(@.reason=="a,b")].type)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->format, OutputFormat::kCustomColumns);
+  ASSERT_EQ(spec->columns.size(), 2u);
+  EXPECT_EQ(spec->columns[1].header, "X");
+
+  EXPECT_THAT(ParseOutputSpec("custom-columns=").status().message(),
+              HasSubstr("no custom columns given"));
+  EXPECT_THAT(ParseOutputSpec("custom-columns=A:.a,B").status().message(),
+              HasSubstr("unexpected custom-columns spec: \"B\""));
+  EXPECT_THAT(ParseOutputSpec("jsonpath").status().message(), HasSubstr("no template given"));
+  EXPECT_THAT(ParseOutputSpec("yml").status().message(), HasSubstr("unable to match a printer"));
+}
+
+TEST(PrintObjectsTest, CustomColumnsPrintNoneWhereAPathSelectsNothing) {
+  auto spec = ParseOutputSpec("custom-columns=NAME:.metadata.name,IMAGE:.spec.image");
+  ASSERT_TRUE(spec.ok());
+  std::ostringstream out;
+  ASSERT_TRUE(PrintObjects(out, {Sandbox("a", "A", 1)}, *spec, false, false, {}).ok());
+  EXPECT_EQ(out.str(), "NAME   IMAGE\na      <none>\n");
+}
+
+TEST(PrintObjectsTest, JsonPathSeesTheListOrTheNamedObject) {
+  auto spec = ParseOutputSpec("jsonpath={.kind}/{.items[*].metadata.name}");
+  ASSERT_TRUE(spec.ok());
+  std::ostringstream list;
+  ASSERT_TRUE(
+      PrintObjects(list, {Sandbox("a", "A", 1), Sandbox("b", "B", 2)}, *spec, false, false, {})
+          .ok());
+  EXPECT_EQ(list.str(), "List/a b");
+  std::ostringstream single;
+  ASSERT_TRUE(PrintObjects(single, {Sandbox("a", "A", 1)}, *spec, true, false, {}).ok());
+  EXPECT_EQ(single.str(), "Sandbox/");
+}
+
+TEST(SortObjectsTest, SortsStablyByValueWithMissingValuesFirst) {
+  std::vector<api::Object> objects = {Sandbox("a", "Zed", 10), Sandbox("b", "", 9),
+                                      Sandbox("c", "Alpha", 2), Sandbox("d", "", 1)};
+  ASSERT_TRUE(SortObjects(objects, *JsonPath::ParseRelaxed(".spec.displayName")).ok());
+  EXPECT_EQ(Names(objects), (std::vector<std::string>{"b", "d", "c", "a"}));
+  ASSERT_TRUE(SortObjects(objects, *JsonPath::ParseRelaxed("metadata.resourceVersion")).ok());
+  EXPECT_EQ(Names(objects), (std::vector<std::string>{"d", "c", "b", "a"}));  // 1 < 2 < 9 < 10
+  const api::Status missing = SortObjects(objects, *JsonPath::ParseRelaxed(".spec.nope"));
+  EXPECT_EQ(missing.message(),
+            "couldn't find any field with path \"{.spec.nope}\" in the list of objects");
+  EXPECT_EQ(Names(objects), (std::vector<std::string>{"d", "c", "b", "a"}));  // untouched
+}
+
+}  // namespace
+}  // namespace sbx::cli

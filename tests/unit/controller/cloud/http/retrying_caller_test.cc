@@ -1,0 +1,283 @@
+#include "controller/cloud/http/retrying_caller.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "controller/cloud/http/retry_after.h"
+#include "tests/support/fake_clock.h"
+#include "tests/unit/controller/cloud/http/fake_transport.h"
+
+namespace sbx::controller::http {
+namespace {
+
+using namespace std::chrono_literals;
+using api::StatusCode;
+using testing::FakeTransport;
+using testing::HeaderOf;
+using testing::Reply;
+
+constexpr char kKey[] = "sk-secret-key-1234";
+
+// An error table for the tests: the HTTP statuses in `retryable` may be retried (idempotent
+// calls only), everything else is terminal; Retry-After is read as every API reads it.
+class FakeErrors final : public ErrorTable {
+ public:
+  explicit FakeErrors(std::set<int> retryable) : retryable_(std::move(retryable)) {}
+  AttemptFailure FromResponse(const HttpResponse& r, Clock::WallTime now) const override {
+    AttemptFailure f;
+    f.http_status = r.status;
+    const StatusCode code = r.status == 429   ? StatusCode::kResourceExhausted
+                            : r.status == 401 ? StatusCode::kUnauthenticated
+                            : r.status >= 500 ? StatusCode::kUnavailable
+                                              : StatusCode::kInvalidArgument;
+    f.status = api::Status(code, "HTTP " + std::to_string(r.status) + ": " + r.body);
+    if (const std::string* header = r.Header("retry-after")) {
+      if (auto delay = ParseRetryAfter(*header, now)) {
+        f.status = f.status.WithRetryAfter(*delay);
+      }
+    }
+    return f;
+  }
+  bool Retryable(const AttemptFailure& f, Idempotency idempotency) const override {
+    return idempotency == Idempotency::kIdempotent && retryable_.contains(f.http_status);
+  }
+
+ private:
+  const std::set<int> retryable_;
+};
+
+class CountingCredentials final : public Credentials {
+ public:
+  api::StatusOr<std::string> Authorization(std::stop_token) override {
+    return std::string("Bearer ") + kKey;
+  }
+  void Invalidate() override { ++invalidated; }
+  std::atomic<int> invalidated = 0;
+};
+
+// Runs `fn` on another thread, advancing the fake clock in 10 ms steps while it sleeps.
+template <typename Fn>
+auto RunAdvancing(sbx::testing::FakeClock& clock, Fn fn) {
+  auto future = std::async(std::launch::async, fn);
+  while (future.wait_for(1ms) != std::future_status::ready) {
+    if (clock.sleepers() > 0) {
+      clock.Advance(10ms);
+    }
+  }
+  return future.get();
+}
+
+class RetryingCallerTest : public ::testing::Test {
+ protected:
+  RetryingCallerTest()
+      : transport_([this](const HttpRequest& r, std::stop_token) {
+          std::lock_guard lock(mu_);
+          times_.push_back(clock_.Steady());
+          const HttpResult reply = replies_.empty() ? Reply(200, "ok") : replies_.front();
+          if (!replies_.empty()) {
+            replies_.erase(replies_.begin());
+          }
+          if (echo_) {
+            return Reply(reply.response.status, "bad header " + HeaderOf(r, "Authorization"));
+          }
+          return reply;
+        }),
+        bucket_(clock_, 1000, 1000) {}
+
+  RetryingCaller MakeCaller(const ErrorTable& errors, RetryPolicy policy = Policy()) {
+    return RetryingCaller(RetryingCallerOptions{.log_name = "test",
+                                                .credentials_noun = "the test key was",
+                                                .retry = policy,
+                                                .jitter = [] { return 0.5; }},
+                          errors, credentials_, bucket_, clock_, transport_);
+  }
+  static RetryPolicy Policy() {
+    return RetryPolicy{
+        .max_attempts = 4, .backoff = {100ms, 1s, 0.5}, .budget = 60s, .max_retry_after = 30s};
+  }
+  static Call Get() {
+    Call call;
+    call.request.method = "GET";
+    call.request.url = "https://h.example/x";
+    call.what = "GET /x";
+    return call;
+  }
+  std::vector<Clock::SteadyTime> Times() {
+    std::lock_guard lock(mu_);
+    return times_;
+  }
+
+  sbx::testing::FakeClock clock_;
+  std::mutex mu_;
+  std::vector<HttpResult> replies_;       // Guarded by mu_.
+  std::vector<Clock::SteadyTime> times_;  // Guarded by mu_.
+  bool echo_ = false;
+  FakeTransport transport_;
+  CountingCredentials credentials_;
+  TokenBucket bucket_;
+};
+
+TEST_F(RetryingCallerTest, RetriesWhatTheTableCallsRetryableWithTheEngineBackoff) {
+  FakeErrors errors({503});
+  replies_ = {Reply(503, "busy"), Reply(503, "busy"), Reply(200, "done")};
+  RetryingCaller caller = MakeCaller(errors);
+  auto r = RunAdvancing(clock_, [&] { return caller.Send(Get(), {}); });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body, "done");
+  const std::vector<Clock::SteadyTime> times = Times();
+  ASSERT_EQ(times.size(), 3u);
+  // The delays are the engine's Backoff under the policy (jitter pinned at 0.5: no spread).
+  const Backoff backoff(Policy().backoff, [] { return 0.5; });
+  EXPECT_GE(times[1] - times[0], backoff.Delay(1));
+  EXPECT_LE(times[1] - times[0], backoff.Delay(1) + 20ms);  // the clock moves in 10 ms steps
+  EXPECT_GE(times[2] - times[1], backoff.Delay(2));
+  EXPECT_LE(times[2] - times[1], backoff.Delay(2) + 20ms);
+  EXPECT_EQ(HeaderOf(transport_.requests().at(0), "Authorization"), std::string("Bearer ") + kKey);
+}
+
+TEST_F(RetryingCallerTest, TheTableDecidesWhatIsTerminal) {
+  replies_ = {Reply(503, "busy"), Reply(200, "done")};
+  FakeErrors nothing_retryable({});
+  RetryingCaller caller = MakeCaller(nothing_retryable);
+  auto r = caller.Send(Get(), {});
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.status().message(), "GET /x: HTTP 503: busy");
+  EXPECT_EQ(transport_.count(), 1u);
+
+  FakeErrors only_429({429});
+  RetryingCaller other = MakeCaller(only_429);
+  replies_ = {Reply(400, "bad"), Reply(200, "done")};
+  EXPECT_EQ(other.Send(Get(), {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(transport_.count(), 2u);
+}
+
+TEST_F(RetryingCallerTest, GivesUpAfterMaxAttempts) {
+  FakeErrors errors({503});
+  replies_.assign(10, Reply(503, "busy"));
+  RetryingCaller caller = MakeCaller(errors);
+  auto r = RunAdvancing(clock_, [&] { return caller.Send(Get(), {}); });
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(transport_.count(), static_cast<size_t>(Policy().max_attempts));
+}
+
+TEST_F(RetryingCallerTest, RetryAfterIsHonouredInsteadOfTheBackoff) {
+  FakeErrors errors({429});
+  replies_ = {Reply(429, "slow down", {{"retry-after", "2"}}), Reply(200, "done")};
+  RetryingCaller caller = MakeCaller(errors);
+  auto r = RunAdvancing(clock_, [&] { return caller.Send(Get(), {}); });
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<Clock::SteadyTime> times = Times();
+  ASSERT_EQ(times.size(), 2u);
+  EXPECT_GE(times[1] - times[0], 2s);
+  EXPECT_LE(times[1] - times[0], 2s + 20ms);
+}
+
+TEST_F(RetryingCallerTest, RetryAfterPenalisesTheBucketAndStaysOnTheFinalError) {
+  FakeErrors errors({429});
+  replies_ = {Reply(429, "slow down", {{"retry-after", "5"}})};
+  RetryPolicy once = Policy();
+  once.max_attempts = 1;
+  RetryingCaller caller = MakeCaller(errors, once);
+  auto r = caller.Send(Get(), {});
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(r.status().retry_after(), std::optional<std::chrono::milliseconds>(5s));
+  EXPECT_FALSE(bucket_.TryAcquire()) << "every caller of the workspace waits";
+  clock_.Advance(5s + 10ms);
+  EXPECT_TRUE(bucket_.TryAcquire());
+}
+
+TEST_F(RetryingCallerTest, ARetryAfterLongerThanTheLimitEndsTheCallAtOnce) {
+  FakeErrors errors({429});
+  replies_ = {Reply(429, "slow down", {{"retry-after", "600"}}), Reply(200, "done")};
+  RetryingCaller caller = MakeCaller(errors);
+  auto r = caller.Send(Get(), {});
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(r.status().retry_after(), std::optional<std::chrono::milliseconds>(600s));
+  EXPECT_EQ(transport_.count(), 1u);
+}
+
+TEST_F(RetryingCallerTest, A401InvalidatesTheCredentialsAndOpensTheBreaker) {
+  FakeErrors errors({503});
+  replies_ = {Reply(401, "who are you")};
+  RetryingCaller caller = MakeCaller(errors);
+  EXPECT_EQ(caller.Send(Get(), {}).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(credentials_.invalidated.load(), 1);
+  auto blocked = caller.Send(Get(), {});
+  EXPECT_EQ(blocked.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(blocked.status().message().find("not sent, the test key was rejected recently"),
+            std::string::npos)
+      << blocked.status();
+  EXPECT_EQ(transport_.count(), 1u) << "the breaker answers without a request";
+}
+
+TEST_F(RetryingCallerTest, ErrorsNeverContainTheCredential) {
+  FakeErrors errors({});
+  echo_ = true;
+  replies_ = {Reply(400, "")};
+  RetryingCaller caller = MakeCaller(errors);
+  auto r = caller.Send(Get(), {});
+  EXPECT_EQ(r.status().message().find(kKey), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("***"), std::string::npos) << r.status();
+}
+
+TEST_F(RetryingCallerTest, StopDuringBackoffCancels) {
+  FakeErrors errors({503});
+  replies_.assign(10, Reply(503, "busy"));
+  RetryingCaller caller = MakeCaller(errors);
+  std::stop_source stop;
+  auto future =
+      std::async(std::launch::async, [&] { return caller.Send(Get(), stop.get_token()); });
+  ASSERT_TRUE(clock_.WaitForSleepers(1));
+  stop.request_stop();
+  EXPECT_EQ(future.get().status().code(), StatusCode::kCancelled);
+}
+
+// A stream is retried until it opens, never after.
+class ScriptedStreaming final : public StreamingTransport {
+ public:
+  HttpResult Stream(const HttpRequest&, const StreamHandlers& handlers, std::stop_token) override {
+    ++calls;
+    if (calls == 1) {
+      return Reply(503, "busy");
+    }
+    HttpResult r = Reply(200, "");
+    handlers.on_open(r.response);
+    handlers.on_data("data: 1\n\n");
+    r.status = api::UnavailableError("stream broken");
+    return r;
+  }
+  int calls = 0;
+};
+
+TEST_F(RetryingCallerTest, AStreamIsRetriedUntilItOpensAndNeverAfter) {
+  FakeErrors errors({503});
+  ScriptedStreaming streaming;
+  RetryingCaller caller(RetryingCallerOptions{.log_name = "test",
+                                              .credentials_noun = "the test key was",
+                                              .retry = Policy(),
+                                              .jitter = [] { return 0.5; }},
+                        errors, credentials_, bucket_, clock_, transport_, &streaming);
+  std::string data;
+  const RetryingCaller::StreamEnd end = RunAdvancing(clock_, [&] {
+    return caller.Stream(Get(),
+                         StreamHandlers{.on_open = [](const HttpResponse&) {},
+                                        .on_data =
+                                            [&](std::string_view chunk) {
+                                              data += chunk;
+                                              return true;
+                                            }},
+                         {});
+  });
+  EXPECT_EQ(end.status.code(), StatusCode::kUnavailable) << end.status;
+  EXPECT_TRUE(end.opened);
+  EXPECT_EQ(streaming.calls, 2);
+  EXPECT_EQ(data, "data: 1\n\n");
+}
+
+}  // namespace
+}  // namespace sbx::controller::http
