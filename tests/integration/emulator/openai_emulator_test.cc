@@ -922,6 +922,10 @@ TEST_F(OpenAiTaskTest, MultiLineInputStreamsEachCommandThenTheMessageInTheDefaul
     if (oa::IsRootTurnTerminal(e)) {
       ASSERT_TRUE(e.turn);
       EXPECT_EQ(e.turn->status, oa::TurnStatus::kCompleted);
+      ASSERT_TRUE(e.usage);  // as the client decodes it
+      EXPECT_EQ(e.usage->input_tokens, in_tokens);
+      EXPECT_EQ(e.usage->total_tokens, usage["total_tokens"].get<int64_t>());
+      EXPECT_EQ(e.usage->details.at("input_tokens_details.cached_tokens"), 0);
     }
   }
   // The same input again uses the same tokens.
@@ -1100,9 +1104,24 @@ TEST_F(OpenAiTaskTest, HoldInputsKnobHoldsTheNextInputsInTheConnectionWait) {
                 .status,
             200);
   EXPECT_EQ(AdminSession(id)["hold_inputs"], 1);
-  // Held for the whole wait although the executor is connected, then the turn fails.
+  // Held for the whole wait although the executor is connected, then the turn fails. A retry
+  // of the held POST (same key) is answered at once and starts nothing.
   auto start = std::chrono::steady_clock::now();
-  ASSERT_EQ(PostInput(id, "$ echo held").status, 202);
+  std::atomic<int> held_status{0};
+  std::thread held([&] {
+    HttpTestClient c(emulator_->base_url());
+    c.SetHeader("Authorization", std::string("Bearer ") + kAppKey);
+    c.SetHeader("OpenAI-Beta", "agents=v1");
+    held_status = c.Call("POST", "/agents/sessions/" + id + "/events",
+                         oa::EncodeInputEvents({oa::InputEvent::UserMessage("$ echo held")}),
+                         {{"Idempotency-Key", "held-1"}})
+                      .status;
+  });
+  ASSERT_TRUE(Eventually([&] { return sse.Has("agent.session.requires_action"); }));
+  EXPECT_EQ(PostInput(id, "$ echo held", "held-1").status, 202);
+  EXPECT_EQ(held_status.load(), 0) << "the original POST is still held";
+  held.join();
+  EXPECT_EQ(held_status.load(), 202);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 500ms);
   ASSERT_TRUE(Eventually([&] { return RootTerminals(sse) == 1; }));
   EXPECT_TRUE(sse.Has("agent.session.requires_action"));
@@ -1127,6 +1146,10 @@ TEST_F(OpenAiTaskTest, HoldInputsKnobHoldsTheNextInputsInTheConnectionWait) {
   EXPECT_EQ(Json(api_->Get("/agents/sessions/" + id + "/turns"))["data"][0]["status"],
             "completed");
   EXPECT_EQ(Count(sse.Raw(), "agent.session.requires_action"), 2);
+  json counters = AdminSession(id);
+  EXPECT_EQ(counters["accepted_inputs"], 3) << counters;
+  EXPECT_EQ(counters["deduped_inputs"], 1) << counters;
+  EXPECT_EQ(counters["turns_started"], 3) << counters;
 }
 
 }  // namespace
