@@ -42,6 +42,9 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
       }
       return JsonResponse(200, {{"expired", seg[3]}});
     }
+    if (seg.size() == 5 && seg[2] == "sessions" && seg[4] == "hold_inputs" && m == "POST") {
+      return HoldInputs(seg[3], req);
+    }
     if (seg.size() == 5 && seg[2] == "environments" && seg[4] == "drop" && m == "POST") {
       {
         std::lock_guard lock(state_.mu);
@@ -57,6 +60,10 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
     if (seg.size() == 3 && seg[2] == "reset" && m == "POST") {
       registry_.ResetRegistrations();
       faults_.Reset();
+      {
+        std::lock_guard lock(state_.mu);
+        state_.totals = InputCounters{};  // sessions keep their own counters
+      }
       return JsonResponse(200, {{"reset", true}});
     }
     return ErrorResponse(NotFound("Admin path", req.path));
@@ -67,16 +74,51 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
   return ErrorResponse(NotFound("Admin path", req.path));
 }
 
+json AdminApi::CountersJson(const InputCounters& c) {
+  return {{"accepted_inputs", c.accepted_inputs},
+          {"deduped_inputs", c.deduped_inputs},
+          {"turns_started", c.turns_started}};
+}
+
+HttpResponse AdminApi::HoldInputs(const std::string& session_id, const HttpRequest& req) {
+  json body = json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+  if (!body.is_object() || !body.value("count", json()).is_number_integer() ||
+      body["count"].get<int64_t>() < 0) {
+    return ErrorResponse(BadRequest("count must be a non-negative integer", "count"));
+  }
+  json release = body.value("release_after_ms", json());
+  if (!release.is_null() && (!release.is_number_integer() || release.get<int64_t>() < 0)) {
+    return ErrorResponse(
+        BadRequest("release_after_ms must be a non-negative integer", "release_after_ms"));
+  }
+  std::lock_guard lock(state_.mu);
+  SessionRec* s = state_.FindSessionLocked(session_id);
+  if (s == nullptr) {
+    return ErrorResponse(NotFound("Session", session_id));
+  }
+  s->hold_inputs = static_cast<int>(body["count"].get<int64_t>());
+  s->hold_release.reset();
+  if (!release.is_null()) {
+    s->hold_release = std::chrono::milliseconds(release.get<int64_t>());
+  }
+  return JsonResponse(
+      200,
+      {{"session_id", session_id}, {"hold_inputs", s->hold_inputs}, {"release_after_ms", release}});
+}
+
 json AdminApi::StateJson() {
   std::lock_guard lock(state_.mu);
   json sessions = json::array();
   for (const auto& [id, s] : state_.sessions) {
-    sessions.push_back({{"id", id},
-                        {"status", s->status},
-                        {"environment_id", s->environment_id},
-                        {"turns", s->turns.size()},
-                        {"root_bound", s->root_bound},
-                        {"subscribers", s->subscribers.size()}});
+    json entry = {{"id", id},
+                  {"status", s->status},
+                  {"environment_id", s->environment_id},
+                  {"turns", s->turns.size()},
+                  {"root_bound", s->root_bound},
+                  {"subscribers", s->subscribers.size()},
+                  {"hold_inputs", s->hold_inputs}};
+    entry.update(CountersJson(s->counters));
+    sessions.push_back(std::move(entry));
   }
   json envs = json::array();
   for (const auto& [id, env] : state_.environments) {
@@ -91,6 +133,7 @@ json AdminApi::StateJson() {
   }
   static const char* kModes[] = {"none", "ip", "scope"};
   return {{"sessions", sessions},
+          {"totals", CountersJson(state_.totals)},
           {"environments", envs},
           {"registration_failure", kModes[static_cast<int>(state_.registration_failure)]},
           {"strict_session_delete", state_.options.strict_session_delete},

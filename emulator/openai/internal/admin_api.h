@@ -1,7 +1,8 @@
 // AdminApi: the OpenAI emulator's test-control endpoints under /_emulator/openai/… (registration
-// counts and failure mode, expire a session, drop an environment's executor, a state dump,
-// reset) and, through the FaultInjector, the shared /_emulator/counters|latency|faults|
-// rate_limit. See emulator/openai/README.md.
+// counts and failure mode, expire a session, drop an environment's executor, hold a session's
+// next inputs in the connection wait, a state dump with per-session input counters, reset) and,
+// through the FaultInjector, the shared /_emulator/counters|latency|faults| rate_limit. See
+// emulator/openai/README.md.
 //
 // Thread-safety: thread-safe. Borrows the State, the ExecutorRegistry and the FaultInjector,
 // which must outlive it.
@@ -23,6 +24,9 @@ class AdminApi {
 
  private:
   json StateJson();
+  static json CountersJson(const InputCounters& c);
+  // POST /_emulator/openai/sessions/{id}/hold_inputs {"count":N, "release_after_ms":M?}.
+  HttpResponse HoldInputs(const std::string& session_id, const HttpRequest& req);
 
   State& state_;
   ExecutorRegistry& registry_;

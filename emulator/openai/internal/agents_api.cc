@@ -170,6 +170,7 @@ HttpResponse AgentsApi::CreateSession(const HttpRequest& req) {
   state_.session_seq_of[s->id] = s->seq;
   state_.EmitLocked(*s, state_.SessionEvent(*s, "agent.session.created"));
   if (input) {
+    state_.CountLocked(*s, &InputCounters::accepted_inputs);
     runner_.EnqueueLocked(s, PendingInput{*input, false});
   }
   return JsonResponse(201, state_.SessionJson(*s));
@@ -439,8 +440,14 @@ HttpResponse AgentsApi::SendEvents(const std::string& id, const HttpRequest& req
                           {},
                           {}});
   }
+  const auto messages = static_cast<int64_t>(
+      std::count_if(inputs.begin(), inputs.end(), [](const auto& in) { return in.has_value(); }));
+  // A key already accepted for this session: the replay of a POST whose answer the client
+  // lost. 202 and nothing starts (the real dedupe window is undocumented; the emulator keeps
+  // the keys for the session's lifetime).
   if (!key.empty() && !s->idempotency_keys.insert(key).second) {
-    return HttpResponse{202, "", {}, ""};  // a replay of input already accepted
+    state_.CountLocked(*s, &InputCounters::deduped_inputs, messages);
+    return HttpResponse{202, "", {}, ""};
   }
   for (const auto& in : inputs) {
     if (!in) {
@@ -453,10 +460,15 @@ HttpResponse AgentsApi::SendEvents(const std::string& id, const HttpRequest& req
       }
       continue;
     }
-    bool failed = !runner_.WaitForExecutorLocked(lock, s);
+    const bool held = s->hold_inputs > 0;  // the admin hold_inputs knob
+    if (held) {
+      --s->hold_inputs;
+    }
+    bool failed = !runner_.WaitForExecutorLocked(lock, s, held);
     if (state_.stopping || state_.sessions.count(id) == 0) {
       break;
     }
+    state_.CountLocked(*s, &InputCounters::accepted_inputs);
     runner_.EnqueueLocked(s, PendingInput{*in, failed});
   }
   return HttpResponse{202, "", {}, ""};

@@ -74,14 +74,14 @@ json State::TurnJson(const SessionRec& s, const TurnRec& t) const {
   return {{"id", t.id},
           {"object", "agent.session.turn"},
           {"session_id", s.id},
-          {"agent_id", nullptr},
-          {"subagent_id", nullptr},
+          {"agent_id", s.agent.value("id", json(nullptr))},
+          {"subagent_id", t.subagent_id.empty() ? json(nullptr) : json(t.subagent_id)},
           {"status", t.status},
           {"created_at", t.created_at},
           {"started_at", opt(t.started_at)},
           {"completed_at", opt(t.completed_at)},
           {"error", t.error},
-          {"usage", nullptr}};
+          {"usage", t.usage}};
 }
 
 json State::Event(const std::string& type) {
@@ -110,7 +110,9 @@ json State::TurnEvent(const SessionRec& s, const TurnRec& t, const std::string& 
   e["turn"] = TurnJson(s, t);
   if (type == "agent.session.turn.completed" || type == "agent.session.turn.failed" ||
       type == "agent.session.turn.cancelled") {
-    e["usage"] = nullptr;
+    // The real service was observed to send null here (reference §2.4); the emulator sends
+    // the turn's usage, which the client also reads from the turn.
+    e["usage"] = t.usage;
   }
   return e;
 }
@@ -123,6 +125,11 @@ json State::ItemEvent(const SessionRec& s, const std::string& turn_id, const std
   e["item"] = item;
   e["output_index"] = std::move(output_index);
   return e;
+}
+
+void State::CountLocked(SessionRec& s, int64_t InputCounters::*counter, int64_t n) {
+  s.counters.*counter += n;
+  totals.*counter += n;
 }
 
 void State::EmitLocked(SessionRec& s, const json& event) {

@@ -84,6 +84,14 @@ struct PendingInput {
   bool connection_failed = false;
 };
 
+// How a session's input went, for tests that assert exactly-once submission (a chaos test
+// checks turns_started == tasks). Message input events only; cancels are not counted.
+struct InputCounters {
+  int64_t accepted_inputs = 0;  // message events accepted (create's input, POST …/events)
+  int64_t deduped_inputs = 0;   // message events in POSTs answered 202 as Idempotency-Key replays
+  int64_t turns_started = 0;    // root turns created (agent.session.turn.created)
+};
+
 struct TurnRec {
   std::string id;
   std::string status = "queued";
@@ -91,6 +99,8 @@ struct TurnRec {
   std::optional<int64_t> started_at;
   std::optional<int64_t> completed_at;
   json error = nullptr;
+  json usage = nullptr;     // {input_tokens, output_tokens, total_tokens, …} once terminal
+  std::string subagent_id;  // empty for a root turn
   std::vector<json> items;
 };
 
@@ -110,7 +120,14 @@ struct SessionRec {
   std::vector<std::shared_ptr<Subscriber>> subscribers;
   std::vector<TurnRec> turns;
   std::deque<PendingInput> pending;
+  // Idempotency-Key values of accepted POST …/events, kept for the session's lifetime (the
+  // real dedupe window is undocumented, reference §7 q7).
   std::set<std::string> idempotency_keys;
+  InputCounters counters;
+  // Admin knob: this many more message inputs are held in the connection wait as if no
+  // executor were connected; hold_release (when set) ends each hold early as if one connected.
+  int hold_inputs = 0;
+  std::optional<std::chrono::milliseconds> hold_release;
   bool runner_active = false;
   bool cancel_requested = false;
   // A turn has run with a connected executor: the real service's "durably bound CCA root"
@@ -167,6 +184,9 @@ class State {
   // commands).
   bool NoiseOnlyLocked(const SessionRec& s) const;
 
+  // Counts on the session and in `totals` (which outlive deleted sessions).
+  void CountLocked(SessionRec& s, int64_t InputCounters::*counter, int64_t n = 1);
+
   // ---- takes mu --------------------------------------------------------------------------------
   // Marks the session failed ("session expired") and its environment expired; false if unknown.
   bool ExpireSession(const std::string& session_id);
@@ -191,6 +211,7 @@ class State {
   std::map<std::string, RegistrationCount> unknown_registrations;  // Guarded by mu.
   std::map<std::string, Registration> registrations;               // Guarded by mu.
   std::map<WsConnectionId, RpcConnection> connections;             // Guarded by mu.
+  InputCounters totals;  // every session's, deleted ones too. Guarded by mu.
 };
 
 }  // namespace sbx::emulator::internal::openai

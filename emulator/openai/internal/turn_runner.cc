@@ -4,6 +4,8 @@
 #include <cctype>
 #include <sstream>
 
+#include "emulator/openai/internal/turn_script.h"
+
 namespace sbx::emulator::internal::openai {
 namespace {
 
@@ -49,8 +51,8 @@ void TurnRunner::Stop() {
 // The 5-minute connection wait (reference §2.1): while no executor is connected, the session
 // requires an environment_connection action and the POST is held. False if it timed out.
 bool TurnRunner::WaitForExecutorLocked(std::unique_lock<std::mutex>& lock,
-                                       const std::shared_ptr<SessionRec>& s) {
-  if (state_.ExecutorConnectedLocked(*s)) {
+                                       const std::shared_ptr<SessionRec>& s, bool forced) {
+  if (!forced && state_.ExecutorConnectedLocked(*s)) {
     return true;
   }
   if (s->waiting_for_executor++ == 0) {
@@ -61,12 +63,21 @@ bool TurnRunner::WaitForExecutorLocked(std::unique_lock<std::mutex>& lock,
     }
     state_.EmitLocked(*s, state_.SessionEvent(*s, "agent.session.requires_action"));
   }
-  auto deadline = SteadyClock::now() + state_.options.connection_wait;
-  bool connected = state_.cv.wait_until(lock, deadline, [&] {
-    return state_.stopping || state_.ExecutorConnectedLocked(*s) ||
+  Duration wait = state_.options.connection_wait;
+  if (forced && s->hold_release) {
+    wait = std::min<Duration>(wait, *s->hold_release);
+  }
+  auto deadline = SteadyClock::now() + wait;
+  bool woke = state_.cv.wait_until(lock, deadline, [&] {
+    return state_.stopping || (!forced && state_.ExecutorConnectedLocked(*s)) ||
            state_.sessions.count(s->id) == 0 || s->status == "failed";
   });
-  connected = connected && state_.ExecutorConnectedLocked(*s);
+  bool connected = state_.ExecutorConnectedLocked(*s) && !state_.stopping;
+  if (forced) {
+    connected = connected && s->hold_release.has_value() && !woke;
+  } else {
+    connected = connected && woke;
+  }
   if (--s->waiting_for_executor == 0) {
     s->required_actions = json::array();
     if (s->status == "requires_action") {
@@ -128,16 +139,30 @@ void TurnRunner::RunTurns(const std::shared_ptr<SessionRec>& s) {
   state_.cv.notify_all();
 }
 
+// One turn in progress: where its records are and what it has produced so far.
+struct TurnRunner::TurnContext {
+  SessionRec& sr;
+  size_t turn_index = 0;
+  std::string turn_id{};
+  int output_index = 0;
+  std::vector<std::string> summaries{};  // one per command, for the final message
+  int64_t input_chars = 0;
+  int64_t output_chars = 0;  // command output and assistant text
+  TurnRec& turn() { return sr.turns[turn_index]; }
+};
+
 void TurnRunner::RunTurnLocked(std::unique_lock<std::mutex>& lock,
                                const std::shared_ptr<SessionRec>& s, const PendingInput& in) {
   SessionRec& sr = *s;
   sr.turns.push_back(TurnRec{});
-  size_t turn_index = sr.turns.size() - 1;
-  auto turn = [&]() -> TurnRec& { return sr.turns[turn_index]; };
-  turn().id = state_.NewId("turn_");
-  turn().created_at = NowUnix();
-  const std::string turn_id = turn().id;
-  state_.EmitLocked(sr, state_.TurnEvent(sr, turn(), "agent.session.turn.created"));
+  TurnContext tc{sr, sr.turns.size() - 1};
+  tc.turn().id = state_.NewId("turn_");
+  tc.turn().created_at = NowUnix();
+  tc.turn_id = tc.turn().id;
+  tc.input_chars = static_cast<int64_t>(in.text.size());
+  const std::string& turn_id = tc.turn_id;
+  state_.CountLocked(sr, &InputCounters::turns_started);
+  state_.EmitLocked(sr, state_.TurnEvent(sr, tc.turn(), "agent.session.turn.created"));
   json user_item = {{"id", state_.NewId("msg_")},
                     {"type", "message"},
                     {"role", "user"},
@@ -145,27 +170,15 @@ void TurnRunner::RunTurnLocked(std::unique_lock<std::mutex>& lock,
                     {"phase", nullptr},
                     {"status", "completed"},
                     {"turn_id", turn_id}};
-  turn().items.push_back(user_item);
+  tc.turn().items.push_back(user_item);
   state_.EmitLocked(
       sr, state_.ItemEvent(sr, turn_id, "agent.session.turn.item.added", user_item, nullptr));
   sr.status = "in_progress";
   sr.last_active_at = NowUnix();
   state_.EmitLocked(sr, state_.SessionEvent(sr, "agent.session.in_progress"));
-  turn().status = "in_progress";
-  turn().started_at = NowUnix();
-  state_.EmitLocked(sr, state_.TurnEvent(sr, turn(), "agent.session.turn.in_progress"));
-
-  auto finish = [&](const std::string& status, json error) {
-    turn().status = status;
-    turn().completed_at = NowUnix();
-    turn().error = std::move(error);
-    state_.EmitLocked(sr, state_.TurnEvent(sr, turn(), "agent.session.turn." + status));
-    sr.last_active_at = NowUnix();
-    if (sr.status != "failed") {
-      sr.status = sr.waiting_for_executor > 0 ? "requires_action" : "idle";
-      state_.EmitLocked(sr, state_.SessionEvent(sr, "agent.session.idle"));
-    }
-  };
+  tc.turn().status = "in_progress";
+  tc.turn().started_at = NowUnix();
+  state_.EmitLocked(sr, state_.TurnEvent(sr, tc.turn(), "agent.session.turn.in_progress"));
 
   // Input that arrived with the session (no POST to hold) waits for the executor here.
   bool connection_failed = in.connection_failed;
@@ -173,99 +186,203 @@ void TurnRunner::RunTurnLocked(std::unique_lock<std::mutex>& lock,
     connection_failed = !WaitForExecutorLocked(lock, s);
   }
   if (connection_failed) {
-    finish("failed",
-           {{"code", "connection_failed"},
-            {"message", "No executor connected to environment " + sr.environment_id + " within " +
-                            std::to_string(state_.options.connection_wait.count()) + " ms"}});
+    FinishTurnLocked(
+        tc, "failed",
+        {{"code", "connection_failed"},
+         {"message", "No executor connected to environment " + sr.environment_id + " within " +
+                         std::to_string(state_.options.connection_wait.count()) + " ms"}});
     return;
   }
 
   sr.root_bound = true;  // the turn runs with a connected executor
-  int output_index = 0;
-  std::vector<std::string> summaries;
-  std::istringstream lines(in.text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind("$ ", 0) != 0) {
-      continue;
-    }
-    if (sr.cancel_requested || state_.stopping || sr.status == "failed") {
+  const TurnScript script = ParseTurnScript(in.text);
+  if (script.error) {
+    FinishTurnLocked(tc, "failed", {{"code", "invalid_request"}, {"message", *script.error}});
+    return;
+  }
+  auto interrupted = [&] {
+    return sr.cancel_requested || state_.stopping || sr.status == "failed";
+  };
+  for (const TurnStep& step : script.steps) {
+    if (interrupted()) {
       break;
     }
-    std::string command = Trim(line.substr(2));
-    json item = {{"id", state_.NewId("cmd_")},
-                 {"type", "command_execution"},
-                 {"command", command},
-                 {"cwd", sr.workspace_directory},
-                 {"exit_code", nullptr},
-                 {"duration_ms", nullptr},
-                 {"output", ""},
-                 {"status", "in_progress"},
-                 {"turn_id", turn_id}};
-    state_.EmitLocked(
-        sr, state_.ItemEvent(sr, turn_id, "agent.session.turn.item.added", item, output_index));
-    auto started = SteadyClock::now();
-    CommandOutcome out =
-        RunCommandLocked(lock, s, turn_id, item["id"].get<std::string>(), output_index, command);
-    item["output"] = out.output;
-    item["status"] = out.status;
-    item["exit_code"] = out.exit_code ? json(*out.exit_code) : json(nullptr);
-    item["duration_ms"] =
-        std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started).count();
-    turn().items.push_back(item);
-    state_.EmitLocked(
-        sr, state_.ItemEvent(sr, turn_id, "agent.session.turn.item.done", item, output_index));
-    ++output_index;
-    summaries.push_back(
-        "`" + command + "` " +
-        (out.exit_code ? "exited with code " + std::to_string(*out.exit_code) : out.status));
+    switch (step.kind) {
+      case TurnStep::Kind::kCommand:
+        RunCommandItemLocked(lock, s, tc, step.command);
+        break;
+      case TurnStep::Kind::kFail:
+        FinishTurnLocked(tc, "failed", {{"code", step.code}, {"message", step.message}});
+        return;
+      case TurnStep::Kind::kSubagent:
+        EmitSubagentTurnLocked(tc, step.status);
+        break;
+      case TurnStep::Kind::kSleep:
+        state_.cv.wait_until(lock, SteadyClock::now() + step.duration, interrupted);
+        break;
+    }
   }
   if (sr.cancel_requested || state_.stopping) {
-    finish("cancelled", nullptr);
+    FinishTurnLocked(tc, "cancelled", nullptr);
     return;
   }
   if (sr.status == "failed") {
-    finish("failed", {{"code", "internal_error"}, {"message", sr.error.value_or("failed")}});
+    FinishTurnLocked(tc, "failed",
+                     {{"code", "internal_error"}, {"message", sr.error.value_or("failed")}});
     return;
   }
+  EmitFinalMessageLocked(tc, in.text);
+  FinishTurnLocked(tc, "completed", nullptr);
+}
 
-  std::string text;
-  if (summaries.empty()) {
-    text = "Received: " + in.text;
-  } else {
-    text = "Ran " + std::to_string(summaries.size()) + " command(s): ";
-    for (size_t i = 0; i < summaries.size(); ++i) {
-      text += (i ? "; " : "") + summaries[i];
-    }
-    text += ".";
+// Deterministic token counts, about four characters a token (rounded up), so that a test can
+// predict them from the input and the output.
+json TurnRunner::UsageJson(int64_t input_chars, int64_t output_chars) {
+  int64_t in = (input_chars + 3) / 4;
+  int64_t out = (output_chars + 3) / 4;
+  return {{"input_tokens", in},
+          {"input_tokens_details", {{"cached_tokens", 0}}},
+          {"output_tokens", out},
+          {"output_tokens_details", {{"reasoning_tokens", 0}}},
+          {"total_tokens", in + out}};
+}
+
+void TurnRunner::FinishTurnLocked(TurnContext& tc, const std::string& status, json error) {
+  SessionRec& sr = tc.sr;
+  tc.turn().status = status;
+  tc.turn().completed_at = NowUnix();
+  tc.turn().error = std::move(error);
+  tc.turn().usage = UsageJson(tc.input_chars, tc.output_chars);
+  state_.EmitLocked(sr, state_.TurnEvent(sr, tc.turn(), "agent.session.turn." + status));
+  sr.last_active_at = NowUnix();
+  if (sr.status != "failed") {
+    sr.status = sr.waiting_for_executor > 0 ? "requires_action" : "idle";
+    state_.EmitLocked(sr, state_.SessionEvent(sr, "agent.session.idle"));
   }
+}
+
+void TurnRunner::RunCommandItemLocked(std::unique_lock<std::mutex>& lock,
+                                      const std::shared_ptr<SessionRec>& s, TurnContext& tc,
+                                      const std::string& command) {
+  SessionRec& sr = *s;
+  json item = {{"id", state_.NewId("cmd_")},
+               {"type", "command_execution"},
+               {"command", command},
+               {"cwd", sr.workspace_directory},
+               {"exit_code", nullptr},
+               {"duration_ms", nullptr},
+               {"output", ""},
+               {"status", "in_progress"},
+               {"turn_id", tc.turn_id}};
+  state_.EmitLocked(
+      sr, state_.ItemEvent(sr, tc.turn_id, "agent.session.turn.item.added", item, tc.output_index));
+  auto started = SteadyClock::now();
+  CommandOutcome out = RunCommandLocked(lock, s, tc.turn_id, item["id"].get<std::string>(),
+                                        tc.output_index, command);
+  item["output"] = out.output;
+  item["status"] = out.status;
+  item["exit_code"] = out.exit_code ? json(*out.exit_code) : json(nullptr);
+  item["duration_ms"] =
+      std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started).count();
+  tc.turn().items.push_back(item);
+  state_.EmitLocked(
+      sr, state_.ItemEvent(sr, tc.turn_id, "agent.session.turn.item.done", item, tc.output_index));
+  ++tc.output_index;
+  tc.output_chars += static_cast<int64_t>(out.output.size());
+  tc.summaries.push_back(
+      "`" + command + "` " +
+      (out.exit_code ? "exited with code " + std::to_string(*out.exit_code) : out.status));
+}
+
+// A subagent's turn inside the root turn (reference §2.3, §2.4): its events carry
+// turn.subagent_id, so a client must not take its terminal event as the root turn's outcome.
+// The shape of the agent.session.subagent.* payloads is undocumented ("subagent object
+// fields"); the emulator sends {subagent:{id, object, status}} with the root turn's id.
+// Subagent turns are streamed only: GET …/turns lists root turns (as the client reads it).
+void TurnRunner::EmitSubagentTurnLocked(TurnContext& tc, const std::string& status) {
+  SessionRec& sr = tc.sr;
+  const std::string subagent_id = state_.NewId("subagent_");
+  auto subagent_event = [&](const std::string& type, const std::string& subagent_status) {
+    json e = state_.Event(type);
+    e["session_id"] = sr.id;
+    e["turn_id"] = tc.turn_id;
+    e["subagent"] = {
+        {"id", subagent_id}, {"object", "agent.session.subagent"}, {"status", subagent_status}};
+    return e;
+  };
+  state_.EmitLocked(sr, subagent_event("agent.session.subagent.created", "active"));
+  TurnRec sub;
+  sub.id = state_.NewId("turn_");
+  sub.subagent_id = subagent_id;
+  sub.created_at = NowUnix();
+  state_.EmitLocked(sr, state_.TurnEvent(sr, sub, "agent.session.turn.created"));
+  sub.status = "in_progress";
+  sub.started_at = NowUnix();
+  state_.EmitLocked(sr, state_.TurnEvent(sr, sub, "agent.session.turn.in_progress"));
+  sub.status = status;
+  sub.completed_at = NowUnix();
+  if (status == "failed") {
+    sub.error = {{"code", "internal_error"}, {"message", "subagent failed on request (!subagent)"}};
+  }
+  sub.usage = UsageJson(0, 0);
+  state_.EmitLocked(sr, state_.TurnEvent(sr, sub, "agent.session.turn." + status));
+  state_.EmitLocked(sr, subagent_event("agent.session.subagent.closed", "closed"));
+}
+
+// The final assistant message, streamed as the Responses API does (reference §2.3, §6):
+// item.added, content_part.added, output_text.delta…, output_text.done, content_part.done,
+// item.done.
+void TurnRunner::EmitFinalMessageLocked(TurnContext& tc, const std::string& input) {
+  SessionRec& sr = tc.sr;
+  std::vector<std::string> pieces;
+  if (tc.summaries.empty()) {
+    pieces.push_back("Received: " + input);
+  } else {
+    pieces.push_back("Ran " + std::to_string(tc.summaries.size()) + " command(s): ");
+    for (size_t i = 0; i < tc.summaries.size(); ++i) {
+      pieces.push_back(tc.summaries[i] + (i + 1 < tc.summaries.size() ? "; " : "."));
+    }
+  }
+  std::string text;
+  for (const auto& p : pieces) {
+    text += p;
+  }
+  tc.output_chars += static_cast<int64_t>(text.size());
   json msg = {{"id", state_.NewId("msg_")}, {"type", "message"},       {"role", "assistant"},
               {"content", json::array()},   {"phase", "final_answer"}, {"status", "in_progress"},
-              {"turn_id", turn_id}};
-  state_.EmitLocked(
-      sr, state_.ItemEvent(sr, turn_id, "agent.session.turn.item.added", msg, output_index));
-  json delta = state_.Event("agent.session.turn.output_text.delta");
-  delta.update({{"session_id", sr.id},
-                {"turn_id", turn_id},
-                {"item_id", msg["id"]},
-                {"output_index", output_index},
-                {"content_index", 0},
-                {"delta", text}});
-  state_.EmitLocked(sr, delta);
-  json done = state_.Event("agent.session.turn.output_text.done");
-  done.update({{"session_id", sr.id},
-               {"turn_id", turn_id},
-               {"item_id", msg["id"]},
-               {"output_index", output_index},
-               {"content_index", 0},
-               {"text", text}});
+              {"turn_id", tc.turn_id}};
+  const int index = tc.output_index;
+  state_.EmitLocked(sr,
+                    state_.ItemEvent(sr, tc.turn_id, "agent.session.turn.item.added", msg, index));
+  auto text_event = [&](const std::string& type) {
+    json e = state_.Event(type);
+    e.update({{"session_id", sr.id},
+              {"turn_id", tc.turn_id},
+              {"item_id", msg["id"]},
+              {"output_index", index},
+              {"content_index", 0}});
+    return e;
+  };
+  json part_added = text_event("agent.session.turn.content_part.added");
+  part_added["part"] = {{"type", "output_text"}, {"text", ""}};
+  state_.EmitLocked(sr, part_added);
+  for (const auto& p : pieces) {
+    json delta = text_event("agent.session.turn.output_text.delta");
+    delta["delta"] = p;
+    state_.EmitLocked(sr, delta);
+  }
+  json done = text_event("agent.session.turn.output_text.done");
+  done["text"] = text;
   state_.EmitLocked(sr, done);
+  json part_done = text_event("agent.session.turn.content_part.done");
+  part_done["part"] = {{"type", "output_text"}, {"text", text}};
+  state_.EmitLocked(sr, part_done);
   msg["content"] = json::array({{{"type", "output_text"}, {"text", text}}});
   msg["status"] = "completed";
-  turn().items.push_back(msg);
-  state_.EmitLocked(
-      sr, state_.ItemEvent(sr, turn_id, "agent.session.turn.item.done", msg, output_index));
-  finish("completed", nullptr);
+  tc.turn().items.push_back(msg);
+  state_.EmitLocked(sr,
+                    state_.ItemEvent(sr, tc.turn_id, "agent.session.turn.item.done", msg, index));
+  ++tc.output_index;
 }
 
 TurnRunner::CommandOutcome TurnRunner::RunCommandLocked(std::unique_lock<std::mutex>& lock,
