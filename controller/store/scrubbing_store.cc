@@ -30,4 +30,13 @@ Status ScrubbingStore::RecordEvent(const Event& event) {
   return store_.RecordEvent(clean);
 }
 
+StatusOr<int64_t> ScrubbingStore::AppendTaskLog(const ObjectKey& task, const std::string& task_uid,
+                                                const std::vector<TaskLogEntry>& entries) {
+  std::vector<TaskLogEntry> scrubbed = entries;
+  for (TaskLogEntry& e : scrubbed) {
+    e.text = scrub_(e.text);
+  }
+  return store_.AppendTaskLog(task, task_uid, scrubbed);
+}
+
 }  // namespace sbx::controller

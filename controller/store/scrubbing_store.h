@@ -81,6 +81,25 @@ class ScrubbingStore final : public Store {
     return store_.GetLease(name);
   }
 
+  // The entries with their text scrubbed.
+  StatusOr<int64_t> AppendTaskLog(const ObjectKey& task, const std::string& task_uid,
+                                  const std::vector<TaskLogEntry>& entries) override;
+  StatusOr<TaskLogPage> ReadTaskLog(const std::string& task_uid, int64_t after_seq = 0,
+                                    int limit = 0) override {
+    return store_.ReadTaskLog(task_uid, after_seq, limit);
+  }
+  // Artifacts are the user's files, stored as read (their sha256 must stay true).
+  Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
+                     const Artifact& artifact) override {
+    return store_.PutArtifact(task, task_uid, artifact);
+  }
+  StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& task_uid) override {
+    return store_.ListArtifacts(task_uid);
+  }
+  StatusOr<Artifact> GetArtifact(const std::string& task_uid, const std::string& path) override {
+    return store_.GetArtifact(task_uid, path);
+  }
+
  private:
   Store& store_;
   const ScrubFn scrub_;

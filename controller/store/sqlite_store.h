@@ -58,6 +58,8 @@ struct SqliteStoreOptions {
   // seen ones (Kubernetes keeps events by TTL only; a crash-looping object with varying messages
   // would otherwise fill the table within one TTL). 0 = unbounded.
   int max_events_per_object = 100;
+  // AppendTaskLog keeps at most this much text per AgentTask (oldest deltas dropped first).
+  int64_t task_log_max_bytes = int64_t{1} << 20;
 };
 
 class SqliteStore final : public Store {
@@ -128,6 +130,15 @@ class SqliteStore final : public Store {
   // (PRAGMA wal_checkpoint(TRUNCATE)), so that the file sizes show what is stored. kUnavailable
   // if readers or writers of other connections kept it from completing.
   Status Checkpoint();
+
+  StatusOr<int64_t> AppendTaskLog(const ObjectKey& task, const std::string& task_uid,
+                                  const std::vector<TaskLogEntry>& entries) override;
+  StatusOr<TaskLogPage> ReadTaskLog(const std::string& task_uid, int64_t after_seq = 0,
+                                    int limit = 0) override;
+  Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
+                     const Artifact& artifact) override;
+  StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& task_uid) override;
+  StatusOr<Artifact> GetArtifact(const std::string& task_uid, const std::string& path) override;
 
  private:
   class Stmt;

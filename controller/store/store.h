@@ -58,6 +58,9 @@ struct ListOptions {
 
 enum class DeleteOutcome { kDeleted, kMarkedForDeletion, kAlreadyDeleting };
 
+// The most a task's collected artifacts may hold in total (DESIGN §7.1).
+inline constexpr int64_t kMaxTaskArtifactBytes = api::kMaxCollectBytes;
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -182,6 +185,60 @@ class Store {
   // Lease `name` as last written, expired or not (nullopt when nobody holds or held it since
   // its last release): for naming the holder in an error message.
   virtual StatusOr<std::optional<Lease>> GetLease(const std::string& name) = 0;
+
+  // ---- AgentTask log and artifacts (DESIGN §7.1) ---------------------------------------------
+  // Both are keyed by the task's uid (a task deleted and created again under the same name
+  // starts empty) and are deleted with the object's row. Neither bumps a revision: a log line
+  // wakes no watcher (followers poll ReadTaskLog with `after_seq`, or WaitForChange).
+
+  // What one log entry is. Deltas are the pieces of a streamed text; the others are whole.
+  enum class TaskLogKind {
+    kAssistantDelta,  // a piece of assistant text as it streams (output_text.delta)
+    kAssistant,       // a whole assistant message (its item done; also rebuilt on recovery)
+    kCommand,         // a command line the agent runs ("$ echo hi")
+    kOutputDelta,     // a piece of a command's output as it streams
+    kCommandResult,   // a command finished: its full output (bounded) and exit code
+    kStatus,          // sbx's own line: submitted, waiting for the executor, the outcome, …
+  };
+  struct TaskLogEntry {
+    int64_t seq = 0;  // 1, 2, … per task in append order; assigned by AppendTaskLog
+    TaskLogKind kind = TaskLogKind::kStatus;
+    std::string item_id;               // the service's item id, "" for kStatus
+    std::string text;                  // the text, delta or line
+    std::optional<int64_t> exit_code;  // kCommandResult
+    std::string at;                    // RFC 3339, assigned by AppendTaskLog
+  };
+  struct TaskLogPage {
+    std::vector<TaskLogEntry> entries;  // seq > after_seq, ascending
+    int64_t last_seq = 0;               // highest seq ever appended to this task (0: none)
+    int64_t dropped = 0;                // entries dropped by the bound so far (gaps in seq)
+  };
+  // Appends `entries` to the log of task `task_uid` (of object `task`) in one transaction and
+  // keeps the log within the store's per-task bound (Options::task_log_max_bytes of text): the
+  // oldest deltas (kAssistantDelta, kOutputDelta) are dropped first, then the oldest other
+  // entries; an entry longer than the bound is cut to it. Returns the last seq assigned.
+  virtual StatusOr<int64_t> AppendTaskLog(const ObjectKey& task, const std::string& task_uid,
+                                          const std::vector<TaskLogEntry>& entries) = 0;
+  // The entries with seq > after_seq, at most `limit` (0 = all). An unknown uid gives an empty
+  // page (last_seq 0), not an error: the task may not have logged yet.
+  virtual StatusOr<TaskLogPage> ReadTaskLog(const std::string& task_uid, int64_t after_seq = 0,
+                                            int limit = 0) = 0;
+
+  struct Artifact {
+    std::string path;     // the collect path, relative to the worker's workspaceDirectory
+    int64_t bytes = 0;    // size of `content`
+    std::string sha256;   // lowercase hex of `content`
+    std::string content;  // the file's bytes (empty in ListArtifacts)
+  };
+  // Stores (replaces) one collected file of task `task_uid`. kResourceExhausted when the task's
+  // artifacts would exceed kMaxTaskArtifactBytes (16 MiB) in total; kInvalidArgument when
+  // sha256/bytes do not describe `content`.
+  virtual Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
+                             const Artifact& artifact) = 0;
+  // The task's artifacts without their content, sorted by path.
+  virtual StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& task_uid) = 0;
+  // One artifact with its content; kNotFound if absent.
+  virtual StatusOr<Artifact> GetArtifact(const std::string& task_uid, const std::string& path) = 0;
 };
 
 }  // namespace sbx::controller

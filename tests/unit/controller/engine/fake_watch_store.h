@@ -131,6 +131,22 @@ class FakeWatchStore final : public Store {
   }
   Status ReleaseLease(const std::string&, const std::string&) override { return Unimplemented(); }
   StatusOr<std::optional<Lease>> GetLease(const std::string&) override { return Unimplemented(); }
+  StatusOr<int64_t> AppendTaskLog(const ObjectKey&, const std::string&,
+                                  const std::vector<TaskLogEntry>&) override {
+    return Unimplemented();
+  }
+  StatusOr<TaskLogPage> ReadTaskLog(const std::string&, int64_t, int) override {
+    return Unimplemented();
+  }
+  Status PutArtifact(const ObjectKey&, const std::string&, const Artifact&) override {
+    return Unimplemented();
+  }
+  StatusOr<std::vector<Artifact>> ListArtifacts(const std::string&) override {
+    return Unimplemented();
+  }
+  StatusOr<Artifact> GetArtifact(const std::string&, const std::string&) override {
+    return Unimplemented();
+  }
 
  private:
   static Status Unimplemented() { return api::UnimplementedError("not in FakeWatchStore"); }

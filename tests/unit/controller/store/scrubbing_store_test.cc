@@ -71,5 +71,18 @@ TEST_F(ScrubbingStoreTest, EventsAreScrubbed) {
   EXPECT_EQ((*events)[0].message, "last line: [REDACTED]");
 }
 
+TEST_F(ScrubbingStoreTest, TaskLogLinesAreScrubbed) {
+  const ObjectKey task{api::Kind::kAgentTask, "default", "t"};
+  ASSERT_TRUE(store_
+                  ->AppendTaskLog(task, "uid-1",
+                                  {{0, Store::TaskLogKind::kOutputDelta, "cmd_1",
+                                    "key is sk-exec-\"42\"", std::nullopt, ""}})
+                  .ok());
+  auto page = sqlite_->ReadTaskLog("uid-1");
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->entries.size(), 1u);
+  EXPECT_EQ(page->entries[0].text, "key is [REDACTED]");
+}
+
 }  // namespace
 }  // namespace sbx::controller
