@@ -180,7 +180,10 @@ api::StatusOr<api::ObjectKey> ResolveOneTarget(std::string_view text, api::Kind 
   }
   ASSIGN_OR_RETURN(KindAndName kn, ParseKindAndName(text));
   if (kn.kind != kind) {
-    return api::InvalidArgumentError("\"" + std::string(text) + "\" is not a " + TypeName(kind));
+    const std::string type = TypeName(kind);
+    const bool vowel = type.find_first_of("aeiou") == 0;
+    return api::InvalidArgumentError("\"" + std::string(text) + "\" is not " +
+                                     (vowel ? "an " : "a ") + type);
   }
   if (kn.name.empty()) {
     return api::InvalidArgumentError("you must specify the name of the " + TypeName(kind));
