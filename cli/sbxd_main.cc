@@ -32,6 +32,7 @@
 #include "controller/engine/periodic_resync.h"
 #include "controller/engine/store_compactor.h"
 #include "controller/engine/store_watch.h"
+#include "controller/reconcilers/agent_task_reconciler.h"
 #include "controller/reconcilers/agent_worker_reconciler.h"
 #include "controller/reconcilers/garbage_collector.h"
 #include "controller/reconcilers/sandbox_cache.h"
@@ -332,6 +333,7 @@ int Main(int argc, char** argv) {
       ParseFlagDuration("executor-probe-interval", flags.executor_probe_interval);
   AgentWorkerReconciler workers(*store, clouds, clock, &manager.dependencies(), worker_options);
   WorkspaceReconciler workspaces(*store, clouds, clock, &manager.dependencies());
+  AgentTaskReconciler tasks(*store, clouds, clock, &manager.dependencies());
 
   LeaderElectorOptions elector_options;
   elector_options.identity = flags.identity;
@@ -363,8 +365,8 @@ int Main(int argc, char** argv) {
       });
     });
     NullEnqueuer sink;
-    const int failures =
-        RunOnce(*store, sweeper, {&sandboxes, &workers, &workspaces}, sink, stop.get_token());
+    const int failures = RunOnce(*store, sweeper, {&sandboxes, &workers, &tasks, &workspaces}, sink,
+                                 stop.get_token());
     renewals.request_stop();
     renewals.join();
     if (!lost) {
@@ -377,6 +379,7 @@ int Main(int argc, char** argv) {
   manager.Register(sandboxes);
   manager.Register(workers);
   manager.Register(workspaces);
+  manager.Register(tasks);
   const SourceErrorFn on_error = [](std::string_view source, const api::Status& error) {
     log::Warn("source error", {{"source", std::string(source)}, {"error", error.ToString()}});
   };

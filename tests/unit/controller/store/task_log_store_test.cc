@@ -149,3 +149,14 @@ TEST_F(TaskLogStoreTest, LogAndArtifactsAreDeletedWithTheObject) {
 
 }  // namespace
 }  // namespace sbx::controller
+
+namespace sbx::controller {
+namespace {
+TEST_F(TaskLogStoreTest, LongTextsRoundTrip) {
+  const std::string uid = CreateTask("t");
+  const std::string long_text = "submitted to worker w (session sess_1) and more text";
+  ASSERT_TRUE(store_->AppendTaskLog(key_, uid, {E(LogKind::kStatus, long_text)}).ok());
+  EXPECT_EQ(Texts(uid), (std::vector<std::string>{long_text}));
+}
+}  // namespace
+}  // namespace sbx::controller

@@ -1,0 +1,555 @@
+#include "controller/reconcilers/agent_task_reconciler.h"
+
+#include <openssl/sha.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/conditions.h"
+#include "controller/reconcilers/internal/object_updates.h"
+#include "controller/reconcilers/reconcile_skeleton.h"
+#include "controller/reconcilers/scripts/executor_scripts.h"
+
+namespace sbx::controller {
+namespace {
+
+namespace condition = api::condition;
+namespace reason = api::reason;
+using api::ConditionStatus;
+using api::Object;
+using api::Status;
+using api::StatusOr;
+using api::TaskPhase;
+using LogKind = Store::TaskLogKind;
+
+std::string Sha256Hex(std::string_view bytes) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
+  std::string hex;
+  hex.reserve(2 * SHA256_DIGEST_LENGTH);
+  for (unsigned char b : digest) {
+    char two[3];
+    std::snprintf(two, sizeof two, "%02x", b);
+    hex += two;
+  }
+  return hex;
+}
+
+// Standard base64 (RFC 4648) without line breaks; nullopt on a character outside the alphabet.
+std::optional<std::string> DecodeBase64(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') {
+      return c - 'A';
+    }
+    if (c >= 'a' && c <= 'z') {
+      return c - 'a' + 26;
+    }
+    if (c >= '0' && c <= '9') {
+      return c - '0' + 52;
+    }
+    if (c == '+') {
+      return 62;
+    }
+    if (c == '/') {
+      return 63;
+    }
+    return -1;
+  };
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    if (c == '=' || c == '\n' || c == '\r') {
+      continue;
+    }
+    const int v = value(c);
+    if (v < 0) {
+      return std::nullopt;
+    }
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+bool MatchesLabels(const Object& o, const std::map<std::string, std::string>& want) {
+  for (const auto& [k, v] : want) {
+    auto it = o.metadata.labels.find(k);
+    if (it == o.metadata.labels.end() || it->second != v) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ConditionTrue(const Object& o, std::string_view type) {
+  const api::Condition* c = api::FindCondition(o.conditions(), type);
+  return c != nullptr && c->status == ConditionStatus::kTrue;
+}
+
+bool ConditionFalse(const Object& o, std::string_view type) {
+  const api::Condition* c = api::FindCondition(o.conditions(), type);
+  return c != nullptr && c->status == ConditionStatus::kFalse;
+}
+
+// The worker a task was given (status) or names (workerRef); "" while a selector has not
+// picked one.
+std::string AssignedWorker(const Object& task) {
+  const auto& st = task.agent_task_status();
+  return !st.worker.empty() ? st.worker : task.agent_task_spec().worker_ref;
+}
+
+// Creation order, then name (same-second creations).
+bool CreatedBefore(const Object& a, const Object& b) {
+  return std::tie(a.metadata.creation_timestamp, a.metadata.name) <
+         std::tie(b.metadata.creation_timestamp, b.metadata.name);
+}
+
+Store::TaskLogEntry Line(LogKind kind, std::string text, std::string item_id = "") {
+  Store::TaskLogEntry e;
+  e.kind = kind;
+  e.text = std::move(text);
+  e.item_id = std::move(item_id);
+  return e;
+}
+
+}  // namespace
+
+struct AgentTaskReconciler::Target : ReconcileTarget {
+  Object worker;
+  Object sandbox;
+  openai::AgentsApi* agents = nullptr;
+
+  const api::AgentTaskSpec& spec() const { return object.agent_task_spec(); }
+  api::AgentTaskStatus& status() { return object.agent_task_status(); }
+  const std::string& session() { return status().session_id; }
+};
+
+AgentTaskReconciler::AgentTaskReconciler(Store& store, CloudClients& clouds, Clock& clock,
+                                         DependencyIndex* dependencies,
+                                         AgentTaskReconcilerOptions options)
+    : store_(store),
+      clouds_(clouds),
+      clock_(clock),
+      dependencies_(dependencies),
+      options_(std::move(options)) {}
+
+StatusOr<ReconcileResult> AgentTaskReconciler::Reconcile(const api::ObjectKey& key,
+                                                         std::stop_token stop) {
+  ReconcileSteps<Target> steps;
+  steps.converge = [this](Target& t) { return Converge(t); };
+  steps.finalize = [this](Target& t) { return Finalize(t); };
+  steps.record_outcome = [this](Target& t, const Status& s) {
+    RecordSyncedError(t.object, s, clock_);
+    if (s.ok()) {
+      internal::SetCondition(t.object, condition::kSynced, ConditionStatus::kTrue, reason::kSynced,
+                             "", clock_);
+    }
+  };
+  steps.forget = [this](const api::ObjectKey& k) {
+    if (dependencies_ != nullptr) {
+      dependencies_->Untrack(k);
+    }
+  };
+  return RunReconcile(store_, key, stop, steps);
+}
+
+Status AgentTaskReconciler::LoadWorker(Target& t, const std::string& name) {
+  ASSIGN_OR_RETURN(t.worker,
+                   store_.Get({api::Kind::kAgentWorker, t.object.metadata.namespace_, name}));
+  const auto& ws = t.worker.agent_worker_spec();
+  const std::string sandbox_name = !ws.sandbox_ref.empty() ? ws.sandbox_ref : name;
+  ASSIGN_OR_RETURN(t.sandbox,
+                   store_.Get({api::Kind::kSandbox, t.object.metadata.namespace_, sandbox_name}));
+  ASSIGN_OR_RETURN(t.agents, clouds_.Agents(t.object.metadata.namespace_,
+                                            t.sandbox.sandbox_spec().workspace_ref));
+  return api::OkStatus();
+}
+
+void AgentTaskReconciler::Log(Target& t, std::vector<Store::TaskLogEntry> entries) {
+  // The log is information: a failed append does not fail the task.
+  (void)store_.AppendTaskLog(t.key(), t.object.metadata.uid, entries);
+}
+
+StatusOr<ReconcileResult> AgentTaskReconciler::Converge(Target& t) {
+  switch (t.status().phase) {
+    case TaskPhase::kPending:
+    case TaskPhase::kQueued:
+      return Queue(t);
+    case TaskPhase::kSubmitted:
+    case TaskPhase::kRunning:
+      return Follow(t);
+    case TaskPhase::kSucceeded:
+    case TaskPhase::kFailed:
+    case TaskPhase::kCancelled:
+    case TaskPhase::kTimedOut:
+      return Expire(t);
+  }
+  return ReconcileResult::Done();
+}
+
+StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
+  auto wait = [&](std::string_view why, std::string message) {
+    t.status().phase = TaskPhase::kQueued;
+    internal::SetCondition(t.object, condition::kSubmitted, ConditionStatus::kFalse, why,
+                           std::move(message), clock_);
+    internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse, why, "",
+                           clock_);
+    return ReconcileResult::RequeueAfter(options_.queue_recheck);
+  };
+  if (t.object.metadata.annotations.count(std::string(api::kCancelRequestedAnnotation)) != 0) {
+    Log(t, {Line(LogKind::kStatus, "cancelled before submission")});
+    return Finish(t, TaskPhase::kCancelled);
+  }
+  ListOptions same_ns;
+  same_ns.namespace_ = t.object.metadata.namespace_;
+  same_ns.kind = api::Kind::kAgentTask;
+  ASSIGN_OR_RETURN(std::vector<Object> tasks, store_.List(same_ns));
+  std::erase_if(tasks,
+                [](const Object& o) { return api::IsFinished(o.agent_task_status().phase); });
+
+  std::string worker_name = AssignedWorker(t.object);
+  if (worker_name.empty()) {
+    // workerSelector: a Ready worker with all the labels, the one with the fewest unfinished
+    // tasks first (then by name).
+    same_ns.kind = api::Kind::kAgentWorker;
+    ASSIGN_OR_RETURN(std::vector<Object> workers, store_.List(same_ns));
+    int best_load = 0;
+    for (const Object& w : workers) {
+      if (!ConditionTrue(w, condition::kReady) ||
+          !MatchesLabels(w, t.spec().worker_selector->match_labels)) {
+        continue;
+      }
+      const int load =
+          static_cast<int>(std::count_if(tasks.begin(), tasks.end(), [&](const Object& o) {
+            return AssignedWorker(o) == w.metadata.name;
+          }));
+      if (worker_name.empty() || load < best_load) {
+        worker_name = w.metadata.name;
+        best_load = load;
+      }
+    }
+    if (worker_name.empty()) {
+      return wait(reason::kNoMatchingWorker, "no Ready AgentWorker matches the workerSelector");
+    }
+    t.status().worker = worker_name;
+  }
+  t.status().worker = worker_name;
+  const api::ObjectKey worker_key{api::Kind::kAgentWorker, t.object.metadata.namespace_,
+                                  worker_name};
+
+  std::vector<api::ObjectKey> ahead;
+  for (const Object& o : tasks) {
+    if (o.metadata.uid != t.object.metadata.uid && AssignedWorker(o) == worker_name &&
+        (CreatedBefore(o, t.object) || o.agent_task_status().phase == TaskPhase::kSubmitted ||
+         o.agent_task_status().phase == TaskPhase::kRunning)) {
+      ahead.push_back(api::KeyOf(o));
+    }
+  }
+  if (dependencies_ != nullptr) {
+    std::vector<api::ObjectKey> deps = ahead;
+    deps.push_back(worker_key);
+    dependencies_->SetDependencies(t.key(), deps);
+  }
+  t.status().queue_position = static_cast<int>(ahead.size());
+  if (!ahead.empty()) {
+    return wait(reason::kQueued,
+                std::to_string(ahead.size()) + " task(s) ahead on worker " + worker_name);
+  }
+  Status loaded = LoadWorker(t, worker_name);
+  if (loaded.code() == api::StatusCode::kNotFound) {
+    return wait(reason::kWorkerNotFound, loaded.message());
+  }
+  RETURN_IF_ERROR(loaded);
+  if (!ConditionTrue(t.worker, condition::kReady) ||
+      t.worker.agent_worker_status().session_id.empty()) {
+    return wait(reason::kWaitingForWorker, "worker " + worker_name + " is not Ready");
+  }
+  return Submit(t);
+}
+
+StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
+  const std::string session = t.worker.agent_worker_status().session_id;
+  // The newest root turn before ours: our turn is the first one after it.
+  openai::ListParams newest;
+  newest.limit = 1;
+  newest.order = openai::ListOrder::kDesc;
+  ASSIGN_OR_RETURN(openai::TurnPage before, t.agents->ListTurns(session, newest, t.stop));
+
+  // Exactly once: the submission and its key are in the store before the POST.
+  api::AgentTaskStatus& st = t.status();
+  st.phase = TaskPhase::kSubmitted;
+  st.session_id = session;
+  st.idempotency_key = t.object.metadata.uid;
+  st.previous_turn_id = before.data.empty() ? "" : before.data.front().id;
+  st.submitted_at = FormatRfc3339(clock_.Now());
+  st.queue_position = 0;
+  internal::SetCondition(t.object, condition::kSubmitted, ConditionStatus::kTrue,
+                         reason::kSubmittedReason, "input sent to session " + session, clock_);
+  internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
+                         reason::kSubmittedReason, "", clock_);
+  t.object.agent_task_status().observed_generation = t.object.metadata.generation;
+  ASSIGN_OR_RETURN(Object stored, store_.UpdateStatus(t.object));
+  t.object = stored;
+  t.original_status = stored.status;
+  Log(t,
+      {Line(LogKind::kStatus, "submitted to worker " + st.worker + " (session " + session + ")")});
+
+  Status sent = t.agents->SendEvents(session, {openai::InputEvent::UserMessage(t.spec().input)},
+                                     st.idempotency_key, t.stop);
+  if (!sent.ok() && !ClassifyError(sent).transient()) {
+    t.status().result.error = {std::string(ClassifyError(sent).reason), sent.message()};
+    return Finish(t, TaskPhase::kFailed);
+  }
+  // A transient failure may or may not have reached the service: Follow re-POSTs with the same
+  // key if no turn appears.
+  return ReconcileResult::RequeueAfter(options_.poll_interval);
+}
+
+StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
+  api::AgentTaskStatus& st = t.status();
+  RETURN_IF_ERROR(LoadWorker(t, st.worker));
+  if (dependencies_ != nullptr) {
+    dependencies_->SetDependencies(
+        t.key(), {{api::Kind::kAgentWorker, t.object.metadata.namespace_, st.worker}});
+  }
+  const auto now = clock_.Now();
+  const auto submitted = ParseRfc3339(st.submitted_at).value_or(now);
+
+  if (st.turn_id.empty()) {
+    // Reference §2.6: our turn is the oldest root turn newer than previousTurnId.
+    openai::ListParams recent;
+    recent.limit = 20;
+    recent.order = openai::ListOrder::kDesc;
+    ASSIGN_OR_RETURN(openai::TurnPage page, t.agents->ListTurns(st.session_id, recent, t.stop));
+    std::string ours;
+    for (const openai::Turn& turn : page.data) {
+      if (turn.id == st.previous_turn_id) {
+        break;
+      }
+      if (turn.is_root()) {
+        ours = turn.id;
+      }
+    }
+    if (ours.empty()) {
+      if (now - submitted >= options_.resubmit_after) {
+        // The POST may never have arrived; the same key makes a repeat harmless.
+        Status sent =
+            t.agents->SendEvents(st.session_id, {openai::InputEvent::UserMessage(t.spec().input)},
+                                 st.idempotency_key, t.stop);
+        if (!sent.ok() && !ClassifyError(sent).transient()) {
+          st.result.error = {std::string(ClassifyError(sent).reason), sent.message()};
+          return Finish(t, TaskPhase::kFailed);
+        }
+      }
+      return ReconcileResult::RequeueAfter(options_.poll_interval);
+    }
+    st.turn_id = ours;
+    st.phase = TaskPhase::kRunning;
+    st.started_at = FormatRfc3339(now);
+    Log(t, {Line(LogKind::kStatus, "turn " + ours + " started")});
+  }
+
+  const bool cancel_requested =
+      t.object.metadata.annotations.count(std::string(api::kCancelRequestedAnnotation)) != 0;
+  const bool timed_out = now - submitted >= t.spec().timeout;
+  if (st.cancel_reason.empty() && (cancel_requested || timed_out)) {
+    RETURN_IF_ERROR(
+        t.agents->SendEvents(st.session_id, {openai::InputEvent::Cancel()}, "", t.stop));
+    st.cancel_reason = timed_out && !cancel_requested ? "TimedOut" : "Cancelled";
+    st.cancel_requested_at = FormatRfc3339(now);
+    Log(t, {Line(LogKind::kStatus, st.cancel_reason == "TimedOut"
+                                       ? "timeout reached: cancelling the turn"
+                                       : "cancel requested: cancelling the turn")});
+  }
+
+  ASSIGN_OR_RETURN(openai::Turn turn, t.agents->GetTurn(st.session_id, st.turn_id, t.stop));
+  switch (turn.status) {
+    case openai::TurnStatus::kCompleted:
+      return Finish(t, TaskPhase::kSucceeded);
+    case openai::TurnStatus::kFailed:
+      if (turn.error) {
+        st.result.error = {turn.error->code, turn.error->message};
+      }
+      return Finish(t, TaskPhase::kFailed);
+    case openai::TurnStatus::kCancelled:
+      return Finish(t,
+                    st.cancel_reason == "TimedOut" ? TaskPhase::kTimedOut : TaskPhase::kCancelled);
+    default:
+      break;
+  }
+  if (ConditionFalse(t.worker, condition::kExecutorConnected) ||
+      ConditionFalse(t.worker, condition::kExecutorRunning)) {
+    internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
+                           reason::kWaitingForExecutor,
+                           "the executor of worker " + st.worker + " is not connected", clock_);
+  } else {
+    internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
+                           st.cancel_reason.empty() ? reason::kTurnRunning : reason::kCancelling,
+                           "", clock_);
+  }
+  return ReconcileResult::RequeueAfter(options_.poll_interval);
+}
+
+StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase) {
+  api::AgentTaskStatus& st = t.status();
+  if (!st.turn_id.empty() && t.agents != nullptr) {
+    // The turn's saved items are the log's item results (reference §2.6) and the result.
+    StatusOr<std::vector<openai::Item>> items = t.agents->ListAllTurnItems(
+        st.session_id, st.turn_id, {.order = openai::ListOrder::kAsc}, t.stop);
+    if (items.ok()) {
+      std::vector<Store::TaskLogEntry> lines;
+      int commands = 0;
+      for (const openai::Item& item : *items) {
+        if (item.type == openai::ItemType::kMessage && item.role == "assistant") {
+          lines.push_back(Line(LogKind::kAssistant, item.text, item.id));
+          st.result.message = item.text;
+        } else if (item.type == openai::ItemType::kCommandExecution) {
+          ++commands;
+          lines.push_back(Line(LogKind::kCommand, "$ " + item.command, item.id));
+          Store::TaskLogEntry result = Line(LogKind::kCommandResult, item.output, item.id);
+          result.exit_code = item.exit_code;
+          lines.push_back(std::move(result));
+        }
+      }
+      st.commands = commands;
+      Log(t, std::move(lines));
+    }
+    if (StatusOr<openai::Turn> turn = t.agents->GetTurn(st.session_id, st.turn_id, t.stop);
+        turn.ok() && turn->usage) {
+      st.result.usage = {turn->usage->input_tokens, turn->usage->output_tokens,
+                         turn->usage->total_tokens};
+    }
+    Collect(t);
+  }
+  st.phase = phase;
+  st.queue_position = 0;
+  st.completed_at = FormatRfc3339(clock_.Now());
+  const std::string_view name = api::TaskPhaseName(phase);
+  internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kTrue, name,
+                         st.result.error.message, clock_);
+  Log(t, {Line(LogKind::kStatus, std::string(name) + (st.result.error.code.empty()
+                                                          ? ""
+                                                          : ": " + st.result.error.code + " " +
+                                                                st.result.error.message))});
+  return Expire(t);
+}
+
+void AgentTaskReconciler::Collect(Target& t) {
+  api::AgentTaskStatus& st = t.status();
+  st.artifacts.clear();
+  if (t.spec().collect.empty()) {
+    return;
+  }
+  StatusOr<databricks::SandboxApi*> sandboxes =
+      clouds_.Sandboxes(t.object.metadata.namespace_, t.sandbox.sandbox_spec().workspace_ref);
+  int64_t total = 0;
+  for (const api::CollectSpec& c : t.spec().collect) {
+    api::ArtifactStatus a;
+    a.path = c.path;
+    if (!sandboxes.ok()) {
+      a.error = sandboxes.status().message();
+      st.artifacts.push_back(std::move(a));
+      continue;
+    }
+    databricks::ExecRequest request;
+    request.cmd = "/bin/bash";
+    request.args = {"-c",          std::string(scripts::kCollectFile),
+                    "sbx-collect", t.worker.agent_worker_spec().workspace_directory,
+                    c.path,        std::to_string(c.max_bytes)};
+    StatusOr<databricks::ExecResult> r =
+        (*sandboxes)->ExecSync(t.sandbox.sandbox_spec().sandbox_id, request, t.stop);
+    if (!r.ok()) {
+      a.error = r.status().message();
+    } else if (r->exit_code != 0) {
+      a.error = r->exit_code == 3 ? "not found" : "read failed: " + r->stderr_text;
+    } else {
+      const size_t nl = r->stdout_text.find('\n');
+      std::optional<std::string> bytes =
+          nl == std::string::npos ? std::nullopt
+                                  : DecodeBase64(std::string_view(r->stdout_text).substr(nl + 1));
+      if (!bytes) {
+        a.error = "unreadable answer from the sandbox";
+      } else if (total + static_cast<int64_t>(bytes->size()) > kMaxTaskArtifactBytes) {
+        a.error = "the task's artifacts would exceed 16 MiB";
+      } else {
+        a.bytes = static_cast<int64_t>(bytes->size());
+        a.sha256 = Sha256Hex(*bytes);
+        Status put = store_.PutArtifact(t.key(), t.object.metadata.uid,
+                                        {a.path, a.bytes, a.sha256, *std::move(bytes)});
+        if (put.ok()) {
+          total += a.bytes;
+        } else {
+          a.error = put.message();
+          a.bytes = 0;
+          a.sha256.clear();
+        }
+      }
+    }
+    st.artifacts.push_back(std::move(a));
+  }
+}
+
+StatusOr<ReconcileResult> AgentTaskReconciler::Expire(Target& t) {
+  if (dependencies_ != nullptr) {
+    dependencies_->Untrack(t.key());
+  }
+  const auto& ttl = t.spec().ttl_after_finished;
+  if (!ttl) {
+    return ReconcileResult::Done();
+  }
+  const auto completed = ParseRfc3339(t.status().completed_at).value_or(clock_.Now());
+  const auto left = completed + *ttl - clock_.Now();
+  if (left <= decltype(left)::zero()) {
+    Status deleted = store_.Delete(t.key()).status();
+    if (!deleted.ok() && deleted.code() != api::StatusCode::kNotFound) {
+      return deleted;
+    }
+    return ReconcileResult::Done();
+  }
+  return ReconcileResult::RequeueAfter(std::chrono::duration_cast<std::chrono::milliseconds>(left) +
+                                       std::chrono::milliseconds(1));
+}
+
+StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::Finalize(Target& t) {
+  api::AgentTaskStatus& st = t.status();
+  if (st.phase != TaskPhase::kSubmitted && st.phase != TaskPhase::kRunning) {
+    return std::optional<ReconcileResult>();
+  }
+  // A running turn is cancelled before the task goes (its worker would stay busy otherwise).
+  Status loaded = LoadWorker(t, st.worker);
+  if (loaded.code() == api::StatusCode::kNotFound) {
+    return std::optional<ReconcileResult>();  // no worker, no session to cancel in
+  }
+  RETURN_IF_ERROR(loaded);
+  if (st.cancel_reason.empty()) {
+    RETURN_IF_ERROR(
+        t.agents->SendEvents(st.session_id, {openai::InputEvent::Cancel()}, "", t.stop));
+    st.cancel_reason = "Cancelled";
+    st.cancel_requested_at = FormatRfc3339(clock_.Now());
+  }
+  if (st.turn_id.empty()) {
+    return std::optional<ReconcileResult>();
+  }
+  StatusOr<openai::Turn> turn = t.agents->GetTurn(st.session_id, st.turn_id, t.stop);
+  if (turn.status().code() == api::StatusCode::kNotFound) {
+    return std::optional<ReconcileResult>();
+  }
+  RETURN_IF_ERROR(turn.status());
+  if (turn->status == openai::TurnStatus::kCompleted ||
+      turn->status == openai::TurnStatus::kFailed ||
+      turn->status == openai::TurnStatus::kCancelled) {
+    return std::optional<ReconcileResult>();
+  }
+  return std::optional<ReconcileResult>(ReconcileResult::RequeueAfter(options_.poll_interval));
+}
+
+}  // namespace sbx::controller

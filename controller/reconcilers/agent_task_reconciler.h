@@ -1,0 +1,92 @@
+// AgentTaskReconciler: runs an AgentTask as one root turn of its AgentWorker's session
+// (DESIGN §7.1), the third user of the reconcile skeleton.
+//
+// Contract, by phase:
+//   Pending/Queued → pick the worker (workerRef, or workerSelector: a Ready worker with all the
+//     labels, least busy first) and record it in status.worker; the worker's unfinished tasks
+//     run one at a time in creation order: a task with others ahead is Queued with
+//     queuePosition = how many are ahead (Submitted=False, reason Queued); a worker that is not
+//     Ready or has no session keeps it Queued (reason WaitingForWorker). A cancel request
+//     (annotation sbx.dev/cancel-requested) before submission ends it Cancelled, no turn.
+//   Submit (exactly once) → status phase=Submitted, submittedAt, idempotencyKey = uid, sessionId
+//     and previousTurnId (the session's newest root turn before ours) are WRITTEN to the store
+//     first, then the input is POSTed with Idempotency-Key = uid. A crash between the two, or a
+//     POST whose answer was lost, re-POSTs with the same key later; the service dedupes it.
+//   Submitted/Running → the task's turn is the oldest root turn newer than previousTurnId (the
+//     worker runs no other root turn meanwhile); its status is read with GetTurn (reference
+//     §2.6, the recovery procedure, used on every pass: nothing in memory is needed after a
+//     restart). Only the ROOT turn's terminal status ends the task: completed → Succeeded,
+//     failed → Failed with the service's error code and message, cancelled → Cancelled or
+//     TimedOut. Subagent turns and an idle session change nothing.
+//   Timeout (from submittedAt) or a cancel request → agent.session.input.cancel once
+//     (cancelRequestedAt, cancelReason), then wait for turn.cancelled.
+//   The executor gone (the worker's ExecutorConnected=False) while submitted → Completed=False
+//     reason WaitingForExecutor; the service holds the turn for its connection wait and ends it
+//     failed with its error code if the executor does not come back.
+//   Terminal → the turn's items go to the task log (assistant text, command lines, their output
+//     and exit codes), result.message = the last assistant message, usage, commands; then every
+//     collect path is read with exec-sync (collect_file.sh: at most maxBytes, base64) and stored
+//     with its sha256 (at most 16 MiB per task); completedAt; Completed=True reason = the phase.
+//   Finished → with ttlAfterFinished, the task is deleted that long after completedAt.
+//   Deleted while submitted/running → cancel, wait for the turn to end, then let it go.
+// Dependencies: a task depends on its worker and on the tasks ahead of it, so a worker's status
+// change or the end of the task ahead reconciles it at once.
+//
+// Thread-safety: Reconcile may run on several workers at once for different keys.
+// Collaborators must outlive the reconciler; `dependencies` may be null.
+#pragma once
+
+#include <chrono>
+#include <stop_token>
+
+#include "api/resources.h"
+#include "controller/cloud/cloud_clients.h"
+#include "controller/engine/clock.h"
+#include "controller/engine/dependency_index.h"
+#include "controller/engine/manager.h"
+#include "controller/store/store.h"
+
+namespace sbx::controller {
+
+struct AgentTaskReconcilerOptions {
+  // How often a submitted or running task looks at its turn.
+  std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
+  // A queued task looks again at least this often (dependencies usually wake it sooner).
+  std::chrono::milliseconds queue_recheck{std::chrono::seconds(5)};
+  // A submitted task whose turn has not appeared after this long re-POSTs its input with the
+  // same Idempotency-Key (the first POST may never have arrived).
+  std::chrono::milliseconds resubmit_after{std::chrono::seconds(10)};
+};
+
+class AgentTaskReconciler final : public Reconciler {
+ public:
+  AgentTaskReconciler(Store& store, CloudClients& clouds, Clock& clock,
+                      DependencyIndex* dependencies, AgentTaskReconcilerOptions options = {});
+
+  api::Kind kind() const override { return api::Kind::kAgentTask; }
+  // Errors: the store's and the clouds' (retried by the Manager through ClassifyError).
+  api::StatusOr<ReconcileResult> Reconcile(const api::ObjectKey& key,
+                                           std::stop_token stop) override;
+
+ private:
+  struct Target;
+  api::StatusOr<ReconcileResult> Converge(Target& t);
+  api::StatusOr<ReconcileResult> Queue(Target& t);
+  api::StatusOr<ReconcileResult> Submit(Target& t);
+  api::StatusOr<ReconcileResult> Follow(Target& t);
+  api::StatusOr<ReconcileResult> Finish(Target& t, api::TaskPhase phase);
+  api::StatusOr<ReconcileResult> Expire(Target& t);
+  api::StatusOr<std::optional<ReconcileResult>> Finalize(Target& t);
+  // Loads the worker, its sandbox and the Agents API into `t`.
+  api::Status LoadWorker(Target& t, const std::string& name);
+  void Collect(Target& t);
+  void Log(Target& t, std::vector<Store::TaskLogEntry> entries);
+
+  Store& store_;
+  CloudClients& clouds_;
+  Clock& clock_;
+  DependencyIndex* dependencies_;
+  const AgentTaskReconcilerOptions options_;
+};
+
+}  // namespace sbx::controller

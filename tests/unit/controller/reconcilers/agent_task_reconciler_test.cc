@@ -1,0 +1,230 @@
+// AgentTaskReconciler against the fakes: exactly one turn per task (the uid as Idempotency-Key,
+// recorded before the POST), the outcome from the root turn only, the per-worker queue, timeout
+// and cancel, the log and the collected artifacts.
+#include "controller/reconcilers/agent_task_reconciler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "api/conditions.h"
+#include "controller/store/sqlite_store.h"
+#include "tests/fakes/fake_cloud_clients.h"
+#include "tests/support/fake_clock.h"
+
+namespace sbx::controller {
+namespace {
+
+using api::Kind;
+using api::TaskPhase;
+namespace oa = openai;
+namespace db = databricks;
+
+class AgentTaskReconcilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SqliteStore::Options options;
+    options.clock = &clock_;
+    store_ = *SqliteStore::Open(":memory:", options);
+    reconciler_ = std::make_unique<AgentTaskReconciler>(*store_, clouds_, clock_, nullptr);
+    // A Ready worker "w" on sandbox "box" with a session.
+    Object box = api::MakeObject(Kind::kSandbox, "box");
+    box.sandbox_spec().sandbox_id = "default-box";
+    Object worker = api::MakeObject(Kind::kAgentWorker, "w");
+    worker.agent_worker_spec().sandbox_ref = "box";
+    worker.metadata.labels = {{"team", "agents"}};
+    ASSERT_TRUE(store_->Apply({box, worker}, {}).ok());
+    db::Sandbox sb;
+    sb.sandbox_id = "default-box";
+    sb.name = "sandboxes/default-box";
+    sb.state = db::SandboxState::kRunning;
+    clouds_.api().Put(sb);
+    oa::CreateSessionRequest create;
+    create.model = "m";
+    create.workspace_directory = "/w";
+    session_ = clouds_.agents().CreateSession(create, {})->id;
+    Object stored = *store_->Get({Kind::kAgentWorker, "default", "w"});
+    stored.agent_worker_status().session_id = session_;
+    stored.agent_worker_status().conditions = {
+        {"Ready", api::ConditionStatus::kTrue, "Ready", "", "t", 1}};
+    ASSERT_TRUE(store_->UpdateStatus(stored).ok());
+  }
+
+  std::string CreateTask(const std::string& name, std::string input = "$ echo hi > out.txt") {
+    Object o = api::MakeObject(Kind::kAgentTask, name);
+    o.agent_task_spec().worker_ref = "w";
+    o.agent_task_spec().input = std::move(input);
+    o.agent_task_spec().timeout = std::chrono::seconds(60);
+    o.agent_task_spec().collect = {{"out.txt", 1 << 20}};
+    return (*store_->Apply({o}, {}))[0].object.metadata.uid;
+  }
+  Object Reconcile(const std::string& name) {
+    auto r = reconciler_->Reconcile({Kind::kAgentTask, "default", name}, {});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return *store_->Get({Kind::kAgentTask, "default", name});
+  }
+
+  testing::FakeClock clock_;
+  std::unique_ptr<SqliteStore> store_;
+  testing::FakeCloudClients clouds_;
+  std::unique_ptr<AgentTaskReconciler> reconciler_;
+  std::string session_;
+};
+
+TEST_F(AgentTaskReconcilerTest, RunsOneTurnWithTheUidAsKeyAndSucceedsFromTheRootTurn) {
+  const std::string uid = CreateTask("t1");
+  Object t = Reconcile("t1");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kSubmitted);
+  EXPECT_EQ(t.agent_task_status().idempotency_key, uid);
+  EXPECT_EQ(t.agent_task_status().session_id, session_);
+  EXPECT_EQ(clouds_.agents().IdempotencyKeys(), std::vector<std::string>{uid});
+  EXPECT_EQ(clouds_.agents().AcceptedInputs(session_), 1);
+
+  t = Reconcile("t1");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kRunning);
+  ASSERT_FALSE(t.agent_task_status().turn_id.empty());
+
+  clouds_.agents().AddCommand(session_, "echo hi > out.txt", "", 0);
+  clouds_.agents().EmitSubagentTurn(session_, "sub_1");  // never ends the task
+  t = Reconcile("t1");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kRunning);
+
+  clouds_.agents().AddAssistantMessage(session_, "wrote out.txt");
+  clouds_.agents().CompleteTurn(session_, oa::Usage{10, 5, 15, {}});
+  clouds_.api().SetExecHandler([](const std::string&, const db::ExecRequest& r) {
+    db::ExecResult out;
+    out.status = db::ExecStatus::kCompleted;
+    out.exit_code = r.args.size() > 4 && r.args[4] == "out.txt" ? 0 : 3;
+    out.stdout_text = "3\naGkK\n";  // "hi\n"
+    return out;
+  });
+  t = Reconcile("t1");
+  const api::AgentTaskStatus& st = t.agent_task_status();
+  EXPECT_EQ(st.phase, TaskPhase::kSucceeded);
+  EXPECT_EQ(st.commands, 1);
+  EXPECT_EQ(st.result.message, "wrote out.txt");
+  EXPECT_EQ(st.result.usage.total_tokens, 15);
+  ASSERT_EQ(st.artifacts.size(), 1u);
+  EXPECT_EQ(st.artifacts[0].bytes, 3);
+  EXPECT_EQ(st.artifacts[0].sha256,
+            "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4");
+  EXPECT_EQ(store_->GetArtifact(uid, "out.txt")->content, "hi\n");
+  const api::Condition* done = api::FindCondition(st.conditions, api::condition::kCompleted);
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(done->reason, "Succeeded");
+
+  std::string log;
+  const Store::TaskLogPage page = *store_->ReadTaskLog(uid);
+  for (const Store::TaskLogEntry& e : page.entries) {
+    log += e.text + "\n";
+  }
+  EXPECT_NE(log.find("$ echo hi > out.txt"), std::string::npos) << log;
+  EXPECT_NE(log.find("wrote out.txt"), std::string::npos) << log;
+  EXPECT_EQ(clouds_.agents().AcceptedInputs(session_), 1);
+}
+
+TEST_F(AgentTaskReconcilerTest, TasksOfAWorkerRunOneAtATimeInCreationOrder) {
+  CreateTask("t1");
+  CreateTask("t2");
+  Object t2 = Reconcile("t2");
+  EXPECT_EQ(t2.agent_task_status().phase, TaskPhase::kQueued);
+  EXPECT_EQ(t2.agent_task_status().queue_position, 1);
+  EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kSubmitted);
+  EXPECT_EQ(Reconcile("t2").agent_task_status().phase, TaskPhase::kQueued);
+  Reconcile("t1");
+  clouds_.agents().CompleteTurn(session_);
+  EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kSucceeded);
+  t2 = Reconcile("t2");
+  EXPECT_EQ(t2.agent_task_status().phase, TaskPhase::kSubmitted);
+  EXPECT_EQ(t2.agent_task_status().queue_position, 0);
+}
+
+TEST_F(AgentTaskReconcilerTest, ALostPostIsRepeatedWithTheSameKeyAndStartsOneTurn) {
+  const std::string uid = CreateTask("t1");
+  clouds_.agents().FailNext("send", api::UnavailableError("connection reset"));
+  EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kSubmitted);
+  EXPECT_EQ(clouds_.agents().AcceptedInputs(session_), 0);
+  clock_.Advance(std::chrono::seconds(11));
+  Reconcile("t1");  // no turn yet: the same key again
+  Reconcile("t1");
+  Reconcile("t1");  // a repeat of an accepted key starts nothing
+  clock_.Advance(std::chrono::seconds(11));
+  Reconcile("t1");
+  EXPECT_EQ(clouds_.agents().AcceptedInputs(session_), 1);
+  EXPECT_EQ(clouds_.agents().Turns(session_).size(), 1u);
+  for (const std::string& key : clouds_.agents().IdempotencyKeys()) {
+    EXPECT_EQ(key, uid);
+  }
+  EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kRunning);
+}
+
+TEST_F(AgentTaskReconcilerTest, TimeoutFromSubmissionCancelsTheTurnAndEndsTimedOut) {
+  CreateTask("t1");
+  Reconcile("t1");
+  Reconcile("t1");
+  clock_.Advance(std::chrono::seconds(61));
+  Object t = Reconcile("t1");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kTimedOut);
+  EXPECT_EQ(t.agent_task_status().cancel_reason, "TimedOut");
+}
+
+TEST_F(AgentTaskReconcilerTest, ACancelRequestCancelsTheTurn) {
+  CreateTask("t1");
+  Reconcile("t1");
+  Reconcile("t1");
+  Object o = *store_->Get({Kind::kAgentTask, "default", "t1"});
+  o.metadata.annotations[std::string(api::kCancelRequestedAnnotation)] = "now";
+  ASSERT_TRUE(store_->Apply({o}, {}).ok());
+  EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kCancelled);
+}
+
+TEST_F(AgentTaskReconcilerTest, AFailedTurnFailsTheTaskWithTheServicesCode) {
+  CreateTask("t1");
+  Reconcile("t1");
+  Reconcile("t1");
+  clouds_.agents().FailTurn(session_, "connection_failed", "executor did not connect");
+  Object t = Reconcile("t1");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kFailed);
+  EXPECT_EQ(t.agent_task_status().result.error.code, "connection_failed");
+}
+
+TEST_F(AgentTaskReconcilerTest, WorkerSelectorPicksAReadyWorkerWithTheLabels) {
+  Object o = api::MakeObject(Kind::kAgentTask, "sel");
+  o.agent_task_spec().worker_selector = api::WorkerSelector{{{"team", "agents"}}};
+  o.agent_task_spec().input = "hi";
+  ASSERT_TRUE(store_->Apply({o}, {}).ok());
+  Object t = Reconcile("sel");
+  EXPECT_EQ(t.agent_task_status().worker, "w");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kSubmitted);
+
+  Object none = api::MakeObject(Kind::kAgentTask, "none");
+  none.agent_task_spec().worker_selector = api::WorkerSelector{{{"team", "other"}}};
+  none.agent_task_spec().input = "hi";
+  ASSERT_TRUE(store_->Apply({none}, {}).ok());
+  t = Reconcile("none");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kQueued);
+  EXPECT_EQ(
+      api::FindCondition(t.agent_task_status().conditions, api::condition::kSubmitted)->reason,
+      api::reason::kNoMatchingWorker);
+}
+
+TEST_F(AgentTaskReconcilerTest, TtlAfterFinishedDeletesTheTask) {
+  Object o = api::MakeObject(Kind::kAgentTask, "t1");
+  o.agent_task_spec().worker_ref = "w";
+  o.agent_task_spec().input = "hi";
+  o.agent_task_spec().ttl_after_finished = std::chrono::seconds(30);
+  o.metadata.annotations[std::string(api::kCancelRequestedAnnotation)] = "now";
+  ASSERT_TRUE(store_->Apply({o}, {}).ok());
+  EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kCancelled);
+  clock_.Advance(std::chrono::seconds(31));
+  ASSERT_TRUE(reconciler_->Reconcile({Kind::kAgentTask, "default", "t1"}, {}).ok());
+  // The finalizer goes on the next pass, then the row.
+  (void)reconciler_->Reconcile({Kind::kAgentTask, "default", "t1"}, {});
+  EXPECT_EQ(store_->Get({Kind::kAgentTask, "default", "t1"}).status().code(),
+            api::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace sbx::controller
