@@ -158,7 +158,9 @@ int RunRun(CommandContext& ctx, const RunCommandOptions& options) {
     }
     return FailUpdate(ctx, finished.status());  // deleted while followed: NotFound
   }
-  const bool written = WriteArtifacts(ctx, **store, *finished, options.output_dir);
+  // Nothing to say about artifacts when none were asked for.
+  const bool written = finished->agent_task_spec().collect.empty() ||
+                       WriteArtifacts(ctx, **store, *finished, options.output_dir);
   const auto& status = finished->agent_task_status();
   ctx.out() << QualifiedName(key) << " " << api::TaskPhaseName(status.phase) << "\n";
   if (status.phase != api::TaskPhase::kSucceeded) {

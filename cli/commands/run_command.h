@@ -1,8 +1,9 @@
 // `sbxctl run WORKER --input TEXT | -f FILE [--collect PATH…] [--timeout D] [-o DIR]
 // [--name N]`: the one-liner of an agent turn (DESIGN §7.1). Creates an AgentTask for the
 // AgentWorker WORKER (named N, else `WORKER-<5 random characters>`), follows its log to the end
-// as `logs agenttask/NAME -f` does (task_log_printer.h), then writes the collected files to
-// DIR/<collect path> (DIR defaults to the current directory) as `artifacts` does.
+// as `logs agenttask/NAME -f` does (task_log_printer.h), then (when --collect was given) writes
+// the collected files to DIR/<collect path> (DIR defaults to the current directory) as
+// `artifacts` does. Progress (the phase, why the task waits) goes to stderr.
 //
 // Output: `agenttask/NAME created`, the log, one line per artifact, and
 // `agenttask/NAME PHASE` (with the error code and message of a failed task on stderr). Exit 0

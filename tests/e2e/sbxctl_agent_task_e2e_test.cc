@@ -453,6 +453,7 @@ TEST_F(AgentTaskTest, RunExitsOneWhenTheTaskFails) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("agenttask/t1 Failed\n"));
   EXPECT_THAT(r.err, HasSubstr("error: connection_failed: the executor went away"));
+  EXPECT_THAT(r.err, Not(HasSubstr("artifacts")));  // none were asked for
 
   // The name is taken now: run creates, never reuses.
   const Result again = Run({"run", "fixer", "--input", "x", "--name", "t1"});
