@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "cli/commands/apply_command.h"
+#include "cli/commands/artifacts_command.h"
 #include "cli/commands/cancel_command.h"
 #include "cli/commands/command_context.h"
 #include "cli/commands/completion_command.h"
@@ -27,6 +28,7 @@
 #include "cli/commands/label_command.h"
 #include "cli/commands/logs_command.h"
 #include "cli/commands/patch_command.h"
+#include "cli/commands/run_command.h"
 #include "cli/commands/version_command.h"
 #include "cli/commands/wait_command.h"
 #include "cli/main_guard.h"
@@ -73,7 +75,9 @@ int Main(int argc, char** argv) {
   sbx::cli::AddEventsCommand(app, ctx);
   sbx::cli::AddExecCommand(app, ctx);
   sbx::cli::AddLogsCommand(app, ctx);
+  sbx::cli::AddRunCommand(app, ctx);
   sbx::cli::AddCancelCommand(app, ctx);
+  sbx::cli::AddArtifactsCommand(app, ctx);
   sbx::cli::AddVersionCommand(app, ctx);
   sbx::cli::AddCompletionCommand(app, ctx);
 

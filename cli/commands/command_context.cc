@@ -170,6 +170,27 @@ api::StatusOr<std::vector<api::ObjectKey>> ResolveTargets(const std::vector<std:
   return keys;
 }
 
+api::StatusOr<api::ObjectKey> ResolveOneTarget(std::string_view text, api::Kind kind,
+                                               const std::string& namespace_) {
+  if (text.find('/') == std::string_view::npos) {
+    if (text.empty()) {
+      return api::InvalidArgumentError("you must specify the name of the " + TypeName(kind));
+    }
+    return api::ObjectKey{kind, namespace_, std::string(text)};
+  }
+  ASSIGN_OR_RETURN(KindAndName kn, ParseKindAndName(text));
+  if (kn.kind != kind) {
+    const std::string type = TypeName(kind);
+    const bool vowel = type.find_first_of("aeiou") == 0;
+    return api::InvalidArgumentError("\"" + std::string(text) + "\" is not " +
+                                     (vowel ? "an " : "a ") + type);
+  }
+  if (kn.name.empty()) {
+    return api::InvalidArgumentError("you must specify the name of the " + TypeName(kind));
+  }
+  return api::ObjectKey{kind, namespace_, kn.name};
+}
+
 api::StatusOr<std::map<std::string, std::string>> ParseLabelSelector(std::string_view text) {
   std::map<std::string, std::string> out;
   size_t start = 0;

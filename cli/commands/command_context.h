@@ -124,6 +124,11 @@ api::StatusOr<KindAndName> ParseKindAndName(std::string_view text);
 api::StatusOr<std::vector<api::ObjectKey>> ResolveTargets(const std::vector<std::string>& args,
                                                           const std::string& namespace_);
 
+// The one object a verb on one kind works on: "KIND/NAME" (any name of `kind`: agenttask/x,
+// at/x) or a bare NAME, in `namespace_`. Another kind is kInvalidArgument naming it.
+api::StatusOr<api::ObjectKey> ResolveOneTarget(std::string_view text, api::Kind kind,
+                                               const std::string& namespace_);
+
 // Parses "k=v,k2=v2" (also k==v). Only equality is supported.
 api::StatusOr<std::map<std::string, std::string>> ParseLabelSelector(std::string_view text);
 

@@ -5,6 +5,8 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/commands/object_update.h"
+#include "cli/commands/task_log_printer.h"
 #include "cli/commands/terminal_text.h"
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/http/http_transport.h"
@@ -43,11 +45,12 @@ api::StatusOr<api::ObjectKey> LogsTarget(const std::string& target, const std::s
     return api::ObjectKey{api::Kind::kAgentWorker, ns, target};
   }
   ASSIGN_OR_RETURN(KindAndName kn, ParseKindAndName(target));
-  if (kn.kind != api::Kind::kAgentWorker) {
-    return api::InvalidArgumentError("logs prints the executor log of agent workers; \"" + target +
-                                     "\" is not an agentworker");
+  if (kn.kind != api::Kind::kAgentWorker && kn.kind != api::Kind::kAgentTask) {
+    return api::InvalidArgumentError(
+        "logs prints the executor log of agent workers and the log of agent tasks; \"" + target +
+        "\" is not an agentworker or an agenttask");
   }
-  return api::ObjectKey{api::Kind::kAgentWorker, ns, kn.name};
+  return api::ObjectKey{kn.kind, ns, kn.name};
 }
 
 struct Chunk {
@@ -96,12 +99,33 @@ bool SleepUnlessInterrupted(CommandContext& ctx, std::chrono::milliseconds d) {
   return !ctx.interrupted();
 }
 
+// `logs agenttask/NAME [-f]`: the task's log from the store (task_log_printer.h).
+int RunTaskLogs(CommandContext& ctx, const api::ObjectKey& key, const LogsCommandOptions& options) {
+  if (options.tail != -1) {
+    return ctx.Fail(api::InvalidArgumentError("--tail applies to agentworker logs only"));
+  }
+  auto store = ctx.store();
+  if (!store.ok()) {
+    return ctx.Fail(store.status());
+  }
+  TaskLogOptions print;
+  print.follow = options.follow;
+  auto task = PrintTaskLog(ctx, **store, key, print);
+  if (!task.ok() && task.status().code() != api::StatusCode::kCancelled) {
+    return FailUpdate(ctx, task.status());  // NotFound in kubectl's words
+  }
+  return kExitOk;  // also when interrupted, as `logs -f` of a worker
+}
+
 }  // namespace
 
 int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
   auto key = LogsTarget(options.target, ctx.options().namespace_);
   if (!key.ok()) {
     return ctx.Fail(key.status());
+  }
+  if (key->kind == api::Kind::kAgentTask) {
+    return RunTaskLogs(ctx, *key, options);
   }
   if (options.tail < -1) {
     return ctx.Fail(api::InvalidArgumentError("--tail must be a number of lines (or -1 for all)"));
@@ -189,11 +213,15 @@ int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
 void AddLogsCommand(CLI::App& app, CommandContext& ctx) {
   auto options = std::make_shared<LogsCommandOptions>();
   CLI::App* sub = app.add_subcommand(
-      "logs", "Print the executor log of an agent worker: logs agentworker/NAME [--tail N] [-f]");
-  sub->add_option("target", options->target, "agentworker/NAME (or NAME)")->required();
+      "logs",
+      "Print the executor log of an agent worker (logs agentworker/NAME [--tail N] [-f]) or the "
+      "log of an agent task's turn (logs agenttask/NAME [-f])");
+  sub->add_option("target", options->target, "agentworker/NAME (or NAME), or agenttask/NAME")
+      ->required();
   sub->add_option("--tail", options->tail, "lines of the end of the log to show (-1: all)")
       ->capture_default_str();
-  sub->add_flag("-f,--follow", options->follow, "keep printing what the executor appends");
+  sub->add_flag("-f,--follow", options->follow,
+                "keep printing what is appended (an agent task: until it finishes)");
   sub->callback(
       [&ctx, options] { ctx.action = [&ctx, options] { return RunLogs(ctx, *options); }; });
 }

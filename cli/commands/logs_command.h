@@ -8,6 +8,11 @@
 // from its first byte. As kubectl does, a pipe or file gets the log's bytes unchanged; a
 // terminal gets control characters escaped (terminal_text.h).
 //
+// `sbxctl logs agenttask/NAME [-f]` (also `at/NAME`) prints an AgentTask's log from the store
+// instead (task_log_printer.h: assistant text, commands with output and exit code, the
+// outcome); -f follows until the task finishes. --tail is for worker logs only. A bare NAME is
+// still an agentworker.
+//
 // The Databricks client is built the way sbxd builds it (as `sbxctl exec` does). Not
 // thread-safe.
 #pragma once

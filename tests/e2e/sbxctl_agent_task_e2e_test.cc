@@ -8,6 +8,7 @@
 #include <chrono>
 #include <csignal>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,61 @@ class AgentTaskTest : public SbxctlTest {
       }
     }
     FAIL() << "cannot update the status of " << name;
+  }
+
+  using LogKind = sbx::controller::Store::TaskLogKind;
+  static sbx::controller::Store::TaskLogEntry Entry(LogKind kind, std::string text,
+                                                    std::string item_id = "",
+                                                    std::optional<int64_t> exit_code = {}) {
+    sbx::controller::Store::TaskLogEntry e;
+    e.kind = kind;
+    e.text = std::move(text);
+    e.item_id = std::move(item_id);
+    e.exit_code = exit_code;
+    return e;
+  }
+  // Appends to the task's log as the controller would.
+  void AppendLog(const std::string& name,
+                 const std::vector<sbx::controller::Store::TaskLogEntry>& entries) {
+    auto store = OpenStore();
+    auto task = store->Get({Kind::kAgentTask, "default", name});
+    ASSERT_TRUE(task.ok()) << task.status();
+    ASSERT_TRUE(store->AppendTaskLog(sbx::api::KeyOf(*task), task->metadata.uid, entries).ok());
+  }
+  // Stores a collected file and lists it in the status, as the controller would.
+  void PutArtifact(const std::string& name, const std::string& path, const std::string& content) {
+    auto store = OpenStore();
+    auto task = store->Get({Kind::kAgentTask, "default", name});
+    ASSERT_TRUE(task.ok()) << task.status();
+    sbx::controller::Store::Artifact a;
+    a.path = path;
+    a.bytes = static_cast<int64_t>(content.size());
+    a.sha256 = std::string(64, 'a');
+    a.content = content;
+    ASSERT_TRUE(store->PutArtifact(sbx::api::KeyOf(*task), task->metadata.uid, a).ok());
+    UpdateTask(name, [&](Object& t) {
+      t.agent_task_status().artifacts.push_back({path, a.bytes, a.sha256, ""});
+    });
+  }
+  // The turn of a task that ran `echo hi > report.md` and said so, streamed then saved.
+  void LogATurn(const std::string& name) {
+    AppendLog(name, {Entry(LogKind::kStatus, "submitted to worker fixer (session sess_1)"),
+                     Entry(LogKind::kAssistantDelta, "Writing ", "msg_1"),
+                     Entry(LogKind::kAssistantDelta, "the report.", "msg_1"),
+                     Entry(LogKind::kCommand, "$ echo hi > report.md && cat report.md", "cmd_1"),
+                     Entry(LogKind::kOutputDelta, "hi\n", "cmd_1"),
+                     Entry(LogKind::kCommandResult, "hi\n", "cmd_1", 0),
+                     Entry(LogKind::kAssistant, "Writing the report.", "msg_1"),
+                     Entry(LogKind::kCommand, "$ false", "cmd_2"),
+                     Entry(LogKind::kCommandResult, "", "cmd_2", 1)});
+  }
+  // Waits (with a deadline) until the output file of run `n` contains `text`.
+  void AwaitOutput(int n, const std::string& text) {
+    sbx::testing::PollUntil(
+        [&] {
+          return ReadAll(dir_ / ("stdout" + std::to_string(n))).find(text) != std::string::npos;
+        },
+        sbx::testing::In(std::chrono::seconds(30)), std::chrono::milliseconds(10));
   }
 
   // A task that ran two commands and succeeded.
@@ -220,6 +276,232 @@ TEST_F(AgentTaskTest, CancelWritesTheRequestForTheController) {
   r = Run({"cancel", "sandbox/x"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("not an agenttask"));
+}
+
+// ---- logs --------------------------------------------------------------------------------------
+
+TEST_F(AgentTaskTest, LogsOfAFinishedTaskShowTextCommandsOutputExitCodesAndTheOutcome) {
+  ApplyTask("done");
+  LogATurn("done");
+  UpdateTask("done", Succeed);
+  const Result r = Run({"logs", "agenttask/done"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Each item once, though the log holds its streamed pieces and the whole item.
+  EXPECT_EQ(r.out,
+            "--- submitted to worker fixer (session sess_1)\n"
+            "Writing the report.\n"
+            "$ echo hi > report.md && cat report.md\n"
+            "hi\n"
+            "[exit 0]\n"
+            "$ false\n"
+            "[exit 1]\n"
+            "=== Succeeded in 65s, 2 commands\n");
+
+  ApplyTask("failed");
+  UpdateTask("failed", Fail);
+  EXPECT_EQ(Run({"logs", "at/failed"}).out,
+            "=== Failed in 65s, 2 commands: connection_failed: the executor went away\n");
+
+  // A task that has not run yet has an empty log; logs without -f returns at once.
+  ApplyTask("new");
+  Result empty = Run({"logs", "agenttask/new"});
+  EXPECT_EQ(empty.exit_code, 0) << empty.err;
+  EXPECT_EQ(empty.out, "");
+
+  Result missing = Run({"logs", "agenttask/nope"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err, "Error from server (NotFound): agenttasks \"nope\" not found\n");
+  Result tail = Run({"logs", "agenttask/done", "--tail", "3"});
+  EXPECT_EQ(tail.exit_code, 1);
+  EXPECT_THAT(tail.err, HasSubstr("--tail applies to agentworker logs only"));
+}
+
+TEST_F(AgentTaskTest, LogsFollowPrintsTheTurnAsItStreamsAndEndsWhenTheTaskFinishes) {
+  ApplyTask("live");
+  UpdateTask("live", [](Object& t) { t.agent_task_status().phase = TaskPhase::kRunning; });
+  AppendLog("live", {Entry(LogKind::kAssistantDelta, "Working", "msg_1")});
+  const int n = ++runs_;
+  const pid_t follower = Start({"logs", "agenttask/live", "-f"}, "", n);
+  AwaitOutput(n, "Working");
+  // The controller streams more, then ends the task.
+  AppendLog("live", {Entry(LogKind::kAssistantDelta, " on it.", "msg_1"),
+                     Entry(LogKind::kCommand, "$ make test", "cmd_1")});
+  AwaitOutput(n, "$ make test");
+  AppendLog("live", {Entry(LogKind::kOutputDelta, "ok\n", "cmd_1"),
+                     Entry(LogKind::kCommandResult, "ok\n", "cmd_1", 0),
+                     Entry(LogKind::kAssistant, "Working on it.", "msg_1")});
+  UpdateTask("live", Succeed);
+  const Result r = Finish(follower, n);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "Working on it.\n"
+            "$ make test\n"
+            "ok\n"
+            "[exit 0]\n"
+            "=== Succeeded in 65s, 2 commands\n");
+}
+
+// ---- artifacts ---------------------------------------------------------------------------------
+
+TEST_F(AgentTaskTest, ArtifactsWriteEachFileUnderTheDirectoryAndRefuseEscapingPaths) {
+  ApplyTask("done");
+  UpdateTask("done", Succeed);
+  PutArtifact("done", "report.md", "hi\n");
+  PutArtifact("done", "out/nested/data.json", "{}");
+  const fs::path out = dir_ / "out";
+  Result r = Run({"artifacts", "agenttask/done", "-o", out.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ReadAll(out / "report.md"), "hi\n");
+  EXPECT_EQ(ReadAll(out / "out" / "nested" / "data.json"), "{}");
+  EXPECT_EQ(CountLines(r.out), 2) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("wrote " + (out / "report.md").string() + " (3 bytes, sha256 "));
+
+  // Validation refuses such paths, but the store is not trusted to hold only valid ones.
+  PutArtifact("done", "../escaped.txt", "x");
+  const fs::path absolute = dir_ / "absolute.txt";
+  PutArtifact("done", absolute.string(), "x");
+  UpdateTask("done", [](Object& t) {
+    t.agent_task_status().artifacts.push_back({"missing.txt", 0, "", "no such file"});
+  });
+  r = Run({"artifacts", "at/done", "-o", out.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_FALSE(fs::exists(dir_ / "escaped.txt"));
+  EXPECT_FALSE(fs::exists(absolute));
+  EXPECT_THAT(r.err, HasSubstr("error: artifact ../escaped.txt: refusing a path with \"..\""));
+  EXPECT_THAT(r.err,
+              HasSubstr("error: artifact " + absolute.string() + ": refusing an absolute path"));
+  EXPECT_THAT(r.err, HasSubstr("error: artifact missing.txt: no such file"));
+  EXPECT_EQ(ReadAll(out / "report.md"), "hi\n");  // the good ones are still written
+
+  // A symlink inside the directory that points out of it is not followed.
+  const fs::path outside = dir_ / "outside";
+  fs::create_directories(outside);
+  const fs::path linked = dir_ / "linked";
+  fs::create_directories(linked);
+  fs::create_directory_symlink(outside, linked / "out");
+  r = Run({"artifacts", "at/done", "-o", linked.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("refusing to write through the symlink"));
+  EXPECT_FALSE(fs::exists(outside / "nested"));
+
+  ApplyTask("new");
+  r = Run({"artifacts", "agenttask/new", "-o", out.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err,
+            "agenttask/new has no artifacts yet (Pending; files are collected after the turn)\n");
+  r = Run({"artifacts", "agenttask/nope"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "Error from server (NotFound): agenttasks \"nope\" not found\n");
+}
+
+// ---- run ---------------------------------------------------------------------------------------
+
+TEST_F(AgentTaskTest, RunCreatesTheTaskFollowsItWritesItsArtifactsAndExitsZeroOnSucceeded) {
+  const fs::path out = dir_ / "results";
+  const int n = ++runs_;
+  const pid_t run = Start({"run", "fixer", "--input", "$ echo hi > report.md", "--collect",
+                           "report.md", "--timeout", "10m", "-o", out.string()},
+                          "", n);
+  // The controller's part: find the task run created, run its turn, collect, succeed.
+  std::string name;
+  sbx::testing::PollUntil(
+      [&] {
+        sbx::controller::ListOptions list;
+        list.kind = Kind::kAgentTask;
+        auto tasks = OpenStore()->List(list);
+        if (tasks.ok() && tasks->size() == 1) {
+          name = (*tasks)[0].metadata.name;
+        }
+        return !name.empty();
+      },
+      sbx::testing::In(std::chrono::seconds(30)), std::chrono::milliseconds(10));
+  ASSERT_THAT(name, StartsWith("fixer-"));
+  EXPECT_EQ(name.size(), std::string("fixer-").size() + 5);
+  auto task = OpenStore()->Get({Kind::kAgentTask, "default", name});
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(task->agent_task_spec().worker_ref, "fixer");
+  EXPECT_EQ(task->agent_task_spec().input, "$ echo hi > report.md");
+  EXPECT_EQ(task->agent_task_spec().timeout, std::chrono::minutes(10));
+  ASSERT_EQ(task->agent_task_spec().collect.size(), 1u);
+  EXPECT_EQ(task->agent_task_spec().collect[0].path, "report.md");
+  AwaitOutput(n, "agenttask/" + name + " created\n");
+  LogATurn(name);
+  PutArtifact(name, "report.md", "hi\n");
+  UpdateTask(name, Succeed);
+
+  const Result r = Finish(run, n);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, StartsWith("agenttask/" + name + " created\n"));
+  EXPECT_THAT(r.out, HasSubstr("$ echo hi > report.md && cat report.md\nhi\n[exit 0]\n"));
+  EXPECT_THAT(r.out, HasSubstr("=== Succeeded in 65s, 2 commands\n"));
+  EXPECT_THAT(r.out, HasSubstr("wrote " + (out / "report.md").string()));
+  EXPECT_THAT(r.out, HasSubstr("agenttask/" + name + " Succeeded\n"));
+  EXPECT_EQ(ReadAll(out / "report.md"), "hi\n");
+}
+
+TEST_F(AgentTaskTest, RunExitsOneWhenTheTaskFails) {
+  WriteFile(dir_ / "input.txt", "Fix it\n");
+  const int n = ++runs_;
+  const pid_t run = Start({"run", "fixer", "-f", (dir_ / "input.txt").string(), "--name", "t1",
+                           "-o", (dir_ / "r").string()},
+                          "", n);
+  AwaitOutput(n, "agenttask/t1 created\n");
+  EXPECT_EQ(OpenStore()->Get({Kind::kAgentTask, "default", "t1"})->agent_task_spec().input,
+            "Fix it\n");
+  UpdateTask("t1", Fail);
+  const Result r = Finish(run, n);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("agenttask/t1 Failed\n"));
+  EXPECT_THAT(r.err, HasSubstr("error: connection_failed: the executor went away"));
+  EXPECT_THAT(r.err, Not(HasSubstr("artifacts")));  // none were asked for
+
+  // The name is taken now: run creates, never reuses.
+  const Result again = Run({"run", "fixer", "--input", "x", "--name", "t1"});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_EQ(again.err, "Error from server (AlreadyExists): agenttasks \"t1\" already exists\n");
+}
+
+TEST_F(AgentTaskTest, RunStoppedByTheUserLeavesTheTaskRunningAndSaysHowToCancelIt) {
+  const int n = ++runs_;
+  const pid_t run = Start({"run", "fixer", "--input", "x", "--name", "t2"}, "", n);
+  AwaitOutput(n, "agenttask/t2 created\n");
+  kill(run, SIGINT);
+  const Result r = Finish(run, n);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("sbxctl cancel agenttask/t2"));
+  auto task = OpenStore()->Get({Kind::kAgentTask, "default", "t2"});
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(task->metadata.annotations.count("sbx.dev/cancel-requested"), 0u);
+}
+
+// ---- run: bad input ----------------------------------------------------------------------------
+
+TEST_F(AgentTaskTest, RunRefusesBadInputWithOneLineAndCreatesNothing) {
+  const auto expect_refused = [&](const std::vector<std::string>& args, const std::string& text) {
+    const Result r = Run(args);
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_THAT(r.err, StartsWith("error: "));
+    EXPECT_THAT(r.err, HasSubstr(text));
+    EXPECT_EQ(r.out, "");
+  };
+  expect_refused({"run", "fixer", "--input", ""}, "--input: must not be empty");
+  expect_refused({"run", "fixer", "--input", "  \n"}, "--input: must not be empty");
+  expect_refused({"run", "fixer"}, "exactly one of --input TEXT or -f FILE");
+  WriteFile(dir_ / "in.txt", "hello");
+  expect_refused({"run", "fixer", "--input", "x", "-f", (dir_ / "in.txt").string()},
+                 "exactly one of --input TEXT or -f FILE");
+  expect_refused({"run", "fixer", "--input", "x", "--collect", "/etc/passwd"},
+                 "--collect /etc/passwd: must be relative");
+  expect_refused({"run", "fixer", "--input", "x", "--collect", "a/../../b"},
+                 "--collect a/../../b: must not contain \"..\"");
+  expect_refused({"run", "fixer", "--input", "x", "--timeout", "25h"}, "--timeout");
+  expect_refused({"run", "fixer", "--input", "x", "--timeout", "soon"}, "--timeout soon");
+  expect_refused({"run", "Fixer!", "--input", "x", "--name", "t1"}, "WORKER");
+  expect_refused({"run", "fixer", "-f", (dir_ / "none.txt").string()}, "cannot be read");
+  const Result r = Run({"get", "at"});
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "No resources found in default namespace.\n");
 }
 
 }  // namespace

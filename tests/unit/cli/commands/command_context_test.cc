@@ -1,5 +1,6 @@
 #include "cli/commands/command_context.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -62,6 +63,22 @@ TEST(ParseWaitForTest, ParsesConditionsAndDelete) {
   EXPECT_FALSE(ParseWaitFor("condition=Ready=maybe").ok());
 }
 
+using ::testing::HasSubstr;
+
+TEST(ResolveOneTargetTest, TakesABareNameOrAnyNameOfTheKindAndRefusesOtherKinds) {
+  auto key = ResolveOneTarget("fix-1", api::Kind::kAgentTask, "team");
+  ASSERT_TRUE(key.ok());
+  EXPECT_EQ(*key, (api::ObjectKey{api::Kind::kAgentTask, "team", "fix-1"}));
+  for (const char* text : {"agenttask/fix-1", "at/fix-1", "AgentTasks/fix-1"}) {
+    key = ResolveOneTarget(text, api::Kind::kAgentTask, "team");
+    ASSERT_TRUE(key.ok()) << text << ": " << key.status();
+    EXPECT_EQ(key->name, "fix-1");
+  }
+  EXPECT_THAT(ResolveOneTarget("sandbox/x", api::Kind::kAgentTask, "d").status().message(),
+              HasSubstr("\"sandbox/x\" is not an agenttask"));
+  EXPECT_FALSE(ResolveOneTarget("", api::Kind::kAgentTask, "d").ok());
+  EXPECT_FALSE(ResolveOneTarget("at/", api::Kind::kAgentTask, "d").ok());
+}
 
 TEST(CommandContextTest, ErrorLinesEscapeControlCharactersFromTheMessage) {
   std::ostringstream out;

@@ -5,6 +5,8 @@
 
 #include <sstream>
 
+#include "api/rfc3339.h"
+
 namespace sbx::cli {
 namespace {
 
@@ -80,6 +82,36 @@ TEST(SortObjectsTest, SortsStablyByValueWithMissingValuesFirst) {
   EXPECT_EQ(missing.message(),
             "couldn't find any field with path \"{.spec.nope}\" in the list of objects");
   EXPECT_EQ(Names(objects), (std::vector<std::string>{"d", "c", "b", "a"}));  // untouched
+}
+
+TEST(TaskDurationTest, RunsFromSubmissionToCompletionOrNow) {
+  api::AgentTaskStatus s;
+  const auto now = *api::ParseRfc3339("2026-01-01T00:10:00Z");
+  EXPECT_EQ(TaskDuration(s, now), "<none>");  // not submitted yet
+  s.phase = api::TaskPhase::kRunning;
+  s.submitted_at = "2026-01-01T00:00:00Z";
+  EXPECT_EQ(TaskDuration(s, now), "10m");
+  s.phase = api::TaskPhase::kSucceeded;
+  s.completed_at = "2026-01-01T00:00:42Z";
+  EXPECT_EQ(TaskDuration(s, now), "42s");
+}
+
+TEST(TableRowTest, AgentTaskResultIsTheErrorCodeOrTheFirstLineCut) {
+  api::Object task = api::MakeObject(api::Kind::kAgentTask, "t", "default");
+  task.agent_task_spec().worker_ref = "fixer";
+  auto& s = task.agent_task_status();
+  s.result.message = std::string(70, 'x') + "\nsecond line";
+  const auto now = std::chrono::system_clock::now();
+  std::vector<std::string> row = TableRow(task, /*wide=*/true, /*with_namespace=*/false, now);
+  ASSERT_EQ(row.size(), TableHeaders(api::Kind::kAgentTask, true, false).size());
+  EXPECT_EQ(row[2], "fixer");  // the worker asked for, until one is picked
+  EXPECT_EQ(row[6], std::string(60, 'x') + "…");
+  EXPECT_EQ(row[7], "<none>");  // not queued
+  s.result.error = {"connection_failed", "gone"};
+  s.queue_position = 3;
+  row = TableRow(task, true, false, now);
+  EXPECT_EQ(row[6], "connection_failed");
+  EXPECT_EQ(row[7], "3");
 }
 
 }  // namespace
