@@ -694,9 +694,12 @@ struct Enum {
 };
 
 // A nested mapping, described by FieldsOf<S>: its table (kRows) and its shape (kShape, "" for
-// the plain "expected a mapping" error).
+// the plain "expected a mapping" error, which PlainMapping gives).
 template <typename S>
 struct FieldsOf;
+struct PlainMapping {
+  static constexpr std::string_view kShape = "";
+};
 
 template <typename S>
 struct Struct {
@@ -760,8 +763,7 @@ struct FieldsOf<SecretRef> {
 };
 
 template <>
-struct FieldsOf<OwnerReference> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<OwnerReference> : PlainMapping {
   static constexpr FieldRow<OwnerReference> kRows[] = {
       Row<&OwnerReference::kind, KindCodec>("kind", kAlways),
       Row<&OwnerReference::name, Str>("name", kAlways),
@@ -771,8 +773,7 @@ struct FieldsOf<OwnerReference> {
 };
 
 template <>
-struct FieldsOf<ObjectMeta> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<ObjectMeta> : PlainMapping {
   static constexpr FieldRow<ObjectMeta> kRows[] = {
       Row<&ObjectMeta::name, Str>("name", kAlways),
       Row<&ObjectMeta::namespace_, Str>("namespace", kAlways),
@@ -792,8 +793,7 @@ struct FieldsOf<ObjectMeta> {
 // -- Workspace
 
 template <>
-struct FieldsOf<DatabricksConnection> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<DatabricksConnection> : PlainMapping {
   static constexpr FieldRow<DatabricksConnection> kRows[] = {
       Row<&DatabricksConnection::host, Str>("host"),
       Row<&DatabricksConnection::profile, Str>("profile"),
@@ -805,8 +805,7 @@ struct FieldsOf<DatabricksConnection> {
 };
 
 template <>
-struct FieldsOf<OpenAiConnection> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<OpenAiConnection> : PlainMapping {
   static constexpr FieldRow<OpenAiConnection> kRows[] = {
       Row<&OpenAiConnection::base_url, Str>("baseUrl"),
       Row<&OpenAiConnection::api_key_from, Struct<SecretRef>>("apiKeyFrom"),
@@ -814,8 +813,7 @@ struct FieldsOf<OpenAiConnection> {
 };
 
 template <>
-struct FieldsOf<WorkspaceLimits> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<WorkspaceLimits> : PlainMapping {
   static constexpr FieldRow<WorkspaceLimits> kRows[] = {
       Row<&WorkspaceLimits::requests_per_second, Float>("requestsPerSecond"),
       Row<&WorkspaceLimits::max_sandboxes, Int32>("maxSandboxes"),
@@ -823,8 +821,7 @@ struct FieldsOf<WorkspaceLimits> {
 };
 
 template <>
-struct FieldsOf<WorkspaceSpec> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<WorkspaceSpec> : PlainMapping {
   static constexpr FieldRow<WorkspaceSpec> kRows[] = {
       Row<&WorkspaceSpec::databricks, Struct<DatabricksConnection>>("databricks"),
       Row<&WorkspaceSpec::openai, Struct<OpenAiConnection>>("openai"),
@@ -833,8 +830,7 @@ struct FieldsOf<WorkspaceSpec> {
 };
 
 template <>
-struct FieldsOf<Condition> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<Condition> : PlainMapping {
   static constexpr FieldRow<Condition> kRows[] = {
       Row<&Condition::type, Str>("type", kAlways),
       Row<&Condition::status, Enum<ConditionStatus>>("status", kAlways),
@@ -846,8 +842,7 @@ struct FieldsOf<Condition> {
 };
 
 template <>
-struct FieldsOf<WorkspaceStatus> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<WorkspaceStatus> : PlainMapping {
   static constexpr FieldRow<WorkspaceStatus> kRows[] = {
       Row<&WorkspaceStatus::observed_generation, Int>("observedGeneration"),
       Row<&WorkspaceStatus::conditions, ListOf<Condition>>("conditions"),
@@ -867,8 +862,7 @@ struct FieldsOf<SetupStep> {
 };
 
 template <>
-struct FieldsOf<SandboxSpec> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<SandboxSpec> : PlainMapping {
   static constexpr FieldRow<SandboxSpec> kRows[] = {
       Row<&SandboxSpec::workspace_ref, Str>("workspaceRef", kAlways),
       Row<&SandboxSpec::sandbox_id, Str>("sandboxId"),
@@ -882,8 +876,7 @@ struct FieldsOf<SandboxSpec> {
 };
 
 template <>
-struct FieldsOf<SetupResult> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<SetupResult> : PlainMapping {
   static constexpr FieldRow<SetupResult> kRows[] = {
       Row<&SetupResult::name, Str>("name", kAlways),
       Row<&SetupResult::boot_id, Str>("bootId"),
@@ -895,8 +888,7 @@ struct FieldsOf<SetupResult> {
 };
 
 template <>
-struct FieldsOf<SandboxStatus> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<SandboxStatus> : PlainMapping {
   static constexpr FieldRow<SandboxStatus> kRows[] = {
       Row<&SandboxStatus::observed_generation, Int>("observedGeneration"),
       Row<&SandboxStatus::conditions, ListOf<Condition>>("conditions"),
@@ -912,8 +904,7 @@ struct FieldsOf<SandboxStatus> {
 // -- AgentWorker
 
 template <>
-struct FieldsOf<AgentSpec> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<AgentSpec> : PlainMapping {
   static constexpr FieldRow<AgentSpec> kRows[] = {
       Row<&AgentSpec::model, Str>("model"),
       Row<&AgentSpec::instructions, Str>("instructions"),
@@ -931,8 +922,7 @@ struct FieldsOf<EnvVar> {
 };
 
 template <>
-struct FieldsOf<ExecutorSpec> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<ExecutorSpec> : PlainMapping {
   static constexpr FieldRow<ExecutorSpec> kRows[] = {
       Row<&ExecutorSpec::command, Str>("command", kAlways),
       Row<&ExecutorSpec::args, StrList>("args"),
@@ -942,8 +932,7 @@ struct FieldsOf<ExecutorSpec> {
 };
 
 template <>
-struct FieldsOf<AgentWorkerSpec> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<AgentWorkerSpec> : PlainMapping {
   static constexpr FieldRow<AgentWorkerSpec> kRows[] = {
       Row<&AgentWorkerSpec::sandbox_ref, Str>("sandboxRef"),
       Row<&AgentWorkerSpec::sandbox, Optional<Struct<SandboxSpec>>>("sandbox", kAlways),
@@ -955,8 +944,7 @@ struct FieldsOf<AgentWorkerSpec> {
 };
 
 template <>
-struct FieldsOf<ExecutorStatus> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<ExecutorStatus> : PlainMapping {
   static constexpr FieldRow<ExecutorStatus> kRows[] = {
       Row<&ExecutorStatus::pid, Int>("pid"),
       Row<&ExecutorStatus::launched_at, Str>("launchedAt"),
@@ -970,8 +958,7 @@ struct FieldsOf<ExecutorStatus> {
 };
 
 template <>
-struct FieldsOf<AgentWorkerStatus> {
-  static constexpr std::string_view kShape = "";
+struct FieldsOf<AgentWorkerStatus> : PlainMapping {
   static constexpr FieldRow<AgentWorkerStatus> kRows[] = {
       Row<&AgentWorkerStatus::observed_generation, Int>("observedGeneration"),
       Row<&AgentWorkerStatus::conditions, ListOf<Condition>>("conditions"),

@@ -401,6 +401,8 @@ struct ObjectKey {
   Kind kind = Kind::kSandbox;
   std::string namespace_ = std::string(kDefaultNamespace);
   std::string name;
+  // clang-tidy 14 sees a literal 0 in the synthesized comparisons of a defaulted <=>.
+  // NOLINTNEXTLINE(modernize-use-nullptr)
   friend auto operator<=>(const ObjectKey&, const ObjectKey&) = default;
   std::string ToString() const;  // "Sandbox/default/name"
 };

@@ -175,16 +175,23 @@ void StatusOr<T>::CheckOk() const {
 #define SBX_STATUS_CONCAT_(a, b) SBX_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (a Status) is not OK.
-#define RETURN_IF_ERROR(expr)                          \
-  do {                                                 \
-    ::sbx::api::Status sbx_status_tmp_ = (expr);       \
-    if (!sbx_status_tmp_.ok()) return sbx_status_tmp_; \
+#define RETURN_IF_ERROR(expr)                    \
+  do {                                           \
+    ::sbx::api::Status sbx_status_tmp_ = (expr); \
+    if (!sbx_status_tmp_.ok()) {                 \
+      return sbx_status_tmp_;                    \
+    }                                            \
   } while (0)
 
 // ASSIGN_OR_RETURN(auto x, FunctionReturningStatusOr());
 #define ASSIGN_OR_RETURN(lhs, expr) \
   SBX_ASSIGN_OR_RETURN_IMPL_(SBX_STATUS_CONCAT_(sbx_statusor_, __LINE__), lhs, expr)
+// `tmp` is an identifier and `lhs` may be a declaration ("auto x"): neither can be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define SBX_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                               \
-  if (!tmp.ok()) return tmp.status();              \
+  if (!tmp.ok()) {                                 \
+    return tmp.status();                           \
+  }                                                \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

@@ -121,7 +121,7 @@ Status ValidateMeta(const ObjectMeta& m) {
     }
     annotation_bytes += key.size() + value.size();
   }
-  constexpr size_t kMaxAnnotationBytes = 256 * 1024;  // as Kubernetes
+  constexpr size_t kMaxAnnotationBytes = size_t{256} * 1024;  // as Kubernetes
   if (annotation_bytes > kMaxAnnotationBytes) {
     return Invalid("metadata.annotations", "total size must be at most 256 KiB");
   }

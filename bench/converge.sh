@@ -99,11 +99,11 @@ EOF
 
   if ((idle > 0)); then
     # Idle: nothing changes; count what sbxd still calls. (A measuring window, not a wait.)
-    sweeps_before=$(metric sbx_sweeps)
+    sweeps_before=$(metric sbx_sweeps_total)
     reset_counters
     sleep "$idle"
     ic=$(counters)
-    sweeps=$(($(metric sbx_sweeps) - sweeps_before))
+    sweeps=$(($(metric sbx_sweeps_total) - sweeps_before))
     lists=$(counter "$ic" databricks.list)
     execs=$(counter "$ic" databricks.exec_sync)
     idle_dbx=$(counters_sum "$ic" databricks.create databricks.get databricks.list databricks.update \

@@ -55,10 +55,10 @@ EOF
   # 2. Idle. Let any straggling post-Ready reconcile finish before the window starts.
   sleep 2
   reset_counters
-  sweeps0=$(metric sbx_sweeps)
+  sweeps0=$(metric sbx_sweeps_total)
   sleep "$idle"
   idle_counts=$(counters)
-  sweeps1=$(metric sbx_sweeps)
+  sweeps1=$(metric sbx_sweeps_total)
   sweeps=$((sweeps1 - sweeps0))
   lists=$(counters_sum "$idle_counts" databricks.list)
   gets=$(counters_sum "$idle_counts" databricks.get)

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "cli/commands/apply_command.h"
+#include "cli/commands/cancel_command.h"
 #include "cli/commands/command_context.h"
 #include "cli/commands/completion_command.h"
 #include "cli/commands/delete_command.h"
@@ -46,7 +47,7 @@ int Main(int argc, char** argv) {
   sbx::cli::CommandContext ctx(std::cout, std::cerr, clock, [] { return g_interrupted != 0; });
   ctx.set_terminals(isatty(STDOUT_FILENO) == 1, isatty(STDERR_FILENO) == 1);
 
-  CLI::App app("sbxctl controls sbx objects: Sandboxes, AgentWorkers and Workspaces.", "sbxctl");
+  CLI::App app("sbxctl controls sbx objects: Sandboxes, AgentWorkers, AgentTasks and Workspaces.", "sbxctl");
   app.fallthrough();
   app.require_subcommand(1);
   auto& global = ctx.options();
@@ -72,6 +73,7 @@ int Main(int argc, char** argv) {
   sbx::cli::AddEventsCommand(app, ctx);
   sbx::cli::AddExecCommand(app, ctx);
   sbx::cli::AddLogsCommand(app, ctx);
+  sbx::cli::AddCancelCommand(app, ctx);
   sbx::cli::AddVersionCommand(app, ctx);
   sbx::cli::AddCompletionCommand(app, ctx);
 

@@ -402,7 +402,9 @@ int Main(int argc, char** argv) {
     m.gauge("sbx_workqueue_waiting", "Keys waiting for a delay or backoff", {})
         .Set(s.queue.waiting);
     m.gauge("sbx_workqueue_processing", "Keys being reconciled", {}).Set(s.queue.processing);
-    m.gauge("sbx_workqueue_retries", "Rate-limited requeues so far", {}).Set(s.queue.retries_total);
+    // Cumulative counts kept by the queue, sweeper and collector are counters (…_total).
+    m.counter("sbx_workqueue_retries_total", "Rate-limited requeues", {})
+        .RaiseTo(static_cast<double>(s.queue.retries_total));
     m.ResetGauges("sbx_sandboxes");  // a state nobody is in any more reads 0
     for (const auto& [state, n] : cache.CountByState()) {
       m.gauge("sbx_sandboxes", "Live sandboxes by state, as last observed", {{"state", state}})
@@ -410,15 +412,16 @@ int Main(int argc, char** argv) {
     }
     m.gauge("sbx_leader", "1 while this sbxd holds the leader lease", {})
         .Set(elector.is_leader() ? 1 : 0);
-    m.gauge("sbx_sweeps", "Completed LIST sweeps", {}).Set(sweeper.sweeps_total());
+    m.counter("sbx_sweeps_total", "Completed LIST sweeps", {})
+        .RaiseTo(static_cast<double>(sweeper.sweeps_total()));
     for (const auto& [workspace, failed] : sweeper.SweepErrorsByWorkspace()) {
-      Counter& c = m.counter("sbx_sweep_errors_total",
-                             "Failed sweeps (LIST, or garbage collection after it) by workspace",
-                             {{"workspace", workspace}});
-      c.Inc(static_cast<double>(failed) - c.Value());  // the sweeper's count only grows
+      m.counter("sbx_sweep_errors_total",
+                "Failed sweeps (LIST, or garbage collection after it) by workspace",
+                {{"workspace", workspace}})
+          .RaiseTo(static_cast<double>(failed));
     }
-    m.gauge("sbx_gc_deleted", "Sandboxes deleted by garbage collection", {})
-        .Set(gc.deleted_total());
+    m.counter("sbx_gc_deleted_total", "Sandboxes deleted by garbage collection", {})
+        .RaiseTo(static_cast<double>(gc.deleted_total()));
   });
   HealthServer health(metrics, [&]() -> std::pair<bool, std::string> {
     if (!elector.is_leader()) {

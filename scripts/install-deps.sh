@@ -7,10 +7,16 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git curl ca-certificates
   libcpprest-dev libssl-dev libboost-dev
   libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libsqlite3-dev sqlite3
-  libcli11-dev libwebsocketpp-dev
+  libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   util-linux procps jq
   clang-14 libclang-rt-14-dev
+  # scripts/check-style.sh: clang-format and clang-tidy (run-clang-tidy comes with clang-tidy).
+  clang-format clang-tidy
+  # promtool, which lints sbxd's live /metrics (tests/e2e/metrics_promtool_e2e_test.sh). The
+  # package also ships the Prometheus server and enables its service; where services are started
+  # on install it listens on :9090, which the tests never use (they bind port 0).
+  prometheus
 )
 
 missing=()

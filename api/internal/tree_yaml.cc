@@ -274,7 +274,7 @@ class TreeBuilder : public YAML::EventHandler {
     return ContainerPath();
   }
 
-  static std::string PathOrYaml(std::string path) { return path.empty() ? "yaml" : path; }
+  static std::string PathOrYaml(const std::string& path) { return path.empty() ? "yaml" : path; }
 
   // Records the first error and stops the parser.
   [[noreturn]] void Fail(const YAML::Mark& mark, std::string_view problem) {

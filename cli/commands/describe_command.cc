@@ -59,7 +59,63 @@ void Indented(std::ostream& out, std::string_view text, int indent) {
   }
 }
 
-void StatusFields(std::ostream& out, const api::Object& o) {
+// What a user asks of a task: where it ran, when, what it answered, what it cost, what it
+// collected.
+void AgentTaskFields(std::ostream& out, const api::Object& o,
+                     std::chrono::system_clock::time_point now) {
+  const auto& s = o.agent_task_status();
+  Field(out, "Phase", std::string(api::TaskPhaseName(s.phase)), 2);
+  Field(out, "Worker", s.worker, 2);
+  if (s.queue_position > 0) {
+    Field(out, "Queue Position", std::to_string(s.queue_position), 2);
+  }
+  Field(out, "Session ID", s.session_id, 2);
+  Field(out, "Turn ID", s.turn_id, 2);
+  Field(out, "Submitted At", s.submitted_at, 2);
+  Field(out, "Started At", s.started_at, 2);
+  Field(out, "Completed At", s.completed_at, 2);
+  Field(out, "Duration", TaskDuration(s, now), 2);
+  const auto cancel = o.metadata.annotations.find(std::string(api::kCancelRequestedAnnotation));
+  if (cancel != o.metadata.annotations.end()) {
+    Field(out, "Cancel Requested", cancel->second, 2);
+  }
+  if (!s.cancel_requested_at.empty()) {
+    Field(out, "Cancel Sent",
+          s.cancel_requested_at + (s.cancel_reason.empty() ? "" : " (" + s.cancel_reason + ")"),
+          2);
+  }
+  Field(out, "Commands", std::to_string(s.commands), 2);
+  out << "  Result:\n";
+  if (s.result.message.empty()) {
+    out << "    <none>\n";
+  } else {
+    Indented(out, s.result.message, 4);
+  }
+  const api::TaskError& error = s.result.error;
+  Field(out, "Error",
+        error.code + (error.code.empty() || error.message.empty() ? "" : ": ") + error.message, 2);
+  const api::TaskUsage& usage = s.result.usage;
+  Field(out, "Usage",
+        "input " + std::to_string(usage.input_tokens) + ", output " +
+            std::to_string(usage.output_tokens) + ", total " +
+            std::to_string(usage.total_tokens) + " tokens",
+        2);
+  out << "  Artifacts:\n";
+  if (s.artifacts.empty()) {
+    out << "    <none>\n";
+  } else {
+    TablePrinter t({"    PATH", "BYTES", "SHA256 / ERROR"});
+    for (const api::ArtifactStatus& a : s.artifacts) {
+      t.AddRow({"    " + a.path, a.error.empty() ? std::to_string(a.bytes) : "-",
+                a.error.empty() ? a.sha256 : "error: " + a.error});
+    }
+    t.Print(out);
+  }
+  Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
+}
+
+void StatusFields(std::ostream& out, const api::Object& o,
+                  std::chrono::system_clock::time_point now) {
   switch (o.kind) {
     case api::Kind::kSandbox: {
       const auto& s = o.sandbox_status();
@@ -94,15 +150,9 @@ void StatusFields(std::ostream& out, const api::Object& o) {
     case api::Kind::kWorkspace:
       Field(out, "Observed Gen", std::to_string(o.workspace_status().observed_generation), 2);
       break;
-    case api::Kind::kAgentTask: {  // the full view is sbxctl's (#13 CLI)
-      const auto& s = o.agent_task_status();
-      Field(out, "Phase", std::string(api::TaskPhaseName(s.phase)), 2);
-      Field(out, "Worker", s.worker, 2);
-      Field(out, "Session ID", s.session_id, 2);
-      Field(out, "Turn ID", s.turn_id, 2);
-      Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
+    case api::Kind::kAgentTask:
+      AgentTaskFields(out, o, now);
       break;
-    }
   }
 }
 
@@ -146,7 +196,7 @@ void Describe(std::ostream& out, const api::Object& o,
     Indented(out, spec, 0);
   }
   out << "Status:\n";
-  StatusFields(out, o);
+  StatusFields(out, o, now);
 
   out << "Conditions:\n";
   if (o.conditions().empty()) {

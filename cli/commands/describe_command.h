@@ -1,6 +1,9 @@
 // `sbxctl describe KIND [NAME…] | KIND/NAME…`: a human summary of objects, like kubectl
 // describe — metadata, spec (YAML), status fields, a Conditions table and the Events of the
-// object. Without a name, describes every object of the kind in the namespace. Not thread-safe.
+// object. Without a name, describes every object of the kind in the namespace. An AgentTask's
+// status shows its phase, worker, session and turn, timings, the result message, the error code
+// and message, the token usage and its artifacts (path, bytes, sha256 or the error). Not
+// thread-safe.
 #pragma once
 
 #include <chrono>

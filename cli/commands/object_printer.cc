@@ -6,6 +6,7 @@
 
 #include "api/codec.h"
 #include "api/conditions.h"
+#include "api/rfc3339.h"
 #include "cli/commands/command_context.h"
 #include "cli/commands/table_printer.h"
 
@@ -48,6 +49,26 @@ std::string ExecutorCell(const api::Object& o) {
     return running->reason;
   }
   return OrNone(o.agent_worker_status().executor.last_exit_reason);
+}
+
+// RESULT cells longer than this are cut (the whole message is in `describe`).
+constexpr size_t kMaxResultCell = 60;
+
+// The first line of the result message, or the error code of a task that failed.
+std::string ResultCell(const api::AgentTaskStatus& s) {
+  if (!s.result.error.code.empty()) {
+    return s.result.error.code;
+  }
+  std::string_view message = s.result.message;
+  message = message.substr(0, message.find('\n'));
+  if (message.size() > kMaxResultCell) {
+    size_t cut = kMaxResultCell;
+    while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) {
+      --cut;  // not inside a UTF-8 sequence
+    }
+    return std::string(message.substr(0, cut)) + "…";
+  }
+  return OrNone(message);
 }
 
 }  // namespace
@@ -207,6 +228,18 @@ api::Status SortObjects(std::vector<api::Object>& objects, const JsonPath& path)
   return api::OkStatus();
 }
 
+std::string TaskDuration(const api::AgentTaskStatus& status,
+                         std::chrono::system_clock::time_point now) {
+  const auto from =
+      api::ParseRfc3339(status.submitted_at.empty() ? status.started_at : status.submitted_at);
+  const std::optional<api::WallTime> to =
+      api::IsFinished(status.phase) ? api::ParseRfc3339(status.completed_at) : now;
+  if (!from || !to) {
+    return "<none>";
+  }
+  return FormatAge(std::chrono::duration_cast<std::chrono::seconds>(*to - *from));
+}
+
 std::string ConditionCell(const api::Object& object, std::string_view type) {
   const api::Condition* c = api::FindCondition(object.conditions(), type);
   return c == nullptr ? "Unknown" : std::string(api::ConditionStatusName(c->status));
@@ -231,8 +264,11 @@ std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_names
         h.insert(h.end(), {"RESTARTS", "ENVIRONMENT", "REASON", "MESSAGE"});
       }
       break;
-    case api::Kind::kAgentTask:  // the full columns are sbxctl's (#13 CLI)
-      h.insert(h.end(), {"PHASE", "WORKER", "AGE"});
+    case api::Kind::kAgentTask:
+      h.insert(h.end(), {"PHASE", "WORKER", "AGE", "DURATION", "COMMANDS", "RESULT"});
+      if (wide) {
+        h.insert(h.end(), {"QUEUE", "SESSION", "TURN"});
+      }
       break;
     case api::Kind::kWorkspace:
       h.insert(h.end(), {"READY", "HOST", "AGE"});
@@ -278,9 +314,18 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
       break;
     }
     case api::Kind::kAgentTask: {
+      const auto& spec = o.agent_task_spec();
       const auto& status = o.agent_task_status();
-      r.insert(r.end(),
-               {std::string(api::TaskPhaseName(status.phase)), OrNone(status.worker), age});
+      // Before a worker is picked, the one asked for (a selector picks one later).
+      const std::string worker = !status.worker.empty() ? status.worker : spec.worker_ref;
+      r.insert(r.end(), {std::string(api::TaskPhaseName(status.phase)), OrNone(worker), age,
+                         TaskDuration(status, now), std::to_string(status.commands),
+                         ResultCell(status)});
+      if (wide) {
+        r.insert(r.end(), {status.queue_position > 0 ? std::to_string(status.queue_position)
+                                                     : "<none>",
+                           OrNone(status.session_id), OrNone(status.turn_id)});
+      }
       break;
     }
     case api::Kind::kWorkspace: {

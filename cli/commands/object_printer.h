@@ -1,5 +1,8 @@
 // ObjectPrinter: how sbxctl shows objects — the per-kind table columns of `get` (plain and
-// wide), `-o yaml|json|name`, and the READY/AGE cells. kubectl conventions:
+// wide), `-o yaml|json|name`, and the READY/AGE cells. AgentTasks show PHASE, WORKER (the
+// picked one, else workerRef), AGE, DURATION, COMMANDS, RESULT (the error code, else the first
+// line of the result message, cut at 60 bytes); wide adds QUEUE (position), SESSION, TURN.
+// kubectl conventions:
 //   - a named `get` prints the object itself; a list prints `---`-separated YAML documents, or
 //     for JSON one `{"apiVersion": "v1", "items": [...], "kind": "List"}` (as kubectl does);
 //   - `-o name` prints `sandbox/foo`, one per line;
@@ -62,6 +65,11 @@ api::Status SortObjects(std::vector<api::Object>& objects, const JsonPath& path)
 std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_namespace);
 std::vector<std::string> TableRow(const api::Object& object, bool wide, bool with_namespace,
                                   std::chrono::system_clock::time_point now);
+
+// An AgentTask's DURATION: from submission (where its timeout starts) to completion, or to
+// `now` while it runs; "<none>" before submission. FormatAge's units ("1m5s").
+std::string TaskDuration(const api::AgentTaskStatus& status,
+                         std::chrono::system_clock::time_point now);
 
 // "True" / "False" / "Unknown" of the condition `type` ("Unknown" when absent).
 std::string ConditionCell(const api::Object& object, std::string_view type);

@@ -12,6 +12,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "api/rfc3339.h"
 
@@ -27,7 +28,7 @@ class Clock {
   virtual SteadyTime Steady() const = 0;
   virtual bool SleepUntil(SteadyTime deadline, std::stop_token stop) = 0;
   bool SleepFor(std::chrono::nanoseconds d, std::stop_token stop) {
-    return SleepUntil(Steady() + d, stop);
+    return SleepUntil(Steady() + d, std::move(stop));
   }
 };
 

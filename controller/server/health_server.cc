@@ -133,7 +133,7 @@ struct HealthServer::Shared {
                     const std::string& content_type) {
     try {
       // The reply completes asynchronously; a client gone away is not our problem.
-      request.reply(code, body, content_type).then([](pplx::task<void> t) {
+      request.reply(code, body, content_type).then([](const pplx::task<void>& t) {
         try {
           t.get();
         } catch (...) {
@@ -174,7 +174,7 @@ api::StatusOr<int> HealthServer::Start(const std::string& addr) {
     try {
       auto listener = std::make_unique<Listener>(UriFor(hp));
       std::shared_ptr<Shared> shared = shared_;
-      listener->get().support([shared](http_request request) { shared->Handle(request); });
+      listener->get().support([shared](const http_request& request) { shared->Handle(request); });
       listener->get().open().wait();
       {
         std::lock_guard lock(shared_->mu);

@@ -325,9 +325,10 @@ void RegisterSecret(std::string value) {
   }
   // The value as it would appear inside a quoted text value and inside a JSON string: a secret
   // holding a quote or a backslash is written escaped, and must be scrubbed in that form too.
-  std::vector<std::string> forms = {value, EscapeText(value, /*escape_quote=*/true)};
+  std::vector<std::string> forms = {EscapeText(value, /*escape_quote=*/true)};
   const std::string json = JsonString(value);
   forms.push_back(json.substr(1, json.size() - 2));
+  forms.insert(forms.begin(), std::move(value));
   State& state = *SharedState();
   std::lock_guard lock(state.mu);
   for (std::string& form : forms) {

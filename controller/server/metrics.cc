@@ -121,6 +121,13 @@ void Counter::Inc(double v) {
   value_.fetch_add(v, std::memory_order_relaxed);
 }
 
+void Counter::RaiseTo(double total) {
+  double current = value_.load(std::memory_order_relaxed);
+  while (total > current &&
+         !value_.compare_exchange_weak(current, total, std::memory_order_relaxed)) {
+  }
+}
+
 void Gauge::Inc(double v) { value_.fetch_add(v, std::memory_order_relaxed); }
 
 Histogram::Histogram(std::vector<double> buckets)
@@ -184,6 +191,13 @@ Metrics::Family& Metrics::GetFamily(std::string_view name, std::string_view help
   if (it == families_.end()) {
     if (!ValidName(name, /*allow_colon=*/true)) {
       Die("invalid metric name '" + std::string(name) + "'");
+    }
+    const bool total = name.ends_with("_total");
+    if (type == Type::kCounter && !total) {
+      Die("counter '" + std::string(name) + "' must end in _total");
+    }
+    if (type != Type::kCounter && total) {
+      Die("'" + std::string(name) + "' ends in _total but is not a counter");
     }
     auto family = std::make_unique<Family>();
     family->name = std::string(name);

@@ -10,8 +10,12 @@
 // sandboxes by state, leader status): AddCollector(fn) registers fn(Metrics&), and Render() runs
 // every collector first, in registration order, serialised against other Render() calls.
 //
-// Names and label names are code constants: an invalid one, a name reused with another type, or
-// histogram buckets that are not strictly increasing are bugs and abort with a message.
+// Names follow Prometheus' conventions (https://prometheus.io/docs/practices/naming/): a counter
+// is a cumulative count whose name ends in `_total` (written as is on the TYPE line and the
+// samples, as client_golang does), a gauge's name does not, units are base units in the name
+// (`_seconds`). Names and label names are code constants: an invalid one, a counter without
+// `_total` or a gauge with it, a name reused with another type, or histogram buckets that are not
+// strictly increasing are bugs and abort with a message.
 //
 // Thread-safety: every method may be called from any thread. Counter/Gauge/Histogram updates are
 // lock-free (counters, gauges) or take a per-series mutex (histograms). A collector must not
@@ -36,6 +40,10 @@ class Counter {
  public:
   // `v` must be >= 0 (a negative increment is a bug and aborts).
   void Inc(double v = 1);
+  // Raises the counter to `total`, a cumulative count another component keeps (a collector
+  // copying it at scrape time). A lower `total` leaves the value as it is: a counter never goes
+  // down, and the components whose totals are exported only count up.
+  void RaiseTo(double total);
   double Value() const { return value_.load(std::memory_order_relaxed); }
 
  private:

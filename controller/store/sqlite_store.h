@@ -22,6 +22,12 @@
 // Thread-safety: one SQLite connection guarded by one mutex; every method may be called from
 // any thread. Several SqliteStore instances (in one or several processes) may share a file.
 // Ownership: the store owns its connection; the optional Clock must outlive it.
+//
+// Layout: sqlite_store.cc opens and migrates the file and holds the SQLite plumbing;
+// sqlite_store_objects.cc, _watch.cc, _events.cc and _inventory.cc (inventory and leases)
+// implement the Store operations; internal/ holds the schema (sqlite_schema), the statement and
+// transaction handles (sqlite_statement) and the dialect-neutral row, change-log JSON and
+// decoding (object_row) that a store on another database can reuse.
 #pragma once
 
 #include <chrono>
@@ -44,7 +50,7 @@ struct sqlite3_stmt;
 namespace sbx::controller {
 
 namespace internal {
-struct SqliteRow;  // one row of the objects table; defined in sqlite_store.cc
+struct ObjectRow;  // one row of the objects table; internal/object_row.h
 }  // namespace internal
 
 struct SqliteStoreOptions {
@@ -143,7 +149,7 @@ class SqliteStore final : public Store {
  private:
   class Stmt;
   class Txn;
-  using Row = internal::SqliteRow;
+  using Row = internal::ObjectRow;
 
   SqliteStore(std::string path, Options options, sqlite3* db);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 namespace sbx::emulator::internal {
 namespace {
@@ -19,16 +20,26 @@ HttpResponse BadRequest(const std::string& message) {
 
 // Accepts 250 (ms), "250ms", "1.5s".
 std::optional<std::chrono::milliseconds> ParseLatency(const json& j) {
-  if (j.is_number()) return std::chrono::milliseconds(j.get<std::int64_t>());
-  if (!j.is_string()) return std::nullopt;
+  if (j.is_number()) {
+    return std::chrono::milliseconds(j.get<std::int64_t>());
+  }
+  if (!j.is_string()) {
+    return std::nullopt;
+  }
   std::string s = j.get<std::string>();
   try {
     std::size_t used = 0;
     double v = std::stod(s, &used);
     std::string unit = s.substr(used);
-    if (v < 0) return std::nullopt;
-    if (unit == "ms" || unit.empty()) return std::chrono::milliseconds(std::llround(v));
-    if (unit == "s") return std::chrono::milliseconds(std::llround(v * 1000));
+    if (v < 0) {
+      return std::nullopt;
+    }
+    if (unit == "ms" || unit.empty()) {
+      return std::chrono::milliseconds(std::llround(v));
+    }
+    if (unit == "s") {
+      return std::chrono::milliseconds(std::llround(v * 1000));
+    }
   } catch (const std::exception&) {
   }
   return std::nullopt;
@@ -66,11 +77,21 @@ std::string DefaultErrorCode(int status) {
 FaultInjector::FaultInjector()
     : refilled_at_(std::chrono::steady_clock::now()), rng_(std::random_device{}()) {}
 
+CallPlan FaultInjector::AdmitAndDelay(std::string_view endpoint, bool rate_limited) {
+  CallPlan plan = Admit(endpoint, rate_limited);
+  if (plan.latency.count() > 0) {
+    std::this_thread::sleep_for(plan.latency);
+  }
+  return plan;
+}
+
 CallPlan FaultInjector::Admit(std::string_view endpoint, bool rate_limited) {
   std::lock_guard lock(mu_);
   CallPlan plan;
   auto counter = counters_.find(endpoint);
-  if (counter == counters_.end()) counter = counters_.emplace(std::string(endpoint), 0).first;
+  if (counter == counters_.end()) {
+    counter = counters_.emplace(std::string(endpoint), 0).first;
+  }
   ++counter->second;
 
   if (auto it = latency_.find(endpoint); it != latency_.end()) {
@@ -95,7 +116,9 @@ CallPlan FaultInjector::Admit(std::string_view endpoint, bool rate_limited) {
   }
 
   auto fit = faults_.find(endpoint);
-  if (fit == faults_.end()) fit = faults_.find("*");
+  if (fit == faults_.end()) {
+    fit = faults_.find("*");
+  }
   if (fit != faults_.end()) {
     FaultSpec& f = fit->second;
     if (f.count > 0) {
@@ -168,7 +191,9 @@ std::optional<HttpResponse> FaultInjector::HandleAdmin(const HttpRequest& reques
   }
   try {
     if (path == "/_emulator/counters") {
-      if (method == "GET") return JsonResponse(200, json(Counters()));
+      if (method == "GET") {
+        return JsonResponse(200, json(Counters()));
+      }
       if (method == "POST" || method == "DELETE") {
         ResetCounters();
         return JsonResponse(200, json::object());
@@ -178,7 +203,9 @@ std::optional<HttpResponse> FaultInjector::HandleAdmin(const HttpRequest& reques
       std::string endpoint = body.value("endpoint", "*");
       auto latency = ParseLatency(body.contains("latency") ? body["latency"]
                                                            : body.value("latency_ms", json(0)));
-      if (!latency) return BadRequest("latency must be milliseconds or a string like \"250ms\"");
+      if (!latency) {
+        return BadRequest("latency must be milliseconds or a string like \"250ms\"");
+      }
       SetLatency(endpoint, *latency);
       return JsonResponse(200, json::object());
     }

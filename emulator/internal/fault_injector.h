@@ -46,6 +46,8 @@ class FaultInjector {
   // Counts one call to `endpoint` and decides latency, fault and throttling for it.
   // `rate_limited` says whether the workspace rate limit applies to this endpoint.
   CallPlan Admit(std::string_view endpoint, bool rate_limited);
+  // Admit(), then sleeps the planned latency on the calling thread (what every handler does).
+  CallPlan AdmitAndDelay(std::string_view endpoint, bool rate_limited);
 
   std::map<std::string, std::int64_t> Counters() const;
   void ResetCounters();

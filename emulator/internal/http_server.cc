@@ -28,9 +28,15 @@ constexpr std::uint64_t kMaxBodyBytes = 64ull << 20;
 using api::Lower;
 
 int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
   return -1;
 }
 
@@ -46,12 +52,18 @@ class BeastExchange : public HttpExchange {
   bool failed() const { return failed_; }
 
   bool Respond(const HttpResponse& r) override {
-    if (responded_) return false;
+    if (responded_) {
+      return false;
+    }
     responded_ = true;
     http::response<http::string_body> res{static_cast<http::status>(r.status), version_};
     res.set(http::field::server, "sbx-emulator");
-    if (!r.content_type.empty()) res.set(http::field::content_type, r.content_type);
-    for (const auto& [k, v] : r.headers) res.set(k, v);
+    if (!r.content_type.empty()) {
+      res.set(http::field::content_type, r.content_type);
+    }
+    for (const auto& [k, v] : r.headers) {
+      res.set(k, v);
+    }
     res.keep_alive(keep_alive_);
     res.body() = r.body;
     res.prepare_payload();
@@ -62,13 +74,19 @@ class BeastExchange : public HttpExchange {
   }
 
   bool StartStream(const HttpResponse& head) override {
-    if (responded_) return false;
+    if (responded_) {
+      return false;
+    }
     responded_ = true;
     streamed_ = true;
     http::response<http::empty_body> res{static_cast<http::status>(head.status), version_};
     res.set(http::field::server, "sbx-emulator");
-    if (!head.content_type.empty()) res.set(http::field::content_type, head.content_type);
-    for (const auto& [k, v] : head.headers) res.set(k, v);
+    if (!head.content_type.empty()) {
+      res.set(http::field::content_type, head.content_type);
+    }
+    for (const auto& [k, v] : head.headers) {
+      res.set(k, v);
+    }
     res.keep_alive(false);
     res.chunked(true);
     http::response_serializer<http::empty_body> sr{res};
@@ -79,8 +97,12 @@ class BeastExchange : public HttpExchange {
   }
 
   bool WriteChunk(std::string_view data) override {
-    if (!streamed_ || failed_) return false;
-    if (data.empty()) return true;  // an empty chunk would end the body
+    if (!streamed_ || failed_) {
+      return false;
+    }
+    if (data.empty()) {
+      return true;  // an empty chunk would end the body
+    }
     beast::error_code ec;
     asio::write(socket_, http::make_chunk(asio::buffer(data.data(), data.size())), ec);
     failed_ = static_cast<bool>(ec);
@@ -88,7 +110,9 @@ class BeastExchange : public HttpExchange {
   }
 
   bool FinishStream() override {
-    if (!streamed_ || failed_) return false;
+    if (!streamed_ || failed_) {
+      return false;
+    }
     beast::error_code ec;
     asio::write(socket_, http::make_chunk_last(), ec);
     failed_ = true;  // nothing more may be written
@@ -122,9 +146,12 @@ HttpRequest ToRequest(const http::request<http::string_body>& req) {
   std::size_t start = 0;
   while (start <= raw_path.size()) {
     std::size_t slash = raw_path.find('/', start);
-    if (slash == std::string_view::npos) slash = raw_path.size();
-    if (slash > start)
+    if (slash == std::string_view::npos) {
+      slash = raw_path.size();
+    }
+    if (slash > start) {
       out.segments.push_back(PercentDecode(raw_path.substr(start, slash - start), false));
+    }
     start = slash + 1;
   }
   out.query = ParseFormEncoded(raw_query);
@@ -144,6 +171,8 @@ std::string HttpRequest::Header(std::string_view name) const {
   auto it = headers.find(Lower(name));
   return it == headers.end() ? std::string() : it->second;
 }
+
+std::string Trim(std::string_view s) { return std::string(api::Trim(s)); }
 
 std::string PercentDecode(std::string_view s, bool plus_is_space) {
   std::string out;
@@ -169,7 +198,9 @@ std::map<std::string, std::string> ParseFormEncoded(std::string_view s) {
   std::size_t start = 0;
   while (start < s.size()) {
     std::size_t amp = s.find('&', start);
-    if (amp == std::string_view::npos) amp = s.size();
+    if (amp == std::string_view::npos) {
+      amp = s.size();
+    }
     std::string_view pair = s.substr(start, amp - start);
     if (!pair.empty()) {
       std::size_t eq = pair.find('=');
@@ -188,15 +219,25 @@ class HttpServer::Impl {
   explicit Impl(HttpHandler handler) : handler_(std::move(handler)) {}
 
   api::StatusOr<int> Start(const std::string& host, int port) {
-    if (started_) return api::FailedPreconditionError("HttpServer already started");
+    if (started_) {
+      return api::FailedPreconditionError("HttpServer already started");
+    }
     beast::error_code ec;
     auto address = asio::ip::make_address(host, ec);
-    if (ec) return api::InvalidArgumentError("bad listen address '" + host + "': " + ec.message());
+    if (ec) {
+      return api::InvalidArgumentError("bad listen address '" + host + "': " + ec.message());
+    }
     tcp::endpoint endpoint{address, static_cast<unsigned short>(port)};
     acceptor_.open(endpoint.protocol(), ec);
-    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(endpoint, ec);
-    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (!ec) {
+      acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    }
+    if (!ec) {
+      acceptor_.bind(endpoint, ec);
+    }
+    if (!ec) {
+      acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    }
     if (ec) {
       beast::error_code ignored;
       acceptor_.close(ignored);
@@ -210,17 +251,23 @@ class HttpServer::Impl {
   }
 
   void Stop() {
-    if (!started_ || stopped_.exchange(true)) return;
+    if (!started_ || stopped_.exchange(true)) {
+      return;
+    }
     // shutdown() on the raw fd wakes the blocking accept() and reads; asio objects are then
     // only touched by their own threads.
     ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
-    if (accept_thread_.joinable()) accept_thread_.join();
+    if (accept_thread_.joinable()) {
+      accept_thread_.join();
+    }
     std::list<Connection> conns;
     {
       std::lock_guard lock(mu_);
       for (auto& c : conns_) {
         std::lock_guard conn_lock(c.state->mu);
-        if (!c.state->closed) ::shutdown(c.state->fd, SHUT_RDWR);
+        if (!c.state->closed) {
+          ::shutdown(c.state->fd, SHUT_RDWR);
+        }
       }
       conns.splice(conns.end(), conns_);
     }
@@ -251,14 +298,20 @@ class HttpServer::Impl {
       beast::error_code ec;
       acceptor_.accept(socket, ec);
       if (ec) {
-        if (stopped_) return;
-        if (ec == asio::error::invalid_argument || ec == asio::error::bad_descriptor) return;
+        if (stopped_) {
+          return;
+        }
+        if (ec == asio::error::invalid_argument || ec == asio::error::bad_descriptor) {
+          return;
+        }
         continue;
       }
       socket.set_option(tcp::no_delay(true), ec);
       std::lock_guard lock(mu_);
       ReapLocked();
-      if (stopped_) return;
+      if (stopped_) {
+        return;
+      }
       auto state = std::make_shared<ConnState>();
       state->fd = socket.native_handle();
       auto& conn = conns_.emplace_back();
@@ -293,14 +346,20 @@ class HttpServer::Impl {
       http::request_parser<http::string_body> parser;
       parser.body_limit(kMaxBodyBytes);
       http::read_header(socket, buffer, parser, ec);
-      if (ec) break;
+      if (ec) {
+        break;
+      }
       auto expect = parser.get()[http::field::expect];
       if (beast::iequals(expect, "100-continue")) {
         http::response<http::empty_body> cont{http::status::continue_, parser.get().version()};
         http::write(socket, cont, ec);
-        if (ec) break;
+        if (ec) {
+          break;
+        }
       }
-      if (!parser.is_done()) http::read(socket, buffer, parser, ec);
+      if (!parser.is_done()) {
+        http::read(socket, buffer, parser, ec);
+      }
       if (ec) {
         if (ec == http::error::body_limit) {
           http::response<http::string_body> res{http::status::payload_too_large,
@@ -324,7 +383,9 @@ class HttpServer::Impl {
       if (!exchange.responded()) {
         exchange.Respond({500, "text/plain", {}, "handler did not respond"});
       }
-      if (exchange.streamed() || exchange.failed() || !req.keep_alive()) break;
+      if (exchange.streamed() || exchange.failed() || !req.keep_alive()) {
+        break;
+      }
     }
     beast::error_code ignored;
     socket.shutdown(tcp::socket::shutdown_both, ignored);

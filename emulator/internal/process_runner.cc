@@ -44,10 +44,14 @@ ChildPlan MakePlan(const SpawnSpec& spec) {
   ChildPlan plan;
   plan.argv_store.push_back(spec.cmd);
   plan.argv_store.insert(plan.argv_store.end(), spec.args.begin(), spec.args.end());
-  for (auto& a : plan.argv_store) plan.argv.push_back(a.data());
+  for (auto& a : plan.argv_store) {
+    plan.argv.push_back(a.data());
+  }
   plan.argv.push_back(nullptr);
   plan.env_store = spec.env;
-  for (auto& e : plan.env_store) plan.envp.push_back(e.data());
+  for (auto& e : plan.env_store) {
+    plan.envp.push_back(e.data());
+  }
   plan.envp.push_back(nullptr);
   if (spec.cmd.find('/') != std::string::npos) {
     plan.candidates.push_back(spec.cmd);
@@ -55,9 +59,13 @@ ChildPlan MakePlan(const SpawnSpec& spec) {
     std::size_t start = 0;
     while (start <= spec.search_path.size()) {
       std::size_t colon = spec.search_path.find(':', start);
-      if (colon == std::string::npos) colon = spec.search_path.size();
+      if (colon == std::string::npos) {
+        colon = spec.search_path.size();
+      }
       std::string dir = spec.search_path.substr(start, colon - start);
-      if (dir.empty()) dir = ".";
+      if (dir.empty()) {
+        dir = ".";
+      }
       plan.candidates.push_back(dir + "/" + spec.cmd);
       start = colon + 1;
     }
@@ -85,11 +93,15 @@ ChildPlan MakePlan(const SpawnSpec& spec) {
   // Nothing of the emulator (sockets, other sandboxes' pipes) leaks into the sandbox.
   if (::syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */) != 0) {
     for (int fd = 3; fd < 4096; ++fd) {
-      if (fd != status_w) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+      if (fd != status_w) {
+        ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+      }
     }
   }
   if (plan.namespaced) {
-    if (::unshare(CLONE_NEWNS) != 0) ChildFail(status_w, errno);
+    if (::unshare(CLONE_NEWNS) != 0) {
+      ChildFail(status_w, errno);
+    }
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
       ChildFail(status_w, errno);
     }
@@ -99,7 +111,9 @@ ChildPlan MakePlan(const SpawnSpec& spec) {
       }
     }
   }
-  if (!plan.cwd.empty() && ::chdir(plan.cwd.c_str()) != 0) ChildFail(status_w, errno);
+  if (!plan.cwd.empty() && ::chdir(plan.cwd.c_str()) != 0) {
+    ChildFail(status_w, errno);
+  }
   int err = ENOENT;
   for (const auto& c : plan.candidates) {
     ::execve(c.c_str(), plan.argv.data(), plan.envp.data());
@@ -124,11 +138,17 @@ bool ReadAvailable(int fd, std::string& sink, std::size_t& total, std::size_t ca
       std::size_t keep = total < cap ? std::min<std::size_t>(cap - total, n) : 0;
       sink.append(buf, keep);
       total += keep;
-      if (keep < static_cast<std::size_t>(n)) truncated = true;
+      if (keep < static_cast<std::size_t>(n)) {
+        truncated = true;
+      }
       continue;
     }
-    if (n == 0) return false;
-    if (errno == EINTR) continue;
+    if (n == 0) {
+      return false;
+    }
+    if (errno == EINTR) {
+      continue;
+    }
     return errno == EAGAIN || errno == EWOULDBLOCK;
   }
 }
@@ -146,7 +166,9 @@ Isolation ProbeIsolation() {
               ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
     ::_exit(ok ? 0 : 1);
   }
-  if (pid < 0) return Isolation::kPathRewrite;
+  if (pid < 0) {
+    return Isolation::kPathRewrite;
+  }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -184,17 +206,25 @@ Process Process::Spawn(const SpawnSpec& spec) {
       devnull < 0) {
     p.fork_error_ = std::string("pipe: ") + std::strerror(errno);
     for (int fd : {out[0], out[1], err[0], err[1], st[0], st[1], devnull}) {
-      if (fd >= 0) ::close(fd);
+      if (fd >= 0) {
+        ::close(fd);
+      }
     }
     return p;
   }
   pid_t pid = ::fork();
-  if (pid == 0) RunChild(plan, out[1], err[1], st[1], devnull);
+  if (pid == 0) {
+    RunChild(plan, out[1], err[1], st[1], devnull);
+  }
   int fork_errno = errno;
-  for (int fd : {out[1], err[1], st[1], devnull}) ::close(fd);
+  for (int fd : {out[1], err[1], st[1], devnull}) {
+    ::close(fd);
+  }
   if (pid < 0) {
     p.fork_error_ = std::string("fork: ") + std::strerror(fork_errno);
-    for (int fd : {out[0], err[0], st[0]}) ::close(fd);
+    for (int fd : {out[0], err[0], st[0]}) {
+      ::close(fd);
+    }
     return p;
   }
   ::setpgid(pid, pid);  // also done in the child; whichever runs first wins the race
@@ -252,14 +282,22 @@ ProcessResult Process::Wait(std::chrono::milliseconds timeout, std::size_t outpu
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
     pollfd fds[3];
     int nfds = 0;
-    if (out_fd_ >= 0) fds[nfds++] = {out_fd_, POLLIN, 0};
-    if (err_fd_ >= 0) fds[nfds++] = {err_fd_, POLLIN, 0};
-    if (pidfd >= 0) fds[nfds++] = {pidfd, POLLIN, 0};
+    if (out_fd_ >= 0) {
+      fds[nfds++] = {out_fd_, POLLIN, 0};
+    }
+    if (err_fd_ >= 0) {
+      fds[nfds++] = {err_fd_, POLLIN, 0};
+    }
+    if (pidfd >= 0) {
+      fds[nfds++] = {pidfd, POLLIN, 0};
+    }
     // Without a pidfd, exit is noticed by polling waitpid every 10 ms.
     int wait_ms = pidfd >= 0 ? static_cast<int>(std::min<long long>(remaining, 60000))
                              : static_cast<int>(std::min<long long>(remaining, 10));
     int rc = ::poll(fds, nfds, wait_ms);
-    if (rc < 0 && errno != EINTR) break;
+    if (rc < 0 && errno != EINTR) {
+      break;
+    }
     if (out_fd_ >= 0 && !ReadAvailable(out_fd_, r.stdout_text, total, output_cap, r.truncated)) {
       CloseFd(out_fd_);
     }
@@ -267,14 +305,22 @@ ProcessResult Process::Wait(std::chrono::milliseconds timeout, std::size_t outpu
       CloseFd(err_fd_);
     }
     pid_t w = ::waitpid(pid_, &status, WNOHANG);
-    if (w == pid_) exited = true;
+    if (w == pid_) {
+      exited = true;
+    }
   }
-  if (pidfd >= 0) ::close(pidfd);
+  if (pidfd >= 0) {
+    ::close(pidfd);
+  }
   waited_ = true;
   // Output the child wrote before exiting is still in the pipes; a backgrounded descendant may
   // hold them open forever, so take what is there and stop.
-  if (out_fd_ >= 0) ReadAvailable(out_fd_, r.stdout_text, total, output_cap, r.truncated);
-  if (err_fd_ >= 0) ReadAvailable(err_fd_, r.stderr_text, total, output_cap, r.truncated);
+  if (out_fd_ >= 0) {
+    ReadAvailable(out_fd_, r.stdout_text, total, output_cap, r.truncated);
+  }
+  if (err_fd_ >= 0) {
+    ReadAvailable(err_fd_, r.stderr_text, total, output_cap, r.truncated);
+  }
   CloseFd(out_fd_);
   CloseFd(err_fd_);
   if (!r.timed_out) {
@@ -292,18 +338,26 @@ std::vector<pid_t> FindProcessesWithEnv(std::string_view marker) {
   const bool prefix = !marker.empty() && marker.back() == '/';
   const pid_t self = ::getpid();
   DIR* dir = ::opendir("/proc");
-  if (dir == nullptr) return pids;
+  if (dir == nullptr) {
+    return pids;
+  }
   while (dirent* e = ::readdir(dir)) {
     char* end = nullptr;
     long pid = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || pid <= 0 || pid == self) continue;
+    if (end == e->d_name || *end != '\0' || pid <= 0 || pid == self) {
+      continue;
+    }
     std::ifstream in("/proc/" + std::string(e->d_name) + "/environ", std::ios::binary);
-    if (!in) continue;
+    if (!in) {
+      continue;
+    }
     std::string env((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::size_t start = 0;
     while (start < env.size()) {
       std::size_t nul = env.find('\0', start);
-      if (nul == std::string::npos) nul = env.size();
+      if (nul == std::string::npos) {
+        nul = env.size();
+      }
       std::string_view entry(env.data() + start, nul - start);
       if (prefix ? entry.starts_with(marker) : entry == marker) {
         pids.push_back(static_cast<pid_t>(pid));
@@ -320,9 +374,13 @@ int KillProcessesWithEnv(std::string_view marker) {
   std::set<pid_t> killed;
   for (int round = 0; round < 50; ++round) {
     auto pids = FindProcessesWithEnv(marker);
-    if (pids.empty()) break;
+    if (pids.empty()) {
+      break;
+    }
     for (pid_t pid : pids) {
-      if (::kill(pid, SIGKILL) == 0) killed.insert(pid);
+      if (::kill(pid, SIGKILL) == 0) {
+        killed.insert(pid);
+      }
     }
     // A SIGKILLed process keeps its environ readable until it is gone; give it a moment.
     std::this_thread::sleep_for(std::chrono::milliseconds(round < 5 ? 1 : 10));

@@ -23,8 +23,12 @@
 // Emulated harness: a user message runs one turn. Every input line starting with "$ " is run
 // with /bin/bash -c in the session's workspace directory through a connected plain-profile
 // executor (→ a command_execution item with its output), then a final assistant message, then
-// agent.session.turn.completed (failed if no executor connected within `connection_wait`;
-// cancelled on agent.session.input.cancel), then agent.session.idle.
+// agent.session.turn.completed with a deterministic `usage` (failed if no executor connected
+// within `connection_wait`; cancelled on agent.session.input.cancel), then
+// agent.session.idle. Test controls in the input: "!fail <code> [<message>]",
+// "!subagent [completed|failed|cancelled]", "!sleep <duration>" (openai/README.md).
+// POST …/events dedupes on Idempotency-Key per session and counts accepted and deduped inputs
+// and root turns (GET /_emulator/openai/state).
 //
 // Session delete (Options::strict_session_delete, on by default): 409 conflict_error while a
 // turn runs, and 409 "session has no durably bound CCA root" for a session none of whose turns

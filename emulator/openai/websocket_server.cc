@@ -1,19 +1,29 @@
-// Compiled as C++17 (see emulator/CMakeLists.txt): websocketpp 0.8.2 does not build as C++20.
 #include "emulator/openai/websocket_server.h"
 
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #include <chrono>
+#include <deque>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
-#include <websocketpp/config/asio_no_tls.hpp>
-#include <websocketpp/server.hpp>
+#include <utility>
 
 namespace sbx::emulator::internal {
 namespace {
-using Server = websocketpp::server<websocketpp::config::asio>;
-using Hdl = websocketpp::connection_hdl;
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+
 }  // namespace
 
 class WebSocketServer::Impl {
@@ -21,70 +31,47 @@ class WebSocketServer::Impl {
   explicit Impl(WebSocketHandlers handlers) : handlers_(std::move(handlers)) {}
 
   int Start(const std::string& host, int port, std::string& error) {
-    try {
-      server_.clear_access_channels(websocketpp::log::alevel::all);
-      server_.clear_error_channels(websocketpp::log::elevel::all);
-      server_.init_asio();
-      server_.set_reuse_addr(true);
-      server_.set_validate_handler([this](Hdl h) { return OnValidate(h); });
-      server_.set_open_handler([this](Hdl h) { OnOpen(h); });
-      server_.set_close_handler([this](Hdl h) { OnClose(h); });
-      server_.set_fail_handler([this](Hdl h) { OnClose(h); });
-      server_.set_message_handler([this](Hdl h, Server::message_ptr msg) {
-        WsConnectionId id = IdOf(h);
-        if (id == 0) return;
-        if (msg->get_opcode() != websocketpp::frame::opcode::text) return;
-        if (handlers_.on_text) handlers_.on_text(id, msg->get_payload());
-      });
-      websocketpp::lib::asio::error_code aec;
-      auto address = websocketpp::lib::asio::ip::make_address(host, aec);
-      if (aec) {
-        error = "bad listen address " + host + ": " + aec.message();
-        return -1;
-      }
-      websocketpp::lib::error_code ec;
-      server_.listen(websocketpp::lib::asio::ip::tcp::endpoint(address, port), ec);
-      if (ec) {
-        error = "cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message();
-        return -1;
-      }
-      server_.start_accept(ec);
-      if (ec) {
-        error = "cannot accept: " + ec.message();
-        return -1;
-      }
-      port_ = server_.get_local_endpoint(aec).port();
-      thread_ = std::thread([this] {
-        try {
-          server_.run();
-        } catch (const std::exception&) {
-          // A handler threw: the loop ends; Stop() still joins.
-        }
-      });
-      started_ = true;
-      return port_;
-    } catch (const std::exception& e) {
-      error = std::string("websocket server: ") + e.what();
+    beast::error_code ec;
+    auto address = asio::ip::make_address(host, ec);
+    if (ec) {
+      error = "bad listen address " + host + ": " + ec.message();
       return -1;
     }
+    tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) {
+      acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    }
+    if (!ec) {
+      acceptor_.bind(endpoint, ec);
+    }
+    if (!ec) {
+      acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    }
+    if (ec) {
+      error = "cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message();
+      return -1;
+    }
+    port_ = acceptor_.local_endpoint(ec).port();
+    Accept();
+    thread_ = std::thread([this] { ioc_.run(); });
+    started_ = true;
+    return port_;
   }
 
   void Stop() {
-    if (!started_ || stopped_) return;
-    stopped_ = true;
-    std::map<WsConnectionId, Hdl> conns;
-    {
-      std::lock_guard lock(mu_);
-      conns = conns_;
+    if (!started_ || stopped_) {
+      return;
     }
-    // Closing the acceptor from this thread raced with the loop re-arming its accept (UBSan:
-    // null descriptor_state in epoll_reactor::start_op). On the loop's own thread the two are
-    // serialised. If the loop is gone already, the wait simply times out.
+    stopped_ = true;
+    // On the I/O thread: stop accepting and start a close handshake on every connection.
     auto closed = std::make_shared<std::promise<void>>();
-    websocketpp::lib::asio::post(server_.get_io_service(), [this, conns, closed] {
-      websocketpp::lib::error_code ec;
-      server_.stop_listening(ec);
-      for (auto& [id, h] : conns) server_.close(h, websocketpp::close::status::going_away, "", ec);
+    asio::post(ioc_, [this, closed] {
+      beast::error_code ec;
+      acceptor_.close(ec);
+      for (auto& [id, session] : sessions_) {
+        session->Close(websocket::close_code::going_away, "");
+      }
       closed->set_value();
     });
     closed->get_future().wait_for(std::chrono::seconds(2));
@@ -93,101 +80,229 @@ class WebSocketServer::Impl {
     while (std::chrono::steady_clock::now() < deadline) {
       {
         std::lock_guard lock(mu_);
-        if (conns_.empty()) break;
+        if (open_.empty()) {
+          break;
+        }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    server_.stop();
-    if (thread_.joinable()) thread_.join();
+    ioc_.stop();
+    if (thread_.joinable()) {
+      thread_.join();
+    }
     // Connections the loop never finished closing: report them closed now.
-    std::map<WsConnectionId, Hdl> left;
+    std::map<WsConnectionId, bool> left;
     {
       std::lock_guard lock(mu_);
-      left.swap(conns_);
-      ids_.clear();
+      left.swap(open_);
     }
-    for (auto& [id, h] : left) {
-      if (handlers_.on_close) handlers_.on_close(id);
+    sessions_.clear();  // the I/O thread is gone: nothing else touches it
+    for (auto& [id, unused] : left) {
+      if (handlers_.on_close) {
+        handlers_.on_close(id);
+      }
     }
   }
 
   bool Send(WsConnectionId id, const std::string& text) {
-    Hdl h;
     {
       std::lock_guard lock(mu_);
-      auto it = conns_.find(id);
-      if (it == conns_.end()) return false;
-      h = it->second;
+      if (open_.count(id) == 0) {
+        return false;
+      }
     }
-    websocketpp::lib::error_code ec;
-    server_.send(h, text, websocketpp::frame::opcode::text, ec);
-    return !ec;
+    asio::post(ioc_, [this, id, text] {
+      if (auto it = sessions_.find(id); it != sessions_.end()) {
+        it->second->Write(text);
+      }
+    });
+    return true;
   }
 
   void Close(WsConnectionId id, int code, const std::string& reason) {
-    Hdl h;
-    {
-      std::lock_guard lock(mu_);
-      auto it = conns_.find(id);
-      if (it == conns_.end()) return;
-      h = it->second;
-    }
-    websocketpp::lib::error_code ec;
-    server_.close(h, static_cast<websocketpp::close::status::value>(code), reason, ec);
+    asio::post(ioc_, [this, id, code, reason] {
+      if (auto it = sessions_.find(id); it != sessions_.end()) {
+        it->second->Close(static_cast<websocket::close_code>(code), reason);
+      }
+    });
   }
 
   int port() const { return port_; }
 
  private:
-  bool OnValidate(Hdl h) {
-    Server::connection_ptr con = server_.get_con_from_hdl(h);
-    int status = handlers_.on_validate ? handlers_.on_validate(con->get_resource()) : 101;
-    if (status == 101) return true;
-    con->set_status(static_cast<websocketpp::http::status_code::value>(status));
-    return false;
+  // One connection, from its HTTP upgrade request to its close. Lives on the I/O thread only.
+  class Session : public std::enable_shared_from_this<Session> {
+   public:
+    Session(Impl& server, tcp::socket socket) : server_(server), ws_(std::move(socket)) {}
+
+    void Run() {
+      http::async_read(
+          ws_.next_layer(), buffer_, request_,
+          [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRequest(ec); });
+    }
+
+    void Write(const std::string& text) {
+      if (closing_) {
+        return;
+      }
+      outbox_.push_back(text);
+      if (outbox_.size() == 1) {
+        WriteNext();
+      }
+    }
+
+    void Close(websocket::close_code code, const std::string& reason) {
+      if (closing_ || id_ == 0) {
+        return;
+      }
+      closing_ = true;
+      if (!writing_) {
+        StartClose(code, reason);
+      } else {
+        pending_close_ = websocket::close_reason(code, reason);
+      }
+    }
+
+   private:
+    void OnRequest(beast::error_code ec) {
+      if (ec) {
+        return;  // not even a request: drop the socket
+      }
+      resource_ = std::string(request_.target());
+      int status = !websocket::is_upgrade(request_) ? 426
+                   : server_.handlers_.on_validate  ? server_.handlers_.on_validate(resource_)
+                                                    : 101;
+      if (status != 101) {
+        auto response = std::make_shared<http::response<http::string_body>>(
+            static_cast<http::status>(status), request_.version());
+        response->keep_alive(false);
+        response->prepare_payload();
+        http::async_write(ws_.next_layer(), *response,
+                          [self = shared_from_this(), response](beast::error_code, std::size_t) {
+                            beast::error_code ignored;
+                            self->ws_.next_layer().shutdown(tcp::socket::shutdown_both, ignored);
+                          });
+        return;
+      }
+      ws_.async_accept(request_,
+                       [self = shared_from_this()](beast::error_code ec) { self->OnAccept(ec); });
+    }
+
+    void OnAccept(beast::error_code ec) {
+      if (ec) {
+        return;
+      }
+      id_ = server_.Register(shared_from_this());
+      if (server_.handlers_.on_open) {
+        server_.handlers_.on_open(id_, resource_);
+      }
+      Read();
+    }
+
+    // Reads until the connection ends; pings are answered with pongs by Beast while reading.
+    void Read() {
+      ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+        if (ec) {
+          self->server_.Unregister(self->id_);
+          return;
+        }
+        if (self->ws_.got_text() && self->server_.handlers_.on_text) {
+          self->server_.handlers_.on_text(self->id_,
+                                          beast::buffers_to_string(self->buffer_.data()));
+        }
+        self->buffer_.consume(self->buffer_.size());
+        self->Read();
+      });
+    }
+
+    void WriteNext() {
+      writing_ = true;
+      ws_.text(true);
+      ws_.async_write(asio::buffer(outbox_.front()),
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                        self->writing_ = false;
+                        self->outbox_.pop_front();
+                        if (ec) {
+                          self->outbox_.clear();
+                          return;  // the read side reports the end
+                        }
+                        if (self->pending_close_) {
+                          auto reason = *self->pending_close_;
+                          self->pending_close_.reset();
+                          self->outbox_.clear();
+                          self->StartClose(static_cast<websocket::close_code>(reason.code),
+                                           std::string(reason.reason.c_str()));
+                        } else if (!self->outbox_.empty()) {
+                          self->WriteNext();
+                        }
+                      });
+    }
+
+    void StartClose(websocket::close_code code, const std::string& reason) {
+      ws_.async_close(websocket::close_reason(code, reason),
+                      [self = shared_from_this()](beast::error_code) {
+                        // The pending read ends with `closed` and unregisters the connection.
+                      });
+    }
+
+    Impl& server_;
+    websocket::stream<tcp::socket> ws_;
+    beast::flat_buffer buffer_;
+    http::request<http::string_body> request_;
+    std::string resource_;
+    WsConnectionId id_ = 0;
+    std::deque<std::string> outbox_;
+    bool writing_ = false;
+    bool closing_ = false;
+    std::optional<websocket::close_reason> pending_close_;
+  };
+
+  void Accept() {
+    acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
+      if (ec) {
+        return;  // the acceptor was closed (Stop)
+      }
+      std::make_shared<Session>(*this, std::move(socket))->Run();
+      Accept();
+    });
   }
 
-  void OnOpen(Hdl h) {
-    Server::connection_ptr con = server_.get_con_from_hdl(h);
+  WsConnectionId Register(std::shared_ptr<Session> session) {
     WsConnectionId id;
     {
       std::lock_guard lock(mu_);
       id = ++next_id_;
-      conns_[id] = h;
-      ids_[h] = id;
+      open_[id] = true;
     }
-    if (handlers_.on_open) handlers_.on_open(id, con->get_resource());
+    sessions_[id] = std::move(session);
+    return id;
   }
 
-  void OnClose(Hdl h) {
-    WsConnectionId id = 0;
+  // Runs on_close exactly once for a connection on_open saw.
+  void Unregister(WsConnectionId id) {
+    if (id == 0 || sessions_.erase(id) == 0) {
+      return;
+    }
     {
       std::lock_guard lock(mu_);
-      auto it = ids_.find(h);
-      if (it == ids_.end()) return;  // a failed upgrade: never opened
-      id = it->second;
-      ids_.erase(it);
-      conns_.erase(id);
+      open_.erase(id);
     }
-    if (handlers_.on_close) handlers_.on_close(id);
-  }
-
-  WsConnectionId IdOf(Hdl h) {
-    std::lock_guard lock(mu_);
-    auto it = ids_.find(h);
-    return it == ids_.end() ? 0 : it->second;
+    if (handlers_.on_close) {
+      handlers_.on_close(id);
+    }
   }
 
   WebSocketHandlers handlers_;
-  Server server_;
+  asio::io_context ioc_{1};
+  tcp::acceptor acceptor_{ioc_};
   std::thread thread_;
   bool started_ = false;
   bool stopped_ = false;
   int port_ = 0;
+  std::map<WsConnectionId, std::shared_ptr<Session>> sessions_;  // I/O thread only.
   std::mutex mu_;
-  WsConnectionId next_id_ = 0;                               // Guarded by mu_.
-  std::map<WsConnectionId, Hdl> conns_;                      // Guarded by mu_.
-  std::map<Hdl, WsConnectionId, std::owner_less<Hdl>> ids_;  // Guarded by mu_.
+  WsConnectionId next_id_ = 0;           // Guarded by mu_.
+  std::map<WsConnectionId, bool> open_;  // Guarded by mu_. Opened, on_close not yet run.
 };
 
 WebSocketServer::WebSocketServer(WebSocketHandlers handlers)

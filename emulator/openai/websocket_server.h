@@ -1,16 +1,16 @@
 // WebSocketServer: a minimal RFC 6455 server on loopback for the OpenAI emulator's executor
-// connections (websocketpp underneath). websocketpp 0.8.2 only compiles as C++17, so its headers
-// stay in websocket_server.cc, which CMake compiles with -std=c++17; this header is plain C++17
-// too (no api/ types) so that either side can include it.
+// connections (Boost.Beast underneath, kept out of this header).
 //
 // Model: one I/O thread runs every handler. Pings are answered with pongs automatically (the
 // real `codex exec-server` pings every 30 s and drops the link after 60 s without a pong).
-// on_validate decides the upgrade (return 101 to accept, or an HTTP status to refuse it).
-// on_close runs exactly once for every connection that on_open saw.
+// on_validate decides the upgrade (return 101 to accept, or an HTTP status to refuse it; a
+// request that is not an upgrade gets 426). on_close runs exactly once for every connection
+// that on_open saw.
 //
-// Thread-safety: Send() and Close() may be called from any thread. Handlers run on the I/O
-// thread and must not call Stop(). Start() and Stop() from the owner thread; Stop() closes all
-// connections (on_close runs for each) and joins the I/O thread. Handlers must outlive Stop().
+// Thread-safety: Send() and Close() may be called from any thread; both queue work for the I/O
+// thread. Handlers run on the I/O thread and must not call Stop(). Start() and Stop() from the
+// owner thread; Stop() closes all connections (on_close runs for each) and joins the I/O
+// thread. Handlers must outlive Stop().
 #pragma once
 
 #include <cstdint>
@@ -42,7 +42,7 @@ class WebSocketServer {
   int Start(const std::string& host, int port, std::string& error);
   // Idempotent.
   void Stop();
-  // Sends one text frame. False if the connection is unknown or already closing.
+  // Queues one text frame. False if the connection is unknown or already closed.
   bool Send(WsConnectionId id, const std::string& text);
   // Starts a close handshake (code 1000 normal, 1001 going away, …); on_close follows.
   void Close(WsConnectionId id, int code, const std::string& reason);

@@ -24,6 +24,7 @@
 
 #include "controller/cloud/openai/wire_format.h"
 #include "tests/support/http_test_client.h"
+#include "tests/support/poll.h"
 #include "tests/support/process.h"
 
 namespace sbx::emulator {
@@ -717,6 +718,438 @@ TEST_F(OpenAiEmulatorTest, ExpireSessionAndInjectedFaults) {
   json counters = Json(admin_->Get("/_emulator/counters"));
   EXPECT_EQ(counters["openai.sessions.get"], 3);
   EXPECT_EQ(counters["openai.sessions.create"], 1);
+}
+
+// ---- What an AgentTask needs of the emulator (issue #13): exactly-once input, usage, the
+// stream of a multi-command turn, and the test controls of the emulated harness. ----
+
+// The fixture with a connected stand-in executor per session.
+class OpenAiTaskTest : public OpenAiEmulatorTest {
+ protected:
+  // A session (created with `agent_id` when given) whose stand-in executor is connected.
+  json ConnectedSession(const std::string& agent_id = "") {
+    json body = {{"agent", {{"model", "gpt-test"}}},
+                 {"environment", {{"type", "self_hosted"}, {"workspace_directory", dir_.string()}}}};
+    if (!agent_id.empty()) body["agent_id"] = agent_id;
+    HttpResult r = api_->Post("/agents/sessions", body.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+    json s = Json(r);
+    executors_.push_back(std::make_unique<Executor>(dir_, s["environment"]["remote_url"],
+                                                    s["environment"]["id"], kExecKey));
+    EXPECT_TRUE(Eventually([&] { return EnvStatus(s["environment"]["id"]) == "connected"; }));
+    return s;
+  }
+
+  HttpResult PostInput(const std::string& id, const std::string& text,
+                       const std::string& key = "") {
+    std::map<std::string, std::string> headers;
+    if (!key.empty()) headers["Idempotency-Key"] = key;
+    return api_->Call("POST", "/agents/sessions/" + id + "/events",
+                      oa::EncodeInputEvents({oa::InputEvent::UserMessage(text)}), headers);
+  }
+
+  // The session's entry in GET /_emulator/openai/state.
+  json AdminSession(const std::string& id) {
+    const json state = Json(admin_->Get("/_emulator/openai/state"));
+    for (const auto& s : state["sessions"]) {
+      if (s["id"] == id) return s;
+    }
+    return json();
+  }
+
+  static int Count(const std::vector<json>& events, const std::string& type) {
+    return static_cast<int>(std::count_if(events.begin(), events.end(),
+                                          [&](const json& e) { return e["type"] == type; }));
+  }
+
+  // The index of the first event for which `pred` holds after `from`, or -1.
+  static int IndexOf(const std::vector<json>& events, const std::function<bool(const json&)>& pred,
+                     int from = 0) {
+    for (int i = from; i < static_cast<int>(events.size()); ++i) {
+      if (pred(events[i])) return i;
+    }
+    return -1;
+  }
+  static std::function<bool(const json&)> Type(const std::string& type) {
+    return [type](const json& e) { return e["type"] == type; };
+  }
+  static bool IsRoot(const json& e) {
+    return e.contains("turn") && e["turn"]["subagent_id"].is_null();
+  }
+  // Root terminal events seen so far (agent.session.turn.completed|failed|cancelled).
+  static int RootTerminals(SseReader& sse) {
+    int n = 0;
+    for (const auto& e : sse.Events()) {
+      if (oa::IsRootTurnTerminal(e)) ++n;
+    }
+    return n;
+  }
+
+  std::vector<std::unique_ptr<Executor>> executors_;
+};
+
+TEST_F(OpenAiTaskTest, IdempotencyKeyReplayIsAcceptedStartsNothingAndIsCountedPerSession) {
+  Boot([](OpenAiEmulator::Options& o) { o.connection_wait = 300ms; });
+  json s = ConnectedSession();
+  const std::string id = s["id"];
+  SseReader sse(emulator_->base_url(), id);
+  ASSERT_EQ(PostInput(id, "$ echo one", "task-uid-1").status, 202);
+  ASSERT_TRUE(Eventually([&] { return RootTerminals(sse) == 1; }));
+  // The retry of a POST whose answer was lost, and a retry racing the original's turn.
+  HttpResult replay = PostInput(id, "$ echo one", "task-uid-1");
+  EXPECT_EQ(replay.status, 202);
+  EXPECT_TRUE(replay.body.empty());
+  ASSERT_EQ(PostInput(id, "$ echo two", "task-uid-2").status, 202);
+  EXPECT_EQ(PostInput(id, "$ echo two", "task-uid-2").status, 202);
+  ASSERT_TRUE(Eventually([&] { return RootTerminals(sse) == 2; }));
+  ASSERT_TRUE(Eventually([&] { return AdminSession(id)["status"] == "idle"; }));
+  EXPECT_EQ(Count(sse.Raw(), "agent.session.turn.created"), 2);
+  json turns = Json(api_->Get("/agents/sessions/" + id + "/turns"));
+  EXPECT_EQ(turns["data"].size(), 2u);
+
+  json counters = AdminSession(id);
+  EXPECT_EQ(counters["accepted_inputs"], 2) << counters;
+  EXPECT_EQ(counters["deduped_inputs"], 2) << counters;
+  EXPECT_EQ(counters["turns_started"], 2) << counters;
+
+  // Keys are per session: the same key on another session is new input there (it fails there,
+  // no executor, but it was accepted and started a turn).
+  const std::string other = CreateSession()["id"];
+  ASSERT_EQ(PostInput(other, "$ echo one", "task-uid-1").status, 202);
+  ASSERT_TRUE(Eventually([&] { return AdminSession(other)["turns_started"] == 1; }));
+  EXPECT_EQ(AdminSession(other)["deduped_inputs"], 0);
+  json totals = Json(admin_->Get("/_emulator/openai/state"))["totals"];
+  EXPECT_EQ(totals, json({{"accepted_inputs", 3}, {"deduped_inputs", 2}, {"turns_started", 3}}));
+  // Totals outlive a deleted session; reset clears them.
+  ASSERT_EQ(api_->Delete("/agents/sessions/" + id).status, 200);
+  EXPECT_EQ(Json(admin_->Get("/_emulator/openai/state"))["totals"]["turns_started"], 3);
+  ASSERT_EQ(admin_->Post("/_emulator/openai/reset", "{}").status, 200);
+  EXPECT_EQ(Json(admin_->Get("/_emulator/openai/state"))["totals"]["turns_started"], 0);
+}
+
+TEST_F(OpenAiTaskTest, MultiLineInputStreamsEachCommandThenTheMessageInTheDefaultOrder) {
+  Boot();
+  json s = ConnectedSession("agent_fixer");
+  const std::string id = s["id"];
+  SseReader sse(emulator_->base_url(), id);
+  const std::string input = "fix it\n$ echo a\n$ echo b; exit 4\n$ printf c";
+  ASSERT_EQ(PostInput(id, input, "k").status, 202);
+  ASSERT_TRUE(Eventually([&] { return sse.Has("agent.session.idle"); }));
+  EXPECT_TRUE(sse.DecodeErrors().empty());
+  std::vector<json> ev = sse.Raw();
+
+  // Reference §6's default order for one turn.
+  int i = IndexOf(ev, Type("agent.session.turn.created"));
+  ASSERT_GE(i, 0);
+  i = IndexOf(ev, Type("agent.session.turn.item.added"), i);
+  ASSERT_GE(i, 0);
+  EXPECT_EQ(ev[i]["item"]["role"], "user");
+  EXPECT_TRUE(ev[i]["output_index"].is_null());
+  i = IndexOf(ev, Type("agent.session.in_progress"), i);
+  ASSERT_GE(i, 0);
+  i = IndexOf(ev, Type("agent.session.turn.in_progress"), i);
+  ASSERT_GE(i, 0);
+  const std::vector<std::pair<std::string, int>> commands = {
+      {"echo a", 0}, {"echo b; exit 4", 4}, {"printf c", 0}};
+  const std::vector<std::string> outputs = {"a\n", "b\n", "c"};
+  for (size_t c = 0; c < commands.size(); ++c) {
+    i = IndexOf(
+        ev,
+        [&](const json& e) {
+          return e["type"] == "agent.session.turn.item.added" &&
+                 e["item"]["type"] == "command_execution";
+        },
+        i + 1);
+    ASSERT_GE(i, 0) << c;
+    EXPECT_EQ(ev[i]["item"]["command"], commands[c].first);
+    EXPECT_EQ(ev[i]["output_index"], c);
+    const std::string item_id = ev[i]["item"]["id"];
+    i = IndexOf(ev, Type("agent.output.command_execution_output.delta"), i);
+    ASSERT_GE(i, 0) << c;
+    EXPECT_EQ(ev[i]["item_id"], item_id);
+    i = IndexOf(ev, Type("agent.session.turn.item.done"), i);
+    ASSERT_GE(i, 0) << c;
+    EXPECT_EQ(ev[i]["item"]["id"], item_id);
+    EXPECT_EQ(ev[i]["item"]["exit_code"], commands[c].second);
+    EXPECT_EQ(ev[i]["item"]["output"], outputs[c]);
+    EXPECT_EQ(ev[i]["item"]["status"], "completed");
+  }
+  i = IndexOf(ev, Type("agent.session.turn.item.added"), i + 1);
+  ASSERT_GE(i, 0);
+  EXPECT_EQ(ev[i]["item"]["role"], "assistant");
+  const std::string msg_id = ev[i]["item"]["id"];
+  i = IndexOf(ev, Type("agent.session.turn.content_part.added"), i);
+  ASSERT_GE(i, 0);
+  std::string streamed;
+  int deltas = 0;
+  for (++i; i < static_cast<int>(ev.size()) &&
+            ev[i]["type"] == "agent.session.turn.output_text.delta";
+       ++i) {
+    EXPECT_EQ(ev[i]["item_id"], msg_id);
+    streamed += ev[i]["delta"].get<std::string>();
+    ++deltas;
+  }
+  EXPECT_GE(deltas, 2);
+  ASSERT_LT(i, static_cast<int>(ev.size()));
+  ASSERT_EQ(ev[i]["type"], "agent.session.turn.output_text.done");
+  EXPECT_EQ(ev[i]["text"], streamed);
+  EXPECT_NE(streamed.find("`echo b; exit 4` exited with code 4"), std::string::npos) << streamed;
+  i = IndexOf(ev, Type("agent.session.turn.content_part.done"), i);
+  ASSERT_GE(i, 0);
+  EXPECT_EQ(ev[i]["part"]["text"], streamed);
+  i = IndexOf(ev, Type("agent.session.turn.item.done"), i);
+  ASSERT_GE(i, 0);
+  EXPECT_EQ(ev[i]["item"]["id"], msg_id);
+  i = IndexOf(ev, Type("agent.session.turn.completed"), i);
+  ASSERT_GE(i, 0);
+  const json completed = ev[i];
+  EXPECT_GE(IndexOf(ev, Type("agent.session.idle"), i), 0);
+
+  // usage: deterministic, ceil(chars / 4) of the input and of the output (command output and
+  // the answer), on the terminal event and on the turn.
+  const int64_t in_tokens = (static_cast<int64_t>(input.size()) + 3) / 4;
+  const int64_t out_chars = static_cast<int64_t>(std::string("a\nb\nc").size() + streamed.size());
+  const json usage = completed["usage"];
+  EXPECT_EQ(usage["input_tokens"], in_tokens) << usage;
+  EXPECT_EQ(usage["output_tokens"], (out_chars + 3) / 4) << usage;
+  EXPECT_EQ(usage["total_tokens"], in_tokens + (out_chars + 3) / 4) << usage;
+  EXPECT_EQ(completed["turn"]["usage"], usage);
+  EXPECT_EQ(completed["turn"]["agent_id"], "agent_fixer");
+  json turn = Json(api_->Get("/agents/sessions/" + id + "/turns/" +
+                             completed["turn_id"].get<std::string>()));
+  EXPECT_EQ(turn["usage"], usage);
+  for (const auto& e : sse.Events()) {
+    if (oa::IsRootTurnTerminal(e)) {
+      ASSERT_TRUE(e.turn);
+      EXPECT_EQ(e.turn->status, oa::TurnStatus::kCompleted);
+      ASSERT_TRUE(e.usage);  // as the client decodes it
+      EXPECT_EQ(e.usage->input_tokens, in_tokens);
+      EXPECT_EQ(e.usage->total_tokens, usage["total_tokens"].get<int64_t>());
+      EXPECT_EQ(e.usage->details.at("input_tokens_details.cached_tokens"), 0);
+    }
+  }
+  // The same input again uses the same tokens.
+  ASSERT_EQ(PostInput(id, input, "k2").status, 202);
+  ASSERT_TRUE(Eventually([&] { return RootTerminals(sse) == 2; }));
+  json second;
+  for (const auto& e : sse.Raw()) {
+    if (e["type"] == "agent.session.turn.completed") second = e;
+  }
+  EXPECT_EQ(second["usage"], usage);
+}
+
+TEST_F(OpenAiTaskTest, FailControlEndsTheTurnFailedWithTheGivenCodeAndMessage) {
+  Boot();
+  json s = ConnectedSession();
+  const std::string id = s["id"];
+  SseReader sse(emulator_->base_url(), id);
+  ASSERT_EQ(
+      PostInput(id, "$ echo before\n!fail rate_limit_exceeded Slow down, please\n$ echo after")
+          .status,
+      202);
+  ASSERT_TRUE(Eventually([&] { return sse.Has("agent.session.idle"); }));
+  std::vector<json> ev = sse.Raw();
+  int failed = IndexOf(ev, Type("agent.session.turn.failed"));
+  ASSERT_GE(failed, 0);
+  EXPECT_EQ(ev[failed]["turn"]["error"],
+            json({{"code", "rate_limit_exceeded"}, {"message", "Slow down, please"}}));
+  EXPECT_EQ(ev[failed]["turn"]["status"], "failed");
+  EXPECT_TRUE(ev[failed]["usage"].is_object());
+  EXPECT_GE(IndexOf(ev, Type("agent.session.idle"), failed), 0);
+  EXPECT_EQ(Count(ev, "agent.session.turn.completed"), 0);
+  EXPECT_EQ(Count(ev, "agent.session.turn.output_text.done"), 0);
+  std::vector<std::string> ran;
+  for (const auto& e : ev) {
+    if (e["type"] == "agent.session.turn.item.done") ran.push_back(e["item"].value("command", ""));
+  }
+  EXPECT_EQ(ran, std::vector<std::string>{"echo before"});
+  for (const auto& e : sse.Events()) {
+    if (oa::IsRootTurnTerminal(e)) {
+      ASSERT_TRUE(e.turn && e.turn->error);
+      EXPECT_EQ(e.turn->error->code, "rate_limit_exceeded");
+    }
+  }
+
+  // A malformed control line fails the turn with invalid_request and says what is wrong; the
+  // session takes the next input normally.
+  ASSERT_EQ(PostInput(id, "!fail").status, 202);
+  ASSERT_EQ(PostInput(id, "!sleep soon").status, 202);
+  ASSERT_EQ(PostInput(id, "!subagent maybe").status, 202);
+  ASSERT_EQ(PostInput(id, "$ true").status, 202);
+  ASSERT_TRUE(Eventually([&] { return RootTerminals(sse) == 5; }));
+  json turns = Json(api_->Get("/agents/sessions/" + id + "/turns?order=asc"));
+  ASSERT_EQ(turns["data"].size(), 5u);
+  for (int t = 1; t <= 3; ++t) {
+    EXPECT_EQ(turns["data"][t]["status"], "failed");
+    EXPECT_EQ(turns["data"][t]["error"]["code"], "invalid_request");
+  }
+  EXPECT_NE(turns["data"][1]["error"]["message"].get<std::string>().find("!fail <code>"),
+            std::string::npos);
+  EXPECT_NE(turns["data"][3]["error"]["message"].get<std::string>().find("maybe"),
+            std::string::npos);
+  EXPECT_EQ(turns["data"][4]["status"], "completed");
+}
+
+TEST_F(OpenAiTaskTest, SubagentTurnsAreStreamedButOnlyTheRootTurnEndsTheTask) {
+  Boot();
+  json s = ConnectedSession();
+  const std::string id = s["id"];
+  SseReader sse(emulator_->base_url(), id);
+  ASSERT_EQ(PostInput(id, "!subagent\n!subagent failed\n$ echo root").status, 202);
+  ASSERT_TRUE(Eventually([&] { return sse.Has("agent.session.idle"); }));
+  EXPECT_TRUE(sse.DecodeErrors().empty());
+  std::vector<json> ev = sse.Raw();
+  auto sub_terminal = [](const json& e) {
+    return (e["type"] == "agent.session.turn.completed" ||
+            e["type"] == "agent.session.turn.failed") &&
+           !e["turn"]["subagent_id"].is_null();
+  };
+  int root_created = IndexOf(ev, [&](const json& e) {
+    return e["type"] == "agent.session.turn.created" && IsRoot(e);
+  });
+  ASSERT_GE(root_created, 0);
+  const std::string root_turn = ev[root_created]["turn_id"];
+  int sub1 = IndexOf(ev, sub_terminal, root_created);
+  ASSERT_GE(sub1, 0);
+  EXPECT_EQ(ev[sub1]["type"], "agent.session.turn.completed");
+  EXPECT_NE(ev[sub1]["turn_id"], root_turn);
+  int sub2 = IndexOf(ev, sub_terminal, sub1 + 1);
+  ASSERT_GE(sub2, 0);
+  EXPECT_EQ(ev[sub2]["type"], "agent.session.turn.failed");
+  EXPECT_NE(ev[sub2]["turn"]["subagent_id"], ev[sub1]["turn"]["subagent_id"]);
+  // Each subagent turn is created before it ends, inside the subagent's created/closed.
+  int sub_created = IndexOf(ev, [&](const json& e) {
+    return e["type"] == "agent.session.turn.created" && !IsRoot(e);
+  });
+  ASSERT_GE(sub_created, 0);
+  EXPECT_LT(sub_created, sub1);
+  EXPECT_LT(IndexOf(ev, Type("agent.session.subagent.created")), sub_created);
+  EXPECT_EQ(Count(ev, "agent.session.subagent.closed"), 2);
+  // The root turn continues after them: its command runs, and it alone ends the task.
+  int command = IndexOf(ev, Type("agent.session.turn.item.added"), sub2);
+  ASSERT_GE(command, 0);
+  EXPECT_EQ(ev[command]["item"]["command"], "echo root");
+  EXPECT_EQ(RootTerminals(sse), 1);
+  int root_done = IndexOf(ev, [&](const json& e) {
+    return e["type"] == "agent.session.turn.completed" && IsRoot(e);
+  });
+  EXPECT_GT(root_done, command);
+  EXPECT_EQ(ev[root_done]["turn_id"], root_turn);
+  // Saved history lists the root turn; the counters count root turns only.
+  json turns = Json(api_->Get("/agents/sessions/" + id + "/turns"));
+  ASSERT_EQ(turns["data"].size(), 1u);
+  EXPECT_EQ(turns["data"][0]["id"], root_turn);
+  EXPECT_EQ(AdminSession(id)["turns_started"], 1);
+}
+
+TEST_F(OpenAiTaskTest, CancelDuringALongCommandEndsItIncompleteThenCancelledThenIdle) {
+  Boot();
+  json s = ConnectedSession();
+  const std::string id = s["id"];
+  SseReader sse(emulator_->base_url(), id);
+  ASSERT_EQ(PostInput(id, "$ echo start\n$ sleep 30\n$ echo never").status, 202);
+  ASSERT_TRUE(Eventually([&] {
+    return IndexOf(sse.Raw(), [](const json& e) {
+             return e["type"] == "agent.session.turn.item.added" &&
+                    e["item"].value("command", "") == "sleep 30";
+           }) >= 0;
+  }));
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(api_->Post("/agents/sessions/" + id + "/events",
+                       oa::EncodeInputEvents({oa::InputEvent::Cancel()}))
+                .status,
+            202);
+  ASSERT_TRUE(Eventually([&] { return sse.Has("agent.session.idle"); }));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
+  std::vector<json> ev = sse.Raw();
+  int sleep_done = IndexOf(ev, [](const json& e) {
+    return e["type"] == "agent.session.turn.item.done" && e["item"].value("command", "") == "sleep 30";
+  });
+  ASSERT_GE(sleep_done, 0);
+  EXPECT_EQ(ev[sleep_done]["item"]["status"], "incomplete");
+  int cancelled = IndexOf(ev, Type("agent.session.turn.cancelled"), sleep_done);
+  ASSERT_GE(cancelled, 0);
+  EXPECT_TRUE(ev[cancelled]["turn"]["error"].is_null());
+  EXPECT_GE(IndexOf(ev, Type("agent.session.idle"), cancelled), 0);
+  EXPECT_EQ(IndexOf(ev,
+                    [](const json& e) {
+                      return e.contains("item") && e["item"].value("command", "") == "echo never";
+                    }),
+            -1);
+  EXPECT_EQ(Count(ev, "agent.session.turn.completed"), 0);
+
+  // !sleep (a long turn without a command) is cancelled the same way.
+  ASSERT_EQ(PostInput(id, "!sleep 5m\n$ echo never").status, 202);
+  ASSERT_TRUE(Eventually([&] { return Count(sse.Raw(), "agent.session.turn.in_progress") == 2; }));
+  ASSERT_EQ(api_->Post("/agents/sessions/" + id + "/events",
+                       oa::EncodeInputEvents({oa::InputEvent::Cancel()}))
+                .status,
+            202);
+  ASSERT_TRUE(Eventually([&] { return Count(sse.Raw(), "agent.session.turn.cancelled") == 2; }));
+  EXPECT_EQ(Json(api_->Get("/agents/sessions/" + id + "/turns"))["data"][0]["status"],
+            "cancelled");
+  EXPECT_TRUE(Eventually([&] { return Count(sse.Raw(), "agent.session.idle") == 2; }));
+}
+
+TEST_F(OpenAiTaskTest, HoldInputsKnobHoldsTheNextInputsInTheConnectionWait) {
+  Boot([](OpenAiEmulator::Options& o) { o.connection_wait = 500ms; });
+  json s = ConnectedSession();
+  const std::string id = s["id"];
+  SseReader sse(emulator_->base_url(), id);
+  ExpectError(admin_->Post("/_emulator/openai/sessions/" + id + "/hold_inputs", R"({"count":-1})"),
+              400, "");
+  ExpectError(admin_->Post("/_emulator/openai/sessions/sess_nope/hold_inputs", R"({"count":1})"),
+              404, "");
+  ASSERT_EQ(admin_->Post("/_emulator/openai/sessions/" + id + "/hold_inputs", R"({"count":1})")
+                .status,
+            200);
+  EXPECT_EQ(AdminSession(id)["hold_inputs"], 1);
+  // Held for the whole wait although the executor is connected, then the turn fails. A retry
+  // of the held POST (same key) is answered at once and starts nothing.
+  auto start = std::chrono::steady_clock::now();
+  std::atomic<int> held_status{0};
+  std::thread held([&] {
+    HttpTestClient c(emulator_->base_url());
+    c.SetHeader("Authorization", std::string("Bearer ") + kAppKey);
+    c.SetHeader("OpenAI-Beta", "agents=v1");
+    held_status = c.Call("POST", "/agents/sessions/" + id + "/events",
+                         oa::EncodeInputEvents({oa::InputEvent::UserMessage("$ echo held")}),
+                         {{"Idempotency-Key", "held-1"}})
+                      .status;
+  });
+  ASSERT_TRUE(Eventually([&] { return sse.Has("agent.session.requires_action"); }));
+  EXPECT_EQ(PostInput(id, "$ echo held", "held-1").status, 202);
+  EXPECT_EQ(held_status.load(), 0) << "the original POST is still held";
+  held.join();
+  EXPECT_EQ(held_status.load(), 202);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 500ms);
+  ASSERT_TRUE(Eventually([&] { return RootTerminals(sse) == 1; }));
+  EXPECT_TRUE(sse.Has("agent.session.requires_action"));
+  json turns = Json(api_->Get("/agents/sessions/" + id + "/turns"));
+  EXPECT_EQ(turns["data"][0]["error"]["code"], "connection_failed");
+  EXPECT_EQ(AdminSession(id)["hold_inputs"], 0);
+  // The next input runs at once.
+  ASSERT_EQ(PostInput(id, "$ echo free").status, 202);
+  ASSERT_TRUE(Eventually([&] { return RootTerminals(sse) == 2; }));
+  EXPECT_EQ(Json(api_->Get("/agents/sessions/" + id + "/turns"))["data"][0]["status"],
+            "completed");
+  // release_after_ms: held that long, then it runs (the executor "connected" in time).
+  ASSERT_EQ(admin_
+                ->Post("/_emulator/openai/sessions/" + id + "/hold_inputs",
+                       R"({"count":1,"release_after_ms":100})")
+                .status,
+            200);
+  start = std::chrono::steady_clock::now();
+  ASSERT_EQ(PostInput(id, "$ echo released").status, 202);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
+  ASSERT_TRUE(Eventually([&] { return RootTerminals(sse) == 3; }));
+  EXPECT_EQ(Json(api_->Get("/agents/sessions/" + id + "/turns"))["data"][0]["status"],
+            "completed");
+  EXPECT_EQ(Count(sse.Raw(), "agent.session.requires_action"), 2);
+  json counters = AdminSession(id);
+  EXPECT_EQ(counters["accepted_inputs"], 3) << counters;
+  EXPECT_EQ(counters["deduped_inputs"], 1) << counters;
+  EXPECT_EQ(counters["turns_started"], 3) << counters;
 }
 
 }  // namespace

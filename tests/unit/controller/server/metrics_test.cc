@@ -132,6 +132,28 @@ TEST(MetricsTest, CountsExactlyUnderConcurrentUpdates) {
   EXPECT_EQ(m.histogram("lat_seconds", "l", {1}).Read().count, kThreads * kPerThread);
 }
 
+TEST(MetricsTest, RaiseToCopiesAGrowingTotalAndNeverGoesDown) {
+  Metrics m;
+  Counter& sweeps = m.counter("sbx_sweeps_total", "Completed LIST sweeps");
+  sweeps.RaiseTo(3);
+  EXPECT_EQ(sweeps.Value(), 3);
+  sweeps.RaiseTo(5);
+  EXPECT_EQ(sweeps.Value(), 5);
+  sweeps.RaiseTo(4);
+  EXPECT_EQ(sweeps.Value(), 5);
+  EXPECT_EQ(m.Render(),
+            "# HELP sbx_sweeps_total Completed LIST sweeps\n"
+            "# TYPE sbx_sweeps_total counter\n"
+            "sbx_sweeps_total 5\n");
+}
+
+TEST(MetricsDeathTest, RejectsNamesAgainstPrometheusConventions) {
+  Metrics m;
+  EXPECT_DEATH(m.counter("sbx_sweeps", "x"), "must end in _total");
+  EXPECT_DEATH(m.gauge("sbx_depth_total", "x"), "not a counter");
+  EXPECT_DEATH(m.histogram("sbx_latency_total", "x", {1}), "not a counter");
+}
+
 TEST(MetricsDeathTest, RejectsAMetricReusedWithAnotherType) {
   Metrics m;
   m.counter("x_total", "x");

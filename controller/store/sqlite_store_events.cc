@@ -1,0 +1,103 @@
+// SqliteStore's events: recording one (deduplicated, with a per-object bound), expiring old ones
+// and listing them.
+#include <algorithm>
+#include <utility>
+
+#include "controller/store/internal/object_row.h"
+#include "controller/store/internal/sqlite_statement.h"
+#include "controller/store/sqlite_store.h"
+
+namespace sbx::controller {
+
+using api::KindName;
+using api::OkStatus;
+using internal::DataLossError;
+
+// ---- events -----------------------------------------------------------------------------------
+
+Status SqliteStore::RecordEvent(const Event& event) {
+  std::lock_guard lock(mu_);
+  const std::string now = Now();
+  Txn txn(*this);
+  RETURN_IF_ERROR(txn.Begin());
+  ASSIGN_OR_RETURN(
+      Stmt stmt, Prepare("INSERT INTO events (kind, namespace, name, type, reason, message, count, "
+                         "first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                         "ON CONFLICT (kind, namespace, name, type, reason, message) DO UPDATE SET "
+                         "count = count + excluded.count, last_seen = excluded.last_seen"));
+  stmt.Bind(1, KindName(event.involved.kind))
+      .Bind(2, event.involved.namespace_)
+      .Bind(3, event.involved.name)
+      .Bind(4, event.type)
+      .Bind(5, event.reason)
+      .Bind(6, event.message)
+      .Bind(7, std::max<int64_t>(event.count, 1))
+      .Bind(8, event.first_seen.empty() ? now : event.first_seen)
+      .Bind(9, event.last_seen.empty() ? now : event.last_seen);
+  RETURN_IF_ERROR(stmt.Run());
+  if (options_.max_events_per_object > 0) {
+    // Both lookups use the unique index, whose prefix is the involved object.
+    ASSIGN_OR_RETURN(Stmt trim, Prepare("DELETE FROM events WHERE kind = ?1 AND namespace = ?2 AND "
+                                        "name = ?3 AND id NOT IN (SELECT id FROM events WHERE "
+                                        "kind = ?1 AND namespace = ?2 AND name = ?3 "
+                                        "ORDER BY last_seen DESC, id DESC LIMIT ?4)"));
+    RETURN_IF_ERROR(trim.Bind(1, KindName(event.involved.kind))
+                        .Bind(2, event.involved.namespace_)
+                        .Bind(3, event.involved.name)
+                        .Bind(4, static_cast<int64_t>(options_.max_events_per_object))
+                        .Run());
+  }
+  return txn.Commit();
+}
+
+StatusOr<int64_t> SqliteStore::ExpireEvents(std::chrono::system_clock::time_point cutoff) {
+  // last_seen is RFC 3339 UTC with second precision (FormatRfc3339), so text order is time order.
+  const std::string before = FormatRfc3339(cutoff);
+  std::lock_guard lock(mu_);
+  Txn txn(*this);
+  RETURN_IF_ERROR(txn.Begin());
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("DELETE FROM events WHERE last_seen < ?"));
+  RETURN_IF_ERROR(stmt.Bind(1, before).Run());
+  const int64_t deleted = sqlite3_changes64(db_);
+  RETURN_IF_ERROR(txn.Commit());
+  return deleted;
+}
+
+StatusOr<std::vector<Store::Event>> SqliteStore::ListEvents(
+    const std::optional<ObjectKey>& involved) {
+  std::string sql =
+      "SELECT kind, namespace, name, type, reason, message, count, first_seen, last_seen "
+      "FROM events";
+  if (involved) {
+    sql += " WHERE kind = ? AND namespace = ? AND name = ?";
+  }
+  sql += " ORDER BY last_seen, id";
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare(sql));
+  if (involved) {
+    stmt.Bind(1, KindName(involved->kind)).Bind(2, involved->namespace_).Bind(3, involved->name);
+  }
+  std::vector<Event> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool more, stmt.Step());
+    if (!more) {
+      break;
+    }
+    auto kind = api::ParseKind(stmt.Text(0));
+    if (!kind.ok()) {
+      return DataLossError("database " + path_ + ": event with unknown kind '" + stmt.Text(0) +
+                           "'");
+    }
+    Event event;
+    event.involved = ObjectKey{*kind, stmt.Text(1), stmt.Text(2)};
+    event.type = stmt.Text(3);
+    event.reason = stmt.Text(4);
+    event.message = stmt.Text(5);
+    event.count = stmt.Int(6);
+    event.first_seen = stmt.Text(7);
+    event.last_seen = stmt.Text(8);
+    out.push_back(std::move(event));
+  }
+  return out;
+}
+}  // namespace sbx::controller

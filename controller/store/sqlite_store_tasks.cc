@@ -1,0 +1,255 @@
+// SqliteStore's AgentTask side tables: the task log (bounded per task by
+// Options::task_log_max_bytes, oldest deltas dropped first) and the collected artifacts (at most
+// kMaxTaskArtifactBytes per task), keyed by the task's uid and deleted with its object row
+// (DeleteRow in sqlite_store_objects.cc).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "controller/store/internal/sqlite_schema.h"
+#include "controller/store/internal/sqlite_statement.h"
+#include "controller/store/sqlite_store.h"
+
+namespace sbx::controller {
+
+using api::KindName;
+
+// ---- AgentTask log and artifacts --------------------------------------------------------------
+
+namespace {
+
+std::string_view TaskLogKindName(Store::TaskLogKind kind) {
+  switch (kind) {
+    case Store::TaskLogKind::kAssistantDelta:
+      return "assistant.delta";
+    case Store::TaskLogKind::kAssistant:
+      return "assistant";
+    case Store::TaskLogKind::kCommand:
+      return "command";
+    case Store::TaskLogKind::kOutputDelta:
+      return "output.delta";
+    case Store::TaskLogKind::kCommandResult:
+      return "command.result";
+    case Store::TaskLogKind::kStatus:
+      return "status";
+  }
+  return "status";
+}
+
+Store::TaskLogKind ParseTaskLogKind(std::string_view name) {
+  for (Store::TaskLogKind k : {Store::TaskLogKind::kAssistantDelta, Store::TaskLogKind::kAssistant,
+                               Store::TaskLogKind::kCommand, Store::TaskLogKind::kOutputDelta,
+                               Store::TaskLogKind::kCommandResult}) {
+    if (TaskLogKindName(k) == name) {
+      return k;
+    }
+  }
+  return Store::TaskLogKind::kStatus;
+}
+
+}  // namespace
+
+StatusOr<int64_t> SqliteStore::AppendTaskLog(const ObjectKey& task, const std::string& task_uid,
+                                             const std::vector<TaskLogEntry>& entries) {
+  std::lock_guard lock(mu_);
+  const std::string now = Now();
+  Txn txn(*this);
+  RETURN_IF_ERROR(txn.Begin());
+  int64_t seq = 0;
+  {
+    ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT last_seq FROM task_log_heads WHERE task_uid = ?"));
+    stmt.Bind(1, task_uid);
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    seq = row ? stmt.Int(0) : 0;
+  }
+  const int64_t bound = std::max<int64_t>(options_.task_log_max_bytes, 1);
+  for (const TaskLogEntry& e : entries) {
+    ++seq;
+    const std::string_view text = std::string_view(e.text).substr(0, static_cast<size_t>(bound));
+    ASSIGN_OR_RETURN(Stmt stmt,
+                     Prepare("INSERT INTO task_log (task_uid, seq, kind, item_id, text, exit_code, "
+                             "at, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
+    stmt.Bind(1, task_uid)
+        .Bind(2, seq)
+        .Bind(3, TaskLogKindName(e.kind))
+        .Bind(4, e.item_id)
+        .Bind(5, text)
+        .Bind(7, now)
+        .Bind(8, static_cast<int64_t>(text.size()));
+    if (e.exit_code.has_value()) {
+      stmt.Bind(6, *e.exit_code);
+    }
+    RETURN_IF_ERROR(stmt.Run());
+  }
+  {
+    ASSIGN_OR_RETURN(
+        Stmt stmt,
+        Prepare("INSERT INTO task_log_heads (task_uid, kind, namespace, name, last_seq, dropped) "
+                "VALUES (?, ?, ?, ?, ?, 0) ON CONFLICT (task_uid) DO UPDATE SET "
+                "last_seq = excluded.last_seq"));
+    stmt.Bind(1, task_uid)
+        .Bind(2, KindName(task.kind))
+        .Bind(3, task.namespace_)
+        .Bind(4, task.name)
+        .Bind(5, seq);
+    RETURN_IF_ERROR(stmt.Run());
+  }
+  // The bound: drop the oldest deltas first (their text is also in the item results that
+  // follow them), then the oldest entries of any kind, until the text fits.
+  for (std::string_view kinds : {"kind IN ('assistant.delta', 'output.delta')", "1"}) {
+    for (;;) {
+      int64_t total = 0;
+      {
+        ASSIGN_OR_RETURN(
+            Stmt stmt, Prepare("SELECT coalesce(sum(bytes), 0) FROM task_log WHERE task_uid = ?"));
+        stmt.Bind(1, task_uid);
+        ASSIGN_OR_RETURN(bool row, stmt.Step());
+        total = row ? stmt.Int(0) : 0;
+      }
+      if (total <= bound) {
+        break;
+      }
+      // Delete the oldest rows of this class whose sizes cover the excess (at least one).
+      ASSIGN_OR_RETURN(Stmt pick,
+                       Prepare("SELECT seq, bytes FROM task_log WHERE task_uid = ? AND " +
+                               std::string(kinds) + " ORDER BY seq LIMIT 256"));
+      pick.Bind(1, task_uid);
+      std::vector<int64_t> doomed;
+      int64_t freed = 0;
+      for (;;) {
+        ASSIGN_OR_RETURN(bool row, pick.Step());
+        if (!row || freed >= total - bound) {
+          break;
+        }
+        doomed.push_back(pick.Int(0));
+        freed += pick.Int(1);
+      }
+      if (doomed.empty()) {
+        break;  // nothing of this class left
+      }
+      for (int64_t s : doomed) {
+        ASSIGN_OR_RETURN(Stmt del, Prepare("DELETE FROM task_log WHERE task_uid = ? AND seq = ?"));
+        RETURN_IF_ERROR(del.Bind(1, task_uid).Bind(2, s).Run());
+      }
+      ASSIGN_OR_RETURN(
+          Stmt count,
+          Prepare("UPDATE task_log_heads SET dropped = dropped + ? WHERE task_uid = ?"));
+      RETURN_IF_ERROR(count.Bind(1, static_cast<int64_t>(doomed.size())).Bind(2, task_uid).Run());
+    }
+  }
+  RETURN_IF_ERROR(txn.Commit());
+  return seq;
+}
+
+StatusOr<Store::TaskLogPage> SqliteStore::ReadTaskLog(const std::string& task_uid,
+                                                      int64_t after_seq, int limit) {
+  std::lock_guard lock(mu_);
+  RETURN_IF_ERROR(Exec("BEGIN"));
+  auto read = [&]() -> StatusOr<TaskLogPage> {
+    TaskLogPage page;
+    {
+      ASSIGN_OR_RETURN(Stmt stmt,
+                       Prepare("SELECT last_seq, dropped FROM task_log_heads WHERE task_uid = ?"));
+      stmt.Bind(1, task_uid);
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (row) {
+        page.last_seq = stmt.Int(0);
+        page.dropped = stmt.Int(1);
+      }
+    }
+    ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT seq, kind, item_id, text, exit_code, at FROM "
+                                        "task_log WHERE task_uid = ? AND seq > ? ORDER BY seq "
+                                        "LIMIT ?"));
+    stmt.Bind(1, task_uid).Bind(2, after_seq).Bind(3, limit > 0 ? int64_t{limit} : int64_t{-1});
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, stmt.Step());
+      if (!row) {
+        break;
+      }
+      TaskLogEntry e;
+      e.seq = stmt.Int(0);
+      e.kind = ParseTaskLogKind(stmt.Text(1));
+      e.item_id = stmt.Text(2);
+      e.text = stmt.Text(3);
+      if (!stmt.IsNull(4)) {
+        e.exit_code = stmt.Int(4);
+      }
+      e.at = stmt.Text(5);
+      page.entries.push_back(std::move(e));
+    }
+    return page;
+  };
+  StatusOr<TaskLogPage> page = read();
+  (void)Exec("COMMIT");
+  return page;
+}
+
+Status SqliteStore::PutArtifact(const ObjectKey& task, const std::string& task_uid,
+                                const Artifact& artifact) {
+  if (artifact.bytes != static_cast<int64_t>(artifact.content.size())) {
+    return api::InvalidArgumentError("artifact " + artifact.path + ": bytes " +
+                                     std::to_string(artifact.bytes) + " but " +
+                                     std::to_string(artifact.content.size()) + " bytes of content");
+  }
+  std::lock_guard lock(mu_);
+  Txn txn(*this);
+  RETURN_IF_ERROR(txn.Begin());
+  {
+    ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT coalesce(sum(bytes), 0) FROM artifacts WHERE "
+                                        "task_uid = ? AND path != ?"));
+    stmt.Bind(1, task_uid).Bind(2, artifact.path);
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    const int64_t others = row ? stmt.Int(0) : 0;
+    if (others + artifact.bytes > kMaxTaskArtifactBytes) {
+      return api::ResourceExhaustedError(
+          "artifact " + artifact.path + " (" + std::to_string(artifact.bytes) +
+          " bytes) would take task " + task.ToString() + " past 16 MiB of artifacts");
+    }
+  }
+  ASSIGN_OR_RETURN(Stmt stmt,
+                   Prepare("INSERT INTO artifacts (task_uid, kind, namespace, name, path, bytes, "
+                           "sha256, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
+                           "(task_uid, path) DO UPDATE SET bytes = excluded.bytes, sha256 = "
+                           "excluded.sha256, content = excluded.content"));
+  stmt.Bind(1, task_uid)
+      .Bind(2, KindName(task.kind))
+      .Bind(3, task.namespace_)
+      .Bind(4, task.name)
+      .Bind(5, artifact.path)
+      .Bind(6, artifact.bytes)
+      .Bind(7, artifact.sha256)
+      .BindBlob(8, artifact.content);
+  RETURN_IF_ERROR(stmt.Run());
+  return txn.Commit();
+}
+
+StatusOr<std::vector<Store::Artifact>> SqliteStore::ListArtifacts(const std::string& task_uid) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT path, bytes, sha256 FROM artifacts WHERE task_uid "
+                                      "= ? ORDER BY path"));
+  stmt.Bind(1, task_uid);
+  std::vector<Artifact> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) {
+      break;
+    }
+    out.push_back(Artifact{stmt.Text(0), stmt.Int(1), stmt.Text(2), ""});
+  }
+  return out;
+}
+
+StatusOr<Store::Artifact> SqliteStore::GetArtifact(const std::string& task_uid,
+                                                   const std::string& path) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT path, bytes, sha256, content FROM artifacts WHERE "
+                                      "task_uid = ? AND path = ?"));
+  stmt.Bind(1, task_uid).Bind(2, path);
+  ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) {
+    return api::NotFoundError("no artifact " + path + " for task uid " + task_uid);
+  }
+  return Artifact{stmt.Text(0), stmt.Int(1), stmt.Text(2), stmt.Text(3)};
+}
+
+}  // namespace sbx::controller

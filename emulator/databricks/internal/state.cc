@@ -1,0 +1,186 @@
+#include "emulator/databricks/internal/state.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+namespace sbx::emulator::internal::databricks {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string NewRequestId(State& state) {
+  std::string h = state.RandomHex(16);
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
+         "-" + h.substr(20, 12);
+}
+
+}  // namespace
+
+State::State(DatabricksEmulator::Options options)
+    : options(std::move(options)), rng(std::random_device{}()) {
+  instance_id = RandomHex(6);
+}
+
+std::string State::base_url() const { return "http://" + host + ":" + std::to_string(port); }
+
+std::filesystem::path State::SandboxDir(const std::string& id) const {
+  return root / "sandboxes" / id;
+}
+
+std::string State::RandomHex(int bytes) {
+  std::lock_guard lock(rng_mu);
+  std::string out;
+  static const char* kDigits = "0123456789abcdef";
+  for (int i = 0; i < bytes * 2; ++i) {
+    out.push_back(kDigits[rng() & 15]);
+  }
+  return out;
+}
+
+HttpResponse State::ErrorResponse(const ApiError& e) {
+  json body = {{"error_code", e.error_code},
+               {"message", e.message},
+               {"details", json::array({{{"@type", "type.googleapis.com/google.rpc.RequestInfo"},
+                                         {"request_id", NewRequestId(*this)},
+                                         {"serving_data", ""}}})}};
+  HttpResponse r{e.status, "application/json", {}, Dump(body)};
+  if (e.retry_after) {
+    r.headers.emplace_back("Retry-After", std::to_string(e.retry_after->count()));
+  }
+  return r;
+}
+
+std::string State::Marker(const std::string& sandbox_id) const {
+  return std::string(kMarkerName) + "=" + instance_id + "/" + sandbox_id;
+}
+
+json State::SandboxJson(const SandboxRec& sb) const {
+  json j = {{"name", "sandboxes/" + sb.id}};
+  if (!sb.display_name.empty()) {
+    j["display_name"] = sb.display_name;
+  }
+  json spec = json::object();
+  std::optional<Duration> timeout = sb.inactivity_timeout;
+  if (!timeout && options.fill_default_inactivity_timeout &&
+      options.default_inactivity_timeout.count() > 0) {
+    timeout = options.default_inactivity_timeout;
+  }
+  if (timeout) {
+    spec["compute"]["inactivity_timeout"] = FormatDuration(*timeout);
+  }
+  if (!sb.image_uri.empty()) {
+    spec["environment"]["image_uri"] = sb.image_uri;
+  }
+  if (!spec.empty()) {
+    j["spec"] = spec;
+  }
+  if (!sb.custom_tags.empty()) {
+    j["metadata"]["custom_tags"] = sb.custom_tags;
+  }
+  j["status"] = {{"state", StateName(sb.state)}};
+  j["create_time"] = FormatTime(sb.create_time);
+  j["update_time"] = FormatTime(sb.update_time);
+  return j;
+}
+
+Duration State::EffectiveTimeoutLocked(const SandboxRec& sb) const {
+  return sb.inactivity_timeout.value_or(options.default_inactivity_timeout);
+}
+
+// Kills every process of the sandbox: in-flight exec-sync groups and anything carrying its
+// marker (detached `setsid nohup` children included).
+void State::KillSandboxLocked(SandboxRec& sb) {
+  for (pid_t pg : sb.exec_pgids) {
+    ::kill(-pg, SIGKILL);
+  }
+  internal::KillProcessesWithEnv(Marker(sb.id));
+}
+
+void State::WipeScratchLocked(const SandboxRec& sb) {
+  std::error_code ec;
+  fs::path tmp = SandboxDir(sb.id) / "tmp";
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  fs::permissions(tmp, fs::perms::all | fs::perms::sticky_bit, ec);
+}
+
+void State::BeginStopLocked(SandboxRec& sb, SteadyClock::time_point now) {
+  sb.state = SandboxState::kStopping;
+  sb.transition_at = now + options.stopping_delay;
+  KillSandboxLocked(sb);
+  cv.notify_all();
+}
+
+// Applies every transition whose time has come. Called on each observation and by the timer.
+void State::AdvanceLocked(SteadyClock::time_point now) {
+  for (auto it = sandboxes.begin(); it != sandboxes.end();) {
+    SandboxRec& sb = it->second;
+    if (sb.state == SandboxState::kPending && now >= sb.transition_at) {
+      sb.state = SandboxState::kRunning;
+      sb.last_activity = now;
+    }
+    if (sb.state == SandboxState::kRunning && sb.running_execs == 0) {
+      Duration timeout = EffectiveTimeoutLocked(sb);
+      if (timeout.count() > 0 && now - sb.last_activity >= timeout) {
+        spdlog::info("sandbox {} idle for {}: auto-stop", sb.id, FormatDuration(timeout));
+        BeginStopLocked(sb, now);
+      }
+    }
+    if (sb.state == SandboxState::kStopping && now >= sb.transition_at) {
+      KillSandboxLocked(sb);
+      if (sb.deleting) {
+        std::error_code ec;
+        fs::remove_all(SandboxDir(sb.id), ec);
+        it = sandboxes.erase(it);
+        continue;
+      }
+      sb.state = SandboxState::kStopped;
+      WipeScratchLocked(sb);
+      if (options.clear_commands_on_stop) {
+        sb.commands.clear();
+      }
+    }
+    ++it;
+  }
+}
+
+std::optional<SteadyClock::time_point> State::NextDeadlineLocked() const {
+  std::optional<SteadyClock::time_point> next;
+  auto consider = [&](SteadyClock::time_point t) {
+    if (!next || t < *next) {
+      next = t;
+    }
+  };
+  for (const auto& [id, sb] : sandboxes) {
+    if (sb.state == SandboxState::kPending || sb.state == SandboxState::kStopping) {
+      consider(sb.transition_at);
+    }
+    if (sb.state == SandboxState::kRunning && sb.running_execs == 0) {
+      Duration timeout = EffectiveTimeoutLocked(sb);
+      if (timeout.count() > 0) {
+        consider(sb.last_activity + timeout);
+      }
+    }
+  }
+  return next;
+}
+
+void State::TimerLoop(std::stop_token st) {
+  std::unique_lock lock(mu);
+  while (!st.stop_requested()) {
+    AdvanceLocked(SteadyClock::now());
+    auto next = NextDeadlineLocked();
+    auto until = next ? *next : SteadyClock::now() + std::chrono::seconds(1);
+    cv.wait_until(lock, st, until, [] { return false; });
+  }
+}
+
+SandboxRec* State::FindLocked(const std::string& id) {
+  AdvanceLocked(SteadyClock::now());
+  auto it = sandboxes.find(id);
+  return it == sandboxes.end() ? nullptr : &it->second;
+}
+
+}  // namespace sbx::emulator::internal::databricks

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# e2e (issue #11 item 7): sbxd's live /metrics passes `promtool check metrics` (Prometheus'
+# own linter: exposition syntax, HELP and TYPE lines, counters named …_total, base units) without
+# a single complaint, and the cumulative counts are exported as counters under their …_total
+# names.
+#
+#   tests/e2e/metrics_promtool_e2e_test.sh BIN_DIR   # BIN_DIR holds sbxctl, sbxd and sbx-emulator
+#
+# Starts sbx-emulator and sbxd (fast sweeps) into a temporary directory, applies the dev Sandbox
+# example, waits until it is Ready and at least one sweep has completed (so reconciles, API calls,
+# sandboxes by state and the sweep and garbage-collection counters all have series), then lints
+# one scrape. promtool comes from Debian's `prometheus` package (scripts/install-deps.sh).
+set -euo pipefail
+bin=$(cd "$1" && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sbx-metrics-e2e.XXXXXX")
+pids=()
+ok=0
+
+cleanup() {
+  for pid in "${pids[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  if ((ok)); then
+    rm -rf "$tmp"
+  else
+    echo "test directory kept for inspection: $tmp" >&2
+  fi
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# Polls `$@` until it succeeds or `timeout` seconds pass.
+wait_for() {
+  local timeout=$1
+  shift
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+command -v promtool >/dev/null ||
+  fail "promtool not found: install Debian's prometheus package (scripts/install-deps.sh)"
+command -v curl >/dev/null || fail "curl not found (scripts/install-deps.sh)"
+
+# The linter is live here: a counter without _total must be flagged, or a pass proves nothing.
+if printf '# HELP sbx_sweeps Sweeps.\n# TYPE sbx_sweeps counter\nsbx_sweeps 1\n' |
+  promtool check metrics >/dev/null 2>&1; then
+  fail "promtool check metrics accepted a counter without _total; the check below would prove nothing"
+fi
+
+"$bin/sbx-emulator" --databricks-port 0 --openai-port 0 --root "$tmp/emulator" \
+  --pending-delay 200ms --stopping-delay 200ms --token dapi-metrics-e2e \
+  --openai-api-key sk-metrics-app --openai-executor-key sk-metrics-executor \
+  >"$tmp/emulator.log" 2>&1 &
+pids+=($!)
+wait_for 30 grep -q '^openai: http' "$tmp/emulator.log" ||
+  fail "sbx-emulator did not start: $(cat "$tmp/emulator.log")"
+
+export SBX_DB="$tmp/sbx.db"
+export DATABRICKS_HOST DATABRICKS_TOKEN=dapi-metrics-e2e OPENAI_BASE_URL
+DATABRICKS_HOST=$(sed -n 's/^databricks: //p' "$tmp/emulator.log" | head -n1)
+OPENAI_BASE_URL=$(sed -n 's/^openai: //p' "$tmp/emulator.log" | head -n1)
+export OPENAI_API_KEY=sk-metrics-app OPENAI_EXECUTOR_API_KEY=sk-metrics-executor
+
+"$bin/sbxd" --metrics-addr 127.0.0.1:0 --sweep-interval 1s --gc-grace 2s --resync 30s \
+  >"$tmp/sbxd.log" 2>&1 &
+pids+=($!)
+wait_for 30 grep -q 'serving health and metrics.*port=' "$tmp/sbxd.log" ||
+  fail "sbxd did not serve metrics: $(cat "$tmp/sbxd.log")"
+port=$(sed -n 's/.*serving health and metrics.*port=\([0-9]*\).*/\1/p' "$tmp/sbxd.log" | head -n1)
+url="http://127.0.0.1:$port/metrics"
+
+"$bin/sbxctl" apply -f "$root/manifests/examples/sandbox-dev.yaml" >/dev/null
+"$bin/sbxctl" wait sandbox/dev --for=condition=Ready --timeout 2m >/dev/null ||
+  fail "sandbox/dev did not become Ready: $(tail -n 30 "$tmp/sbxd.log")"
+
+swept() {
+  curl -sf "$url" | awk '$1 == "sbx_sweeps_total" && $2 >= 1 { found = 1 } END { exit !found }'
+}
+wait_for 60 swept || fail "no completed sweep in $url within 60 s: $(curl -sf "$url")"
+
+curl -sf "$url" >"$tmp/metrics.txt" || fail "cannot scrape $url"
+if ! promtool check metrics <"$tmp/metrics.txt" >"$tmp/promtool.out" 2>&1 ||
+  [[ -s "$tmp/promtool.out" ]]; then
+  fail "promtool check metrics complained about $url:"$'\n'"$(cat "$tmp/promtool.out")"
+fi
+
+for counter in sbx_sweeps_total sbx_gc_deleted_total sbx_workqueue_retries_total \
+  sbx_reconciles_total sbx_api_calls_total; do
+  grep -qx "# TYPE $counter counter" "$tmp/metrics.txt" ||
+    fail "no '# TYPE $counter counter' in $url:"$'\n'"$(cat "$tmp/metrics.txt")"
+done
+for old in sbx_sweeps sbx_gc_deleted sbx_workqueue_retries; do
+  if grep -q "^$old[ {]" "$tmp/metrics.txt"; then
+    fail "$old is still exported under its old name"
+  fi
+done
+
+ok=1
+echo "metrics e2e: promtool check metrics passed on $(grep -c '^# TYPE' "$tmp/metrics.txt") families"
