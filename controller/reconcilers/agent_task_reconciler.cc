@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -386,6 +387,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
     default:
       break;
   }
+  SyncLog(t, /*final=*/false);
   if (ConditionFalse(t.worker, condition::kExecutorConnected) ||
       ConditionFalse(t.worker, condition::kExecutorRunning)) {
     internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
@@ -402,27 +404,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
 StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase) {
   api::AgentTaskStatus& st = t.status();
   if (!st.turn_id.empty() && t.agents != nullptr) {
-    // The turn's saved items are the log's item results (reference §2.6) and the result.
-    StatusOr<std::vector<openai::Item>> items = t.agents->ListAllTurnItems(
-        st.session_id, st.turn_id, {.order = openai::ListOrder::kAsc}, t.stop);
-    if (items.ok()) {
-      std::vector<Store::TaskLogEntry> lines;
-      int commands = 0;
-      for (const openai::Item& item : *items) {
-        if (item.type == openai::ItemType::kMessage && item.role == "assistant") {
-          lines.push_back(Line(LogKind::kAssistant, item.text, item.id));
-          st.result.message = item.text;
-        } else if (item.type == openai::ItemType::kCommandExecution) {
-          ++commands;
-          lines.push_back(Line(LogKind::kCommand, "$ " + item.command, item.id));
-          Store::TaskLogEntry result = Line(LogKind::kCommandResult, item.output, item.id);
-          result.exit_code = item.exit_code;
-          lines.push_back(std::move(result));
-        }
-      }
-      st.commands = commands;
-      Log(t, std::move(lines));
-    }
+    SyncLog(t, /*final=*/true);
     if (StatusOr<openai::Turn> turn = t.agents->GetTurn(st.session_id, st.turn_id, t.stop);
         turn.ok() && turn->usage) {
       st.result.usage = {turn->usage->input_tokens, turn->usage->output_tokens,
@@ -441,6 +423,50 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
                                                           : ": " + st.result.error.code + " " +
                                                                 st.result.error.message))});
   return Expire(t);
+}
+
+void AgentTaskReconciler::SyncLog(Target& t, bool final) {
+  // The turn's saved items (reference §2.6) are the log's item results: each is appended once,
+  // the log itself (its item ids) being the memory of what was appended, so a restart or a
+  // missed poll leaves no gap. A command's line goes in when it starts, its result when it ends.
+  api::AgentTaskStatus& st = t.status();
+  StatusOr<std::vector<openai::Item>> items = t.agents->ListAllTurnItems(
+      st.session_id, st.turn_id, {.order = openai::ListOrder::kAsc}, t.stop);
+  if (!items.ok()) {
+    return;
+  }
+  std::set<std::pair<LogKind, std::string>> logged;
+  if (StatusOr<Store::TaskLogPage> page = store_.ReadTaskLog(t.object.metadata.uid); page.ok()) {
+    for (const Store::TaskLogEntry& e : page->entries) {
+      logged.emplace(e.kind, e.item_id);
+    }
+  }
+  std::vector<Store::TaskLogEntry> lines;
+  auto add = [&](Store::TaskLogEntry e) {
+    if (logged.emplace(e.kind, e.item_id).second) {
+      lines.push_back(std::move(e));
+    }
+  };
+  int commands = 0;
+  for (const openai::Item& item : *items) {
+    const bool done = final || item.status != openai::ItemStatus::kInProgress;
+    if (item.type == openai::ItemType::kMessage && item.role == "assistant" && done) {
+      add(Line(LogKind::kAssistant, item.text, item.id));
+      st.result.message = item.text;
+    } else if (item.type == openai::ItemType::kCommandExecution) {
+      ++commands;
+      add(Line(LogKind::kCommand, "$ " + item.command, item.id));
+      if (done) {
+        Store::TaskLogEntry result = Line(LogKind::kCommandResult, item.output, item.id);
+        result.exit_code = item.exit_code;
+        add(std::move(result));
+      }
+    }
+  }
+  st.commands = commands;
+  if (!lines.empty()) {
+    Log(t, std::move(lines));
+  }
 }
 
 void AgentTaskReconciler::Collect(Target& t) {

@@ -23,10 +23,13 @@
 //   The executor gone (the worker's ExecutorConnected=False) while submitted → Completed=False
 //     reason WaitingForExecutor; the service holds the turn for its connection wait and ends it
 //     failed with its error code if the executor does not come back.
-//   Terminal → the turn's items go to the task log (assistant text, command lines, their output
-//     and exit codes), result.message = the last assistant message, usage, commands; then every
-//     collect path is read with exec-sync (collect_file.sh: at most maxBytes, base64) and stored
-//     with its sha256 (at most 16 MiB per task); completedAt; Completed=True reason = the phase.
+//   While running, every poll appends the turn's saved items not yet logged (command lines as
+//     they start, results as they end); the live deltas of the SSE stream are not logged yet.
+//   Terminal → the rest of the turn's items go to the task log (assistant text, command lines,
+//     their output and exit codes), result.message = the last assistant message, usage, commands;
+//     then every collect path is read with exec-sync (collect_file.sh: at most maxBytes, base64)
+//     and stored with its sha256 (at most 16 MiB per task); completedAt; Completed=True reason =
+//     the phase.
 //   Finished → with ttlAfterFinished, the task is deleted that long after completedAt.
 //   Deleted while submitted/running → cancel, wait for the turn to end, then let it go.
 // Dependencies: a task depends on its worker and on the tasks ahead of it, so a worker's status
@@ -79,6 +82,8 @@ class AgentTaskReconciler final : public Reconciler {
   api::StatusOr<std::optional<ReconcileResult>> Finalize(Target& t);
   // Loads the worker, its sandbox and the Agents API into `t`.
   api::Status LoadWorker(Target& t, const std::string& name);
+  // Appends the turn's saved items not yet in the task log; `final` takes unfinished ones too.
+  void SyncLog(Target& t, bool final);
   void Collect(Target& t);
   void Log(Target& t, std::vector<Store::TaskLogEntry> entries);
 

@@ -64,10 +64,12 @@ void SchemaPaths(const json& root, const json& node, const std::string& prefix,
   }
 }
 
-// Field paths present in an encoded object; labels/annotations are free-form maps.
+// Field paths present in an encoded object; labels, annotations and an AgentTask's
+// workerSelector.matchLabels are free-form maps.
 void EncodedPaths(const json& node, const std::string& prefix, std::set<std::string>& out) {
   if (node.is_object()) {
-    if (prefix == "metadata.labels" || prefix == "metadata.annotations" || prefix == "status") {
+    if (prefix == "metadata.labels" || prefix == "metadata.annotations" ||
+        prefix == "spec.workerSelector.matchLabels" || prefix == "status") {
       return;
     }
     for (const auto& [key, child] : node.items()) {

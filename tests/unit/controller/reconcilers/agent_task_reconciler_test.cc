@@ -125,6 +125,30 @@ TEST_F(AgentTaskReconcilerTest, RunsOneTurnWithTheUidAsKeyAndSucceedsFromTheRoot
   EXPECT_EQ(clouds_.agents().AcceptedInputs(session_), 1);
 }
 
+TEST_F(AgentTaskReconcilerTest, TheLogFollowsTheRunningTurnWithoutRepeats) {
+  const std::string uid = CreateTask("t1");
+  Reconcile("t1");
+  Reconcile("t1");
+  clouds_.agents().AddCommand(session_, "ls", "a\n", 0);
+  Reconcile("t1");
+  Reconcile("t1");  // a second poll adds nothing
+  auto texts = [&] {
+    std::vector<std::string> out;
+    const Store::TaskLogPage page = *store_->ReadTaskLog(uid);
+    for (const Store::TaskLogEntry& e : page.entries) {
+      if (e.kind != Store::TaskLogKind::kStatus) {
+        out.push_back(e.text);
+      }
+    }
+    return out;
+  };
+  EXPECT_EQ(texts(), (std::vector<std::string>{"$ ls", "a\n"}));
+  clouds_.agents().AddAssistantMessage(session_, "listed");
+  clouds_.agents().CompleteTurn(session_);
+  EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kSucceeded);
+  EXPECT_EQ(texts(), (std::vector<std::string>{"$ ls", "a\n", "listed"}));
+}
+
 TEST_F(AgentTaskReconcilerTest, TasksOfAWorkerRunOneAtATimeInCreationOrder) {
   CreateTask("t1");
   CreateTask("t2");
