@@ -47,7 +47,7 @@ std::string ConflictMessage(const api::ObjectKey& key) {
 }
 
 api::StatusOr<controller::ApplyResult> WriteObject(CommandContext& ctx, controller::Store& store,
-                                                   api::Object desired) {
+                                                   const api::Object& desired) {
   const api::ObjectKey key = api::KeyOf(desired);
   controller::ApplyOptions options;
   options.require_resource_version = true;
