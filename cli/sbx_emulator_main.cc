@@ -35,15 +35,18 @@ bool ParseFlagDuration(const std::string& text, Millis& out) {
     double v = std::stod(text, &used);
     std::string unit = text.substr(used);
     double scale = 0;
-    if (unit == "ms")
+    if (unit == "ms") {
       scale = 1;
-    else if (unit == "s" || unit.empty())
+    } else if (unit == "s" || unit.empty()) {
       scale = 1000;
-    else if (unit == "m")
+    } else if (unit == "m") {
       scale = 60'000;
-    else if (unit == "h")
+    } else if (unit == "h") {
       scale = 3'600'000;
-    if (scale == 0 || v < 0) return false;
+    }
+    if (scale == 0 || v < 0) {
+      return false;
+    }
     out = Millis(std::llround(v * scale));
     return true;
   } catch (const std::exception&) {
@@ -77,7 +80,9 @@ int RunExecutor(int argc, char** argv) {
   app.add_option("--name", opts.name, "Executor name (informational)");
   app.allow_extras();  // codex flags the stand-in ignores (--exit-on-stdin-close, -c k=v, …)
   CLI11_PARSE(app, argc, argv);
-  if (const char* key = std::getenv("CODEX_API_KEY")) opts.api_key = key;
+  if (const char* key = std::getenv("CODEX_API_KEY")) {
+    opts.api_key = key;
+  }
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -143,7 +148,9 @@ void InstallCodexWrapper(const std::filesystem::path& bin_dir) {
 
 // The program itself; main (at the end) runs it behind a catch-all.
 int Main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "executor") return RunExecutor(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "executor") {
+    return RunExecutor(argc - 1, argv + 1);
+  }
 
   CLI::App app{"sbx-emulator: local emulator of the Databricks Sandbox API for tests and demos"};
   sbx::emulator::DatabricksEmulator::Options opts;
@@ -220,8 +227,12 @@ int Main(int argc, char** argv) {
                  "Executor registration fails: none|ip (401)|scope (403)")
       ->check(CLI::IsMember({"none", "ip", "scope"}));
   CLI11_PARSE(app, argc, argv);
-  if (!openai_keys.empty()) openai_opts.api_keys = openai_keys;
-  if (!executor_keys.empty()) openai_opts.executor_keys = executor_keys;
+  if (!openai_keys.empty()) {
+    openai_opts.api_keys = openai_keys;
+  }
+  if (!executor_keys.empty()) {
+    openai_opts.executor_keys = executor_keys;
+  }
   openai_opts.accept_any_executor_key = openai_opts.accept_any_api_key;
   using RegistrationFailure = sbx::emulator::OpenAiEmulator::RegistrationFailure;
   openai_opts.registration_failure =
@@ -231,7 +242,9 @@ int Main(int argc, char** argv) {
 
   // stdout carries only the URL lines a caller parses; logs go to stderr.
   spdlog::set_default_logger(spdlog::stderr_color_mt("sbx-emulator"));
-  if (!tokens.empty()) opts.tokens = tokens;
+  if (!tokens.empty()) {
+    opts.tokens = tokens;
+  }
   opts.prefer_mount_namespace = !no_namespace;
   if (opts.root_dir.empty()) {
     char tmpl[] = "/tmp/sbx-emulator-XXXXXX";
@@ -276,7 +289,9 @@ int Main(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  if (openai) openai->Stop();
+  if (openai) {
+    openai->Stop();
+  }
   databricks.Stop();
   return 0;
 }

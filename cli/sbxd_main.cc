@@ -398,17 +398,19 @@ int Main(int argc, char** argv) {
 
   metrics.AddCollector([&](Metrics& m) {
     const ManagerStats s = manager.Stats();
-    m.gauge("sbx_workqueue_depth", "Keys ready to be reconciled", {}).Set(s.queue.depth);
+    m.gauge("sbx_workqueue_depth", "Keys ready to be reconciled", {})
+        .Set(static_cast<double>(s.queue.depth));
     m.gauge("sbx_workqueue_waiting", "Keys waiting for a delay or backoff", {})
-        .Set(s.queue.waiting);
-    m.gauge("sbx_workqueue_processing", "Keys being reconciled", {}).Set(s.queue.processing);
+        .Set(static_cast<double>(s.queue.waiting));
+    m.gauge("sbx_workqueue_processing", "Keys being reconciled", {})
+        .Set(static_cast<double>(s.queue.processing));
     // Cumulative counts kept by the queue, sweeper and collector are counters (…_total).
     m.counter("sbx_workqueue_retries_total", "Rate-limited requeues", {})
         .RaiseTo(static_cast<double>(s.queue.retries_total));
     m.ResetGauges("sbx_sandboxes");  // a state nobody is in any more reads 0
     for (const auto& [state, n] : cache.CountByState()) {
       m.gauge("sbx_sandboxes", "Live sandboxes by state, as last observed", {{"state", state}})
-          .Set(n);
+          .Set(static_cast<double>(n));
     }
     m.gauge("sbx_leader", "1 while this sbxd holds the leader lease", {})
         .Set(elector.is_leader() ? 1 : 0);

@@ -34,12 +34,14 @@ void MapField(std::ostream& out, std::string_view label,
   }
   bool first = true;
   for (const auto& [k, v] : values) {
+    std::string pair = k;
+    pair.append("=").append(v);
     if (first) {
-      Field(out, label, k + "=" + v);
+      Field(out, label, pair);
       first = false;
     } else {
-      out << std::string(kLabelWidth, ' ')
-          << EscapeTerminalText(k + "=" + v, TerminalLayout::kSingleLine) << "\n";
+      out << std::string(kLabelWidth, ' ') << EscapeTerminalText(pair, TerminalLayout::kSingleLine)
+          << "\n";
     }
   }
 }

@@ -60,6 +60,7 @@ api::Status RunEditor(const std::string& path) {
   const std::string script = editor + " \"$1\"";
   std::vector<std::string> args = {"/bin/sh", "-c", script, "sbxctl-edit", path};
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& a : args) {
     argv.push_back(a.data());
   }
@@ -190,7 +191,9 @@ int RunEdit(CommandContext& ctx, const EditCommandOptions& options) {
   std::string body = original_yaml;
   std::optional<std::string> last_invalid;
   for (;;) {
-    if (const api::Status written = WriteFile(path, kHeader + errors + body); !written.ok()) {
+    std::string text = kHeader;
+    text.append(errors).append(body);
+    if (const api::Status written = WriteFile(path, text); !written.ok()) {
       return finish(ctx.Fail(written));
     }
     if (const api::Status edited = RunEditor(path); !edited.ok()) {

@@ -60,7 +60,7 @@ json Flatten(const json& root, const json& node, int depth = 0) {
 
 // The elements of a list, the node itself otherwise.
 json Element(const json& root, const json& node) {
-  const json flat = Flatten(root, node);
+  json flat = Flatten(root, node);
   if (flat.value("type", "") == "array" && flat.contains("items")) {
     return Element(root, flat["items"]);
   }
@@ -69,7 +69,7 @@ json Element(const json& root, const json& node) {
 
 std::string TypeName(const json& root, const json& node) {
   const json flat = Flatten(root, node);
-  const std::string type = flat.value("type", "");
+  std::string type = flat.value("type", "");
   if (type == "array") {
     return "[]" + (flat.contains("items") ? TypeName(root, flat["items"]) : "Object");
   }

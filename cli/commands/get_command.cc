@@ -277,6 +277,7 @@ int RunGetInventory(CommandContext& ctx, const GetCommandOptions& options, bool 
   }
   if (*format == OutputFormat::kJson) {
     std::vector<std::string> encoded;
+    encoded.reserve(shown.size());
     for (const auto& r : shown) {
       encoded.push_back(InventoryJson(r));
     }

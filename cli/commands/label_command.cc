@@ -20,6 +20,10 @@ bool IsChange(std::string_view arg) {
   return arg.find('=') != std::string_view::npos || (arg.size() > 1 && arg.back() == '-');
 }
 
+std::string BothModifiedAndRemoved(const std::string& what, const std::string& key) {
+  return "can not both modify and remove " + what + " \"" + key + "\" in the same command";
+}
+
 api::StatusOr<Change> ParseChanges(const std::vector<std::string>& args, const std::string& what) {
   Change change;
   for (const std::string& arg : args) {
@@ -27,20 +31,22 @@ api::StatusOr<Change> ParseChanges(const std::vector<std::string>& args, const s
     if (eq == std::string::npos) {
       const std::string key = arg.substr(0, arg.size() - 1);
       if (change.set.count(key) > 0) {
-        return api::InvalidArgumentError("can not both modify and remove " + what + " \"" + key +
-                                         "\" in the same command");
+        return api::InvalidArgumentError(BothModifiedAndRemoved(what, key));
       }
       change.remove.insert(key);
       continue;
     }
     const std::string key = arg.substr(0, eq);
     if (key.empty()) {
-      return api::InvalidArgumentError("invalid " + what + " spec: \"" + arg +
-                                       "\" (expected KEY=VALUE or KEY-)");
+      std::string message = "invalid ";
+      message.append(what)
+          .append(" spec: \"")
+          .append(arg)
+          .append("\" (expected KEY=VALUE or KEY-)");
+      return api::InvalidArgumentError(message);
     }
     if (change.remove.count(key) > 0) {
-      return api::InvalidArgumentError("can not both modify and remove " + what + " \"" + key +
-                                       "\" in the same command");
+      return api::InvalidArgumentError(BothModifiedAndRemoved(what, key));
     }
     change.set[key] = arg.substr(eq + 1);
   }

@@ -105,7 +105,7 @@ std::vector<std::string_view> SplitColumns(std::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (quote != 0) {
-      quote = c == quote ? 0 : quote;
+      quote = c == quote ? '\0' : quote;
     } else if (c == '"' || c == '\'') {
       quote = c;
     } else if (c == '[' || c == '(' || c == '{') {

@@ -47,7 +47,7 @@ std::string ConflictMessage(const api::ObjectKey& key) {
 }
 
 api::StatusOr<controller::ApplyResult> WriteObject(CommandContext& ctx, controller::Store& store,
-                                                   api::Object desired) {
+                                                   const api::Object& desired) {
   const api::ObjectKey key = api::KeyOf(desired);
   controller::ApplyOptions options;
   options.require_resource_version = true;
@@ -85,7 +85,7 @@ api::StatusOr<controller::ApplyResult> UpdateObject(CommandContext& ctx, const a
     }
     RETURN_IF_ERROR(mutate(desired));
     RETURN_IF_ERROR(ValidateForWrite(desired));
-    auto written = WriteObject(ctx, *store, std::move(desired));
+    auto written = WriteObject(ctx, *store, desired);
     if (written.ok() || written.status().code() != api::StatusCode::kAborted || resource_version ||
         attempt + 1 >= kMaxConflictRetries) {
       return written;

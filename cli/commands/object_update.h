@@ -31,7 +31,7 @@ api::Status ValidateForWrite(api::Object& desired);
 // at). kAborted, in kubectl's words, when the object changed since; kNotFound when it is gone;
 // kFailedPrecondition when it is being deleted. Prints apply's immutable-field warnings.
 api::StatusOr<controller::ApplyResult> WriteObject(CommandContext& ctx, controller::Store& store,
-                                                   api::Object desired);
+                                                   const api::Object& desired);
 
 // `original` with what a user may write taken from `edited`: metadata.labels,
 // metadata.annotations and spec. Status and server-set metadata are the controller's and the

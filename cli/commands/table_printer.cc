@@ -80,7 +80,7 @@ std::string FormatAge(std::chrono::seconds age) {
   if (seconds < 0) {
     return "0s";
   }
-  if (seconds < 60 * 2) {
+  if (seconds < 60LL * 2) {
     return std::to_string(seconds) + "s";
   }
   const long long minutes = seconds / 60;
@@ -89,7 +89,7 @@ std::string FormatAge(std::chrono::seconds age) {
     return s == 0 ? std::to_string(minutes) + "m"
                   : std::to_string(minutes) + "m" + std::to_string(s) + "s";
   }
-  if (minutes < 60 * 3) {
+  if (minutes < 60LL * 3) {
     return std::to_string(minutes) + "m";
   }
   const long long hours = seconds / 3600;
@@ -101,15 +101,15 @@ std::string FormatAge(std::chrono::seconds age) {
   if (hours < 48) {
     return std::to_string(hours) + "h";
   }
-  if (hours < 24 * 8) {
+  if (hours < 24LL * 8) {
     const long long h = hours % 24;
     return h == 0 ? std::to_string(hours / 24) + "d"
                   : std::to_string(hours / 24) + "d" + std::to_string(h) + "h";
   }
-  if (hours < 24 * 365 * 2) {
+  if (hours < 24LL * 365 * 2) {
     return std::to_string(hours / 24) + "d";
   }
-  if (hours < 24 * 365 * 8) {
+  if (hours < 24LL * 365 * 8) {
     const long long dy = (hours / 24) % 365;
     return dy == 0 ? std::to_string(hours / 24 / 365) + "y"
                    : std::to_string(hours / 24 / 365) + "y" + std::to_string(dy) + "d";

@@ -41,7 +41,7 @@ std::string DefaultSecretsDir(const EnvLookup& env);
 SecretPolicy SecretPolicyFromEnvironment(const EnvLookup& env);
 
 // Secret files larger than this are refused (a secret is a token, not a document).
-inline constexpr size_t kMaxSecretFileBytes = 64 * 1024;
+inline constexpr size_t kMaxSecretFileBytes = size_t{64} * 1024;
 
 // The secret's value with surrounding whitespace (a trailing newline in a file) trimmed.
 // kInvalidArgument with reason "SecretNotAllowed" when `policy` does not allow the reference;

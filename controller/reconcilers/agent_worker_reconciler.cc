@@ -298,7 +298,7 @@ StatusOr<api::ObjectKey> AgentWorkerReconciler::EnsureSandboxObject(Target& t) {
   if (!t.spec().sandbox) {
     return api::ObjectKey{api::Kind::kSandbox, ns, t.spec().sandbox_ref};
   }
-  const api::ObjectKey key{api::Kind::kSandbox, ns, t.object.metadata.name};
+  api::ObjectKey key{api::Kind::kSandbox, ns, t.object.metadata.name};
   const api::OwnerReference owner{api::Kind::kAgentWorker, t.object.metadata.name,
                                   t.object.metadata.uid, true};
   StatusOr<Object> existing = store_.Get(key);

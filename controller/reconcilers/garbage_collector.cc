@@ -41,7 +41,8 @@ api::StatusOr<int> GarbageCollector::CollectSandboxes(
     live_ids.insert(sb.sandbox_id);
   }
   const auto now = clock_.Now();
-  const int budget = std::max<int>(1, static_cast<int>(listed.size() * options_.max_fraction));
+  const int budget = std::max<int>(
+      1, static_cast<int>(static_cast<double>(listed.size()) * options_.max_fraction));
   int deleted = 0;
   for (Store::InventoryRecord& record : records) {
     if (record.resource_type != "sandbox" || stop.stop_requested()) {
@@ -97,7 +98,8 @@ api::StatusOr<int> GarbageCollector::CollectSessions(const std::string& workspac
     return r.resource_type != kInventorySession || r.state == Store::InventoryState::kAbandoned;
   });
   const auto now = clock_.Now();
-  const int budget = std::max<int>(1, static_cast<int>(records.size() * options_.max_fraction));
+  const int budget = std::max<int>(
+      1, static_cast<int>(static_cast<double>(records.size()) * options_.max_fraction));
   std::optional<std::vector<openai::Session>> all;  // listed once, only for crashed intents
   int attempts = 0;  // deletions tried this pass, refused ones included (each costs calls)
   int deleted = 0;

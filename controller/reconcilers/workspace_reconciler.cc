@@ -72,7 +72,7 @@ WorkspaceReconciler::WorkspaceReconciler(Store& store, CloudClients& clouds, Clo
       clouds_(clouds),
       clock_(clock),
       dependencies_(dependencies),
-      options_(std::move(options)) {}
+      options_(options) {}
 
 StatusOr<ReconcileResult> WorkspaceReconciler::Reconcile(const api::ObjectKey& key,
                                                          std::stop_token stop) {

@@ -184,12 +184,12 @@ std::chrono::milliseconds Jitter(std::chrono::milliseconds d) {
 }  // namespace
 
 std::string CheckRemoteHost(const std::string& remote) {
-  const std::string kRefused =
+  constexpr char kRefused[] =
       "remote exec-server API-key authentication is restricted to HTTPS openai.com and "
       "openai.org hosts and subdomains or loopback hosts";
   try {
     web::uri uri(remote);
-    std::string scheme = uri.scheme();
+    const std::string& scheme = uri.scheme();
     std::string host = uri.host();
     std::transform(host.begin(), host.end(), host.begin(), ::tolower);
     if (host.size() > 2 && host.front() == '[') {
@@ -276,7 +276,7 @@ int RunStandinExecutor(const StandinExecutorOptions& options, std::ostream& err,
         wsc::websocket_outgoing_message msg;
         msg.set_utf8_message(text);
         try {
-          c->send(msg).then([](pplx::task<void> t) {
+          c->send(msg).then([](const pplx::task<void>& t) {
             try {
               t.get();
             } catch (...) {
@@ -300,7 +300,7 @@ int RunStandinExecutor(const StandinExecutorOptions& options, std::ostream& err,
       }
       if (!server->OnFrame(text)) {
         if (auto c = weak.lock()) {
-          c->close().then([](pplx::task<void> t) {
+          c->close().then([](const pplx::task<void>& t) {
             try {
               t.get();
             } catch (...) {
@@ -319,7 +319,7 @@ int RunStandinExecutor(const StandinExecutorOptions& options, std::ostream& err,
     auto connected = std::make_shared<std::promise<bool>>();
     auto future = connected->get_future();
     try {
-      client->connect(web::uri(reg.url)).then([connected](pplx::task<void> t) {
+      client->connect(web::uri(reg.url)).then([connected](const pplx::task<void>& t) {
         try {
           t.get();
           connected->set_value(true);

@@ -156,11 +156,21 @@ SandboxState ParseSandboxState(std::string_view raw) {
     return SandboxState::kUnknown;
   }
   const std::string_view s = raw.substr(kStatePrefix.size());
-  if (s == "UNSPECIFIED") return SandboxState::kUnspecified;
-  if (s == "PENDING") return SandboxState::kPending;
-  if (s == "RUNNING") return SandboxState::kRunning;
-  if (s == "STOPPING") return SandboxState::kStopping;
-  if (s == "STOPPED") return SandboxState::kStopped;
+  if (s == "UNSPECIFIED") {
+    return SandboxState::kUnspecified;
+  }
+  if (s == "PENDING") {
+    return SandboxState::kPending;
+  }
+  if (s == "RUNNING") {
+    return SandboxState::kRunning;
+  }
+  if (s == "STOPPING") {
+    return SandboxState::kStopping;
+  }
+  if (s == "STOPPED") {
+    return SandboxState::kStopped;
+  }
   return SandboxState::kUnknown;
 }
 
@@ -169,9 +179,15 @@ ExecStatus ParseExecStatus(std::string_view raw) {
     return ExecStatus::kUnknown;
   }
   const std::string_view s = raw.substr(kExecPrefix.size());
-  if (s == "COMPLETED") return ExecStatus::kCompleted;
-  if (s == "FAILED") return ExecStatus::kFailed;
-  if (s == "TIMED_OUT") return ExecStatus::kTimedOut;
+  if (s == "COMPLETED") {
+    return ExecStatus::kCompleted;
+  }
+  if (s == "FAILED") {
+    return ExecStatus::kFailed;
+  }
+  if (s == "TIMED_OUT") {
+    return ExecStatus::kTimedOut;
+  }
   return ExecStatus::kUnknown;
 }
 

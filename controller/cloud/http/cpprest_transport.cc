@@ -17,7 +17,7 @@
 namespace sbx::controller::http {
 namespace {
 
-constexpr size_t kReadBuffer = 16 * 1024;
+constexpr size_t kReadBuffer = size_t{16} * 1024;
 constexpr size_t kMaxClients = 32;
 
 // Splits "scheme://authority/path?query" into ("scheme://authority", "/path?query").

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
 namespace sbx::controller::http {
 
@@ -123,7 +124,9 @@ std::map<std::string, std::string> GetStringMap(const json& obj, const char* key
   if (const json* m = GetObject(obj, key, path)) {
     for (const auto& [k, v] : m->items()) {
       if (!v.is_string()) {
-        throw FieldError{path + key + "." + k + ": expected a string"};
+        std::string message = path + key;
+        message.append(".").append(k).append(": expected a string");
+        throw FieldError{std::move(message)};
       }
       out[k] = v.get<std::string>();
     }

@@ -54,8 +54,8 @@ Status CheckListParams(const ListParams& params) {
 
 }  // namespace
 
-HttpAgentsApi::HttpAgentsApi(HttpAgentsApiOptions options, std::string api_key, TokenBucket& bucket,
-                             Clock& clock, http::HttpTransport& transport,
+HttpAgentsApi::HttpAgentsApi(HttpAgentsApiOptions options, const std::string& api_key,
+                             TokenBucket& bucket, Clock& clock, http::HttpTransport& transport,
                              http::StreamingTransport& streaming)
     : options_([&] {
         options.base_url = StripSlash(std::move(options.base_url));
@@ -250,8 +250,8 @@ Status HttpAgentsApi::StreamEvents(const std::string& session_id, const StreamCa
   bool ended = false;  // by the callback or [DONE]
   Status stream_error;
   uint64_t skipped = 0;
-  auto deliver = [&](std::vector<SseEvent> events) -> bool {
-    for (SseEvent& sse : events) {
+  auto deliver = [&](const std::vector<SseEvent>& events) -> bool {
+    for (const SseEvent& sse : events) {
       if (sse.data == kDone) {
         ended = true;
         return false;

@@ -49,7 +49,7 @@ struct HttpAgentsApiOptions {
 class HttpAgentsApi final : public AgentsApi {
  public:
   // `api_key` is the resolved application key (not a reference to one).
-  HttpAgentsApi(HttpAgentsApiOptions options, std::string api_key, TokenBucket& bucket,
+  HttpAgentsApi(HttpAgentsApiOptions options, const std::string& api_key, TokenBucket& bucket,
                 Clock& clock, http::HttpTransport& transport, http::StreamingTransport& streaming);
 
   StatusOr<Session> CreateSession(const CreateSessionRequest& request,

@@ -744,7 +744,9 @@ StatusOr<std::vector<InputEvent>> DecodeInputEvents(std::string_view body) {
         }
         out.push_back(InputEvent::UserMessage(std::move(text)));
       } else {
-        throw FieldError{p + "type: unsupported input event type \"" + type + "\""};
+        std::string message = p;
+        message.append("type: unsupported input event type \"").append(type).append("\"");
+        throw FieldError{std::move(message)};
       }
     }
     return out;

@@ -62,7 +62,8 @@ internal::SpawnSpec ExecApi::MakeSpawnSpec(const SandboxRec& sb, const std::stri
   }
   spec.search_path = env["PATH"];
   for (const auto& [k, v] : env) {
-    spec.env.push_back(k + "=" + v);
+    std::string& entry = spec.env.emplace_back(k);
+    entry.append("=").append(v);
   }
   spec.isolation = state_.isolation;
   spec.cwd = ns ? std::string(kSandboxHome) : real_home;
@@ -144,6 +145,7 @@ HttpResponse ExecApi::ExecSync(const std::string& id, const HttpRequest& req) {
                                    {}});
     }
     std::vector<std::string> env_names;
+    env_names.reserve(envs.size());
     for (const auto& [k, v] : envs) {
       env_names.push_back(k);
     }

@@ -286,8 +286,9 @@ std::shared_ptr<JsonRpcServer::Child> JsonRpcServer::Spawn(
     return child;
   }
   std::vector<std::string> env_strings;
+  env_strings.reserve(env.size());
   for (const auto& [k, v] : env) {
-    env_strings.push_back(k + "=" + v);
+    env_strings.emplace_back(k).append("=").append(v);
   }
   std::vector<char*> cargv, cenv;
   for (const auto& a : argv) {
