@@ -49,7 +49,8 @@ int Main(int argc, char** argv) {
   sbx::cli::CommandContext ctx(std::cout, std::cerr, clock, [] { return g_interrupted != 0; });
   ctx.set_terminals(isatty(STDOUT_FILENO) == 1, isatty(STDERR_FILENO) == 1);
 
-  CLI::App app("sbxctl controls sbx objects: Sandboxes, AgentWorkers, AgentTasks and Workspaces.", "sbxctl");
+  CLI::App app("sbxctl controls sbx objects: Sandboxes, AgentWorkers, AgentTasks and Workspaces.",
+               "sbxctl");
   app.fallthrough();
   app.require_subcommand(1);
   auto& global = ctx.options();

@@ -83,8 +83,7 @@ void AgentTaskFields(std::ostream& out, const api::Object& o,
   }
   if (!s.cancel_requested_at.empty()) {
     Field(out, "Cancel Sent",
-          s.cancel_requested_at + (s.cancel_reason.empty() ? "" : " (" + s.cancel_reason + ")"),
-          2);
+          s.cancel_requested_at + (s.cancel_reason.empty() ? "" : " (" + s.cancel_reason + ")"), 2);
   }
   Field(out, "Commands", std::to_string(s.commands), 2);
   out << "  Result:\n";
@@ -99,8 +98,8 @@ void AgentTaskFields(std::ostream& out, const api::Object& o,
   const api::TaskUsage& usage = s.result.usage;
   Field(out, "Usage",
         "input " + std::to_string(usage.input_tokens) + ", output " +
-            std::to_string(usage.output_tokens) + ", total " +
-            std::to_string(usage.total_tokens) + " tokens",
+            std::to_string(usage.output_tokens) + ", total " + std::to_string(usage.total_tokens) +
+            " tokens",
         2);
   out << "  Artifacts:\n";
   if (s.artifacts.empty()) {

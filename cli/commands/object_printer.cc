@@ -318,13 +318,13 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
       const auto& status = o.agent_task_status();
       // Before a worker is picked, the one asked for (a selector picks one later).
       const std::string worker = !status.worker.empty() ? status.worker : spec.worker_ref;
-      r.insert(r.end(), {std::string(api::TaskPhaseName(status.phase)), OrNone(worker), age,
-                         TaskDuration(status, now), std::to_string(status.commands),
-                         ResultCell(status)});
+      r.insert(r.end(),
+               {std::string(api::TaskPhaseName(status.phase)), OrNone(worker), age,
+                TaskDuration(status, now), std::to_string(status.commands), ResultCell(status)});
       if (wide) {
-        r.insert(r.end(), {status.queue_position > 0 ? std::to_string(status.queue_position)
-                                                     : "<none>",
-                           OrNone(status.session_id), OrNone(status.turn_id)});
+        r.insert(r.end(),
+                 {status.queue_position > 0 ? std::to_string(status.queue_position) : "<none>",
+                  OrNone(status.session_id), OrNone(status.turn_id)});
       }
       break;
     }

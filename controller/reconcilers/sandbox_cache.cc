@@ -107,11 +107,11 @@ bool SandboxCache::RecordSweepFailure(const std::string& workspace, const api::S
   }
   const Clock::WallTime since = failing ? failing->since : now;
   const int64_t failures = failing ? failing->failures + 1 : 1;
-  failing = SweepFailure{
-      reason,
-      "the LIST sweeps of workspace " + workspace + " have failed since " + FormatRfc3339(since) +
-          "; state and Ready are as last observed: " + ConditionMessage(error),
-      since, failures};
+  failing = SweepFailure{reason,
+                         "the LIST sweeps of workspace " + workspace + " have failed since " +
+                             FormatRfc3339(since) +
+                             "; state and Ready are as last observed: " + ConditionMessage(error),
+                         since, failures};
   return true;
 }
 

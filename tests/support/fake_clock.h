@@ -61,9 +61,9 @@ class FakeClock final : public controller::Clock {
  private:
   mutable std::mutex mu_;
   std::condition_variable_any cv_;
-  WallTime wall_;        // Guarded by mu_.
-  SteadyTime steady_{};  // Guarded by mu_.
-  int sleepers_ = 0;     // Guarded by mu_.
+  WallTime wall_;               // Guarded by mu_.
+  SteadyTime steady_{};         // Guarded by mu_.
+  int sleepers_ = 0;            // Guarded by mu_.
   int64_t sleeps_entered_ = 0;  // Guarded by mu_.
 };
 

@@ -14,8 +14,8 @@
 namespace sbx::controller::openai {
 namespace {
 
-using api::Status;
 using api::Lower;
+using api::Status;
 using api::StatusCode;
 using api::Trim;
 

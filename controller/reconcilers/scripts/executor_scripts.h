@@ -1,7 +1,8 @@
 // The scripts the AgentWorker and AgentTask reconcilers run inside a sandbox, each a complete
-// file beside this header (executor.sh, stop_executor.sh, collect_file.sh) whose top states its positional and environment
-// contract. The build embeds the files' text (cmake/EmbedText.cmake generates the definitions),
-// so what runs is exactly what is in the tree. Constants only; thread-safe.
+// file beside this header (executor.sh, stop_executor.sh, collect_file.sh) whose top states its
+// positional and environment contract. The build embeds the files' text (cmake/EmbedText.cmake
+// generates the definitions), so what runs is exactly what is in the tree. Constants only;
+// thread-safe.
 #pragma once
 
 #include <string_view>

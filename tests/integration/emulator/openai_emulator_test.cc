@@ -728,8 +728,9 @@ class OpenAiTaskTest : public OpenAiEmulatorTest {
  protected:
   // A session (created with `agent_id` when given) whose stand-in executor is connected.
   json ConnectedSession(const std::string& agent_id = "") {
-    json body = {{"agent", {{"model", "gpt-test"}}},
-                 {"environment", {{"type", "self_hosted"}, {"workspace_directory", dir_.string()}}}};
+    json body = {
+        {"agent", {{"model", "gpt-test"}}},
+        {"environment", {{"type", "self_hosted"}, {"workspace_directory", dir_.string()}}}};
     if (!agent_id.empty()) body["agent_id"] = agent_id;
     HttpResult r = api_->Post("/agents/sessions", body.dump());
     EXPECT_EQ(r.status, 201) << r.body;
@@ -882,8 +883,8 @@ TEST_F(OpenAiTaskTest, MultiLineInputStreamsEachCommandThenTheMessageInTheDefaul
   ASSERT_GE(i, 0);
   std::string streamed;
   int deltas = 0;
-  for (++i; i < static_cast<int>(ev.size()) &&
-            ev[i]["type"] == "agent.session.turn.output_text.delta";
+  for (++i;
+       i < static_cast<int>(ev.size()) && ev[i]["type"] == "agent.session.turn.output_text.delta";
        ++i) {
     EXPECT_EQ(ev[i]["item_id"], msg_id);
     streamed += ev[i]["delta"].get<std::string>();
@@ -915,8 +916,8 @@ TEST_F(OpenAiTaskTest, MultiLineInputStreamsEachCommandThenTheMessageInTheDefaul
   EXPECT_EQ(usage["total_tokens"], in_tokens + (out_chars + 3) / 4) << usage;
   EXPECT_EQ(completed["turn"]["usage"], usage);
   EXPECT_EQ(completed["turn"]["agent_id"], "agent_fixer");
-  json turn = Json(api_->Get("/agents/sessions/" + id + "/turns/" +
-                             completed["turn_id"].get<std::string>()));
+  json turn = Json(
+      api_->Get("/agents/sessions/" + id + "/turns/" + completed["turn_id"].get<std::string>()));
   EXPECT_EQ(turn["usage"], usage);
   for (const auto& e : sse.Events()) {
     if (oa::IsRootTurnTerminal(e)) {
@@ -1004,9 +1005,8 @@ TEST_F(OpenAiTaskTest, SubagentTurnsAreStreamedButOnlyTheRootTurnEndsTheTask) {
             e["type"] == "agent.session.turn.failed") &&
            !e["turn"]["subagent_id"].is_null();
   };
-  int root_created = IndexOf(ev, [&](const json& e) {
-    return e["type"] == "agent.session.turn.created" && IsRoot(e);
-  });
+  int root_created = IndexOf(
+      ev, [&](const json& e) { return e["type"] == "agent.session.turn.created" && IsRoot(e); });
   ASSERT_GE(root_created, 0);
   const std::string root_turn = ev[root_created]["turn_id"];
   int sub1 = IndexOf(ev, sub_terminal, root_created);
@@ -1018,9 +1018,8 @@ TEST_F(OpenAiTaskTest, SubagentTurnsAreStreamedButOnlyTheRootTurnEndsTheTask) {
   EXPECT_EQ(ev[sub2]["type"], "agent.session.turn.failed");
   EXPECT_NE(ev[sub2]["turn"]["subagent_id"], ev[sub1]["turn"]["subagent_id"]);
   // Each subagent turn is created before it ends, inside the subagent's created/closed.
-  int sub_created = IndexOf(ev, [&](const json& e) {
-    return e["type"] == "agent.session.turn.created" && !IsRoot(e);
-  });
+  int sub_created = IndexOf(
+      ev, [&](const json& e) { return e["type"] == "agent.session.turn.created" && !IsRoot(e); });
   ASSERT_GE(sub_created, 0);
   EXPECT_LT(sub_created, sub1);
   EXPECT_LT(IndexOf(ev, Type("agent.session.subagent.created")), sub_created);
@@ -1030,9 +1029,8 @@ TEST_F(OpenAiTaskTest, SubagentTurnsAreStreamedButOnlyTheRootTurnEndsTheTask) {
   ASSERT_GE(command, 0);
   EXPECT_EQ(ev[command]["item"]["command"], "echo root");
   EXPECT_EQ(RootTerminals(sse), 1);
-  int root_done = IndexOf(ev, [&](const json& e) {
-    return e["type"] == "agent.session.turn.completed" && IsRoot(e);
-  });
+  int root_done = IndexOf(
+      ev, [&](const json& e) { return e["type"] == "agent.session.turn.completed" && IsRoot(e); });
   EXPECT_GT(root_done, command);
   EXPECT_EQ(ev[root_done]["turn_id"], root_turn);
   // Saved history lists the root turn; the counters count root turns only.
@@ -1063,7 +1061,8 @@ TEST_F(OpenAiTaskTest, CancelDuringALongCommandEndsItIncompleteThenCancelledThen
   EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
   std::vector<json> ev = sse.Raw();
   int sleep_done = IndexOf(ev, [](const json& e) {
-    return e["type"] == "agent.session.turn.item.done" && e["item"].value("command", "") == "sleep 30";
+    return e["type"] == "agent.session.turn.item.done" &&
+           e["item"].value("command", "") == "sleep 30";
   });
   ASSERT_GE(sleep_done, 0);
   EXPECT_EQ(ev[sleep_done]["item"]["status"], "incomplete");
@@ -1086,8 +1085,7 @@ TEST_F(OpenAiTaskTest, CancelDuringALongCommandEndsItIncompleteThenCancelledThen
                 .status,
             202);
   ASSERT_TRUE(Eventually([&] { return Count(sse.Raw(), "agent.session.turn.cancelled") == 2; }));
-  EXPECT_EQ(Json(api_->Get("/agents/sessions/" + id + "/turns"))["data"][0]["status"],
-            "cancelled");
+  EXPECT_EQ(Json(api_->Get("/agents/sessions/" + id + "/turns"))["data"][0]["status"], "cancelled");
   EXPECT_TRUE(Eventually([&] { return Count(sse.Raw(), "agent.session.idle") == 2; }));
 }
 
@@ -1100,9 +1098,9 @@ TEST_F(OpenAiTaskTest, HoldInputsKnobHoldsTheNextInputsInTheConnectionWait) {
               400, "");
   ExpectError(admin_->Post("/_emulator/openai/sessions/sess_nope/hold_inputs", R"({"count":1})"),
               404, "");
-  ASSERT_EQ(admin_->Post("/_emulator/openai/sessions/" + id + "/hold_inputs", R"({"count":1})")
-                .status,
-            200);
+  ASSERT_EQ(
+      admin_->Post("/_emulator/openai/sessions/" + id + "/hold_inputs", R"({"count":1})").status,
+      200);
   EXPECT_EQ(AdminSession(id)["hold_inputs"], 1);
   // Held for the whole wait although the executor is connected, then the turn fails. A retry
   // of the held POST (same key) is answered at once and starts nothing.
@@ -1131,8 +1129,7 @@ TEST_F(OpenAiTaskTest, HoldInputsKnobHoldsTheNextInputsInTheConnectionWait) {
   // The next input runs at once.
   ASSERT_EQ(PostInput(id, "$ echo free").status, 202);
   ASSERT_TRUE(Eventually([&] { return RootTerminals(sse) == 2; }));
-  EXPECT_EQ(Json(api_->Get("/agents/sessions/" + id + "/turns"))["data"][0]["status"],
-            "completed");
+  EXPECT_EQ(Json(api_->Get("/agents/sessions/" + id + "/turns"))["data"][0]["status"], "completed");
   // release_after_ms: held that long, then it runs (the executor "connected" in time).
   ASSERT_EQ(admin_
                 ->Post("/_emulator/openai/sessions/" + id + "/hold_inputs",
@@ -1143,8 +1140,7 @@ TEST_F(OpenAiTaskTest, HoldInputsKnobHoldsTheNextInputsInTheConnectionWait) {
   ASSERT_EQ(PostInput(id, "$ echo released").status, 202);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
   ASSERT_TRUE(Eventually([&] { return RootTerminals(sse) == 3; }));
-  EXPECT_EQ(Json(api_->Get("/agents/sessions/" + id + "/turns"))["data"][0]["status"],
-            "completed");
+  EXPECT_EQ(Json(api_->Get("/agents/sessions/" + id + "/turns"))["data"][0]["status"], "completed");
   EXPECT_EQ(Count(sse.Raw(), "agent.session.requires_action"), 2);
   json counters = AdminSession(id);
   EXPECT_EQ(counters["accepted_inputs"], 3) << counters;

@@ -938,7 +938,7 @@ TEST_F(AgentWorkerReconcilerTest, ARestartKeepsTheScheduleOfARunningExecutor) {
   const int env_gets = clouds_.agents().Calls("environment");
   auto r = Reconcile();
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(clouds_.api().execs().size(), execs);  // no launch, no probe
+  EXPECT_EQ(clouds_.api().execs().size(), execs);                  // no launch, no probe
   EXPECT_EQ(clouds_.agents().Calls("environment"), env_gets + 1);  // the lost cache: one GET
   EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
   EXPECT_EQ(Worker().agent_worker_status().executor, before);

@@ -89,9 +89,9 @@ TEST(SandboxCacheTest, RemembersFailingSweepsUntilTheNextSnapshotWithAStableMess
   EXPECT_EQ(cache.FailingSweep("ws")->failures, 2);
 
   // A failure that needs a person keeps its own reason; the run still started at t0.
-  EXPECT_TRUE(cache.RecordSweepFailure(
-      "ws", api::UnauthenticatedError("list sandboxes: 401 invalid token"),
-      t0 + std::chrono::minutes(2)));
+  EXPECT_TRUE(
+      cache.RecordSweepFailure("ws", api::UnauthenticatedError("list sandboxes: 401 invalid token"),
+                               t0 + std::chrono::minutes(2)));
   EXPECT_EQ(cache.FailingSweep("ws")->reason, "Unauthenticated");
   EXPECT_EQ(cache.FailingSweep("ws")->since, t0);
 

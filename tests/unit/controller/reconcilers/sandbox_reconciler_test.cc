@@ -738,8 +738,8 @@ TEST_F(SandboxReconcilerTest, AFailingListKeepsReadyAndMarksSyncedUnavailableWit
   // More failed sweeps, later: no status write.
   const int64_t version = Get("a").metadata.resource_version;
   clock_.Advance(5 * 60s);
-  ASSERT_FALSE(cache_.RecordSweepFailure(kWs, api::UnavailableError("connection refused"),
-                                         clock_.Now()));
+  ASSERT_FALSE(
+      cache_.RecordSweepFailure(kWs, api::UnavailableError("connection refused"), clock_.Now()));
   ASSERT_TRUE(Reconcile("a").ok());
   EXPECT_EQ(Get("a").metadata.resource_version, version);
 
