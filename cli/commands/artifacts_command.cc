@@ -47,7 +47,7 @@ api::StatusOr<fs::path> PathBelow(const fs::path& root, std::string_view relativ
                                        root.string());
     }
   }
-  const fs::path normal = rel.lexically_normal();
+  fs::path normal = rel.lexically_normal();
   if (normal.empty() || normal == "." || !normal.has_filename() || normal.filename() == ".") {
     return api::InvalidArgumentError("the path names a directory, not a file");
   }

@@ -212,7 +212,7 @@ api::StatusOr<api::Object> PrintTaskLog(CommandContext& ctx, controller::Store& 
       return task.status();
     }
     uid = task->metadata.uid;
-    if (const api::Status printed = PrintNewEntries(store, uid, after, told_dropped, renderer);
+    if (api::Status printed = PrintNewEntries(store, uid, after, told_dropped, renderer);
         !printed.ok()) {
       done();
       return printed;

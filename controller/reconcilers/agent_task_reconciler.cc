@@ -31,7 +31,7 @@ std::string Sha256Hex(std::string_view bytes) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
   std::string hex;
-  hex.reserve(2 * SHA256_DIGEST_LENGTH);
+  hex.reserve(size_t{2} * SHA256_DIGEST_LENGTH);
   for (unsigned char b : digest) {
     char two[3];
     std::snprintf(two, sizeof two, "%02x", b);
@@ -141,7 +141,7 @@ AgentTaskReconciler::AgentTaskReconciler(Store& store, CloudClients& clouds, Clo
       clouds_(clouds),
       clock_(clock),
       dependencies_(dependencies),
-      options_(std::move(options)) {}
+      options_(options) {}
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Reconcile(const api::ObjectKey& key,
                                                          std::stop_token stop) {
@@ -175,7 +175,7 @@ Status AgentTaskReconciler::LoadWorker(Target& t, const std::string& name) {
   return api::OkStatus();
 }
 
-void AgentTaskReconciler::Log(Target& t, std::vector<Store::TaskLogEntry> entries) {
+void AgentTaskReconciler::Log(Target& t, const std::vector<Store::TaskLogEntry>& entries) {
   // The log is information: a failed append does not fail the task.
   (void)store_.AppendTaskLog(t.key(), t.object.metadata.uid, entries);
 }

@@ -85,7 +85,7 @@ class AgentTaskReconciler final : public Reconciler {
   // Appends the turn's saved items not yet in the task log; `final` takes unfinished ones too.
   void SyncLog(Target& t, bool final);
   void Collect(Target& t);
-  void Log(Target& t, std::vector<Store::TaskLogEntry> entries);
+  void Log(Target& t, const std::vector<Store::TaskLogEntry>& entries);
 
   Store& store_;
   CloudClients& clouds_;
