@@ -465,7 +465,7 @@ void AgentTaskReconciler::SyncLog(Target& t, bool final) {
   }
   st.commands = commands;
   if (!lines.empty()) {
-    Log(t, std::move(lines));
+    Log(t, lines);
   }
 }
 
