@@ -162,7 +162,9 @@ std::vector<std::string> ExplainFieldNames(std::string_view path) {
     return names;
   }
   const json element = Element(resolved->root, resolved->node);
-  for (const auto& [name, child] : element.value("properties", json::object()).items()) {
+  // Keep the properties alive for the loop: items() of a temporary would dangle.
+  const json properties = element.value("properties", json::object());
+  for (const auto& [name, child] : properties.items()) {
     names.push_back(name);
   }
   return names;
