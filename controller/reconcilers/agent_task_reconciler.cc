@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/base64.h"
 #include "api/conditions.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
@@ -38,47 +39,6 @@ std::string Sha256Hex(std::string_view bytes) {
     hex += two;
   }
   return hex;
-}
-
-// Standard base64 (RFC 4648) without line breaks; nullopt on a character outside the alphabet.
-std::optional<std::string> DecodeBase64(std::string_view text) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') {
-      return c - 'A';
-    }
-    if (c >= 'a' && c <= 'z') {
-      return c - 'a' + 26;
-    }
-    if (c >= '0' && c <= '9') {
-      return c - '0' + 52;
-    }
-    if (c == '+') {
-      return 62;
-    }
-    if (c == '/') {
-      return 63;
-    }
-    return -1;
-  };
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    if (c == '=' || c == '\n' || c == '\r') {
-      continue;
-    }
-    const int v = value(c);
-    if (v < 0) {
-      return std::nullopt;
-    }
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  return out;
 }
 
 bool MatchesLabels(const Object& o, const std::map<std::string, std::string>& want) {
@@ -500,8 +460,9 @@ void AgentTaskReconciler::Collect(Target& t) {
     } else {
       const size_t nl = r->stdout_text.find('\n');
       std::optional<std::string> bytes =
-          nl == std::string::npos ? std::nullopt
-                                  : DecodeBase64(std::string_view(r->stdout_text).substr(nl + 1));
+          nl == std::string::npos
+              ? std::nullopt
+              : api::Base64Decode(std::string_view(r->stdout_text).substr(nl + 1));
       if (!bytes) {
         a.error = "unreadable answer from the sandbox";
       } else if (total + static_cast<int64_t>(bytes->size()) > kMaxTaskArtifactBytes) {
