@@ -112,7 +112,7 @@ class SessionEventStreams {
 
  private:
   struct Stream;
-  void Run(const std::shared_ptr<Stream>& s, std::stop_token stop);
+  void Run(Stream& s, std::stop_token stop);
   void OnEvent(Stream& s, const openai::SessionEvent& event, std::stop_token stop);
   // Reference §2.6 for the bound task, on the stream's thread.
   void Recover(Stream& s, std::stop_token stop);
