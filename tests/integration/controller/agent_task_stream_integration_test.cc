@@ -145,6 +145,7 @@ TEST_F(AgentTaskStreamTest, AWorkersTasksShareOneStreamAndPostTheirInputOnceEach
   const json s = SessionState();
   ASSERT_TRUE(s.is_object());
   EXPECT_EQ(s.value("accepted_inputs", -1), 5) << s.dump();
+  EXPECT_EQ(s.value("deduped_inputs", -1), 0) << s.dump();  // exactly one POST per task
   EXPECT_EQ(s.value("turns_started", -1), 5) << s.dump();
   EXPECT_EQ(s.value("subscriptions_total", -1), 1) << s.dump();
   EXPECT_EQ(s.value("subscribers", -1), 1) << s.dump();  // still open: idle_close is 60 s
