@@ -526,6 +526,10 @@ struct Str {
   static Node Write(const Value& v) { return Node::String(v); }
 };
 
+// AgentTask spec.input: the user message is stored, logged and POSTed whole; a larger one is
+// refused at decode (manifests/schema/agenttask.schema.json says the same, maxLength).
+constexpr int64_t kMaxTaskInputBytes = int64_t{256} << 10;  // 256Ki
+
 // A string of at most kMax bytes (a bound on what a manifest author can make the controller
 // store and send).
 template <int64_t kMax>

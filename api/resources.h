@@ -256,8 +256,6 @@ inline constexpr std::chrono::seconds kMinTaskTimeout{1};
 inline constexpr std::chrono::seconds kMaxTaskTimeout{24 * 60 * 60};
 inline constexpr int64_t kDefaultCollectMaxBytes = int64_t{1} << 20;  // 1Mi
 inline constexpr int64_t kMaxCollectBytes = int64_t{16} << 20;        // 16Mi, per file and task
-// spec.input: the user message is stored, logged and POSTed whole; larger is refused at decode.
-inline constexpr int64_t kMaxTaskInputBytes = int64_t{256} << 10;  // 256Ki
 
 struct WorkerSelector {
   std::map<std::string, std::string> match_labels;  // "matchLabels"; all must match

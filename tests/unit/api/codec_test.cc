@@ -620,6 +620,7 @@ TEST(DecodeManifestsTest, DurationAboveTheParsersMaximumIsRefusedAtItsPlace) {
 // literal block: `get -o yaml` and `diff` print it escaped. (yaml-cpp writes DEL as it is in a
 // double-quoted scalar; terminals ignore DEL.)
 TEST(DecodeManifestsTest, TaskInputOverItsBoundIsRefusedAtItsPlace) {
+  constexpr int64_t kMaxTaskInputBytes = int64_t{256} << 10;
   auto decode = [](size_t bytes) {
     return DecodeManifests(
         "apiVersion: sbx.dev/v1alpha1\nkind: AgentTask\nmetadata: {name: t}\n"
