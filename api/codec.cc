@@ -526,6 +526,27 @@ struct Str {
   static Node Write(const Value& v) { return Node::String(v); }
 };
 
+// AgentTask spec.input: the user message is stored, logged and POSTed whole; a larger one is
+// refused at decode (manifests/schema/agenttask.schema.json says the same, maxLength).
+constexpr int64_t kMaxTaskInputBytes = int64_t{256} << 10;  // 256Ki
+
+// A string of at most kMax bytes (a bound on what a manifest author can make the controller
+// store and send).
+template <int64_t kMax>
+struct BoundedStr {
+  using Value = std::string;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    RETURN_IF_ERROR(ReadString(ctx, f, out));
+    if (static_cast<int64_t>(out->size()) > kMax) {
+      return Error(ctx, f,
+                   "is " + std::to_string(out->size()) + " bytes, more than the limit of " +
+                       std::to_string(kMax / 1024) + " KiB");
+    }
+    return OkStatus();
+  }
+  static Node Write(const Value& v) { return Node::String(v); }
+};
+
 struct Int {
   using Value = int64_t;
   static Status Read(const Ctx& ctx, const Field& f, Value* out) { return ReadInt(ctx, f, out); }
@@ -998,7 +1019,7 @@ struct FieldsOf<AgentTaskSpec> {
       Row<&AgentTaskSpec::worker_ref, Str>("workerRef"),
       Row<&AgentTaskSpec::worker_selector, Optional<Struct<WorkerSelector>>>("workerSelector",
                                                                              kAlways),
-      Row<&AgentTaskSpec::input, Str>("input"),
+      Row<&AgentTaskSpec::input, BoundedStr<kMaxTaskInputBytes>>("input"),
       Row<&AgentTaskSpec::timeout, Duration>("timeout", kAlways),
       Row<&AgentTaskSpec::collect, ListOf<CollectSpec>>("collect"),
       Row<&AgentTaskSpec::ttl_after_finished, Optional<Duration>>("ttlAfterFinished", kAlways),

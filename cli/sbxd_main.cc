@@ -38,6 +38,8 @@
 #include "controller/reconcilers/sandbox_cache.h"
 #include "controller/reconcilers/sandbox_reconciler.h"
 #include "controller/reconcilers/sandbox_sweeper.h"
+#include "controller/reconcilers/session_event_streams.h"
+#include "controller/reconcilers/task_log_writer.h"
 #include "controller/reconcilers/workspace_reconciler.h"
 #include "controller/server/counting_transport.h"
 #include "controller/server/health_server.h"
@@ -333,7 +335,14 @@ int Main(int argc, char** argv) {
       ParseFlagDuration("executor-probe-interval", flags.executor_probe_interval);
   AgentWorkerReconciler workers(*store, clouds, clock, &manager.dependencies(), worker_options);
   WorkspaceReconciler workspaces(*store, clouds, clock, &manager.dependencies());
-  AgentTaskReconciler tasks(*store, clouds, clock, &manager.dependencies());
+  // One SSE stream per worker session, shared by its tasks (live task logs, turn outcomes
+  // without polling). Not in a --once pass: it polls, as nothing would read the streams.
+  TaskLogWriter task_log(*store);
+  std::unique_ptr<SessionEventStreams> streams;
+  if (!flags.once) {
+    streams = std::make_unique<SessionEventStreams>(task_log, manager, clock);
+  }
+  AgentTaskReconciler tasks(*store, clouds, clock, &manager.dependencies(), {}, streams.get());
 
   LeaderElectorOptions elector_options;
   elector_options.identity = flags.identity;
@@ -424,6 +433,13 @@ int Main(int argc, char** argv) {
     }
     m.counter("sbx_gc_deleted_total", "Sandboxes deleted by garbage collection", {})
         .RaiseTo(static_cast<double>(gc.deleted_total()));
+    if (streams != nullptr) {
+      m.gauge("sbx_session_streams_open", "Agent session event streams (SSE) open now", {})
+          .Set(streams->open_streams());
+      m.counter("sbx_session_streams_opened_total",
+                "Agent session event streams accepted, reconnects included", {})
+          .RaiseTo(static_cast<double>(streams->opened_total()));
+    }
   });
   HealthServer health(metrics, [&]() -> std::pair<bool, std::string> {
     if (!elector.is_leader()) {
@@ -488,6 +504,9 @@ int Main(int argc, char** argv) {
   WaitForStop(stop.get_token());
 
   log::Info("draining in-flight reconciles");
+  if (streams != nullptr) {
+    streams->Stop();  // closes every session stream; a pass still running falls back to polling
+  }
   manager.Stop();
   compaction = {};  // stops and joins
   renewals.request_stop();

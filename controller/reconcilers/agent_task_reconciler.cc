@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "api/base64.h"
 #include "api/conditions.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
@@ -38,47 +38,6 @@ std::string Sha256Hex(std::string_view bytes) {
     hex += two;
   }
   return hex;
-}
-
-// Standard base64 (RFC 4648) without line breaks; nullopt on a character outside the alphabet.
-std::optional<std::string> DecodeBase64(std::string_view text) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') {
-      return c - 'A';
-    }
-    if (c >= 'a' && c <= 'z') {
-      return c - 'a' + 26;
-    }
-    if (c >= '0' && c <= '9') {
-      return c - '0' + 52;
-    }
-    if (c == '+') {
-      return 62;
-    }
-    if (c == '/') {
-      return 63;
-    }
-    return -1;
-  };
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    if (c == '=' || c == '\n' || c == '\r') {
-      continue;
-    }
-    const int v = value(c);
-    if (v < 0) {
-      return std::nullopt;
-    }
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  return out;
 }
 
 bool MatchesLabels(const Object& o, const std::map<std::string, std::string>& want) {
@@ -136,12 +95,17 @@ struct AgentTaskReconciler::Target : ReconcileTarget {
 
 AgentTaskReconciler::AgentTaskReconciler(Store& store, CloudClients& clouds, Clock& clock,
                                          DependencyIndex* dependencies,
-                                         AgentTaskReconcilerOptions options)
+                                         AgentTaskReconcilerOptions options,
+                                         SessionEventStreams* streams)
     : store_(store),
       clouds_(clouds),
       clock_(clock),
       dependencies_(dependencies),
-      options_(options) {}
+      options_(options),
+      streams_(streams),
+      own_log_(store),
+      log_(streams != nullptr ? streams->log() : own_log_),
+      resubmit_backoff_(options.resubmit) {}
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Reconcile(const api::ObjectKey& key,
                                                          std::stop_token stop) {
@@ -177,7 +141,29 @@ Status AgentTaskReconciler::LoadWorker(Target& t, const std::string& name) {
 
 void AgentTaskReconciler::Log(Target& t, const std::vector<Store::TaskLogEntry>& entries) {
   // The log is information: a failed append does not fail the task.
-  (void)store_.AppendTaskLog(t.key(), t.object.metadata.uid, entries);
+  (void)log_.Append(t.key(), t.object.metadata.uid, entries);
+}
+
+Clock::WallTime AgentTaskReconciler::NextResubmit(const Target& t) {
+  std::lock_guard lock(mu_);
+  auto it = resubmits_.find(t.object.metadata.uid);
+  // After a restart nothing is remembered: count from the submission, as after one POST.
+  const Resubmits r =
+      it != resubmits_.end()
+          ? it->second
+          : Resubmits{
+                1, ParseRfc3339(t.object.agent_task_status().submitted_at).value_or(clock_.Now())};
+  return r.last + resubmit_backoff_.Delay(r.posts);
+}
+
+void AgentTaskReconciler::Release(Target& t) {
+  const std::string& uid = t.object.metadata.uid;
+  if (streams_ != nullptr && !t.status().session_id.empty()) {
+    streams_->Unwatch(t.status().session_id, uid);
+  }
+  log_.Forget(uid);
+  std::lock_guard lock(mu_);
+  resubmits_.erase(uid);
 }
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Converge(Target& t) {
@@ -304,6 +290,22 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
   Log(t,
       {Line(LogKind::kStatus, "submitted to worker " + st.worker + " (session " + session + ")")});
 
+  // Reference §2.2: subscribe to the session's events before the input is sent.
+  bool streaming = false;
+  if (streams_ != nullptr) {
+    streaming = streams_
+                    ->Watch(*t.agents, session,
+                            {t.key(), t.object.metadata.uid, st.previous_turn_id, ""}, t.stop)
+                    .open;
+    if (!streaming) {
+      Log(t, {Line(LogKind::kStatus,
+                   "the session's event stream is not open yet: following the turn by polling")});
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    resubmits_[t.object.metadata.uid] = Resubmits{1, clock_.Now()};
+  }
   Status sent = t.agents->SendEvents(session, {openai::InputEvent::UserMessage(t.spec().input)},
                                      st.idempotency_key, t.stop);
   if (!sent.ok() && !ClassifyError(sent).transient()) {
@@ -311,12 +313,13 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
     return Finish(t, TaskPhase::kFailed);
   }
   // A transient failure may or may not have reached the service: Follow re-POSTs with the same
-  // key if no turn appears.
-  return ReconcileResult::RequeueAfter(options_.poll_interval);
+  // key if no turn appears. With the stream open, turn.created wakes the task.
+  return ReconcileResult::RequeueAfter(streaming ? options_.stream_check : options_.poll_interval);
 }
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
   api::AgentTaskStatus& st = t.status();
+  const std::string& uid = t.object.metadata.uid;
   RETURN_IF_ERROR(LoadWorker(t, st.worker));
   if (dependencies_ != nullptr) {
     dependencies_->SetDependencies(
@@ -325,37 +328,68 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
   const auto now = clock_.Now();
   const auto submitted = ParseRfc3339(st.submitted_at).value_or(now);
 
+  // The session's event stream reports the turn (and enqueues the task when it is created and
+  // when it ends). The turn is read here only when the stream cannot have seen everything: no
+  // streams at all, a stream not open (fallback polling, so a task never depends on a stream
+  // that does not come back), or the task just bound to the stream (after an sbxd restart the
+  // turn may have run while nobody listened: reference §2.6, re-read turns and items).
+  std::optional<SessionEventStreams::View> view;
+  bool poll = true;
+  if (streams_ != nullptr) {
+    const SessionEventStreams::WatchResult w = streams_->Watch(
+        *t.agents, st.session_id, {t.key(), uid, st.previous_turn_id, st.turn_id}, t.stop);
+    view = streams_->Observe(st.session_id, uid);
+    poll = !w.open || w.bound;
+  }
+  // When to look again without being woken: polling without streams; with a stream, only to see
+  // that it is still open (no API call) or at the deadline.
+  auto next_look = [&](std::optional<Clock::WallTime> due) {
+    std::chrono::milliseconds wait = streams_ == nullptr ? options_.poll_interval
+                                     : poll              ? options_.stream_fallback_poll
+                                                         : options_.stream_check;
+    if (st.cancel_reason.empty()) {
+      const auto deadline = submitted + t.spec().timeout;
+      due = due ? std::min(*due, deadline) : deadline;
+    }
+    if (due) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*due - now);
+      wait = std::clamp(left, std::chrono::milliseconds(1), wait);
+    }
+    return ReconcileResult::RequeueAfter(wait);
+  };
+
   if (st.turn_id.empty()) {
-    // Reference §2.6: our turn is the oldest root turn newer than previousTurnId.
-    openai::ListParams recent;
-    recent.limit = 20;
-    recent.order = openai::ListOrder::kDesc;
-    ASSIGN_OR_RETURN(openai::TurnPage page, t.agents->ListTurns(st.session_id, recent, t.stop));
-    std::string ours;
-    for (const openai::Turn& turn : page.data) {
-      if (turn.id == st.previous_turn_id) {
-        break;
-      }
-      if (turn.is_root()) {
-        ours = turn.id;
-      }
+    std::string ours = view ? view->turn_id : "";
+    const Clock::WallTime resubmit_at = NextResubmit(t);
+    if (ours.empty() && (poll || now >= resubmit_at)) {
+      ASSIGN_OR_RETURN(ours, FindTaskTurn(*t.agents, st.session_id, st.previous_turn_id, t.stop));
     }
     if (ours.empty()) {
-      if (now - submitted >= options_.resubmit_after) {
-        // The POST may never have arrived; the same key makes a repeat harmless.
-        Status sent =
-            t.agents->SendEvents(st.session_id, {openai::InputEvent::UserMessage(t.spec().input)},
-                                 st.idempotency_key, t.stop);
-        if (!sent.ok() && !ClassifyError(sent).transient()) {
-          st.result.error = {std::string(ClassifyError(sent).reason), sent.message()};
-          return Finish(t, TaskPhase::kFailed);
-        }
+      if (now < resubmit_at) {
+        return next_look(resubmit_at);
       }
-      return ReconcileResult::RequeueAfter(options_.poll_interval);
+      // The POST may never have arrived; the same key makes a repeat harmless.
+      Status sent =
+          t.agents->SendEvents(st.session_id, {openai::InputEvent::UserMessage(t.spec().input)},
+                               st.idempotency_key, t.stop);
+      {
+        std::lock_guard lock(mu_);
+        Resubmits& r = resubmits_[uid];
+        r.posts = std::max(r.posts, 1) + 1;
+        r.last = now;
+      }
+      if (!sent.ok() && !ClassifyError(sent).transient()) {
+        st.result.error = {std::string(ClassifyError(sent).reason), sent.message()};
+        return Finish(t, TaskPhase::kFailed);
+      }
+      return next_look(NextResubmit(t));
     }
     st.turn_id = ours;
     st.phase = TaskPhase::kRunning;
     st.started_at = FormatRfc3339(now);
+    if (streams_ != nullptr) {
+      streams_->SetTurn(st.session_id, uid, ours);
+    }
     Log(t, {Line(LogKind::kStatus, "turn " + ours + " started")});
   }
 
@@ -372,22 +406,32 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
                                        : "cancel requested: cancelling the turn")});
   }
 
-  ASSIGN_OR_RETURN(openai::Turn turn, t.agents->GetTurn(st.session_id, st.turn_id, t.stop));
-  switch (turn.status) {
-    case openai::TurnStatus::kCompleted:
-      return Finish(t, TaskPhase::kSucceeded);
-    case openai::TurnStatus::kFailed:
-      if (turn.error) {
-        st.result.error = {turn.error->code, turn.error->message};
-      }
-      return Finish(t, TaskPhase::kFailed);
-    case openai::TurnStatus::kCancelled:
-      return Finish(t,
-                    st.cancel_reason == "TimedOut" ? TaskPhase::kTimedOut : TaskPhase::kCancelled);
-    default:
-      break;
+  std::optional<openai::Turn> turn;
+  if (view && view->outcome) {
+    turn = view->outcome;
+  } else if (poll) {
+    ASSIGN_OR_RETURN(turn, t.agents->GetTurn(st.session_id, st.turn_id, t.stop));
   }
-  SyncLog(t, /*final=*/false);
+  if (turn) {
+    switch (turn->status) {
+      case openai::TurnStatus::kCompleted:
+        return Finish(t, TaskPhase::kSucceeded, turn->usage);
+      case openai::TurnStatus::kFailed:
+        if (turn->error) {
+          st.result.error = {turn->error->code, turn->error->message};
+        }
+        return Finish(t, TaskPhase::kFailed, turn->usage);
+      case openai::TurnStatus::kCancelled:
+        return Finish(t,
+                      st.cancel_reason == "TimedOut" ? TaskPhase::kTimedOut : TaskPhase::kCancelled,
+                      turn->usage);
+      default:
+        break;
+    }
+  }
+  if (poll) {
+    SyncLog(t, /*final=*/false);
+  }
   if (ConditionFalse(t.worker, condition::kExecutorConnected) ||
       ConditionFalse(t.worker, condition::kExecutorRunning)) {
     internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
@@ -398,17 +442,24 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
                            st.cancel_reason.empty() ? reason::kTurnRunning : reason::kCancelling,
                            "", clock_);
   }
-  return ReconcileResult::RequeueAfter(options_.poll_interval);
+  return next_look(std::nullopt);
 }
 
-StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase) {
+StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase,
+                                                      std::optional<openai::Usage> usage) {
   api::AgentTaskStatus& st = t.status();
   if (!st.turn_id.empty() && t.agents != nullptr) {
+    // The saved items are the final word (reference §2.6): whatever the stream missed goes in
+    // now, and the result message and command count come from them.
     SyncLog(t, /*final=*/true);
-    if (StatusOr<openai::Turn> turn = t.agents->GetTurn(st.session_id, st.turn_id, t.stop);
-        turn.ok() && turn->usage) {
-      st.result.usage = {turn->usage->input_tokens, turn->usage->output_tokens,
-                         turn->usage->total_tokens};
+    if (!usage) {  // observed null on the real service's terminal events (reference §2.4)
+      if (StatusOr<openai::Turn> turn = t.agents->GetTurn(st.session_id, st.turn_id, t.stop);
+          turn.ok()) {
+        usage = turn->usage;
+      }
+    }
+    if (usage) {
+      st.result.usage = {usage->input_tokens, usage->output_tokens, usage->total_tokens};
     }
     Collect(t);
   }
@@ -422,51 +473,31 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
                                                           ? ""
                                                           : ": " + st.result.error.code + " " +
                                                                 st.result.error.message))});
+  Release(t);
   return Expire(t);
 }
 
 void AgentTaskReconciler::SyncLog(Target& t, bool final) {
-  // The turn's saved items (reference §2.6) are the log's item results: each is appended once,
-  // the log itself (its item ids) being the memory of what was appended, so a restart or a
-  // missed poll leaves no gap. A command's line goes in when it starts, its result when it ends.
+  // The turn's saved items (reference §2.6) are the log's item results: each is appended once
+  // (TaskLogWriter dedupes by item id, also against what the event stream logged), so a
+  // restart, a dropped stream or a missed poll leaves no gap.
   api::AgentTaskStatus& st = t.status();
   StatusOr<std::vector<openai::Item>> items = t.agents->ListAllTurnItems(
       st.session_id, st.turn_id, {.order = openai::ListOrder::kAsc}, t.stop);
   if (!items.ok()) {
     return;
   }
-  std::set<std::pair<LogKind, std::string>> logged;
-  if (StatusOr<Store::TaskLogPage> page = store_.ReadTaskLog(t.object.metadata.uid); page.ok()) {
-    for (const Store::TaskLogEntry& e : page->entries) {
-      logged.emplace(e.kind, e.item_id);
-    }
-  }
-  std::vector<Store::TaskLogEntry> lines;
-  auto add = [&](Store::TaskLogEntry e) {
-    if (logged.emplace(e.kind, e.item_id).second) {
-      lines.push_back(std::move(e));
-    }
-  };
   int commands = 0;
   for (const openai::Item& item : *items) {
     const bool done = final || item.status != openai::ItemStatus::kInProgress;
     if (item.type == openai::ItemType::kMessage && item.role == "assistant" && done) {
-      add(Line(LogKind::kAssistant, item.text, item.id));
       st.result.message = item.text;
     } else if (item.type == openai::ItemType::kCommandExecution) {
       ++commands;
-      add(Line(LogKind::kCommand, "$ " + item.command, item.id));
-      if (done) {
-        Store::TaskLogEntry result = Line(LogKind::kCommandResult, item.output, item.id);
-        result.exit_code = item.exit_code;
-        add(std::move(result));
-      }
     }
   }
   st.commands = commands;
-  if (!lines.empty()) {
-    Log(t, lines);
-  }
+  Log(t, ItemLogEntries(*items, final));
 }
 
 void AgentTaskReconciler::Collect(Target& t) {
@@ -500,8 +531,9 @@ void AgentTaskReconciler::Collect(Target& t) {
     } else {
       const size_t nl = r->stdout_text.find('\n');
       std::optional<std::string> bytes =
-          nl == std::string::npos ? std::nullopt
-                                  : DecodeBase64(std::string_view(r->stdout_text).substr(nl + 1));
+          nl == std::string::npos
+              ? std::nullopt
+              : api::Base64Decode(std::string_view(r->stdout_text).substr(nl + 1));
       if (!bytes) {
         a.error = "unreadable answer from the sandbox";
       } else if (total + static_cast<int64_t>(bytes->size()) > kMaxTaskArtifactBytes) {
@@ -548,6 +580,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Expire(Target& t) {
 StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::Finalize(Target& t) {
   api::AgentTaskStatus& st = t.status();
   if (st.phase != TaskPhase::kSubmitted && st.phase != TaskPhase::kRunning) {
+    Release(t);
     return std::optional<ReconcileResult>();
   }
   // A running turn is cancelled before the task goes (its worker would stay busy otherwise).
@@ -573,6 +606,7 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::Finalize(Target& t
   if (turn->status == openai::TurnStatus::kCompleted ||
       turn->status == openai::TurnStatus::kFailed ||
       turn->status == openai::TurnStatus::kCancelled) {
+    Release(t);
     return std::optional<ReconcileResult>();
   }
   return std::optional<ReconcileResult>(ReconcileResult::RequeueAfter(options_.poll_interval));

@@ -23,8 +23,14 @@
 //   The executor gone (the worker's ExecutorConnected=False) while submitted → Completed=False
 //     reason WaitingForExecutor; the service holds the turn for its connection wait and ends it
 //     failed with its error code if the executor does not come back.
-//   While running, every poll appends the turn's saved items not yet logged (command lines as
-//     they start, results as they end); the live deltas of the SSE stream are not logged yet.
+//   While running, the session's event stream (SessionEventStreams, one per worker session,
+//     opened before the input is POSTed) logs the turn live and enqueues the task on its turn's
+//     creation and on the root turn's terminal event; a pass then makes no API call. The turn is
+//     read here (GetTurn, saved items) only when the stream cannot have seen everything: no
+//     stream, a stream not open (a slow fallback poll), or the task just bound to a stream after
+//     a restart (reference §2.6). Without streams (sbxd --once, unit tests) every pass polls.
+//   A submitted task with no turn re-POSTs its input with the same Idempotency-Key after the
+//     engine's Backoff (10 s doubling to 5 min; the service dedupes the key).
 //   Terminal → the rest of the turn's items go to the task log (assistant text, command lines,
 //     their output and exit codes), result.message = the last assistant message, usage, commands;
 //     then every collect path is read with exec-sync (collect_file.sh: at most maxBytes, base64)
@@ -40,31 +46,45 @@
 #pragma once
 
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <stop_token>
+#include <string>
 
 #include "api/resources.h"
 #include "controller/cloud/cloud_clients.h"
 #include "controller/engine/clock.h"
 #include "controller/engine/dependency_index.h"
 #include "controller/engine/manager.h"
+#include "controller/reconcilers/session_event_streams.h"
+#include "controller/reconcilers/task_log_writer.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
 
 struct AgentTaskReconcilerOptions {
-  // How often a submitted or running task looks at its turn.
+  // How often a submitted or running task looks at its turn when there are no event streams.
   std::chrono::milliseconds poll_interval{std::chrono::seconds(1)};
+  // With event streams: how often a task polls while its session's stream is not open, and how
+  // often it checks (no API call) that the stream still is.
+  std::chrono::milliseconds stream_fallback_poll{std::chrono::seconds(5)};
+  std::chrono::milliseconds stream_check{std::chrono::seconds(30)};
   // A queued task looks again at least this often (dependencies usually wake it sooner).
   std::chrono::milliseconds queue_recheck{std::chrono::seconds(5)};
-  // A submitted task whose turn has not appeared after this long re-POSTs its input with the
-  // same Idempotency-Key (the first POST may never have arrived).
-  std::chrono::milliseconds resubmit_after{std::chrono::seconds(10)};
+  // A submitted task whose turn has not appeared re-POSTs its input with the same
+  // Idempotency-Key (the first POST may never have arrived) after Delay(n) of this policy since
+  // the n-th POST.
+  BackoffPolicy resubmit{std::chrono::seconds(10), std::chrono::minutes(5), 0.1};
 };
 
 class AgentTaskReconciler final : public Reconciler {
  public:
+  // `streams` (may be null: every pass polls) must outlive the reconciler; its log writer is
+  // the one the reconciler writes through.
   AgentTaskReconciler(Store& store, CloudClients& clouds, Clock& clock,
-                      DependencyIndex* dependencies, AgentTaskReconcilerOptions options = {});
+                      DependencyIndex* dependencies, AgentTaskReconcilerOptions options = {},
+                      SessionEventStreams* streams = nullptr);
 
   api::Kind kind() const override { return api::Kind::kAgentTask; }
   // Errors: the store's and the clouds' (retried by the Manager through ClassifyError).
@@ -77,7 +97,9 @@ class AgentTaskReconciler final : public Reconciler {
   api::StatusOr<ReconcileResult> Queue(Target& t);
   api::StatusOr<ReconcileResult> Submit(Target& t);
   api::StatusOr<ReconcileResult> Follow(Target& t);
-  api::StatusOr<ReconcileResult> Finish(Target& t, api::TaskPhase phase);
+  // `usage`: the terminal turn's, when known (else the turn is read for it).
+  api::StatusOr<ReconcileResult> Finish(Target& t, api::TaskPhase phase,
+                                        std::optional<openai::Usage> usage = std::nullopt);
   api::StatusOr<ReconcileResult> Expire(Target& t);
   api::StatusOr<std::optional<ReconcileResult>> Finalize(Target& t);
   // Loads the worker, its sandbox and the Agents API into `t`.
@@ -86,12 +108,26 @@ class AgentTaskReconciler final : public Reconciler {
   void SyncLog(Target& t, bool final);
   void Collect(Target& t);
   void Log(Target& t, const std::vector<Store::TaskLogEntry>& entries);
+  // When a submitted task without a turn may POST its input again.
+  Clock::WallTime NextResubmit(const Target& t);
+  // The task is done with its turn: unbind its stream, forget its log book and resubmits.
+  void Release(Target& t);
 
   Store& store_;
   CloudClients& clouds_;
   Clock& clock_;
   DependencyIndex* dependencies_;
   const AgentTaskReconcilerOptions options_;
+  SessionEventStreams* const streams_;
+  TaskLogWriter own_log_;
+  TaskLogWriter& log_;
+  const Backoff resubmit_backoff_;
+  struct Resubmits {
+    int posts = 1;  // the first POST is Submit's
+    Clock::WallTime last{};
+  };
+  std::mutex mu_;
+  std::map<std::string, Resubmits> resubmits_;  // by task uid. Guarded by mu_.
 };
 
 }  // namespace sbx::controller

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "api/base64.h"
 #include "api/text.h"
 #include "controller/cloud/databricks/http_errors.h"
 #include "controller/cloud/databricks/wire_format.h"
@@ -86,33 +87,6 @@ void FillIfUnset(std::string& field, const std::string& value) {
 
 bool AnyAuthConfigured(const DatabricksConfig& c) {
   return !c.token.empty() || !c.client_id.empty() || !c.client_secret.empty();
-}
-
-std::string Base64(std::string_view in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  if (i + 1 == in.size()) {
-    const uint32_t v = uint8_t(in[i]) << 16;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == in.size()) {
-    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += '=';
-  }
-  return out;
 }
 
 // A JSON string, or a number as its decimal text (ids and expiries come as either).
@@ -477,7 +451,7 @@ StatusOr<OAuthM2MCredentials::Token> OAuthM2MCredentials::FetchToken(std::stop_t
   request.method = "POST";
   request.url = endpoint;
   request.headers = {
-      {"Authorization", "Basic " + Base64(client_id_ + ":" + client_secret_)},
+      {"Authorization", "Basic " + api::Base64Encode(client_id_ + ":" + client_secret_)},
       {"Accept", "application/json"},
       {"Content-Type", "application/x-www-form-urlencoded"},
   };
@@ -499,7 +473,8 @@ StatusOr<OAuthM2MCredentials::Token> OAuthM2MCredentials::FetchToken(std::stop_t
     } catch (const std::exception&) {
       detail = BodyExcerpt(r.body);
     }
-    detail = Redact(Redact(detail, client_secret_), Base64(client_id_ + ":" + client_secret_));
+    detail = Redact(Redact(detail, client_secret_),
+                    api::Base64Encode(client_id_ + ":" + client_secret_));
     const std::string message =
         "oauth-m2m token request failed: HTTP " + std::to_string(r.status) + " " + detail;
     if (r.status == 400 || r.status == 401 || r.status == 403) {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "api/base64.h"
+
 namespace sbx::emulator::internal::databricks {
 namespace {
 
@@ -80,7 +82,7 @@ HttpResponse Auth::Token(const HttpRequest& req) {
   std::string client_id, client_secret;
   std::string h = req.Header("authorization");
   if (h.size() > 6 && strncasecmp(h.c_str(), "Basic ", 6) == 0) {
-    auto decoded = Base64Decode(Trim(h.substr(6)));
+    auto decoded = api::Base64Decode(Trim(h.substr(6)));
     if (decoded) {
       auto colon = decoded->find(':');
       client_id = internal::PercentDecode(decoded->substr(0, colon), false);

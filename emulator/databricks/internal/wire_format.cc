@@ -128,45 +128,6 @@ std::optional<std::string> Unhex(std::string_view s) {
   return out;
 }
 
-std::optional<std::string> Base64Decode(std::string_view in) {
-  auto val = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') {
-      return c - 'A';
-    }
-    if (c >= 'a' && c <= 'z') {
-      return c - 'a' + 26;
-    }
-    if (c >= '0' && c <= '9') {
-      return c - '0' + 52;
-    }
-    if (c == '+' || c == '-') {
-      return 62;
-    }
-    if (c == '/' || c == '_') {
-      return 63;
-    }
-    return -1;
-  };
-  std::string out;
-  int buffer = 0, bits = 0;
-  for (char c : in) {
-    if (c == '=') {
-      break;
-    }
-    int v = val(c);
-    if (v < 0) {
-      return std::nullopt;
-    }
-    buffer = (buffer << 6) | v;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xff));
-    }
-  }
-  return out;
-}
-
 std::string Dump(const json& j) {
   // Command output may hold invalid UTF-8: the API promises U+FFFD for it (§3).
   return j.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -45,8 +45,6 @@ std::string FormatDuration(Duration d);
 std::string FormatTime(SystemClock::time_point t);  // RFC 3339, Z, milliseconds if any
 std::string Hex(std::string_view s);
 std::optional<std::string> Unhex(std::string_view s);
-// Standard or URL-safe alphabet, padding optional; nullopt on other characters.
-std::optional<std::string> Base64Decode(std::string_view in);
 // JSON text; invalid UTF-8 (command output) becomes U+FFFD as the API promises (§3).
 std::string Dump(const json& j);
 HttpResponse Ok(const json& body);

@@ -13,6 +13,8 @@
 #include <random>
 #include <utility>
 
+#include "api/base64.h"
+
 extern char** environ;
 
 namespace sbx::emulator::internal::executor {
@@ -22,28 +24,6 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 constexpr char kSandboxHome[] = "/home/sandbox-agent";
-
-std::string Base64Encode(const std::string& in) {
-  static const char* kChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  int val = 0;
-  int bits = -6;
-  for (unsigned char c : in) {
-    val = (val << 8) + c;
-    bits += 8;
-    while (bits >= 0) {
-      out += kChars[(val >> bits) & 0x3F];
-      bits -= 6;
-    }
-  }
-  if (bits > -6) {
-    out += kChars[((val << 8) >> (bits + 8)) & 0x3F];
-  }
-  while (out.size() % 4) {
-    out += '=';
-  }
-  return out;
-}
 
 std::string PercentDecode(const std::string& s) {
   std::string out;
@@ -261,7 +241,7 @@ void JsonRpcServer::ProcessStart(const json& id, const json& params) {
     Notify("process/output", {{"processId", process_id},
                               {"seq", 1},
                               {"stream", "stderr"},
-                              {"chunk", Base64Encode(spawn_error_ + "\n")}});
+                              {"chunk", api::Base64Encode(spawn_error_ + "\n")}});
     Notify("process/exited",
            {{"processId", process_id}, {"seq", 2}, {"exitCode", 127}, {"sandboxDenied", false}});
     Notify("process/closed", {{"processId", process_id}, {"seq", 3}});
@@ -372,7 +352,7 @@ void JsonRpcServer::Pump(Child& c) {
           Notify("process/output", {{"processId", c.process_id},
                                     {"seq", ++seq},
                                     {"stream", names[which[k]]},
-                                    {"chunk", Base64Encode(std::string(buf, size_t(got)))}});
+                                    {"chunk", api::Base64Encode(std::string(buf, size_t(got)))}});
         } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
           ::close(fds[which[k]]);
           fds[which[k]] = -1;

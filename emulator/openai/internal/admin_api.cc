@@ -42,6 +42,22 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
       }
       return JsonResponse(200, {{"expired", seg[3]}});
     }
+    if (seg.size() == 5 && seg[2] == "sessions" && seg[4] == "drop_streams" && m == "POST") {
+      // Ends every open SSE stream of the session (EOF), as a proxy or the service dropping
+      // them would: a client must recover (reference §2.6).
+      std::lock_guard lock(state_.mu);
+      SessionRec* s = state_.FindSessionLocked(seg[3]);
+      if (s == nullptr) {
+        return ErrorResponse(NotFound("Session", seg[3]));
+      }
+      int64_t dropped = 0;
+      for (auto& sub : s->subscribers) {
+        dropped += sub->closed ? 0 : 1;
+        sub->closed = true;
+      }
+      state_.cv.notify_all();
+      return JsonResponse(200, {{"session_id", seg[3]}, {"dropped", dropped}});
+    }
     if (seg.size() == 5 && seg[2] == "sessions" && seg[4] == "hold_inputs" && m == "POST") {
       return HoldInputs(seg[3], req);
     }
@@ -116,6 +132,7 @@ json AdminApi::StateJson() {
                   {"turns", s->turns.size()},
                   {"root_bound", s->root_bound},
                   {"subscribers", s->subscribers.size()},
+                  {"subscriptions_total", s->subscriptions_total},
                   {"hold_inputs", s->hold_inputs}};
     entry.update(CountersJson(s->counters));
     sessions.push_back(std::move(entry));

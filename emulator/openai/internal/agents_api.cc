@@ -484,6 +484,7 @@ void AgentsApi::StreamEvents(const std::string& id, HttpExchange& ex) {
       return;
     }
     s->subscribers.push_back(sub);
+    ++s->subscriptions_total;
   }
   HttpResponse head;
   head.status = 200;

@@ -6,39 +6,13 @@
 #include <thread>
 #include <vector>
 
+#include "api/base64.h"
 #include "emulator/openai/internal/api_error.h"
 
 namespace sbx::emulator::internal::openai {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string Base64Decode(const std::string& in) {
-  static int table[256];
-  static std::once_flag once;
-  std::call_once(once, [] {
-    std::fill(std::begin(table), std::end(table), -1);
-    const std::string chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (size_t i = 0; i < chars.size(); ++i) {
-      table[static_cast<unsigned char>(chars[i])] = int(i);
-    }
-  });
-  std::string out;
-  int val = 0;
-  int bits = -8;
-  for (unsigned char c : in) {
-    if (table[c] < 0) {
-      continue;  // '=' and whitespace
-    }
-    val = (val << 6) + table[c];
-    bits += 6;
-    if (bits >= 0) {
-      out += static_cast<char>((val >> bits) & 0xFF);
-      bits -= 8;
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -284,7 +258,7 @@ void ExecutorRegistry::OnWsText(WsConnectionId id, const std::string& text) {
   ProcessWatch& w = *p->second;
   int64_t seq = params.value("seq", int64_t{0});
   if (method == "process/output") {
-    std::string bytes = Base64Decode(params.value("chunk", ""));
+    std::string bytes = api::Base64Decode(params.value("chunk", "")).value_or("");
     w.chunks.emplace_back(seq, bytes);
     if (SessionRec* s = state_.FindSessionLocked(w.session_id)) {
       json e = state_.Event("agent.output.command_execution_output.delta");

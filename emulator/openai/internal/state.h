@@ -118,6 +118,7 @@ struct SessionRec {
   std::string workspace_directory;
   json capability_directories = json::array();
   std::vector<std::shared_ptr<Subscriber>> subscribers;
+  int64_t subscriptions_total = 0;  // SSE streams ever opened on this session
   std::vector<TurnRec> turns;
   std::deque<PendingInput> pending;
   // Idempotency-Key values of accepted POST …/events, kept for the session's lifetime (the

@@ -220,6 +220,15 @@ void TurnRunner::RunTurnLocked(std::unique_lock<std::mutex>& lock,
       case TurnStep::Kind::kSleep:
         state_.cv.wait_until(lock, SteadyClock::now() + step.duration, interrupted);
         break;
+      case TurnStep::Kind::kSay: {
+        std::vector<std::string> words;
+        std::istringstream in(step.command);
+        for (std::string w; in >> w;) {
+          words.push_back((words.empty() ? "" : " ") + w);
+        }
+        EmitAssistantMessageLocked(tc, words, "commentary");
+        break;
+      }
     }
   }
   if (sr.cancel_requested || state_.stopping) {
@@ -333,7 +342,6 @@ void TurnRunner::EmitSubagentTurnLocked(TurnContext& tc, const std::string& stat
 // item.added, content_part.added, output_text.delta…, output_text.done, content_part.done,
 // item.done.
 void TurnRunner::EmitFinalMessageLocked(TurnContext& tc, const std::string& input) {
-  SessionRec& sr = tc.sr;
   std::vector<std::string> pieces;
   if (tc.summaries.empty()) {
     pieces.push_back("Received: " + input);
@@ -343,13 +351,19 @@ void TurnRunner::EmitFinalMessageLocked(TurnContext& tc, const std::string& inpu
       pieces.push_back(tc.summaries[i] + (i + 1 < tc.summaries.size() ? "; " : "."));
     }
   }
+  EmitAssistantMessageLocked(tc, pieces, "final_answer");
+}
+
+void TurnRunner::EmitAssistantMessageLocked(TurnContext& tc, const std::vector<std::string>& pieces,
+                                            const std::string& phase) {
+  SessionRec& sr = tc.sr;
   std::string text;
   for (const auto& p : pieces) {
     text += p;
   }
   tc.output_chars += static_cast<int64_t>(text.size());
-  json msg = {{"id", state_.NewId("msg_")}, {"type", "message"},       {"role", "assistant"},
-              {"content", json::array()},   {"phase", "final_answer"}, {"status", "in_progress"},
+  json msg = {{"id", state_.NewId("msg_")}, {"type", "message"}, {"role", "assistant"},
+              {"content", json::array()},   {"phase", phase},    {"status", "in_progress"},
               {"turn_id", tc.turn_id}};
   const int index = tc.output_index;
   state_.EmitLocked(sr,

@@ -70,6 +70,9 @@ class TurnRunner {
                             const std::string& command);
   void EmitSubagentTurnLocked(TurnContext& tc, const std::string& status);
   void EmitFinalMessageLocked(TurnContext& tc, const std::string& input);
+  // One assistant message streamed as output_text deltas (one per piece).
+  void EmitAssistantMessageLocked(TurnContext& tc, const std::vector<std::string>& pieces,
+                                  const std::string& phase);
   static json UsageJson(int64_t input_chars, int64_t output_chars);
   CommandOutcome RunCommandLocked(std::unique_lock<std::mutex>& lock,
                                   const std::shared_ptr<SessionRec>& s, const std::string& turn_id,

@@ -37,6 +37,14 @@ std::optional<std::string> ParseControl(const std::string& name, const std::stri
     }
     return std::nullopt;
   }
+  if (name == "say") {
+    step.kind = TurnStep::Kind::kSay;
+    step.command = Trim(rest);
+    if (step.command.empty()) {
+      return "!say needs the text to say: !say <text>";
+    }
+    return std::nullopt;
+  }
   // name == "sleep" (IsControl admits no other)
   step.kind = TurnStep::Kind::kSleep;
   std::string text;
@@ -51,7 +59,7 @@ std::optional<std::string> ParseControl(const std::string& name, const std::stri
 
 // Only these names make a line a control line; "!important: …" in a real prompt stays text.
 bool IsControl(const std::string& name) {
-  return name == "fail" || name == "subagent" || name == "sleep";
+  return name == "fail" || name == "subagent" || name == "sleep" || name == "say";
 }
 
 }  // namespace

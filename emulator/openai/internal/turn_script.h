@@ -6,8 +6,9 @@
 //                              <status> (completed | failed | cancelled; default completed)
 //   "!sleep <duration>"        the harness "thinks" that long (api::ParseDuration: 30s, 2m);
 //                              a cancel ends it
+//   "!say <text>"              an assistant commentary message with <text>, streamed as deltas
 // Any other line (also "!word" for another word) is plain text. A malformed control line of
-// those three is an error the turn reports as failed with code invalid_request, so that a
+// those is an error the turn reports as failed with code invalid_request, so that a
 // manifest author sees the mistake.
 // Stateless functions; thread-safe.
 #pragma once
@@ -20,9 +21,9 @@
 namespace sbx::emulator::internal::openai {
 
 struct TurnStep {
-  enum class Kind { kCommand, kFail, kSubagent, kSleep };
+  enum class Kind { kCommand, kFail, kSubagent, kSleep, kSay };
   Kind kind = Kind::kCommand;
-  std::string command;               // kCommand
+  std::string command;               // kCommand; kSay: the text
   std::string code;                  // kFail
   std::string message;               // kFail
   std::string status = "completed";  // kSubagent: how the subagent turn ends

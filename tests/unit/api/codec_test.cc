@@ -619,6 +619,22 @@ TEST(DecodeManifestsTest, DurationAboveTheParsersMaximumIsRefusedAtItsPlace) {
 // A multi-line string with a C1 control (U+009B, the one-byte CSI) is not written as a raw
 // literal block: `get -o yaml` and `diff` print it escaped. (yaml-cpp writes DEL as it is in a
 // double-quoted scalar; terminals ignore DEL.)
+TEST(DecodeManifestsTest, TaskInputOverItsBoundIsRefusedAtItsPlace) {
+  constexpr int64_t kMaxTaskInputBytes = int64_t{256} << 10;
+  auto decode = [](size_t bytes) {
+    return DecodeManifests(
+        "apiVersion: sbx.dev/v1alpha1\nkind: AgentTask\nmetadata: {name: t}\n"
+        "spec:\n  workerRef: w\n  input: " +
+            std::string(bytes, 'x') + "\n",
+        "task.yaml");
+  };
+  EXPECT_TRUE(decode(static_cast<size_t>(kMaxTaskInputBytes)).ok());
+  StatusOr<std::vector<Manifest>> over = decode(static_cast<size_t>(kMaxTaskInputBytes) + 1);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message(),
+            "task.yaml:6:3: spec.input: is 262145 bytes, more than the limit of 256 KiB");
+}
+
 TEST(CodecTest, YamlNeverWritesC1ControlsRaw) {
   Object o = MakeObject(Kind::kSandbox, "s");
   SetupResult step;
