@@ -106,8 +106,19 @@ int RunExecutor(int argc, char** argv) {
 
 // Installs `<bin_dir>/codex`, a wrapper that runs this binary's stand-in executor for
 // `codex exec-server …`, so that emulated sandboxes (whose PATH starts with bin_dir) find it.
-void InstallCodexWrapper(const std::filesystem::path& bin_dir) {
+// With `builtin` (--builtin-codex), `<bin_dir>/codex` is a symlink to that binary instead (the
+// real codex; it must be visible inside sandboxes, i.e. not under /tmp).
+void InstallCodexWrapper(const std::filesystem::path& bin_dir, const std::string& builtin) {
   std::error_code ec;
+  if (!builtin.empty()) {
+    std::filesystem::create_directories(bin_dir, ec);
+    std::filesystem::remove(bin_dir / "codex", ec);
+    std::filesystem::create_symlink(std::filesystem::absolute(builtin, ec), bin_dir / "codex", ec);
+    if (ec) {
+      spdlog::warn("cannot link {} as the built-in codex ({})", builtin, ec.message());
+    }
+    return;
+  }
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) {
     spdlog::warn("cannot find my own path ({}); no stand-in codex installed", ec.message());
@@ -198,6 +209,11 @@ int Main(int argc, char** argv) {
   app.add_flag("--reject-unknown-fields", opts.reject_unknown_fields,
                "400 on unknown fields in sandbox bodies");
   app.add_option("--exec-home", opts.exec_home_env, "$HOME for exec-sync commands (default unset)");
+  std::string builtin_codex;
+  app.add_option("--builtin-codex", builtin_codex,
+                 "Make this binary the sandboxes' built-in codex instead of the stand-in (e.g. "
+                 "the real codex from scripts/install-deps.sh; not under /tmp)")
+      ->check(CLI::ExistingFile);
   bool no_namespace = false;
   app.add_flag("--no-mount-namespace", no_namespace,
                "Rewrite /home/sandbox-agent paths instead of using a mount namespace");
@@ -263,7 +279,8 @@ int Main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   InstallCodexWrapper(opts.bin_dir.empty() ? std::filesystem::path(opts.root_dir) / "bin"
-                                           : std::filesystem::path(opts.bin_dir));
+                                           : std::filesystem::path(opts.bin_dir),
+                      builtin_codex);
   sbx::emulator::DatabricksEmulator databricks(opts);
   auto port = databricks.Start(host, databricks_port);
   if (!port.ok()) {

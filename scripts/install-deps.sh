@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages sbx builds and tests with, skipping those already present.
-# Idempotent; needs root (or sudo) only when something is missing.
+# Installs the Debian 12 packages sbx builds and tests with, skipping those already present,
+# then the real `codex exec-server` the real_executor tests run (npm @openai/codex, pinned, into
+# a fixed directory outside /tmp: emulated sandboxes have a private /tmp). Idempotent; needs root
+# (or sudo) only when something is missing.
+#   SBX_CODEX_PREFIX   where codex goes (default /opt/sbx/codex-<version>); the binary is
+#                      $SBX_CODEX_PREFIX/node_modules/@openai/codex-linux-x64/vendor/
+#                      x86_64-unknown-linux-musl/bin/codex (never run through npx)
 set -euo pipefail
+
+codex_version=0.171.0
+codex_prefix=${SBX_CODEX_PREFIX:-/opt/sbx/codex-$codex_version}
+codex_bin=$codex_prefix/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git curl ca-certificates
@@ -26,15 +35,34 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if ((${#missing[@]} == 0)); then
-  exit 0
+# npm installs the real codex below (tests labelled real_executor). Debian's package, unless an
+# npm is already there (a NodeSource nodejs ships its own and conflicts with Debian's npm).
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(npm)
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
 sudo_cmd=()
 if [[ $(id -u) -ne 0 ]]; then
   sudo_cmd=(sudo)
 fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+if ((${#missing[@]} > 0)); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The real codex, pinned: skipped when the binary there already reports this version.
+if [[ -x "$codex_bin" ]] && [[ "$("$codex_bin" --version 2>/dev/null)" == "codex-cli $codex_version" ]]; then
+  exit 0
+fi
+echo "install-deps: installing @openai/codex@$codex_version into $codex_prefix" >&2
+"${sudo_cmd[@]}" mkdir -p "$codex_prefix"
+"${sudo_cmd[@]}" npm install --prefix "$codex_prefix" --no-audit --no-fund --no-save \
+  "@openai/codex@$codex_version" >&2
+got=$("$codex_bin" --version 2>/dev/null || true)
+if [[ "$got" != "codex-cli $codex_version" ]]; then
+  echo "install-deps: $codex_bin reports '$got', expected 'codex-cli $codex_version'" >&2
+  exit 1
+fi

@@ -37,6 +37,8 @@ struct ChildPlan {
   std::vector<std::string> candidates;  // absolute program paths to try in order
   std::string cwd;
   std::vector<BindMount> binds;
+  std::vector<BindMount> overlays;
+  std::vector<std::string> overlay_options;  // "lowerdir=source:target", one per overlay
   bool namespaced = false;
 };
 
@@ -72,6 +74,10 @@ ChildPlan MakePlan(const SpawnSpec& spec) {
   }
   plan.cwd = spec.cwd;
   plan.binds = spec.binds;
+  plan.overlays = spec.overlays;
+  for (const auto& o : spec.overlays) {
+    plan.overlay_options.push_back("lowerdir=" + o.source + ":" + o.target);
+  }
   plan.namespaced = spec.isolation == Isolation::kMountNamespace;
   return plan;
 }
@@ -108,6 +114,14 @@ ChildPlan MakePlan(const SpawnSpec& spec) {
     for (const auto& b : plan.binds) {
       if (::mount(b.source.c_str(), b.target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
         ChildFail(status_w, errno);
+      }
+    }
+    for (size_t i = 0; i < plan.overlays.size(); ++i) {
+      const BindMount& o = plan.overlays[i];
+      if (::mount("overlay", o.target.c_str(), "overlay", MS_RDONLY,
+                  plan.overlay_options[i].c_str()) != 0) {
+        // No overlayfs here: the source alone over the target (see SpawnSpec::overlays).
+        (void)::mount(o.source.c_str(), o.target.c_str(), nullptr, MS_BIND | MS_REC, nullptr);
       }
     }
   }

@@ -42,6 +42,12 @@ struct SpawnSpec {
   std::string cwd;                // working directory (inside the namespace)
   Isolation isolation = Isolation::kPathRewrite;
   std::vector<BindMount> binds;  // applied in order; kMountNamespace only
+  // After the binds (kMountNamespace only): `source`'s entries appear in `target` on top of
+  // target's own, as a read-only overlayfs (lowerdir=source:target). Where the kernel refuses
+  // overlayfs, `source` is bind-mounted over `target` instead (target's own entries are hidden);
+  // where that fails too (no such target) the overlay is skipped. Paths must not contain ':' or
+  // ','.
+  std::vector<BindMount> overlays;
 };
 
 struct ProcessResult {

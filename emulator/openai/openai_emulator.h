@@ -4,19 +4,24 @@
 //
 // HTTP (one port, P): the Agents API under /v1/agents/… (sessions create/get/list/update/delete,
 // POST …/events → 202, GET …/events → SSE, turns, items, GET /v1/agents/environments/{id});
-// the executor registry at {remote_url}/cloud/environment/{id}/register, where remote_url is
-// http://127.0.0.1:P/v1 (loopback, so the real codex accepts plain http); and the admin API under
+// the executor registry at {remote_url}/cloud/environment/{id}/register and …/direct/register,
+// where remote_url is each session's own http://127.0.0.1:P/v1/agents/api/connect/rt_… (loopback,
+// so the real codex accepts plain http; registration under any other URL is refused with 404);
+// and the admin API under
 // /_emulator/openai/… plus the shared /_emulator/counters|latency|faults|rate_limit
 // (see emulator/README.md).
 //
 // WebSocket (a second port, W): the `url` handed out by registration,
-// ws://127.0.0.1:W/rendezvous/{environment_id}/{executor_registration_id}. Two security
-// profiles are accepted:
+// ws://127.0.0.1:W/rendezvous/{environment_id}/{executor_registration_id}. Three kinds of
+// socket are accepted:
 //   - "noise_hybrid_ik_v1" (the real codex): the socket is accepted and kept open (pings are
 //     answered), nothing is sent; it proves connectivity only and cannot run commands.
 //   - "sbx_plain_jsonrpc_v1" (the stand-in executor, `sbx-emulator executor`): the socket carries
 //     plain exec-server JSON-RPC text frames (codex-exec-server.md §7) with the emulator as the
 //     JSON-RPC client; the emulated harness runs a turn's commands through it.
+//   - "direct_jsonrpc_v1" (the real codex with `--remote-transport direct --aws-sigv4`,
+//     registered at …/direct/register): the same plain JSON-RPC, so the harness drives a real
+//     codex exactly as it drives the stand-in.
 // An environment is `pending` until an executor's socket opens, `connected` while one is open,
 // and `disconnected` `disconnected_after` after the last one closed.
 //
@@ -58,6 +63,9 @@ class FaultInjector;
 inline constexpr char kPlainJsonRpcProfile[] = "sbx_plain_jsonrpc_v1";
 // The profile of the real codex exec-server (0.171.0).
 inline constexpr char kNoiseProfile[] = "noise_hybrid_ik_v1";
+// The transport of codex's direct mode (`--remote-transport direct --aws-sigv4`,
+// codex-exec-server.md §5): plain JSON-RPC, registered at …/direct/register.
+inline constexpr char kDirectTransport[] = "direct_jsonrpc_v1";
 
 class OpenAiEmulator {
  public:

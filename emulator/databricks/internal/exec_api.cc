@@ -71,6 +71,9 @@ internal::SpawnSpec ExecApi::MakeSpawnSpec(const SandboxRec& sb, const std::stri
     spec.binds = {{real_home, std::string(kSandboxHome)},
                   {state_.bin_dir.string(), std::string(kNamespaceBinDir)},
                   {real_tmp, "/tmp"}};
+    // codex is "built in" on the service: the bin dir's programs also appear in
+    // /usr/local/bin, which every PATH has, also a login shell's that /etc/profile reset.
+    spec.overlays = {{std::string(kNamespaceBinDir), std::string(kBuiltinBinDir)}};
   }
   return spec;
 }

@@ -36,6 +36,9 @@ inline constexpr std::string_view kSandboxHome = "/home/sandbox-agent";
 // Where the extra bin dir is mounted inside a command's namespace. It may not be reachable at
 // its host path there: the sandbox's tmp is mounted over /tmp, and roots often live in /tmp.
 inline constexpr std::string_view kNamespaceBinDir = "/run/sbx-emulator/bin";
+// Where the bin dir's programs (the built-in `codex`) also appear inside a sandbox's mount
+// namespace, overlaid on the host's own directory: on /etc/profile's PATH (login shells).
+inline constexpr std::string_view kBuiltinBinDir = "/usr/local/bin";
 inline constexpr std::string_view kMarkerName = "SBX_EMULATOR_SANDBOX";
 
 struct CommandRec {

@@ -164,7 +164,9 @@ HttpResponse AgentsApi::CreateSession(const HttpRequest& req) {
   EnvironmentRec env_rec;
   env_rec.id = state_.NewId("ccarenv_");
   env_rec.session_id = s->id;
+  env_rec.connect_token = state_.NewId("rt_");
   s->environment_id = env_rec.id;
+  s->connect_token = env_rec.connect_token;
   state_.environments[env_rec.id] = env_rec;
   state_.sessions[s->id] = s;
   state_.session_seq_of[s->id] = s->seq;

@@ -8,6 +8,7 @@
 
 #include "api/base64.h"
 #include "emulator/openai/internal/api_error.h"
+#include "emulator/openai/internal/direct_transport.h"
 
 namespace sbx::emulator::internal::openai {
 namespace {
@@ -48,12 +49,24 @@ void ExecutorRegistry::Stop() {
   }
 }
 
-HttpResponse ExecutorRegistry::HandleRegister(const std::string& env_id, const HttpRequest& req) {
+HttpResponse ExecutorRegistry::HandleRegister(const std::string& connect_token,
+                                              const std::string& env_id, const HttpRequest& req) {
+  return Admit(connect_token, env_id, req, Transport::kRelay);
+}
+
+HttpResponse ExecutorRegistry::HandleDirectRegister(const std::string& connect_token,
+                                                    const std::string& env_id,
+                                                    const HttpRequest& req) {
+  return Admit(connect_token, env_id, req, Transport::kDirect);
+}
+
+HttpResponse ExecutorRegistry::Admit(const std::string& connect_token, const std::string& env_id,
+                                     const HttpRequest& req, Transport transport) {
   CallPlan plan = faults_.AdmitAndDelay("openai.executor.register", false);
   if (plan.fault && !plan.fault->after) {
     return RegistryFault(*plan.fault);
   }
-  HttpResponse r = Register(env_id, req);
+  HttpResponse r = Register(connect_token, env_id, req, transport);
   if (plan.fault && plan.fault->after) {
     r = RegistryFault(*plan.fault);
   }
@@ -106,13 +119,43 @@ bool ExecutorRegistry::DropExecutor(const std::string& environment_id) {
   return !conns.empty();
 }
 
-HttpResponse ExecutorRegistry::Register(const std::string& env_id, const HttpRequest& req) {
+std::optional<HttpResponse> ExecutorRegistry::CheckRemoteUrlLocked(const std::string& connect_token,
+                                                                   const std::string& env_id,
+                                                                   const HttpRequest& req) const {
+  auto env = state_.environments.find(env_id);
+  if (env != state_.environments.end() && env->second.connect_token == connect_token) {
+    return std::nullopt;
+  }
+  const bool known =
+      std::any_of(state_.environments.begin(), state_.environments.end(),
+                  [&](const auto& e) { return e.second.connect_token == connect_token; });
+  if (!known) {
+    // No session has this remote_url: the path does not exist (as any unknown URL).
+    return ErrorResponse({404,
+                          "invalid_request_error",
+                          "unknown_url",
+                          "Unknown request URL: " + req.method + " " + req.path + ".",
+                          {},
+                          {}});
+  }
+  if (env == state_.environments.end()) {
+    return std::nullopt;  // answered below as an unknown environment
+  }
+  // Another session's remote_url knows no such environment.
+  return RegistryError(404, "environment_not_found", "Environment " + env_id + " not found");
+}
+
+HttpResponse ExecutorRegistry::Register(const std::string& connect_token, const std::string& env_id,
+                                        const HttpRequest& req, Transport transport) {
   std::lock_guard lock(state_.mu);
   auto env = state_.environments.find(env_id);
   if (env != state_.environments.end()) {
     ++env->second.registrations.attempts;
   } else {
     ++state_.unknown_registrations[env_id].attempts;
+  }
+  if (auto refused = CheckRemoteUrlLocked(connect_token, env_id, req)) {
+    return *refused;
   }
   if (state_.registration_failure == State::RegistrationFailure::kIpNotAuthorized) {
     HttpResponse r;
@@ -125,19 +168,25 @@ HttpResponse ExecutorRegistry::Register(const std::string& env_id, const HttpReq
     return RegistryError(403, "missing_scope",
                          "Missing required scope api.agents.environments.connect");
   }
-  std::string token = BearerToken(req);
-  if (token.empty()) {
-    return RegistryError(401, "missing_api_key", "Missing bearer token");
-  }
-  auto has = [&](const std::vector<std::string>& keys) {
-    return std::find(keys.begin(), keys.end(), token) != keys.end();
-  };
-  if (!state_.options.accept_any_executor_key && !has(state_.options.executor_keys)) {
-    if (state_.options.accept_any_api_key || has(state_.options.api_keys)) {
-      return RegistryError(403, "missing_scope",
-                           "Missing required scope api.agents.environments.connect");
+  if (transport == Transport::kDirect) {
+    if (auto refused = CheckSigV4Authorization(req)) {
+      return *refused;
     }
-    return RegistryError(401, "invalid_api_key", "Incorrect API key provided");
+  } else {
+    std::string token = BearerToken(req);
+    if (token.empty()) {
+      return RegistryError(401, "missing_api_key", "Missing bearer token");
+    }
+    auto has = [&](const std::vector<std::string>& keys) {
+      return std::find(keys.begin(), keys.end(), token) != keys.end();
+    };
+    if (!state_.options.accept_any_executor_key && !has(state_.options.executor_keys)) {
+      if (state_.options.accept_any_api_key || has(state_.options.api_keys)) {
+        return RegistryError(403, "missing_scope",
+                             "Missing required scope api.agents.environments.connect");
+      }
+      return RegistryError(401, "invalid_api_key", "Incorrect API key provided");
+    }
   }
   if (env == state_.environments.end() || env->second.deleted) {
     return RegistryError(404, "environment_not_found", "Environment " + env_id + " not found");
@@ -145,21 +194,32 @@ HttpResponse ExecutorRegistry::Register(const std::string& env_id, const HttpReq
   if (env->second.expired) {
     return RegistryError(410, "environment_expired", "Environment " + env_id + " has expired");
   }
-  json body = json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
-    return RegistryError(400, "invalid_request", "Registration body must be a JSON object");
-  }
-  std::string profile = body.value("security_profile", "");
-  if (profile != kNoiseProfile && profile != kPlainJsonRpcProfile) {
-    return RegistryError(400, "unsupported_security_profile",
-                         "Unsupported security_profile '" + profile + "'");
+  std::string profile = kDirectTransport;
+  if (transport == Transport::kDirect) {
+    if (auto refused = CheckDirectRegisterBody(req.body)) {
+      return *refused;
+    }
+  } else {
+    json body = json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object()) {
+      return RegistryError(400, "invalid_request", "Registration body must be a JSON object");
+    }
+    profile = body.value("security_profile", "");
+    if (profile != kNoiseProfile && profile != kPlainJsonRpcProfile) {
+      return RegistryError(400, "unsupported_security_profile",
+                           "Unsupported security_profile '" + profile + "'");
+    }
   }
   std::string reg_id = state_.NewId("exreg_");
   state_.registrations[reg_id] = Registration{env_id, profile};
   ++env->second.registrations.successes;
+  const std::string url = "ws://" + state_.host + ":" + std::to_string(state_.ws_port) +
+                          "/rendezvous/" + env_id + "/" + reg_id;
+  if (transport == Transport::kDirect) {
+    return JsonResponse(200, DirectRegistrationAnswer(env_id, reg_id, url));
+  }
   return JsonResponse(200, {{"environment_id", env_id},
-                            {"url", "ws://" + state_.host + ":" + std::to_string(state_.ws_port) +
-                                        "/rendezvous/" + env_id + "/" + reg_id},
+                            {"url", url},
                             {"security_profile", profile},
                             {"executor_registration_id", reg_id}});
 }
@@ -216,7 +276,7 @@ void ExecutorRegistry::OnWsOpen(WsConnectionId id, const std::string& resource) 
   env.connections.insert(id);
   env.ever_connected = true;
   state_.AnnounceLocked(env);
-  if (rc.profile == kPlainJsonRpcProfile) {
+  if (SpeaksJsonRpc(rc.profile)) {
     Send(id, {{"id", 1}, {"method", "initialize"}, {"params", {{"clientName", "sbx-emulator"}}}});
   }
   state_.cv.notify_all();
@@ -230,7 +290,7 @@ void ExecutorRegistry::OnWsText(WsConnectionId id, const std::string& text) {
     return;
   }
   RpcConnection& rc = it->second;
-  if (msg.is_discarded() || !msg.is_object() || rc.profile != kPlainJsonRpcProfile) {
+  if (msg.is_discarded() || !msg.is_object() || !SpeaksJsonRpc(rc.profile)) {
     return;
   }
   if (msg.contains("id") && !msg.contains("method")) {

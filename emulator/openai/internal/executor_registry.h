@@ -1,7 +1,9 @@
 // ExecutorRegistry: the executor side of the OpenAI emulator. It answers
-// POST {remote_url}/cloud/environment/{id}/register (reference/codex-exec-server.md §3), serves
-// the WebSocket the registration points at (ws://host:W/rendezvous/{environment}/{registration}),
-// speaks plain exec-server JSON-RPC on sockets of the stand-in profile as the JSON-RPC client
+// POST {remote_url}/cloud/environment/{id}/register (reference/codex-exec-server.md §3) and
+// POST {remote_url}/cloud/environment/{id}/direct/register (§5, direct_transport.h), each only
+// under the environment's own session remote_url, serves the WebSocket the registration points
+// at (ws://host:W/rendezvous/{environment}/{registration}), speaks plain exec-server JSON-RPC
+// on sockets of the stand-in profile and of the direct transport as the JSON-RPC client
 // (initialize, then process/* notifications into the State's ProcessWatch records), and keeps
 // every environment's connected/disconnected status announced on its session's stream.
 //
@@ -39,8 +41,15 @@ class ExecutorRegistry {
   // State::BeginStop() first.
   void Stop();
 
-  // POST …/cloud/environment/{env_id}/register, with the endpoint's faults and latency.
-  HttpResponse HandleRegister(const std::string& env_id, const HttpRequest& req);
+  // POST {remote_url}/cloud/environment/{env_id}/register, with the endpoint's faults and
+  // latency; `connect_token` is remote_url's last segment (rt_…). A token that is not the
+  // environment's gets 404 (unknown_url, or environment_not_found under another session's URL).
+  HttpResponse HandleRegister(const std::string& connect_token, const std::string& env_id,
+                              const HttpRequest& req);
+  // POST {remote_url}/cloud/environment/{env_id}/direct/register: the same checks, SigV4
+  // instead of the Bearer key (endpoint "openai.executor.register" for faults and counters).
+  HttpResponse HandleDirectRegister(const std::string& connect_token, const std::string& env_id,
+                                    const HttpRequest& req);
   // Sends one JSON-RPC message on connection `id` (any thread, mu held or not).
   bool Send(WsConnectionId id, const json& message);
   // Closes every executor socket of `environment_id`; false if none was open.
@@ -51,7 +60,15 @@ class ExecutorRegistry {
   void ResetRegistrations();
 
  private:
-  HttpResponse Register(const std::string& env_id, const HttpRequest& req);
+  enum class Transport { kRelay, kDirect };
+  HttpResponse Admit(const std::string& connect_token, const std::string& env_id,
+                     const HttpRequest& req, Transport transport);
+  HttpResponse Register(const std::string& connect_token, const std::string& env_id,
+                        const HttpRequest& req, Transport transport);
+  // 404 unless `connect_token` is the environment's remote_url token. mu held.
+  std::optional<HttpResponse> CheckRemoteUrlLocked(const std::string& connect_token,
+                                                   const std::string& env_id,
+                                                   const HttpRequest& req) const;
   HttpResponse RegistryFault(const FaultSpec& f);
   // "/rendezvous/{env}/{reg}" → the registration, if it is still valid. mu held.
   std::optional<std::pair<std::string, Registration>> ParseRendezvousLocked(

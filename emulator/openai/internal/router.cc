@@ -19,12 +19,16 @@ void Router::Handle(HttpExchange& ex) {
     return;
   }
 
-  // Executor registry: {remote_url}/cloud/environment/{id}/register (remote_url = …/v1; the
-  // bare root is accepted too, like the real codex base URL without a path).
+  // Executor registry, only under a session's own remote_url
+  // (/v1/agents/api/connect/rt_…): {remote_url}/cloud/environment/{id}/register (Noise or the
+  // stand-in) and {remote_url}/cloud/environment/{id}/direct/register (codex's direct
+  // transport). Anywhere else the path is an unknown URL, as on the service.
   size_t n = seg.size();
-  if (m == "POST" && n >= 4 && seg[n - 1] == "register" && seg[n - 3] == "environment" &&
-      seg[n - 4] == "cloud" && (n == 4 || (n == 5 && seg[0] == "v1"))) {
-    ex.Respond(registry_.HandleRegister(seg[n - 2], req));
+  if (m == "POST" && (n == 9 || n == 10) && seg[0] == "v1" && seg[1] == "agents" &&
+      seg[2] == "api" && seg[3] == "connect" && seg[5] == "cloud" && seg[6] == "environment" &&
+      seg[n - 1] == "register" && (n == 9 || seg[8] == "direct")) {
+    ex.Respond(n == 9 ? registry_.HandleRegister(seg[4], seg[7], req)
+                      : registry_.HandleDirectRegister(seg[4], seg[7], req));
     return;
   }
 

@@ -18,6 +18,13 @@ State::State(OpenAiEmulator::Options options)
 
 std::string State::server_url() const { return "http://" + host + ":" + std::to_string(port); }
 std::string State::base_url() const { return server_url() + "/v1"; }
+std::string State::RemoteUrl(const std::string& connect_token) const {
+  return base_url() + "/agents/api/connect/" + connect_token;
+}
+
+bool SpeaksJsonRpc(const std::string& profile) {
+  return profile == kPlainJsonRpcProfile || profile == kDirectTransport;
+}
 
 std::string State::NewId(const std::string& prefix) {
   static const char* kHex = "0123456789abcdef";
@@ -36,7 +43,7 @@ json State::SessionJson(const SessionRec& s) const {
           {"environment",
            {{"type", "self_hosted"},
             {"id", s.environment_id},
-            {"remote_url", base_url()},
+            {"remote_url", RemoteUrl(s.connect_token)},
             {"workspace_directory", s.workspace_directory},
             {"capability_directories", s.capability_directories}}},
           {"agent", s.agent},

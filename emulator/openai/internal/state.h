@@ -47,6 +47,9 @@ struct Subscriber {
 struct EnvironmentRec {
   std::string id;
   std::string session_id;
+  // The last path segment of the session's own remote_url ("rt_…"): registration is accepted
+  // only under that URL (reference openai-agents-api.md §1.4).
+  std::string connect_token;
   std::set<WsConnectionId> connections;
   bool ever_connected = false;
   bool expired = false;
@@ -115,6 +118,7 @@ struct SessionRec {
   json agent;
   json metadata = json::object();
   std::string environment_id;
+  std::string connect_token;  // the environment's (see EnvironmentRec)
   std::string workspace_directory;
   json capability_directories = json::array();
   std::vector<std::shared_ptr<Subscriber>> subscribers;
@@ -140,11 +144,17 @@ struct SessionRec {
   std::string active_process;
 };
 
-// An executor registration handed out by POST …/register: where its WebSocket may connect.
+// An executor registration handed out by POST …/register (profile kNoiseProfile or
+// kPlainJsonRpcProfile) or POST …/direct/register (kDirectTransport): where its WebSocket may
+// connect.
 struct Registration {
   std::string environment_id;
   std::string profile;
 };
+
+// True for the profiles whose socket carries plain exec-server JSON-RPC with the emulator as the
+// JSON-RPC client (the stand-in's and codex's direct transport); false for Noise.
+bool SpeaksJsonRpc(const std::string& profile);
 
 class State {
  public:
@@ -155,6 +165,9 @@ class State {
 
   std::string server_url() const;  // "http://host:port"
   std::string base_url() const;    // server_url() + "/v1"
+  // A session's own remote_url: base_url() + "/agents/api/connect/" + connect_token (the shape
+  // observed on the service, reference §1.4).
+  std::string RemoteUrl(const std::string& connect_token) const;
 
   // A fresh id: `prefix` and 24 hex digits. NewId wants `mu` held; NewIdLocked takes it.
   std::string NewId(const std::string& prefix);

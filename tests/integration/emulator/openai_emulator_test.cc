@@ -253,7 +253,9 @@ TEST_F(OpenAiEmulatorTest, SessionCreateGetUpdateDelete) {
   EXPECT_EQ(s["status"], "idle");
   EXPECT_EQ(s["metadata"]["owner"], "aw-1");
   EXPECT_EQ(s["environment"]["type"], "self_hosted");
-  EXPECT_EQ(s["environment"]["remote_url"], emulator_->base_url());
+  // Each session's own remote_url, shaped like the service's (reference §1.4).
+  const std::string remote = s["environment"]["remote_url"];
+  EXPECT_EQ(remote.rfind(emulator_->base_url() + "/agents/api/connect/rt_", 0), 0u) << remote;
   EXPECT_EQ(s["environment"]["workspace_directory"], "/workspace");
   EXPECT_EQ(s["id"].get<std::string>().rfind("sess_", 0), 0u);
   EXPECT_EQ(s["environment"]["id"].get<std::string>().rfind("ccarenv_", 0), 0u);
@@ -691,6 +693,73 @@ TEST_F(OpenAiEmulatorTest, RegistrationFailuresMakeTheStandinExitWithCodexMessag
   // Reset clears the counters and the failure mode.
   ASSERT_EQ(admin_->Post("/_emulator/openai/reset", "{}").status, 200);
   EXPECT_EQ(emulator_->Registrations()[env_id].attempts, 0);
+}
+
+// Registration is accepted only under the environment's own session remote_url: another
+// session's URL does not know the environment, an unknown or bare path is an unknown URL.
+TEST_F(OpenAiEmulatorTest, RegistrationIsAcceptedOnlyAtTheSessionsOwnRemoteUrl) {
+  Boot();
+  const json a = CreateSession();
+  const json b = CreateSession();
+  const std::string env_a = a["environment"]["id"];
+  const std::string url_a = a["environment"]["remote_url"];
+  const std::string url_b = b["environment"]["remote_url"];
+  ASSERT_NE(url_a, url_b);
+  HttpTestClient root(emulator_->server_url());
+  root.SetHeader("Authorization", std::string("Bearer ") + kExecKey);
+  const std::string profile = json{{"security_profile", "sbx_plain_jsonrpc_v1"}}.dump();
+  auto path_of = [&](const std::string& url) { return url.substr(emulator_->server_url().size()); };
+  const std::string tail = "/cloud/environment/" + env_a + "/register";
+
+  ExpectError(root.Post(path_of(url_b) + tail, profile), 404, "environment_not_found");
+  ExpectError(root.Post("/v1/agents/api/connect/rt_000000000000000000000000" + tail, profile), 404,
+              "unknown_url");
+  ExpectError(root.Post("/v1" + tail, profile), 404, "unknown_url");
+  ExpectError(root.Post(tail, profile), 404, "unknown_url");
+  EXPECT_EQ(emulator_->Registrations()[env_a].successes, 0);
+
+  HttpResult ok = root.Post(path_of(url_a) + tail, profile);
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(Json(ok).value("environment_id", ""), env_a);
+  EXPECT_EQ(emulator_->Registrations()[env_a].successes, 1);
+}
+
+// codex's direct transport (codex-exec-server.md §5): POST {remote_url}/cloud/environment/{id}/
+// direct/register with {"transport":"direct_jsonrpc_v1"} and SigV4 headers → the four fields;
+// no SigV4 → 401, another transport → 400, another session's URL → 404.
+TEST_F(OpenAiEmulatorTest, DirectRegistrationAnswersTheFourFieldsCodexExpects) {
+  Boot();
+  const json a = CreateSession();
+  const json b = CreateSession();
+  const std::string env_a = a["environment"]["id"];
+  auto path_of = [&](const json& s) {
+    return s["environment"]["remote_url"].get<std::string>().substr(
+               emulator_->server_url().size()) +
+           "/cloud/environment/" + env_a + "/direct/register";
+  };
+  const std::string body = R"({"transport":"direct_jsonrpc_v1"})";
+  HttpTestClient unsigned_client(emulator_->server_url());
+  ExpectError(unsigned_client.Post(path_of(a), body), 401, "invalid_signature");
+
+  HttpTestClient signed_client(emulator_->server_url());
+  signed_client.SetHeader("Authorization",
+                          "AWS4-HMAC-SHA256 Credential=x/20261201/us-east-1/execute-api/"
+                          "aws4_request, SignedHeaders=content-type;host;x-amz-date, "
+                          "Signature=00");
+  signed_client.SetHeader("X-Amz-Date", "20261201T000000Z");
+  ExpectError(signed_client.Post(path_of(a), R"({"transport":"noise"})"), 400,
+              "unsupported_transport");
+  ExpectError(signed_client.Post(path_of(b), body), 404, "environment_not_found");
+
+  HttpResult r = signed_client.Post(path_of(a), body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = Json(r);
+  EXPECT_EQ(j.value("environment_id", ""), env_a);
+  EXPECT_EQ(j.value("transport", ""), "direct_jsonrpc_v1");
+  EXPECT_FALSE(j.value("registration_id", "").empty());
+  EXPECT_EQ(j.value("url", "").rfind("ws://127.0.0.1:", 0), 0u) << r.body;
+  EXPECT_EQ(emulator_->Registrations()[env_a].successes, 1);
+  EXPECT_EQ(EnvStatus(env_a), "pending");  // connected only once the socket opens
 }
 
 TEST_F(OpenAiEmulatorTest, ExpireSessionAndInjectedFaults) {
