@@ -277,6 +277,27 @@ std::vector<std::string> CompletionCandidates(CLI::App& app, CommandContext& ctx
     return WithPrefix(store.Names(name == "exec" ? api::Kind::kSandbox : api::Kind::kAgentWorker),
                       current);
   }
+  // The AgentTask verbs: `cancel agenttask/NAME…` or `cancel at NAME…`; `artifacts
+  // agenttask/NAME` or `artifacts NAME`.
+  if (name == "cancel" || name == "artifacts") {
+    if (current.find('/') != std::string::npos) {
+      auto kind = api::ParseKind(current.substr(0, current.find('/')));
+      return kind.ok() && *kind == api::Kind::kAgentTask ? slash_names()
+                                                         : std::vector<std::string>{};
+    }
+    if (name == "artifacts") {
+      return positionals.empty() ? WithPrefix(store.Names(api::Kind::kAgentTask), current)
+                                 : std::vector<std::string>{};
+    }
+    if (positionals.empty()) {
+      return WithPrefix({"agenttask", "agenttasks", "at"}, current);
+    }
+    auto kind = api::ParseKind(positionals[0]);
+    if (!kind.ok() || *kind != api::Kind::kAgentTask) {
+      return {};  // agenttask/NAME forms, or not a task
+    }
+    return WithPrefix(store.Names(api::Kind::kAgentTask), current);
+  }
   if (kObjectVerbs.count(name) == 0) {
     return {};
   }

@@ -258,6 +258,14 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
   RETURN_IF_ERROR(loaded);
   if (!ConditionTrue(t.worker, condition::kReady) ||
       t.worker.agent_worker_status().session_id.empty()) {
+    // The worker has its session but lost its executor (killed, sandbox stopped): say so, as
+    // for a submitted task, rather than the generic not-Ready.
+    if (!t.worker.agent_worker_status().session_id.empty() &&
+        (ConditionFalse(t.worker, condition::kExecutorConnected) ||
+         ConditionFalse(t.worker, condition::kExecutorRunning))) {
+      return wait(reason::kWaitingForExecutor,
+                  "the executor of worker " + worker_name + " is not connected");
+    }
     return wait(reason::kWaitingForWorker, "worker " + worker_name + " is not Ready");
   }
   return Submit(t);

@@ -474,6 +474,48 @@ TEST_F(AgentTaskTest, RunStoppedByTheUserLeavesTheTaskRunningAndSaysHowToCancelI
   EXPECT_EQ(task->metadata.annotations.count("sbx.dev/cancel-requested"), 0u);
 }
 
+// ---- completion ---------------------------------------------------------------------------------
+
+TEST_F(AgentTaskTest, CompletionOffersTaskNamesForCancelArtifactsAndLogs) {
+  ApplyTask("fix-a");
+  ApplyTask("fix-b");
+  ApplyTask("other");
+  WriteFile(dir_ / "sb.yaml",
+            "apiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata:\n  name: fix-box\n");
+  ASSERT_EQ(Run({"apply", "-f", (dir_ / "sb.yaml").string()}).exit_code, 0);
+  const auto complete = [this](std::vector<std::string> words) {
+    words.insert(words.begin(), {"__complete", "--"});
+    const Result r = Run(words);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::string> lines;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      lines.push_back(line);
+    }
+    return lines;
+  };
+  using ::testing::ElementsAre;
+  using ::testing::IsEmpty;
+  EXPECT_THAT(complete({"cancel", "agenttask/f"}),
+              ElementsAre("agenttask/fix-a", "agenttask/fix-b"));
+  EXPECT_THAT(complete({"cancel", "at/o"}), ElementsAre("at/other"));
+  EXPECT_THAT(complete({"cancel", "a"}), ElementsAre("agenttask", "agenttasks", "at"));
+  EXPECT_THAT(complete({"cancel", "at", "fix"}), ElementsAre("fix-a", "fix-b"));
+  EXPECT_THAT(complete({"cancel", "agenttask/fix-a", "agenttask/"}),
+              ElementsAre("agenttask/fix-a", "agenttask/fix-b", "agenttask/other"));
+  EXPECT_THAT(complete({"cancel", "sandbox/"}), IsEmpty());  // only tasks are cancelled
+  EXPECT_THAT(complete({"cancel", "sb", ""}), IsEmpty());
+  EXPECT_THAT(complete({"artifacts", "agenttask/fix"}),
+              ElementsAre("agenttask/fix-a", "agenttask/fix-b"));
+  EXPECT_THAT(complete({"artifacts", "o"}), ElementsAre("other"));
+  EXPECT_THAT(complete({"artifacts", "other", ""}), IsEmpty());
+  EXPECT_THAT(complete({"artifacts", "-o", "x", "agenttask/"}),
+              ElementsAre("agenttask/fix-a", "agenttask/fix-b", "agenttask/other"));
+  EXPECT_THAT(complete({"logs", "agenttask/fix"}),
+              ElementsAre("agenttask/fix-a", "agenttask/fix-b"));
+  EXPECT_THAT(complete({"logs", "at/"}), ElementsAre("at/fix-a", "at/fix-b", "at/other"));
+}
+
 // ---- run: bad input ----------------------------------------------------------------------------
 
 TEST_F(AgentTaskTest, RunRefusesBadInputWithOneLineAndCreatesNothing) {
