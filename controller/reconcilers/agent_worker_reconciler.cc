@@ -126,6 +126,9 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Reconcile(const api::ObjectKey&
   steps.prepare = [this](Target& t) {
     std::lock_guard lock(mu_);
     t.cache = caches_[t.key()];
+    if (options_.wake_hints != nullptr && options_.wake_hints->Take(t.key())) {
+      t.cache.last_check.reset();  // the service asked for the executor: look now
+    }
   };
   steps.converge = [this](Target& t) { return Converge(t); };
   steps.finalize = [this](Target& t) { return Finalize(t); };
