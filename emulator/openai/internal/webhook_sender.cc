@@ -102,6 +102,7 @@ void WebhookSender::Stop() {
 void WebhookSender::Configure(Config config) {
   std::lock_guard lock(mu_);
   config_ = std::move(config);
+  ++changes_;
   cv_.notify_all();
 }
 
@@ -163,6 +164,7 @@ void WebhookSender::Queue(const std::string& type, const std::string& session_id
     }
     deliveries_.erase(finished);
   }
+  ++changes_;
   cv_.notify_all();
 }
 
@@ -175,12 +177,14 @@ void WebhookSender::Loop(std::stop_token stop) {
         next = it;
       }
     }
+    // Woken by a new delivery or configuration (changes_ moves), a due time, or the stop.
+    const uint64_t seen = changes_;
     if (next == deliveries_.end()) {
-      cv_.wait(lock, stop, [] { return false; });
+      cv_.wait(lock, stop, [&] { return changes_ != seen; });
       continue;
     }
     if (next->due > SteadyClock::now()) {
-      cv_.wait_until(lock, stop, next->due, [] { return false; });
+      cv_.wait_until(lock, stop, next->due, [&] { return changes_ != seen; });
       continue;
     }
     const Config config = config_;

@@ -100,6 +100,7 @@ class WebhookSender {
   Config config_;                    // Guarded by mu_.
   std::deque<Delivery> deliveries_;  // every one, oldest first (bounded). Guarded by mu_.
   std::mt19937_64 rng_;              // Guarded by mu_.
+  uint64_t changes_ = 0;             // bumped by Queue and Configure. Guarded by mu_.
   std::jthread thread_;
 };
 

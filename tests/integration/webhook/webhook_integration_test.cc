@@ -189,15 +189,19 @@ class EmulatorWebhooksTest : public ::testing::Test {
 TEST_F(EmulatorWebhooksTest, InputWithoutAnExecutorSendsASignedActionRequired) {
   ASSERT_NO_FATAL_FAILURE(Boot());
   const std::string session = CreateSession();
-  std::thread app([&] { SendInput(session); });  // held for the connection wait
+  HttpResult held;
+  std::thread app([&] { held = SendInput(session); });  // held for the connection wait
   // While the input waits, the session requires the connection (reference §2.1, §3.5).
+  json seen;
   EXPECT_TRUE(Eventually([&] {
-    json s = json::parse(api_->Get("/agents/sessions/" + session).body, nullptr, false);
-    return s.value("status", "") == "requires_action" && s["required_actions"].size() == 1 &&
-           s["required_actions"][0].value("type", "") == "environment_connection";
-  }));
-  ASSERT_TRUE(Eventually([&] { return !Of("agent.session.action_required").empty(); }));
+    seen = json::parse(api_->Get("/agents/sessions/" + session).body, nullptr, false);
+    return seen.value("status", "") == "requires_action" && seen["required_actions"].size() == 1 &&
+           seen["required_actions"][0].value("type", "") == "environment_connection";
+  })) << seen.dump();
+  const bool hooked = Eventually([&] { return !Of("agent.session.action_required").empty(); });
   app.join();
+  EXPECT_EQ(held.status, 202) << held.body;
+  ASSERT_TRUE(hooked);
 
   const WebhookRequest hook = Of("agent.session.action_required").at(0);
   EXPECT_EQ(hook.method, "POST");
@@ -222,7 +226,7 @@ TEST_F(EmulatorWebhooksTest, RetriesWithBackoffUnderTheSameIdUntilA2xx) {
   ASSERT_NO_FATAL_FAILURE(Boot());
   endpoint_.AnswerNext({503, 500});  // the created webhook: two failures, then 200
   const std::string session = CreateSession();
-  ASSERT_TRUE(Eventually([&] { return Stats().value("delivered", 0) == 1; }));
+  ASSERT_TRUE(Eventually([&] { return Stats().value("delivered", 0) == 1; })) << Stats().dump();
   const std::vector<WebhookRequest> attempts = Of("agent.session.created");
   ASSERT_EQ(attempts.size(), 3u);
   WebhookVerifier verifier(*WebhookSecret::Parse(kSecret), clock_);
