@@ -242,6 +242,19 @@ int Main(int argc, char** argv) {
   app.add_option("--registration-failure", registration_failure,
                  "Executor registration fails: none|ip (401)|scope (403)")
       ->check(CLI::IsMember({"none", "ip", "scope"}));
+  app.add_option("--webhook-url", openai_opts.webhook_url,
+                 "POST signed agent.session.* webhooks to this URL (also settable by "
+                 "POST /_emulator/openai/webhooks)");
+  app.add_option("--webhook-secret", openai_opts.webhook_secret,
+                 "Webhook signing secret, whsec_<base64 key> (env OPENAI_WEBHOOK_SECRET)")
+      ->envname("OPENAI_WEBHOOK_SECRET");
+  app.add_option("--webhook-max-attempts", openai_opts.webhook_max_attempts,
+                 "Attempts per webhook delivery before giving up (default 10)")
+      ->check(CLI::Range(1, 1000));
+  AddDuration(app, "--webhook-retry-base", openai_opts.webhook_retry_base,
+              "First webhook retry delay, doubling per attempt (default 1s)");
+  AddDuration(app, "--webhook-retry-cap", openai_opts.webhook_retry_cap,
+              "Longest webhook retry delay (default 5m)");
   CLI11_PARSE(app, argc, argv);
   if (!openai_keys.empty()) {
     openai_opts.api_keys = openai_keys;

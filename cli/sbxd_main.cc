@@ -32,6 +32,7 @@
 #include "controller/engine/periodic_resync.h"
 #include "controller/engine/store_compactor.h"
 #include "controller/engine/store_watch.h"
+#include "controller/engine/wake_hints.h"
 #include "controller/reconcilers/agent_task_reconciler.h"
 #include "controller/reconcilers/agent_worker_reconciler.h"
 #include "controller/reconcilers/garbage_collector.h"
@@ -48,6 +49,9 @@
 #include "controller/server/reconcile_metrics.h"
 #include "controller/store/scrubbing_store.h"
 #include "controller/store/sqlite_store.h"
+#include "controller/webhook/webhook_receiver.h"
+#include "controller/webhook/webhook_server.h"
+#include "controller/webhook/webhook_verifier.h"
 
 extern char** environ;
 
@@ -83,6 +87,9 @@ struct Flags {
   std::string compaction_interval = "5m";
   std::string event_ttl = "1h";
   int events_per_object = 100;
+  // The OpenAI service's signed webhooks (DESIGN §7.2); empty = off. Secret: OPENAI_WEBHOOK_SECRET.
+  std::string webhook_addr;
+  std::string webhook_path = "/webhooks/openai";
 };
 
 // `sbxd --once` found the leader lease held by another sbxd: nothing was done.
@@ -248,6 +255,10 @@ int Main(int argc, char** argv) {
   app.add_option("--events-per-object", flags.events_per_object,
                  "keep at most this many events per object (the most recently seen)")
       ->check(CLI::Range(1, 100000));
+  app.add_option("--webhook-addr", flags.webhook_addr,
+                 "host:port to receive the OpenAI service's signed webhooks on (empty: off); "
+                 "the secret is OPENAI_WEBHOOK_SECRET");
+  app.add_option("--webhook-path", flags.webhook_path, "the webhook endpoint's path");
   CLI11_PARSE(app, argc, argv);
 
   const std::optional<log::Format> format = log::ParseFormat(flags.log_format);
@@ -291,6 +302,21 @@ int Main(int argc, char** argv) {
     log::RegisterSecret(std::move(value));
   }
 
+  // The webhook secret is the operator's own variable, like OPENAI_API_KEY (SECURITY.md).
+  std::optional<WebhookSecret> webhook_secret;
+  if (!flags.webhook_addr.empty() && !flags.once) {
+    api::StatusOr<std::string> text =
+        ResolveControllerEnv("OPENAI_WEBHOOK_SECRET", databricks::ProcessEnv(), "--webhook-addr");
+    api::StatusOr<WebhookSecret> parsed =
+        text.ok() ? WebhookSecret::Parse(*text) : api::StatusOr<WebhookSecret>(text.status());
+    if (!parsed.ok()) {
+      std::cerr << "sbxd: error: " << parsed.status().message() << "\n";
+      return 2;
+    }
+    log::RegisterSecret(*text);
+    webhook_secret = *std::move(parsed);
+  }
+
   SignalStop signals;  // first, so every thread below inherits the blocked mask
 
   // Open creates the missing directories of the database 0700 and the file 0600.
@@ -328,7 +354,9 @@ int Main(int argc, char** argv) {
   ManagerOptions manager_options;
   manager_options.workers = flags.workers;
   Manager manager(clock, manager_options);
+  WakeHints wake_hints;
   AgentWorkerReconcilerOptions worker_options;
+  worker_options.wake_hints = &wake_hints;
   worker_options.schedule.status_interval =
       ParseFlagDuration("executor-status-interval", flags.executor_status_interval);
   worker_options.schedule.probe_interval =
@@ -402,6 +430,27 @@ int Main(int argc, char** argv) {
   manager.AddSource(watch);
   manager.AddSource(resyncer);
   manager.AddSource(sweeper);
+  // The webhook endpoint: its receiver acts (enqueues) only while the Manager runs, the listener
+  // answers from start-up on (503 while standby, so the sender retries).
+  std::optional<WebhookVerifier> webhook_verifier;
+  std::optional<WebhookReceiver> webhook_receiver;
+  std::optional<WebhookServer> webhook_server;
+  if (webhook_secret) {
+    webhook_verifier.emplace(*webhook_secret, clock);
+    webhook_receiver.emplace(*webhook_verifier, *store, wake_hints,
+                             WebhookReceiverOptions{flags.webhook_path});
+    manager.AddSource(*webhook_receiver);
+    webhook_server.emplace(
+        [&receiver = *webhook_receiver](const WebhookRequest& r) { return receiver.Handle(r); });
+    api::StatusOr<int> port = webhook_server->Start(flags.webhook_addr);
+    if (!port.ok()) {
+      log::Error("cannot serve webhooks", {{"error", port.status().ToString()}});
+      return 1;
+    }
+    log::Info("serving webhooks", {{"addr", flags.webhook_addr},
+                                   {"port", std::to_string(*port)},
+                                   {"path", flags.webhook_path}});
+  }
   ReconcileMetrics reconcile_metrics(metrics);
   manager.SetObserver(&reconcile_metrics);
 
@@ -440,6 +489,14 @@ int Main(int argc, char** argv) {
                 "Agent session event streams accepted, reconnects included", {})
           .RaiseTo(static_cast<double>(streams->opened_total()));
     }
+    if (webhook_receiver) {
+      for (const auto& [outcome, n] : webhook_receiver->Counts()) {
+        m.counter("sbx_webhook_deliveries_total",
+                  "Webhook deliveries by result (accepted, rejected, unavailable) and reason",
+                  {{"result", outcome.first}, {"reason", outcome.second}})
+            .RaiseTo(static_cast<double>(n));
+      }
+    }
   });
   HealthServer health(metrics, [&]() -> std::pair<bool, std::string> {
     if (!elector.is_leader()) {
@@ -466,6 +523,9 @@ int Main(int argc, char** argv) {
                          {"identity", elector.identity()},
                          {"workers", std::to_string(flags.workers)}});
   if (!elector.WaitUntilLeader(stop.get_token())) {
+    if (webhook_server) {
+      webhook_server->Stop();
+    }
     health.Stop();
     log::Info("stopped while standby");
     return 0;
@@ -513,6 +573,9 @@ int Main(int argc, char** argv) {
   renewals.join();
   if (!lost) {
     elector.Release();
+  }
+  if (webhook_server) {
+    webhook_server->Stop();
   }
   health.Stop();
   log::Info("stopped");

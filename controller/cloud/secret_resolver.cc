@@ -137,7 +137,8 @@ api::StatusOr<std::string> ResolveControllerEnv(std::string_view name, const Env
 std::vector<std::string> KnownSecretValues(const SecretPolicy& policy,
                                            const std::vector<std::string>& environment) {
   static constexpr std::string_view kControllerSecrets[] = {
-      "DATABRICKS_TOKEN", "DATABRICKS_CLIENT_SECRET", "OPENAI_API_KEY", "OPENAI_EXECUTOR_API_KEY"};
+      "DATABRICKS_TOKEN", "DATABRICKS_CLIENT_SECRET", "OPENAI_API_KEY", "OPENAI_EXECUTOR_API_KEY",
+      "OPENAI_WEBHOOK_SECRET"};
   std::vector<std::string> values;
   for (const std::string& entry : environment) {
     const size_t eq = entry.find('=');

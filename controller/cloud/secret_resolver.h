@@ -62,8 +62,8 @@ api::StatusOr<std::string> ResolveControllerEnv(std::string_view name, const Env
 // launched by the previous sbxd may print its key before this one has resolved it):
 // `environment` ("NAME=VALUE" entries) values of the variables with the policy's prefix and of
 // the controller's own credentials (DATABRICKS_TOKEN, DATABRICKS_CLIENT_SECRET, OPENAI_API_KEY,
-// OPENAI_EXECUTOR_API_KEY), and the trimmed content of every regular file of the secrets
-// directory (up to kMaxSecretFileBytes each). Unreadable entries are skipped.
+// OPENAI_EXECUTOR_API_KEY, OPENAI_WEBHOOK_SECRET), and the trimmed content of every regular file of
+// the secrets directory (up to kMaxSecretFileBytes each). Unreadable entries are skipped.
 std::vector<std::string> KnownSecretValues(const SecretPolicy& policy,
                                            const std::vector<std::string>& environment);
 

@@ -89,6 +89,7 @@ std::string CamelCase(std::string_view snake) {
 
 struct AgentWorkerReconciler::Target : ReconcileTarget {
   Cache cache;
+  bool woken = false;   // the service asked for this worker's executor (a webhook): look now
   ExecutorFacts facts;  // as the status recorded them when the sandbox was found Ready
   Object sandbox;
   databricks::SandboxApi* sandboxes = nullptr;
@@ -126,6 +127,10 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Reconcile(const api::ObjectKey&
   steps.prepare = [this](Target& t) {
     std::lock_guard lock(mu_);
     t.cache = caches_[t.key()];
+    if (options_.wake_hints != nullptr && options_.wake_hints->Take(t.key())) {
+      t.woken = true;
+      t.cache.last_check.reset();  // the environment check is due at once
+    }
   };
   steps.converge = [this](Target& t) { return Converge(t); };
   steps.finalize = [this](Target& t) { return Finalize(t); };
@@ -226,9 +231,10 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
     return ReconcileResult::RequeueAfter(options_.schedule.verify_after_launch);
   }
 
-  // 5. The probe inside the sandbox: when the connection is in doubt, after a new boot, and on
-  // the probe cadence. A connected executor needs no probe to be believed.
-  if (schedule_.ProbeDue(t.facts, connected, clock_.Now())) {
+  // 5. The probe inside the sandbox: when the connection is in doubt, after a new boot, on the
+  // probe cadence, and when the service asked for the executor (a webhook) and it is not
+  // connected. A connected executor needs no probe to be believed.
+  if (schedule_.ProbeDue(t.facts, connected, clock_.Now()) || (t.woken && !connected)) {
     ASSIGN_OR_RETURN(ExecutorReport report, executor_.Probe(*t.sandboxes, t.executor(), t.stop));
     RecordLook(t);
     if (!report.Running(t.status().environment_id)) {

@@ -60,6 +60,7 @@
 #include "controller/engine/dependency_index.h"
 #include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
+#include "controller/engine/wake_hints.h"
 #include "controller/reconcilers/executor_control.h"
 #include "controller/reconcilers/executor_schedule.h"
 #include "controller/reconcilers/internal/boot_marker.h"
@@ -81,6 +82,9 @@ struct AgentWorkerReconcilerOptions {
   int failure_threshold = 3;
   // Deleting the session (Finalize): retry cadence and when a refused session is abandoned.
   internal::SessionDeletePolicy session_delete{};
+  // Optional (sbxd --webhook-addr): a worker marked here (the service asked for its environment
+  // connection) checks its environment at once instead of on the status cadence.
+  WakeHints* wake_hints = nullptr;
 };
 
 class AgentWorkerReconciler final : public Reconciler {

@@ -11,6 +11,7 @@
 #include "emulator/openai/internal/router.h"
 #include "emulator/openai/internal/state.h"
 #include "emulator/openai/internal/turn_runner.h"
+#include "emulator/openai/internal/webhook_sender.h"
 
 namespace sbx::emulator {
 
@@ -25,6 +26,7 @@ class OpenAiEmulator::Impl {
         owned_faults_(state_.options.faults == nullptr ? std::make_unique<internal::FaultInjector>()
                                                        : nullptr),
         faults_(owned_faults_ != nullptr ? owned_faults_.get() : state_.options.faults),
+        webhooks_(WebhookConfig(state_.options)),
         registry_(state_, *faults_),
         runner_(state_, registry_),
         agents_(state_, runner_),
@@ -34,9 +36,23 @@ class OpenAiEmulator::Impl {
 
   ~Impl() { Stop(); }
 
+  static internal::openai::WebhookSender::Config WebhookConfig(const Options& o) {
+    internal::openai::WebhookSender::Config c;
+    c.url = o.webhook_url;
+    c.secret = o.webhook_secret;
+    c.max_attempts = o.webhook_max_attempts;
+    c.retry_base = o.webhook_retry_base;
+    c.retry_cap = o.webhook_retry_cap;
+    return c;
+  }
+
   api::StatusOr<int> Start(const std::string& host, int port) {
     if (started_) {
       return api::Status(api::StatusCode::kFailedPrecondition, "already started");
+    }
+    if (api::Status s = internal::openai::WebhookSender::Validate(WebhookConfig(state_.options));
+        !s.ok()) {
+      return s;
     }
     auto ws_port = registry_.Start(host);
     if (!ws_port.ok()) {
@@ -51,6 +67,8 @@ class OpenAiEmulator::Impl {
     state_.port = *bound;
     state_.ws_port = *ws_port;
     started_ = true;
+    state_.webhooks = &webhooks_;  // before any session exists: read without the lock after
+    webhooks_.Start();
     registry_.StartTimer();
     return state_.port;
   }
@@ -63,6 +81,7 @@ class OpenAiEmulator::Impl {
     registry_.Stop();
     runner_.Stop();
     http_.Stop();
+    webhooks_.Stop();
     stopped_ = true;
   }
 
@@ -72,11 +91,13 @@ class OpenAiEmulator::Impl {
   internal::FaultInjector& faults() { return *faults_; }
   internal::openai::State& state() { return state_; }
   internal::openai::ExecutorRegistry& registry() { return registry_; }
+  internal::openai::WebhookSender& webhooks() { return webhooks_; }
 
  private:
   internal::openai::State state_;
   std::unique_ptr<internal::FaultInjector> owned_faults_;  // when Options::faults is null
   internal::FaultInjector* faults_;
+  internal::openai::WebhookSender webhooks_;
   internal::openai::ExecutorRegistry registry_;
   internal::openai::TurnRunner runner_;
   internal::openai::AgentsApi agents_;
@@ -110,5 +131,6 @@ bool OpenAiEmulator::DropExecutor(const std::string& environment_id) {
 bool OpenAiEmulator::ExpireSession(const std::string& session_id) {
   return impl_->state().ExpireSession(session_id);
 }
+std::string OpenAiEmulator::WebhookStats() const { return impl_->webhooks().Stats().dump(); }
 
 }  // namespace sbx::emulator

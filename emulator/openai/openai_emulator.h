@@ -35,6 +35,9 @@
 // POST …/events dedupes on Idempotency-Key per session and counts accepted and deduped inputs
 // and root turns (GET /_emulator/openai/state).
 //
+// Webhooks (Options::webhook_url/secret, or POST /_emulator/openai/webhooks): session lifecycle
+// events are also POSTed, signed like the service's (Standard Webhooks), with retries.
+//
 // Session delete (Options::strict_session_delete, on by default): 409 conflict_error while a
 // turn runs, and 409 "session has no durably bound CCA root" for a session none of whose turns
 // ever ran with an executor — what the real service answered for such a self-hosted session.
@@ -109,6 +112,15 @@ class OpenAiEmulator {
     bool strict_session_delete = true;
     // Default page size of GET /agents/sessions (limit 1..100).
     int default_list_limit = 20;
+    // Signed webhooks (reference §3.7: agent.session.created, .action_required, .in_progress,
+    // .idle, .failed) POSTed to this URL, Standard Webhooks signature with `webhook_secret`
+    // ("whsec_<base64 key>"); empty = none (the admin API can set it later). A delivery without
+    // a 2xx is retried with exponential backoff (base doubling to cap) up to max_attempts.
+    std::string webhook_url;
+    std::string webhook_secret;
+    int webhook_max_attempts = 10;
+    Duration webhook_retry_base{std::chrono::seconds(1)};
+    Duration webhook_retry_cap{std::chrono::minutes(5)};
     // Shared accounting/fault injection (borrowed; null = the emulator owns one).
     internal::FaultInjector* faults = nullptr;
   };
@@ -142,6 +154,8 @@ class OpenAiEmulator {
   bool DropExecutor(const std::string& environment_id);
   // Marks the session failed ("session expired") and its environment expired; false if unknown.
   bool ExpireSession(const std::string& session_id);
+  // The webhook sender's state as GET /_emulator/openai/webhooks shows it (JSON text).
+  std::string WebhookStats() const;
 
  private:
   class Impl;

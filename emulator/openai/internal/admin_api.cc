@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "emulator/openai/internal/api_error.h"
+#include "emulator/openai/internal/webhook_sender.h"
 
 namespace sbx::emulator::internal::openai {
 
@@ -69,6 +70,9 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
         }
       }
       return JsonResponse(200, {{"dropped", registry_.DropExecutor(seg[3])}});
+    }
+    if (seg.size() == 3 && seg[2] == "webhooks" && state_.webhooks != nullptr) {
+      return HandleWebhookAdmin(*state_.webhooks, req);
     }
     if (seg.size() == 3 && seg[2] == "state" && m == "GET") {
       return JsonResponse(200, StateJson());

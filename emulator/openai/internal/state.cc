@@ -3,6 +3,8 @@
 #include <string>
 #include <utility>
 
+#include "emulator/openai/internal/webhook_sender.h"
+
 namespace sbx::emulator::internal::openai {
 
 int64_t NowUnix() {
@@ -140,6 +142,9 @@ void State::CountLocked(SessionRec& s, int64_t InputCounters::*counter, int64_t 
 }
 
 void State::EmitLocked(SessionRec& s, const json& event) {
+  if (webhooks != nullptr) {
+    webhooks->OnSessionEvent(event);  // takes only the sender's own mutex
+  }
   std::string data = event.dump();
   for (auto& sub : s.subscribers) {
     if (!sub->closed) {

@@ -32,6 +32,8 @@
 
 namespace sbx::emulator::internal::openai {
 
+class WebhookSender;
+
 using json = nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -226,6 +228,9 @@ class State {
   std::map<std::string, Registration> registrations;               // Guarded by mu.
   std::map<WsConnectionId, RpcConnection> connections;             // Guarded by mu.
   InputCounters totals;  // every session's, deleted ones too. Guarded by mu.
+  // Gets every emitted event (it turns session lifecycle events into signed webhooks). Set once
+  // by OpenAiEmulator before Start; null = no webhooks.
+  WebhookSender* webhooks = nullptr;
 };
 
 }  // namespace sbx::emulator::internal::openai

@@ -979,5 +979,40 @@ TEST_F(AgentWorkerReconcilerTest, ARestartKeepsTheCrashLoopDelay) {
   EXPECT_TRUE(Worker().agent_worker_status().executor.next_launch_after.empty());
 }
 
+// sbxd --webhook-addr: a worker the service asked for (a verified action_required webhook, marked
+// in WakeHints) looks at once — the environment check and, as it is not connected, the probe —
+// instead of on its cadence; the same reconcile without the hint spends nothing.
+TEST_F(AgentWorkerReconcilerTest, AWakeHintMakesTheWorkerLookAtOnce) {
+  WakeHints hints;
+  AgentWorkerReconcilerOptions options;
+  options.boot_marker = sandbox_->boot_marker();
+  options.wake_hints = &hints;
+  reconciler_ = std::make_unique<AgentWorkerReconciler>(*store_, clouds_, clock_, &deps_, options);
+  MakeSandbox("box", true);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  WaitForExecutor();
+  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
+  clock_.Advance(1s);
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+
+  sandbox_->KillExecutor();
+  WaitForExit();
+  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kDisconnected);
+  clock_.Advance(1s);
+  ASSERT_TRUE(Reconcile().ok());  // nothing is due: nothing is seen
+  EXPECT_EQ(Launches(), 1);
+  EXPECT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kTrue);
+
+  const api::ObjectKey key{api::Kind::kAgentWorker, "default", "w"};
+  ASSERT_TRUE(hints.Mark(key));
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Launches(), 2);
+  EXPECT_EQ(Worker().agent_worker_status().executor.restarts, 1);
+  EXPECT_FALSE(hints.Take(key));  // the reconcile consumed it
+  WaitForExecutor();
+}
+
 }  // namespace
 }  // namespace sbx::controller

@@ -1,0 +1,282 @@
+#include "controller/webhook/webhook_server.h"
+
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <charconv>
+#include <exception>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "api/text.h"
+
+namespace sbx::controller {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+constexpr uint32_t kMaxHeaderBytes = 16 * 1024;
+
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+
+api::StatusOr<HostPort> ParseAddr(const std::string& addr) {
+  const size_t colon = addr.rfind(':');
+  if (colon == std::string::npos) {
+    return api::InvalidArgumentError("webhook address '" + addr + "': want host:port");
+  }
+  std::string host = addr.substr(0, colon);
+  const std::string port_text = addr.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    return api::InvalidArgumentError("webhook address '" + addr +
+                                     "': write an IPv6 address in brackets, [::1]:8443");
+  }
+  if (host.empty()) {
+    host = "0.0.0.0";
+  }
+  int port = -1;
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() ||
+      port < 0 || port > 65535) {
+    return api::InvalidArgumentError("webhook address '" + addr + "': bad port '" + port_text +
+                                     "'");
+  }
+  return HostPort{host, port};
+}
+
+void Reply(tcp::socket& socket, unsigned version, bool keep_alive, const WebhookResponse& r,
+           beast::error_code& ec) {
+  http::response<http::string_body> res{static_cast<http::status>(r.status), version};
+  res.set(http::field::server, "sbxd");
+  res.set(http::field::content_type, "text/plain; charset=utf-8");
+  res.keep_alive(keep_alive);
+  res.body() = r.body;
+  res.prepare_payload();
+  http::write(socket, res, ec);
+}
+
+}  // namespace
+
+class WebhookServer::Impl {
+ public:
+  Impl(Handler handler, WebhookServerOptions options)
+      : handler_(std::move(handler)), options_(options) {}
+
+  api::StatusOr<int> Start(const std::string& addr) {
+    if (started_) {
+      return api::FailedPreconditionError("webhook server already started");
+    }
+    ASSIGN_OR_RETURN(HostPort hp, ParseAddr(addr));
+    beast::error_code ec;
+    const asio::ip::address address = asio::ip::make_address(hp.host, ec);
+    if (ec) {
+      return api::InvalidArgumentError("webhook address '" + addr + "': " + ec.message());
+    }
+    const tcp::endpoint endpoint{address, static_cast<unsigned short>(hp.port)};
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) {
+      acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    }
+    if (!ec) {
+      acceptor_.bind(endpoint, ec);
+    }
+    if (!ec) {
+      acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    }
+    if (ec) {
+      beast::error_code ignored;
+      acceptor_.close(ignored);
+      return api::UnavailableError("cannot listen on " + addr + ": " + ec.message());
+    }
+    started_ = true;
+    const int port = acceptor_.local_endpoint().port();
+    accept_thread_ = std::jthread([this] { AcceptLoop(); });
+    return port;
+  }
+
+  void Stop() {
+    if (!started_ || stopped_.exchange(true)) {
+      return;
+    }
+    // shutdown() on the raw fds wakes the blocking accept() and reads.
+    ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
+    if (accept_thread_.joinable()) {
+      accept_thread_.join();
+    }
+    std::list<Connection> conns;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& c : conns_) {
+        std::lock_guard conn_lock(c.state->mu);
+        if (!c.state->closed) {
+          ::shutdown(c.state->fd, SHUT_RDWR);
+        }
+      }
+      conns.splice(conns.end(), conns_);
+    }
+    conns.clear();  // joins
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+  }
+
+ private:
+  // What Stop() needs of a live connection; the fd is shut down only while `closed` is false
+  // (both under `mu`), so Stop() never touches an fd number the OS has already reused.
+  struct ConnState {
+    std::mutex mu;
+    bool closed = false;  // Guarded by mu.
+    int fd = -1;
+    std::atomic<bool> done{false};
+  };
+  struct Connection {
+    std::shared_ptr<ConnState> state;
+    std::jthread thread;
+  };
+
+  void AcceptLoop() {
+    while (!stopped_) {
+      tcp::socket socket{ioc_};
+      beast::error_code ec;
+      acceptor_.accept(socket, ec);
+      if (ec) {
+        if (stopped_ || ec == asio::error::invalid_argument || ec == asio::error::bad_descriptor) {
+          return;
+        }
+        continue;
+      }
+      // A silent peer is dropped: reads fail after the timeout.
+      const auto ms = options_.read_timeout.count();
+      timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
+      ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+      std::lock_guard lock(mu_);
+      Reap();
+      if (stopped_) {
+        return;
+      }
+      if (static_cast<int>(conns_.size()) >= options_.max_connections) {
+        beast::error_code ignored;
+        socket.close(ignored);
+        continue;
+      }
+      auto state = std::make_shared<ConnState>();
+      state->fd = socket.native_handle();
+      auto& conn = conns_.emplace_back();
+      conn.state = state;
+      conn.thread = std::jthread([this, s = std::move(socket), state]() mutable {
+        Serve(s);
+        {
+          std::lock_guard conn_lock(state->mu);
+          beast::error_code ignored;
+          s.shutdown(tcp::socket::shutdown_both, ignored);
+          s.close(ignored);
+          state->closed = true;
+        }
+        state->done.store(true);
+      });
+    }
+  }
+
+  // mu_ held.
+  void Reap() {
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      if (it->state->done.load()) {
+        it = conns_.erase(it);  // joins a finished thread
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  WebhookResponse Call(const WebhookRequest& request) {
+    try {
+      return handler_(request);
+    } catch (const std::exception&) {
+      return {500, "internal error\n"};
+    }
+  }
+
+  void Serve(tcp::socket& socket) {
+    beast::flat_buffer buffer;
+    while (!stopped_) {
+      beast::error_code ec;
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(kMaxHeaderBytes);
+      parser.body_limit(options_.max_body_bytes);
+      http::read_header(socket, buffer, parser, ec);
+      // A Content-Length over the limit is refused as soon as the header is read.
+      bool too_large = ec == http::error::body_limit;
+      if (ec && !too_large) {
+        return;
+      }
+      const auto& head = parser.get();
+      WebhookRequest request;
+      request.method = std::string(head.method_string());
+      const std::string target(head.target());
+      request.path = target.substr(0, target.find('?'));
+      for (const auto& field : head) {
+        request.headers[api::Lower(std::string(field.name_string()))] = std::string(field.value());
+      }
+      const unsigned version = head.version();
+      if (!too_large) {
+        if (beast::iequals(head[http::field::expect], "100-continue")) {
+          http::response<http::empty_body> go_on{http::status::continue_, version};
+          http::write(socket, go_on, ec);
+          if (ec) {
+            return;
+          }
+        }
+        if (!parser.is_done()) {
+          http::read(socket, buffer, parser, ec);
+        }
+        too_large = ec == http::error::body_limit;
+        if (ec && !too_large) {
+          return;
+        }
+      }
+      if (too_large) {
+        request.body_too_large = true;
+        Reply(socket, version, /*keep_alive=*/false, Call(request), ec);
+        return;
+      }
+      const bool keep_alive = parser.get().keep_alive();
+      request.body = std::move(parser.get().body());
+      Reply(socket, version, keep_alive, Call(request), ec);
+      if (ec || !keep_alive) {
+        return;
+      }
+    }
+  }
+
+  Handler handler_;
+  const WebhookServerOptions options_;
+  asio::io_context ioc_;
+  tcp::acceptor acceptor_{ioc_};
+  bool started_ = false;
+  std::atomic<bool> stopped_{false};
+  std::jthread accept_thread_;
+  std::mutex mu_;
+  std::list<Connection> conns_;  // Guarded by mu_.
+};
+
+WebhookServer::WebhookServer(Handler handler, WebhookServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(handler), options)) {}
+WebhookServer::~WebhookServer() { Stop(); }
+api::StatusOr<int> WebhookServer::Start(const std::string& addr) { return impl_->Start(addr); }
+void WebhookServer::Stop() { impl_->Stop(); }
+
+}  // namespace sbx::controller
