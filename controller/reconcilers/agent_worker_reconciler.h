@@ -64,6 +64,7 @@
 #include "controller/reconcilers/executor_schedule.h"
 #include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/internal/session_deletion.h"
+#include "controller/reconcilers/milestones.h"
 #include "controller/reconcilers/session_lifecycle.h"
 #include "controller/store/store.h"
 
@@ -81,6 +82,8 @@ struct AgentWorkerReconcilerOptions {
   int failure_threshold = 3;
   // Deleting the session (Finalize): retry cadence and when a refused session is abandoned.
   internal::SessionDeletePolicy session_delete{};
+  // Told session_created, launch_sent, launch_answered, connected_seen and ready (milestones.h).
+  MilestoneFn milestone;
 };
 
 class AgentWorkerReconciler final : public Reconciler {
