@@ -21,7 +21,8 @@ bench_build() {
   fi
   cmake -S "$bench_root" -B "$bench_root/build/bench-rel" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
-  cmake --build "$bench_root/build/bench-rel" --target sbxd sbxctl sbx-emulator -j2 >/dev/null
+  cmake --build "$bench_root/build/bench-rel" --target sbxd sbxctl sbx-emulator ideal_client \
+    -j2 >/dev/null
 }
 
 bench_cleanup() {
