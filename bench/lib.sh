@@ -82,7 +82,8 @@ bench_start_sbxd() {
     return 1
   }
   local port
-  port=$(grep 'serving health and metrics' "$sbxd_log" | tail -n1 | sed 's/.*port=\([0-9]*\).*/\1/')
+  # port=N in text logs, "port":"N" in JSON ones.
+  port=$(grep 'serving health and metrics' "$sbxd_log" | tail -n1 | sed 's/.*port[=":]*\([0-9][0-9]*\).*/\1/')
   metrics_url="http://127.0.0.1:$port/metrics"
 }
 
