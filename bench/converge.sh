@@ -13,6 +13,16 @@
 #   needs to create, see RUNNING and launch), rate floor = calls floor / rps,
 #   latency chain = create + PENDING delay + exec-sync + session create ≈ 1 s + 3 × latency,
 #   floor = max(rate floor, latency chain); ratio = measured / floor.
+# The model floor that counts every paced API (floor_all_s): the larger of the Databricks rate
+# floor, the OpenAI calls sbxd made ÷ the most its OpenAI pacing may reach (its
+# --openai-max-requests-per-second, default 100, or the emulator's SBX_BENCH_OPENAI_RPS if
+# lower) and the latency chain.
+# The measured floor: in the same run, against a fresh emulator with the same settings,
+# bench/ideal_client (the same calls for N workers, no controller logic, perfect concurrency up to
+# the rate limits); ratio_ideal = sbxd ÷ ideal. SBX_BENCH_IDEAL=0 skips it.
+# Where the time goes: sbxd runs with --log-level debug --log-format json and bench/timeline.awk
+# turns its milestone lines into per-step medians (create → RUNNING observed → launch sent →
+# launch answered → connected seen → Ready), next to the ideal client's own timeline.
 # Then, with everything Ready, SBX_BENCH_IDLE seconds (default 300) of idle: API calls per minute
 # per endpoint, LISTs per sweep against ⌈N/page⌉, exec-sync probes against the probe cadence
 # (one per worker per 5 min).
@@ -29,6 +39,8 @@ rps=${SBX_BENCH_RPS:-20}
 sweep=${SBX_BENCH_SWEEP:-60s}
 workers=${SBX_BENCH_WORKERS:-4}
 idle=${SBX_BENCH_IDLE:-300}
+openai_rps=${SBX_BENCH_OPENAI_RPS:-0}  # the emulator's OpenAI limit; 0 = none
+ideal=${SBX_BENCH_IDEAL:-1}
 
 bench_build
 machine_line
@@ -36,10 +48,12 @@ trap bench_cleanup EXIT
 
 for n in "${sizes[@]}"; do
   bench_tmp=$(mktemp -d /tmp/sbx-bench-converge.XXXXXX)
-  bench_start_emulator --openai-port 0 --pending-delay 1s --max-sandboxes 0 --rate-limit "$rps"
+  bench_start_emulator --openai-port 0 --pending-delay 1s --max-sandboxes 0 --rate-limit "$rps" \
+    --openai-rate-limit "$openai_rps"
   curl -sf -X POST "$emu_url/_emulator/latency" -d "{\"endpoint\":\"*\",\"latency\":\"$latency\"}" >/dev/null
   # shellcheck disable=SC2086 # SBX_BENCH_SBXD_FLAGS: extra sbxd flags, word-split on purpose
-  bench_start_sbxd --sweep-interval "$sweep" --workers "$workers" ${SBX_BENCH_SBXD_FLAGS:-}
+  bench_start_sbxd --sweep-interval "$sweep" --workers "$workers" --log-level debug \
+    --log-format json ${SBX_BENCH_SBXD_FLAGS:-}
   manifests="$bench_tmp/manifests"
   mkdir -p "$manifests"
   cat >"$manifests/workspace.yaml" <<EOF
@@ -73,6 +87,7 @@ EOF
 
   reset_counters
   start=$(now)
+  start_sod=$(awk -v t="$start" 'BEGIN { printf "%.3f", t - int(t / 86400) * 86400 }')
   sbxctl apply -f "$manifests" >/dev/null
   if ! wait_ready agentworkers "$n" "${SBX_BENCH_TIMEOUT:-900}" >/dev/null; then
     echo "{\"n\":$n,\"error\":\"not all Ready in time\",\"ready\":$(ready_count agentworkers),\"calls\":$(counters)}"
@@ -95,7 +110,19 @@ EOF
   lat_ms=$(awk -v l="$latency" 'BEGIN { v = l + 0; if (l ~ /ms$/) print v; else print v * 1000 }')
   read -r rate_floor chain floor ratio <<<"$(awk -v c="$floor_calls" -v r="$rps" -v l="$lat_ms" -v t="$t" '
     BEGIN { rf = c / r; ch = 1 + 3 * l / 1000; f = rf > ch ? rf : ch; printf "%.2f %.2f %.2f %.2f\n", rf, ch, f, t / f }')"
-  echo "{\"n\":$n,\"flow\":\"sbxd\",\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"sweep\":\"$sweep\",\"workers\":$workers,\"seconds_to_all_ready\":$t,\"databricks_calls\":$dbx,\"throttled_429\":$throttled,\"floor_calls\":$floor_calls,\"rate_floor_s\":$rate_floor,\"latency_chain_s\":$chain,\"floor_s\":$floor,\"ratio\":$ratio,\"sbxd_cpu_seconds\":$cpu,\"sbxd_peak_rss_kib\":$rss,\"reconciles\":$reconciles,\"calls\":$calls}"
+  # Every paced API: OpenAI calls ÷ the most sbxd's OpenAI pacing may reach.
+  oai=$(counters_sum "$calls" openai.sessions.create openai.sessions.get openai.sessions.list \
+    openai.sessions.update openai.sessions.delete openai.environments.get openai.events.create)
+  oai_max=$(sed -n 's/.*--openai-max-requests-per-second[ =]\([0-9.]*\).*/\1/p' <<<"${SBX_BENCH_SBXD_FLAGS:-}")
+  read -r floor_all ratio_all <<<"$(awk -v f="$floor" -v c="$oai" -v m="${oai_max:-100}" -v e="$openai_rps" -v t="$t" '
+    BEGIN { if (e > 0 && e < m) m = e; o = c / m; fa = f > o ? f : o; printf "%.2f %.2f\n", fa, t / fa }')"
+  pacing=$(curl -sf "$metrics_url" | awk '/^sbx_api_pacing_requests_per_second/ {
+      match($0, /api="[^"]*"/); printf "%s\"%s\":%s", sep, substr($0, RSTART + 5, RLENGTH - 6), $2; sep = "," }
+    END { }' | sed 's/^/{/; s/$/}/')
+  pacing=${pacing:-"{}"}
+  timeline=$(awk -v start="$start_sod" -f "$bench_root/bench/timeline.awk" "$sbxd_log")
+  line="{\"n\":$n,\"flow\":\"sbxd\",\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"openai_rate_limit_rps\":$openai_rps,\"sweep\":\"$sweep\",\"workers\":$workers,\"seconds_to_all_ready\":$t,\"databricks_calls\":$dbx,\"openai_calls\":$oai,\"throttled_429\":$throttled,\"floor_calls\":$floor_calls,\"rate_floor_s\":$rate_floor,\"latency_chain_s\":$chain,\"floor_s\":$floor,\"ratio\":$ratio,\"floor_all_s\":$floor_all,\"ratio_all\":$ratio_all,\"pacing_end_rps\":$pacing,\"sbxd_cpu_seconds\":$cpu,\"sbxd_peak_rss_kib\":$rss,\"reconciles\":$reconciles,\"calls\":$calls,\"timeline\":$timeline}"
+  echo "$line"
 
   if ((idle > 0)); then
     # Idle: nothing changes; count what sbxd still calls. (A measuring window, not a wait.)
@@ -118,4 +145,20 @@ EOF
     echo "{\"n\":$n,\"flow\":\"sbxd\",\"phase\":\"idle\",\"seconds\":$idle,\"databricks_calls_per_minute\":$per_min,\"writes\":$writes,\"sweeps\":$sweeps,\"list_calls\":$lists,\"list_per_sweep\":$list_per_sweep,\"expected_list_per_sweep\":$pages,\"exec_sync\":$execs,\"exec_sync_bound\":$exec_bound,\"calls\":$ic}"
   fi
   bench_cleanup
+
+  if ((ideal)); then
+    # The measured floor, same settings, fresh emulator.
+    bench_tmp=$(mktemp -d /tmp/sbx-bench-ideal.XXXXXX)
+    bench_start_emulator --openai-port 0 --pending-delay 1s --max-sandboxes 0 --rate-limit "$rps" \
+      --openai-rate-limit "$openai_rps"
+    curl -sf -X POST "$emu_url/_emulator/latency" -d "{\"endpoint\":\"*\",\"latency\":\"$latency\"}" >/dev/null
+    reset_counters
+    ideal_line=$("${SBX_BENCH_IDEAL_BIN:-$bench_bin/../bench/ideal_client}" --databricks "$emu_url" --openai "$openai_url" \
+      -n "$n" --databricks-rps "$rps" --openai-rps "$openai_rps")
+    ideal_t=$(grep -o '"seconds_to_all_connected":[0-9.]*' <<<"$ideal_line" | cut -d: -f2)
+    echo "$ideal_line"
+    awk -v n="$n" -v s="$t" -v i="$ideal_t" -v f="$floor_all" 'BEGIN {
+      printf "{\"n\":%d,\"flow\":\"compare\",\"sbxd_s\":%.2f,\"ideal_s\":%.2f,\"ratio_ideal\":%.2f,\"floor_all_s\":%.2f,\"ratio_all\":%.2f}\n", n, s, i, s / i, f, s / f }'
+    bench_cleanup
+  fi
 done

@@ -21,7 +21,8 @@ bench_build() {
   fi
   cmake -S "$bench_root" -B "$bench_root/build/bench-rel" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
-  cmake --build "$bench_root/build/bench-rel" --target sbxd sbxctl sbx-emulator -j2 >/dev/null
+  cmake --build "$bench_root/build/bench-rel" --target sbxd sbxctl sbx-emulator ideal_client \
+    -j2 >/dev/null
 }
 
 bench_cleanup() {
@@ -81,7 +82,8 @@ bench_start_sbxd() {
     return 1
   }
   local port
-  port=$(grep 'serving health and metrics' "$sbxd_log" | tail -n1 | sed 's/.*port=\([0-9]*\).*/\1/')
+  # port=N in text logs, "port":"N" in JSON ones.
+  port=$(grep 'serving health and metrics' "$sbxd_log" | tail -n1 | sed 's/.*port[=":]*\([0-9][0-9]*\).*/\1/')
   metrics_url="http://127.0.0.1:$port/metrics"
 }
 

@@ -239,6 +239,8 @@ int Main(int argc, char** argv) {
                "Session DELETE answers 409 while a turn runs and for a session whose first turn "
                "never ran (\"no durably bound CCA root\"), as observed on the real service "
                "(default on)");
+  app.add_option("--openai-rate-limit", openai_opts.requests_per_second,
+                 "OpenAI API requests per second (0 = unlimited); above it 429 + Retry-After");
   app.add_option("--registration-failure", registration_failure,
                  "Executor registration fails: none|ip (401)|scope (403)")
       ->check(CLI::IsMember({"none", "ip", "scope"}));

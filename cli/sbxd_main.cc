@@ -81,8 +81,15 @@ struct Flags {
   std::string executor_status_interval = "30s";
   std::string executor_probe_interval = "5m";
   // Client-side pacing of the OpenAI API per workspace. Its limits for the Agents endpoints are
-  // not documented (the official SDK paces nothing and retries 429s); 10/s is a cautious default.
+  // not documented (the official SDK paces nothing and retries 429s): the pacing starts at a
+  // cautious 10/s and adapts (AIMD): it rises while calls wait for it, up to the maximum, and is
+  // cut on a 429 or Retry-After.
   double openai_requests_per_second = 10;
+  double openai_max_requests_per_second = 100;
+  // The Databricks pacing starts at the Workspace's limits.requestsPerSecond (default 15) and
+  // rises no higher than this; 0: no higher than where it started (a stated limit is only cut
+  // by a 429, and recovers up to it).
+  double databricks_max_requests_per_second = 0;
   // Store growth (issue #12): change-log compaction and event expiry by the leader.
   std::string compaction_interval = "5m";
   std::string event_ttl = "1h";
@@ -241,8 +248,18 @@ int Main(int argc, char** argv) {
   app.add_option("--executor-probe-interval", flags.executor_probe_interval,
                  "probe an agent worker's executor process in its sandbox this often");
   app.add_option("--openai-requests-per-second", flags.openai_requests_per_second,
-                 "pace OpenAI API calls per workspace (Databricks: Workspace limits)")
+                 "start pacing OpenAI API calls per workspace at this rate; it adapts up to "
+                 "--openai-max-requests-per-second and down on a 429 (Databricks: Workspace "
+                 "limits)")
       ->check(CLI::Range(0.1, 10000.0));
+  app.add_option("--openai-max-requests-per-second", flags.openai_max_requests_per_second,
+                 "the most the OpenAI pacing rises to per workspace (at most the start rate: "
+                 "fixed)")
+      ->check(CLI::Range(0.1, 10000.0));
+  app.add_option("--databricks-max-requests-per-second", flags.databricks_max_requests_per_second,
+                 "the most the Databricks pacing rises to per workspace (0: the Workspace's "
+                 "limits.requestsPerSecond, default 15)")
+      ->check(CLI::Range(0.0, 10000.0));
   app.add_option("--secret-env-prefix", flags.secret_env_prefix,
                  "manifests may name only environment variables with this prefix in {env: NAME}");
   app.add_option("--secrets-dir", flags.secrets_dir,
@@ -339,13 +356,24 @@ int Main(int argc, char** argv) {
   std::unique_ptr<http::StreamingTransport> streaming = http::MakeCppRestStreamingTransport();
   HttpCloudClientsOptions cloud_options;
   cloud_options.openai_requests_per_second = flags.openai_requests_per_second;
+  cloud_options.openai_max_requests_per_second = flags.openai_max_requests_per_second;
+  cloud_options.databricks_max_requests_per_second = flags.databricks_max_requests_per_second;
   cloud_options.on_secret = [](const std::string& secret) { log::RegisterSecret(secret); };
   cloud_options.secrets = secrets;
   HttpCloudClients clouds(*store, clock, transport, *streaming, databricks::ProcessEnv(),
                           cloud_options);
   SandboxCache cache;
   GarbageCollector gc(*store, cache, clock, GarbageCollectorOptions{gc_grace});
-  SandboxReconciler sandboxes(*store, clouds, cache, clock);
+  // Where the time of a convergence goes (bench/converge.sh): debug lines, one per milestone.
+  MilestoneFn milestone;
+  if (log::Enabled(log::Level::kDebug)) {
+    milestone = [](const api::ObjectKey& object, std::string_view step) {
+      log::Debug("timeline", {{"object", object.ToString()}, {"step", std::string(step)}});
+    };
+  }
+  SandboxReconcilerOptions sandbox_options;
+  sandbox_options.milestone = milestone;
+  SandboxReconciler sandboxes(*store, clouds, cache, clock, sandbox_options);
   SandboxSweeperOptions sweeper_options;
   sweeper_options.period = sweep;
   sweeper_options.page_size = flags.page_size;
@@ -357,6 +385,7 @@ int Main(int argc, char** argv) {
   WakeHints wake_hints;
   AgentWorkerReconcilerOptions worker_options;
   worker_options.wake_hints = &wake_hints;
+  worker_options.milestone = milestone;
   worker_options.schedule.status_interval =
       ParseFlagDuration("executor-status-interval", flags.executor_status_interval);
   worker_options.schedule.probe_interval =
@@ -496,6 +525,20 @@ int Main(int argc, char** argv) {
                   {{"result", outcome.first}, {"reason", outcome.second}})
             .RaiseTo(static_cast<double>(n));
       }
+    }
+    m.ResetGauges("sbx_api_pacing_requests_per_second");  // a workspace gone reads 0
+    m.ResetGauges("sbx_api_pacing_max_requests_per_second");
+    for (const HttpCloudClients::Pacing& p : clouds.PacingRates()) {
+      const Labels labels{{"api", p.api}, {"workspace", p.workspace}};
+      m.gauge("sbx_api_pacing_requests_per_second",
+              "Client-side request rate per API and workspace now (adaptive: AIMD)", labels)
+          .Set(p.rate);
+      m.gauge("sbx_api_pacing_max_requests_per_second",
+              "The most the client-side request rate may rise to", labels)
+          .Set(p.max_rate);
+      m.counter("sbx_api_pacing_cuts_total",
+                "Times a 429 or Retry-After cut the client-side request rate", labels)
+          .RaiseTo(static_cast<double>(p.cuts));
     }
   });
   HealthServer health(metrics, [&]() -> std::pair<bool, std::string> {

@@ -161,8 +161,10 @@ api::StatusOr<databricks::SandboxApi*> HttpCloudClients::Sandboxes(
     auto client = std::make_unique<Client>();
     ASSIGN_OR_RETURN(client->credentials,
                      databricks::MakeCredentialsProvider(resolved.config, transport_, clock_));
+    AimdPolicy aimd;
+    aimd.max_rate = options_.databricks_max_requests_per_second;
     client->bucket = std::make_unique<TokenBucket>(clock_, resolved.requests_per_second,
-                                                   std::max(1.0, options_.burst));
+                                                   std::max(1.0, options_.burst), aimd);
     databricks::HttpSandboxApiOptions api_options;
     api_options.host = resolved.config.host;
     api_options.workspace_id = resolved.config.workspace_id;
@@ -225,8 +227,10 @@ api::StatusOr<openai::AgentsApi*> HttpCloudClients::Agents(const std::string& na
   std::lock_guard lock(mu_);
   auto build = [&](const ResolvedOpenAi& resolved) -> api::StatusOr<std::unique_ptr<AgentsClient>> {
     auto client = std::make_unique<AgentsClient>();
+    AimdPolicy aimd;
+    aimd.max_rate = options_.openai_max_requests_per_second;
     client->bucket = std::make_unique<TokenBucket>(clock_, options_.openai_requests_per_second,
-                                                   std::max(1.0, options_.burst));
+                                                   std::max(1.0, options_.burst), aimd);
     openai::HttpAgentsApiOptions api_options;
     api_options.base_url = resolved.base_url;
     client->api = std::make_unique<openai::HttpAgentsApi>(
@@ -238,6 +242,20 @@ api::StatusOr<openai::AgentsApi*> HttpCloudClients::Agents(const std::string& na
                        agents_, retired_agents_, WorkspaceId(namespace_, workspace_ref),
                        [&] { return ResolveOpenAi(namespace_, workspace_ref); }, build));
   return static_cast<openai::AgentsApi*>(client->api.get());
+}
+
+std::vector<HttpCloudClients::Pacing> HttpCloudClients::PacingRates() {
+  std::lock_guard lock(mu_);
+  std::vector<Pacing> out;
+  for (const auto& [workspace, client] : clients_) {
+    out.push_back({"databricks", workspace, client->bucket->rate(), client->bucket->max_rate(),
+                   client->bucket->cuts()});
+  }
+  for (const auto& [workspace, client] : agents_) {
+    out.push_back({"openai", workspace, client->bucket->rate(), client->bucket->max_rate(),
+                   client->bucket->cuts()});
+  }
+  return out;
 }
 
 api::StatusOr<std::string> HttpCloudClients::Secret(const api::SecretRef& ref,

@@ -5,8 +5,10 @@
 // their own host / base URL; anything else is kFailedPrecondition with reason
 // "CredentialsMissing" and nothing is sent. It builds
 // one HttpSandboxApi with its own request TokenBucket (spec.limits.requestsPerSecond, default
-// 15/s like the Go SDK), and rebuilds it when the Workspace's generation or a resolved secret
-// changes. Secrets are resolved at most every `secret_ttl` and held in memory only.
+// 15/s like the Go SDK), and one HttpAgentsApi with its own (openai_requests_per_second), and
+// rebuilds them when the Workspace's generation or a resolved secret changes. Both buckets adapt
+// (AIMD, token_bucket.h) between their start rate and their maximum. Secrets are resolved at
+// most every `secret_ttl` and held in memory only.
 //
 // A Workspace named "default" that does not exist uses the controller's environment alone.
 // Thread-safe. Clients are never destroyed before the HttpCloudClients (returned pointers stay
@@ -14,6 +16,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,7 +39,13 @@ namespace sbx::controller {
 
 struct HttpCloudClientsOptions {
   double default_requests_per_second = 15;
+  // The Databricks pacing never rises above this (nor above the Workspace's own
+  // limits.requestsPerSecond, whichever is higher); 0: the start rate, so a stated limit is
+  // only ever cut by a 429 and recovers up to it.
+  double databricks_max_requests_per_second = 0;
+  // The OpenAI pacing starts here and rises (AIMD) up to the maximum while calls wait for it.
   double openai_requests_per_second = 10;
+  double openai_max_requests_per_second = 100;
   double burst = 10;
   std::chrono::milliseconds secret_ttl{std::chrono::seconds(30)};
   http::RetryPolicy retry = databricks::DefaultRetryPolicy();  // of the Sandbox API
@@ -62,6 +71,16 @@ class HttpCloudClients final : public CloudClients {
                                          const std::string& workspace_ref,
                                          const api::SecretRef& ref,
                                          std::string_view field) override;
+
+  // The current pacing of every workspace's clients (for sbxd's metrics).
+  struct Pacing {
+    std::string api;        // "databricks" | "openai"
+    std::string workspace;  // WorkspaceId: "<namespace>/<name>"
+    double rate = 0;        // requests per second now
+    double max_rate = 0;
+    int64_t cuts = 0;  // throttles that cut the rate
+  };
+  std::vector<Pacing> PacingRates();
 
  private:
   struct Client {

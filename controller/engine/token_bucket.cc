@@ -4,12 +4,28 @@
 
 namespace sbx::controller {
 
-TokenBucket::TokenBucket(Clock& clock, double rate_per_second, double burst)
+TokenBucket::TokenBucket(Clock& clock, double rate_per_second, double burst, AimdPolicy aimd)
     : clock_(clock),
-      rate_(rate_per_second),
+      initial_rate_(rate_per_second),
+      max_rate_(std::max(rate_per_second, aimd.max_rate)),
+      min_rate_(std::min(rate_per_second, std::max(aimd.min_rate, 0.01))),
+      increase_(aimd.increase > 0 ? aimd.increase : rate_per_second),
+      recovery_(std::max(aimd.recovery, 0.0)),
+      decrease_(std::clamp(aimd.decrease, 0.01, 1.0)),
+      hold_(aimd.hold),
       burst_(std::max(1.0, burst)),
+      rate_(rate_per_second),
       tokens_(std::max(1.0, burst)),
       last_(clock.Steady()) {}
+
+void TokenBucket::Refill(Clock::SteadyTime now) {
+  if (now <= last_) {
+    return;  // blocked: last_ is the end of the hold
+  }
+  const double elapsed = std::chrono::duration<double>(now - last_).count();
+  tokens_ = std::min(burst_, tokens_ + elapsed * rate_);
+  last_ = now;
+}
 
 bool TokenBucket::TakeOrNextTime(Clock::SteadyTime& next) {
   const Clock::SteadyTime now = clock_.Steady();
@@ -17,9 +33,7 @@ bool TokenBucket::TakeOrNextTime(Clock::SteadyTime& next) {
     next = blocked_until_;
     return false;
   }
-  const double elapsed = std::chrono::duration<double>(now - last_).count();
-  tokens_ = std::min(burst_, tokens_ + elapsed * rate_);
-  last_ = now;
+  Refill(now);
   if (tokens_ >= 1.0) {
     tokens_ -= 1.0;
     return true;
@@ -29,27 +43,33 @@ bool TokenBucket::TakeOrNextTime(Clock::SteadyTime& next) {
   return false;
 }
 
-bool TokenBucket::Acquire(std::stop_token stop) {
-  if (rate_ <= 0) {
-    return !stop.stop_requested();
+std::optional<TokenBucket::Permit> TokenBucket::Take(std::stop_token stop) {
+  if (initial_rate_ <= 0) {
+    if (stop.stop_requested()) {
+      return std::nullopt;
+    }
+    return Permit{clock_.Steady(), false};
   }
+  bool waited = false;
   while (!stop.stop_requested()) {
     Clock::SteadyTime next;
     {
       std::lock_guard lock(mu_);
       if (TakeOrNextTime(next)) {
-        return true;
+        // The last token counts as waiting: demand is at the rate.
+        return Permit{clock_.Steady(), waited || tokens_ < 1.0};
       }
     }
+    waited = true;
     if (!clock_.SleepUntil(next, stop)) {
-      return false;
+      return std::nullopt;
     }
   }
-  return false;
+  return std::nullopt;
 }
 
 bool TokenBucket::TryAcquire() {
-  if (rate_ <= 0) {
+  if (initial_rate_ <= 0) {
     return true;
   }
   std::lock_guard lock(mu_);
@@ -57,12 +77,55 @@ bool TokenBucket::TryAcquire() {
   return TakeOrNextTime(next);
 }
 
+void TokenBucket::Succeeded(const Permit& permit) {
+  if (initial_rate_ <= 0 || !permit.waited) {
+    return;
+  }
+  std::lock_guard lock(mu_);
+  const Clock::SteadyTime now = clock_.Steady();
+  if (rate_ >= max_rate_ || (last_cut_ && now - *last_cut_ < hold_)) {
+    return;
+  }
+  Refill(now);  // the tokens so far accrued at the old rate
+  const double step = last_cut_ ? std::max(recovery_ * cut_from_, 0.01) : increase_;
+  rate_ = std::min(max_rate_, rate_ + step / rate_);
+}
+
+void TokenBucket::Throttled(std::chrono::milliseconds delay, const Permit& permit) {
+  if (initial_rate_ <= 0) {
+    return;
+  }
+  std::lock_guard lock(mu_);
+  if (!last_cut_ || permit.taken >= *last_cut_) {
+    Refill(clock_.Steady());
+    cut_from_ = rate_;
+    rate_ = std::max(min_rate_, rate_ * decrease_);
+    last_cut_ = clock_.Steady();
+    ++cuts_;
+  }
+  Block(delay);
+}
+
 void TokenBucket::Penalize(std::chrono::milliseconds delay) {
   std::lock_guard lock(mu_);
-  const Clock::SteadyTime until = clock_.Steady() + delay;
+  Block(delay);
+}
+
+void TokenBucket::Block(std::chrono::milliseconds delay) {
+  const Clock::SteadyTime until = clock_.Steady() + std::max(delay, std::chrono::milliseconds(0));
   blocked_until_ = std::max(blocked_until_, until);
   tokens_ = 0;
-  last_ = until;  // no refill while blocked
+  last_ = std::max(last_, blocked_until_);  // no refill while blocked
+}
+
+double TokenBucket::rate() const {
+  std::lock_guard lock(mu_);
+  return rate_;
+}
+
+int64_t TokenBucket::cuts() const {
+  std::lock_guard lock(mu_);
+  return cuts_;
 }
 
 }  // namespace sbx::controller

@@ -1,41 +1,104 @@
-// TokenBucket: a rate limiter (rate tokens/s, burst capacity) on an injected Clock.
+// TokenBucket: a rate limiter (rate tokens/s, burst capacity) on an injected Clock, whose rate
+// adapts to what the server allows (AIMD).
 //
-// One bucket per workspace paces every API request sbx sends to it. Acquire blocks until a
-// token is available or `stop` is requested (→ false). Penalize(d) empties the bucket and
-// holds it for `d`, so a server's Retry-After slows every caller, not only the one that got the
-// 429. Thread-safe; the Clock must outlive the bucket.
+// One bucket per workspace and API paces every request sbx sends to it. Take blocks until a
+// token is available or `stop` is requested (→ nullopt) and hands out a Permit saying when the
+// token was taken and whether the caller had to wait for it (demand pressed on the rate).
+//
+// Adaptive pacing, as TCP's congestion control does it (additive increase, multiplicative
+// decrease), told by the request loop (http::RetryingCaller) how each call went:
+//   - Succeeded(permit): the server answered without throttling. If the caller had waited for
+//     its token, the rate rises by `step / rate`, i.e. by `step` req/s for every second of calls
+//     that find the bucket empty; never above `max_rate`, and not within `hold` of the last cut.
+//     Calls that never wait (the rate is not what limits them) raise nothing. The step is
+//     `increase` until the first throttle (the limit is unknown: find it fast), then `recovery`
+//     times the rate the last throttle happened at (near a known limit: approach it slowly, so
+//     that it is hit rarely; as TCP's slow start gives way to congestion avoidance).
+//   - Throttled(delay, permit): the server said slow down (429, or a Retry-After). The rate is
+//     multiplied by `decrease` (not below `min_rate`) — once per overload: a throttled call that
+//     took its token before the last cut was sent at the old rate and cuts nothing more. The
+//     bucket is emptied and held for `delay`, so the server's Retry-After slows every caller of
+//     the workspace, not only the one that got the 429.
+// With max_rate <= the initial rate the rate never rises above where it started (it still
+// falls on a throttle and comes back). A rate <= 0 means unlimited and never adapts.
+// Thread-safe; the Clock must outlive the bucket.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 
 #include "controller/engine/clock.h"
 
 namespace sbx::controller {
 
+struct AimdPolicy {
+  // The ceiling of the additive increase; <= the initial rate: no increase above it.
+  double max_rate = 0;
+  // The floor of the multiplicative decrease (but never above the initial rate).
+  double min_rate = 0.5;
+  // req/s added per second of calls that waited for their token; <= 0: the initial rate (so a
+  // bucket that starts at 10/s and is saturated is at 20/s a second later, 30/s after two).
+  double increase = 0;
+  // After a throttle: req/s added per saturated second, as a fraction of the rate it happened at.
+  double recovery = 0.1;
+  // The factor a throttle cuts the rate by.
+  double decrease = 0.5;
+  // No increase this long after a cut: the limit was just found, do not hit it again at once.
+  std::chrono::milliseconds hold{std::chrono::seconds(2)};
+};
+
 class TokenBucket {
  public:
-  // rate <= 0 means unlimited.
-  TokenBucket(Clock& clock, double rate_per_second, double burst);
+  // rate <= 0 means unlimited. Without a policy the rate stays fixed (max_rate 0) except for
+  // cuts on a throttle and the recovery from them.
+  TokenBucket(Clock& clock, double rate_per_second, double burst, AimdPolicy aimd = {});
 
-  bool Acquire(std::stop_token stop = {});
+  // One token: when it was taken, and whether the caller had to wait for it.
+  struct Permit {
+    Clock::SteadyTime taken{};
+    bool waited = false;
+  };
+  std::optional<Permit> Take(std::stop_token stop = {});
+  bool Acquire(std::stop_token stop = {}) { return Take(stop).has_value(); }
   // Non-blocking: takes a token if one is available now.
   bool TryAcquire();
+
+  // How the call made with `permit` went (see above).
+  void Succeeded(const Permit& permit);
+  void Throttled(std::chrono::milliseconds delay, const Permit& permit);
+  // Empties the bucket and holds it for `delay`, without changing the rate.
   void Penalize(std::chrono::milliseconds delay);
-  double rate() const { return rate_; }
+
+  double rate() const;  // the current rate
+  double max_rate() const { return max_rate_; }
+  int64_t cuts() const;  // how many times a throttle cut the rate
 
  private:
   // Refills and, if a token is available, takes it; else returns the time when one will be.
   bool TakeOrNextTime(Clock::SteadyTime& next);  // requires mu_ held
+  void Refill(Clock::SteadyTime now);            // requires mu_ held
+  void Block(std::chrono::milliseconds delay);   // requires mu_ held
 
   Clock& clock_;
-  const double rate_;
+  const double initial_rate_;
+  const double max_rate_;
+  const double min_rate_;
+  const double increase_;
+  const double recovery_;
+  const double decrease_;
+  const std::chrono::milliseconds hold_;
   const double burst_;
-  std::mutex mu_;
-  double tokens_;                      // Guarded by mu_.
-  Clock::SteadyTime last_;             // Guarded by mu_.
-  Clock::SteadyTime blocked_until_{};  // Guarded by mu_.
+  mutable std::mutex mu_;
+  double rate_;                                // Guarded by mu_.
+  double tokens_;                              // Guarded by mu_.
+  Clock::SteadyTime last_;                     // Guarded by mu_.
+  Clock::SteadyTime blocked_until_{};          // Guarded by mu_.
+  std::optional<Clock::SteadyTime> last_cut_;  // Guarded by mu_.
+  double cut_from_ = 0;                        // Guarded by mu_. The rate the last cut cut.
+  int64_t cuts_ = 0;                           // Guarded by mu_.
 };
 
 }  // namespace sbx::controller

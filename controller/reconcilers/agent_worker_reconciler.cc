@@ -97,6 +97,9 @@ struct AgentWorkerReconciler::Target : ReconcileTarget {
 
   const api::AgentWorkerSpec& spec() const { return object.agent_worker_spec(); }
   api::AgentWorkerStatus& status() { return object.agent_worker_status(); }
+  const api::AgentWorkerStatus& before() const {
+    return std::get<api::AgentWorkerStatus>(original_status);
+  }
   std::string sandbox_id() const { return sandbox.sandbox_spec().sandbox_id; }
   SessionOwner owner() const {
     return {key(), object.metadata.uid,
@@ -181,6 +184,10 @@ void AgentWorkerReconciler::RecordOutcome(Target& t, const Status& status) {
     if (c == nullptr || c->status != ConditionStatus::kTrue) {
       return;
     }
+  }
+  const api::Condition* before = api::FindCondition(t.before().conditions, condition::kReady);
+  if (before == nullptr || before->status != ConditionStatus::kTrue) {
+    Milestone(options_.milestone, t.key(), "ready");
   }
   Set(t, condition::kReady, ConditionStatus::kTrue, reason::kReady, "executor connected");
 }
@@ -372,6 +379,7 @@ StatusOr<bool> AgentWorkerReconciler::EnsureSession(Target& t, bool verify) {
   status.environment_id = session.environment.id;
   status.remote_url = session.environment.remote_url;
   status.executor.pid = 0;  // the executor must (re)connect to the new environment
+  Milestone(options_.milestone, t.key(), "session_created");
   return true;
 }
 
@@ -475,8 +483,10 @@ StatusOr<ExecutorLaunch> AgentWorkerReconciler::LaunchSpec(Target& t, bool repla
 // (this counts as a restart).
 StatusOr<ReconcileResult> AgentWorkerReconciler::Launch(Target& t, bool relaunch, bool replace) {
   ASSIGN_OR_RETURN(ExecutorLaunch launch, LaunchSpec(t, replace));
+  Milestone(options_.milestone, t.key(), "launch_sent");
   ASSIGN_OR_RETURN(ExecutorReport report,
                    executor_.Launch(*t.sandboxes, t.executor(), launch, t.stop));
+  Milestone(options_.milestone, t.key(), "launch_answered");
   RecordLook(t);
   if (report.action == "missing") {
     return ReportMissing(t, report);
@@ -551,6 +561,11 @@ ReconcileResult AgentWorkerReconciler::ReportConnection(Target& t, const openai:
                                                         bool connected) {
   Set(t, condition::kExecutorRunning, ConditionStatus::kTrue, reason::kRunning, "");
   if (connected) {
+    const api::Condition* before =
+        api::FindCondition(t.status().conditions, condition::kExecutorConnected);
+    if (before == nullptr || before->status != ConditionStatus::kTrue) {
+      Milestone(options_.milestone, t.key(), "connected_seen");
+    }
     Set(t, condition::kExecutorConnected, ConditionStatus::kTrue, reason::kConnected, "");
     Set(t, condition::kReady, ConditionStatus::kTrue, reason::kReady, "executor connected");
     return ReconcileResult::RequeueAfter(schedule_.NextLook(true));

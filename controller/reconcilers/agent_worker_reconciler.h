@@ -65,6 +65,7 @@
 #include "controller/reconcilers/executor_schedule.h"
 #include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/internal/session_deletion.h"
+#include "controller/reconcilers/milestones.h"
 #include "controller/reconcilers/session_lifecycle.h"
 #include "controller/store/store.h"
 
@@ -85,6 +86,8 @@ struct AgentWorkerReconcilerOptions {
   // Optional (sbxd --webhook-addr): a worker marked here (the service asked for its environment
   // connection) checks its environment at once instead of on the status cadence.
   WakeHints* wake_hints = nullptr;
+  // Told session_created, launch_sent, launch_answered, connected_seen and ready (milestones.h).
+  MilestoneFn milestone;
 };
 
 class AgentWorkerReconciler final : public Reconciler {

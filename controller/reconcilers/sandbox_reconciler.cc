@@ -195,6 +195,9 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
         SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
         return ReconcileResult::RequeueAfter(options_.transition_requeue);
       }
+      if (t.before().state != "RUNNING") {
+        Milestone(options_.milestone, t.key(), "running_observed");
+      }
       RETURN_IF_ERROR(PatchDrift(t, *live));
       SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
       return RunSetup(t, *live);
@@ -294,6 +297,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
   desired.display_name = t.spec().display_name;
   desired.inactivity_timeout = t.spec().inactivity_timeout;
   desired.image_uri = t.spec().image;
+  Milestone(options_.milestone, t.key(), "create_sent");
   StatusOr<databricks::Sandbox> created = t.api->Create(t.sandbox_id, desired, t.stop);
   if (created.status().code() == StatusCode::kAlreadyExists) {
     if (prior) {
@@ -324,6 +328,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
   t.status().state = std::string(databricks::SandboxStateName(created->state));
   t.status().create_time = created->create_time;
   events_.Normal(t.key(), "Created", "created sandbox " + t.sandbox_id);
+  Milestone(options_.milestone, t.key(), "created");
   SetReady(t, ConditionStatus::kFalse, reason::kCreating, "sandbox is being created");
   SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
   return ReconcileResult::RequeueAfter(options_.transition_requeue);

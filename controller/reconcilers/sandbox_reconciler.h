@@ -38,6 +38,7 @@
 #include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
 #include "controller/reconcilers/internal/boot_marker.h"
+#include "controller/reconcilers/milestones.h"
 #include "controller/reconcilers/sandbox_cache.h"
 #include "controller/store/store.h"
 
@@ -56,6 +57,8 @@ struct SandboxReconcilerOptions {
   // A Sandbox waiting for a slot of its Workspace's spec.limits.maxSandboxes (QuotaExceeded)
   // looks again this often: two store reads, no API call.
   std::chrono::milliseconds quota_recheck{std::chrono::seconds(10)};
+  // Told create_sent, created and running_observed (milestones.h).
+  MilestoneFn milestone;
 };
 
 class SandboxReconciler final : public Reconciler {

@@ -74,18 +74,17 @@ std::string DefaultErrorCode(int status) {
   }
 }
 
-FaultInjector::FaultInjector()
-    : refilled_at_(std::chrono::steady_clock::now()), rng_(std::random_device{}()) {}
+FaultInjector::FaultInjector() : rng_(std::random_device{}()) {}
 
-CallPlan FaultInjector::AdmitAndDelay(std::string_view endpoint, bool rate_limited) {
-  CallPlan plan = Admit(endpoint, rate_limited);
+CallPlan FaultInjector::AdmitAndDelay(std::string_view endpoint, RateLimit limit) {
+  CallPlan plan = Admit(endpoint, limit);
   if (plan.latency.count() > 0) {
     std::this_thread::sleep_for(plan.latency);
   }
   return plan;
 }
 
-CallPlan FaultInjector::Admit(std::string_view endpoint, bool rate_limited) {
+CallPlan FaultInjector::Admit(std::string_view endpoint, RateLimit limit) {
   std::lock_guard lock(mu_);
   CallPlan plan;
   auto counter = counters_.find(endpoint);
@@ -100,17 +99,23 @@ CallPlan FaultInjector::Admit(std::string_view endpoint, bool rate_limited) {
     plan.latency = all->second;
   }
 
-  if (rate_limited && rps_ > 0) {
+  Bucket* bucket = limit == RateLimit::kDatabricks ? &databricks_limit_
+                   : limit == RateLimit::kOpenAi   ? &openai_limit_
+                                                   : nullptr;
+  if (bucket != nullptr && bucket->rps > 0) {
     auto now = std::chrono::steady_clock::now();
-    double elapsed = std::chrono::duration<double>(now - refilled_at_).count();
-    refilled_at_ = now;
-    tokens_ = std::min(burst_, tokens_ + elapsed * rps_);
-    if (tokens_ >= 1) {
-      tokens_ -= 1;
+    double elapsed = std::chrono::duration<double>(now - bucket->refilled_at).count();
+    bucket->refilled_at = now;
+    bucket->tokens = std::min(bucket->burst, bucket->tokens + elapsed * bucket->rps);
+    if (bucket->tokens >= 1) {
+      bucket->tokens -= 1;
     } else {
-      auto wait = std::chrono::seconds(
-          static_cast<std::int64_t>(std::max(1.0, std::ceil((1 - tokens_) / rps_))));
-      plan.throttled = wait;
+      const double seconds = (1 - bucket->tokens) / bucket->rps;
+      plan.throttled =
+          std::chrono::seconds(static_cast<std::int64_t>(std::max(1.0, std::ceil(seconds))));
+      plan.throttled_for = std::chrono::milliseconds(
+          std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(seconds * 1000))));
+      ++counters_[limit == RateLimit::kOpenAi ? "openai.throttled" : "databricks.throttled"];
       return plan;
     }
   }
@@ -165,18 +170,20 @@ void FaultInjector::ClearFaults() {
   latency_.clear();
 }
 
-void FaultInjector::SetRateLimit(double requests_per_second, double burst) {
+void FaultInjector::SetRateLimit(double requests_per_second, double burst, RateLimit limit) {
   std::lock_guard lock(mu_);
-  rps_ = std::max(0.0, requests_per_second);
-  burst_ = burst > 0 ? burst : std::max(1.0, rps_);
-  tokens_ = burst_;
-  refilled_at_ = std::chrono::steady_clock::now();
+  Bucket& b = limit == RateLimit::kOpenAi ? openai_limit_ : databricks_limit_;
+  b.rps = std::max(0.0, requests_per_second);
+  b.burst = burst > 0 ? burst : std::max(1.0, b.rps);
+  b.tokens = b.burst;
+  b.refilled_at = std::chrono::steady_clock::now();
 }
 
 void FaultInjector::Reset() {
   ClearFaults();
   ResetCounters();
-  SetRateLimit(0, 0);
+  SetRateLimit(0, 0, RateLimit::kDatabricks);
+  SetRateLimit(0, 0, RateLimit::kOpenAi);
 }
 
 std::optional<HttpResponse> FaultInjector::HandleAdmin(const HttpRequest& request) {
@@ -231,7 +238,12 @@ std::optional<HttpResponse> FaultInjector::HandleAdmin(const HttpRequest& reques
       }
     }
     if (path == "/_emulator/rate_limit" && method == "POST") {
-      SetRateLimit(body.value("requests_per_second", 0.0), body.value("burst", 0.0));
+      const std::string api = body.value("api", "databricks");
+      if (api != "databricks" && api != "openai") {
+        return BadRequest("api must be \"databricks\" or \"openai\"");
+      }
+      SetRateLimit(body.value("requests_per_second", 0.0), body.value("burst", 0.0),
+                   api == "openai" ? RateLimit::kOpenAi : RateLimit::kDatabricks);
       return JsonResponse(200, json::object());
     }
   } catch (const json::exception& e) {

@@ -3,7 +3,8 @@
 // set of counters: per-endpoint call counters keyed by stable names ("databricks.create"),
 // per-endpoint or global latency, injected errors (rate 0..1, or a burst of the next K calls;
 // before the handler ran, or after it — the call took effect but the client sees an error),
-// and a workspace-wide request rate limit (token bucket; above it, 429 + Retry-After).
+// and request rate limits (token buckets; above them, 429 + Retry-After): one workspace-wide
+// for the Databricks API, one for the OpenAI API.
 //
 // Thread-safe (one internal mutex). Owned by whoever wires the emulators; each emulator takes
 // it by pointer or owns its own.
@@ -32,11 +33,17 @@ struct FaultSpec {
   bool after = false;  // run the handler first (the call takes effect), then fail the response
 };
 
+// Which rate limit a call counts against.
+enum class RateLimit { kNone, kDatabricks, kOpenAi };
+
 // What the injector decided for one call.
 struct CallPlan {
   std::chrono::milliseconds latency{0};
   std::optional<FaultSpec> fault;  // fail this call (before or after, see fault.after)
-  std::optional<std::chrono::seconds> throttled;  // rate limit hit: answer 429, Retry-After
+  // Rate limit hit: answer 429 with Retry-After (whole seconds, at least 1) …
+  std::optional<std::chrono::seconds> throttled;
+  // … and, where the API has a finer hint (OpenAI's retry-after-ms), when a token is free.
+  std::chrono::milliseconds throttled_for{0};
 };
 
 class FaultInjector {
@@ -44,10 +51,17 @@ class FaultInjector {
   FaultInjector();
 
   // Counts one call to `endpoint` and decides latency, fault and throttling for it.
-  // `rate_limited` says whether the workspace rate limit applies to this endpoint.
-  CallPlan Admit(std::string_view endpoint, bool rate_limited);
+  // `limit` says which rate limit applies to this endpoint; the bool forms mean the Databricks
+  // workspace limit (true) or none.
+  CallPlan Admit(std::string_view endpoint, RateLimit limit);
+  CallPlan Admit(std::string_view endpoint, bool rate_limited) {
+    return Admit(endpoint, rate_limited ? RateLimit::kDatabricks : RateLimit::kNone);
+  }
   // Admit(), then sleeps the planned latency on the calling thread (what every handler does).
-  CallPlan AdmitAndDelay(std::string_view endpoint, bool rate_limited);
+  CallPlan AdmitAndDelay(std::string_view endpoint, RateLimit limit);
+  CallPlan AdmitAndDelay(std::string_view endpoint, bool rate_limited) {
+    return AdmitAndDelay(endpoint, rate_limited ? RateLimit::kDatabricks : RateLimit::kNone);
+  }
 
   std::map<std::string, std::int64_t> Counters() const;
   void ResetCounters();
@@ -56,12 +70,15 @@ class FaultInjector {
   void SetFault(const std::string& endpoint, const FaultSpec& fault);
   void ClearFaults();  // also clears latencies
   // requests_per_second <= 0 turns the limit off; burst <= 0 means max(1, rps).
-  void SetRateLimit(double requests_per_second, double burst);
-  void Reset();  // counters, latencies, faults and the rate limit
+  void SetRateLimit(double requests_per_second, double burst,
+                    RateLimit limit = RateLimit::kDatabricks);
+  void Reset();  // counters, latencies, faults and the rate limits
 
   // Serves GET /_emulator/counters, POST|DELETE /_emulator/counters (reset),
-  // POST /_emulator/latency, POST|DELETE /_emulator/faults, POST /_emulator/rate_limit.
-  // Returns nullopt for any other path.
+  // POST /_emulator/latency, POST|DELETE /_emulator/faults, POST /_emulator/rate_limit
+  // ({"requests_per_second", "burst", "api": "databricks" (default) | "openai"}).
+  // Returns nullopt for any other path. Throttled calls count in the counters as
+  // "<api>.throttled" ("databricks.throttled", "openai.throttled") besides their endpoint.
   std::optional<HttpResponse> HandleAdmin(const HttpRequest& request);
 
  private:
@@ -69,11 +86,15 @@ class FaultInjector {
   std::map<std::string, std::int64_t, std::less<>> counters_;              // Guarded by mu_.
   std::map<std::string, std::chrono::milliseconds, std::less<>> latency_;  // Guarded by mu_.
   std::map<std::string, FaultSpec, std::less<>> faults_;                   // Guarded by mu_.
-  double rps_ = 0;                                                         // Guarded by mu_.
-  double burst_ = 0;                                                       // Guarded by mu_.
-  double tokens_ = 0;                                                      // Guarded by mu_.
-  std::chrono::steady_clock::time_point refilled_at_;                      // Guarded by mu_.
-  std::mt19937_64 rng_;                                                    // Guarded by mu_.
+  struct Bucket {
+    double rps = 0;
+    double burst = 0;
+    double tokens = 0;
+    std::chrono::steady_clock::time_point refilled_at;
+  };
+  Bucket databricks_limit_;  // Guarded by mu_.
+  Bucket openai_limit_;      // Guarded by mu_.
+  std::mt19937_64 rng_;      // Guarded by mu_.
 };
 
 // Standard Databricks-ish error_code for an HTTP status (429 → "REQUEST_LIMIT_EXCEEDED", …).

@@ -32,7 +32,11 @@ class OpenAiEmulator::Impl {
         agents_(state_, runner_),
         admin_(state_, registry_, *faults_),
         router_(state_, agents_, registry_, admin_, *faults_),
-        http_([this](internal::HttpExchange& ex) { router_.Handle(ex); }) {}
+        http_([this](internal::HttpExchange& ex) { router_.Handle(ex); }) {
+    if (state_.options.requests_per_second > 0) {
+      faults_->SetRateLimit(state_.options.requests_per_second, 0, internal::RateLimit::kOpenAi);
+    }
+  }
 
   ~Impl() { Stop(); }
 

@@ -123,6 +123,9 @@ class OpenAiEmulator {
     Duration webhook_retry_cap{std::chrono::minutes(5)};
     // Shared accounting/fault injection (borrowed; null = the emulator owns one).
     internal::FaultInjector* faults = nullptr;
+    // Requests per second on /v1/agents/* (0 = unlimited); above it 429 rate_limit_exceeded with
+    // Retry-After and retry-after-ms. The executor's own registration is not limited.
+    double requests_per_second = 0;
   };
 
   struct RegistrationCount {

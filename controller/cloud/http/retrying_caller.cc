@@ -31,12 +31,17 @@ RetryingCaller::RetryingCaller(RetryingCallerOptions options, const ErrorTable& 
       backoff_(options_.retry.backoff, options_.jitter) {}
 
 AttemptFailure RetryingCaller::Classify(const Call& call, const HttpResponse& response, bool guard,
-                                        const std::string& authorization) {
+                                        const std::string& authorization,
+                                        const TokenBucket::Permit& permit) {
   AttemptFailure failure = errors_.FromResponse(response, clock_.Now());
   const std::optional<milliseconds> hint = failure.status.retry_after();
-  if ((response.status == 429 || response.status == 503) && hint && hint->count() > 0) {
-    // One caller's 429 slows every caller of this workspace.
-    bucket_.Penalize(std::min(*hint, options_.retry.max_retry_after));
+  if (response.status == 429 || (response.status == 503 && hint && hint->count() > 0)) {
+    // The server's limit: cut this workspace's rate for this API, and one caller's Retry-After
+    // holds every caller of it.
+    bucket_.Throttled(std::min(hint.value_or(milliseconds(0)), options_.retry.max_retry_after),
+                      permit);
+  } else if (response.status < 500) {
+    bucket_.Succeeded(permit);  // answered (a 404 too): the rate was not too high
   }
   failure.status = RedactAuthorization(failure.status.Annotate(call.what), authorization);
   if (response.status == 401) {
@@ -62,7 +67,9 @@ StatusOr<HttpResponse> RetryingCaller::Loop(const Call& call, bool guard, Exchan
   }
   const Clock::SteadyTime start = clock_.Steady();
   for (int attempt = 1;; ++attempt) {
-    if (stop.stop_requested() || !bucket_.Acquire(stop)) {
+    const std::optional<TokenBucket::Permit> permit =
+        stop.stop_requested() ? std::nullopt : bucket_.Take(stop);
+    if (!permit) {
       return api::CancelledError(what + ": cancelled");
     }
     AttemptFailure failure;
@@ -85,12 +92,13 @@ StatusOr<HttpResponse> RetryingCaller::Loop(const Call& call, bool guard, Exchan
         failure.status = RedactAuthorization(result.status, *authorization);
         failure.maybe_sent = result.maybe_sent;
       } else if (IsSuccess(result.response.status)) {
+        bucket_.Succeeded(*permit);
         if (guard) {
           breaker_.Accepted();
         }
         return std::move(result.response);
       } else {
-        failure = Classify(call, result.response, guard, *authorization);
+        failure = Classify(call, result.response, guard, *authorization, *permit);
       }
     }
     const auto elapsed = std::chrono::duration_cast<milliseconds>(clock_.Steady() - start);

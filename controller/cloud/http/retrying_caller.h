@@ -8,10 +8,12 @@
 //   2. Each attempt takes a token from the workspace's TokenBucket, then the Authorization
 //      header from the Credentials (a failure there is a failure that was never sent), sends
 //      through the HttpTransport and classifies the reply: 2xx is returned; a non-2xx becomes
-//      the ErrorTable's failure, annotated with `what`. A 429/503 with a hint also penalises the
-//      bucket (by at most max_retry_after) so every caller of the workspace slows down; a 401
-//      invalidates the Credentials' cached token and trips the breaker, any other reply closes
-//      it.
+//      the ErrorTable's failure, annotated with `what`. The bucket adapts its rate (AIMD,
+//      token_bucket.h): a 429, or a 503 with a hint, is Throttled — the rate is cut and the
+//      bucket held for the hint (at most max_retry_after), so every caller of the workspace
+//      slows down; any other reply below 500 is Succeeded, which raises the rate while calls
+//      wait for tokens. A 401 invalidates the Credentials' cached token and trips the breaker,
+//      any other reply closes it.
 //   3. NextRetryDelay (retry_policy.h) decides; backoff sleeps are on the injected Clock and end
 //      early on `stop` (→ kCancelled, which also cancels the in-flight request).
 // Stream(call, handlers) does the same through the StreamingTransport until the stream opens
@@ -102,7 +104,7 @@ class RetryingCaller {
                                    std::stop_token stop);
   // The failure of a non-2xx reply, with the bucket, credentials and breaker told about it.
   AttemptFailure Classify(const Call& call, const HttpResponse& response, bool guard,
-                          const std::string& authorization);
+                          const std::string& authorization, const TokenBucket::Permit& permit);
 
   const RetryingCallerOptions options_;
   const ErrorTable& errors_;

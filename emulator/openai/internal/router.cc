@@ -83,15 +83,18 @@ void Router::Handle(HttpExchange& ex) {
     return;
   }
 
-  // The workspace rate limit is a Databricks notion: OpenAI calls are never throttled by it.
-  CallPlan plan = faults_.AdmitAndDelay(endpoint, false);
+  // The OpenAI rate limit (sbx-emulator --openai-rate-limit), not the Databricks workspace one.
+  CallPlan plan = faults_.AdmitAndDelay(endpoint, RateLimit::kOpenAi);
   if (plan.throttled) {
-    ex.Respond(ErrorResponse({429,
-                              "requests",
-                              "rate_limit_exceeded",
-                              "Rate limit reached for requests",
-                              {},
-                              plan.throttled}));
+    HttpResponse throttled = ErrorResponse({429,
+                                            "requests",
+                                            "rate_limit_exceeded",
+                                            "Rate limit reached for requests",
+                                            {},
+                                            plan.throttled});
+    // The finer hint the OpenAI SDKs read first.
+    throttled.headers.emplace_back("retry-after-ms", std::to_string(plan.throttled_for.count()));
+    ex.Respond(throttled);
     return;
   }
   if (plan.fault && !plan.fault->after) {

@@ -64,5 +64,132 @@ TEST(TokenBucketTest, ZeroRateIsUnlimited) {
   }
 }
 
+// A saturated bucket: every call waits for its token. Takes n tokens, advancing the clock by
+// exactly the wait for each, and reports each call's success.
+void RunSaturated(testing::FakeClock& clock, TokenBucket& bucket, int n) {
+  for (int i = 0; i < n; ++i) {
+    while (!bucket.TryAcquire()) {
+      clock.Advance(std::chrono::milliseconds(1));
+    }
+    bucket.Succeeded({clock.Steady(), /*waited=*/true});
+  }
+}
+
+TEST(TokenBucketAimdTest, RaisesTheRateAdditivelyWhileCallsWaitUpToTheMaximum) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, 10, 1, AimdPolicy{.max_rate = 40, .increase = 10});
+  EXPECT_DOUBLE_EQ(bucket.rate(), 10);
+  // +increase/rate per success: about +10 req/s per second of saturated calls.
+  const Clock::SteadyTime start = clock.Steady();
+  while (bucket.rate() < 20) {
+    RunSaturated(clock, bucket, 1);
+  }
+  const double seconds = std::chrono::duration<double>(clock.Steady() - start).count();
+  EXPECT_GT(seconds, 0.7);
+  EXPECT_LT(seconds, 1.3);
+  RunSaturated(clock, bucket, 2000);
+  EXPECT_DOUBLE_EQ(bucket.rate(), 40) << "capped by the maximum";
+}
+
+TEST(TokenBucketAimdTest, CallsThatDidNotWaitRaiseNothing) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, 10, 10, AimdPolicy{.max_rate = 100});
+  for (int i = 0; i < 100; ++i) {
+    bucket.Succeeded({clock.Steady(), /*waited=*/false});
+  }
+  EXPECT_DOUBLE_EQ(bucket.rate(), 10);
+}
+
+TEST(TokenBucketAimdTest, WithoutAMaximumAboveTheStartTheRateNeverRises) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, 20, 1);
+  RunSaturated(clock, bucket, 200);
+  EXPECT_DOUBLE_EQ(bucket.rate(), 20);
+  EXPECT_DOUBLE_EQ(bucket.max_rate(), 20);
+}
+
+TEST(TokenBucketAimdTest, TakeSaysWhetherTheCallerWaited) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, 1, 2);
+  auto first = bucket.Take();
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(first->waited) << "a token was left after it";
+  auto second = bucket.Take();
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(second->waited) << "the last token: demand is at the rate";
+}
+
+TEST(TokenBucketAimdTest, AThrottleCutsTheRateOnceAndHoldsEveryCallerForTheDelay) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, 40, 1, AimdPolicy{.max_rate = 100, .decrease = 0.5});
+  const TokenBucket::Permit before_cut{clock.Steady(), true};
+  clock.Advance(10ms);
+  bucket.Throttled(250ms, {clock.Steady(), true});
+  EXPECT_DOUBLE_EQ(bucket.rate(), 20);
+  EXPECT_EQ(bucket.cuts(), 1);
+  // A call sent before the cut, answered 429 after it, was sent at the old rate: no second cut.
+  bucket.Throttled(250ms, before_cut);
+  EXPECT_DOUBLE_EQ(bucket.rate(), 20);
+  EXPECT_EQ(bucket.cuts(), 1);
+  EXPECT_FALSE(bucket.TryAcquire());
+  clock.Advance(249ms);
+  EXPECT_FALSE(bucket.TryAcquire()) << "the Retry-After holds every caller";
+  clock.Advance(60ms);
+  EXPECT_TRUE(bucket.TryAcquire());
+  // A call sent after the cut and throttled again: the limit is lower still.
+  bucket.Throttled(0ms, {clock.Steady(), true});
+  EXPECT_DOUBLE_EQ(bucket.rate(), 10);
+  EXPECT_EQ(bucket.cuts(), 2);
+}
+
+TEST(TokenBucketAimdTest, NoIncreaseDuringTheHoldAfterACutThenItRecovers) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, 20, 1, AimdPolicy{.max_rate = 20, .increase = 10, .hold = 2s});
+  bucket.Throttled(0ms, {clock.Steady(), true});
+  EXPECT_DOUBLE_EQ(bucket.rate(), 10);
+  bucket.Succeeded({clock.Steady(), true});
+  clock.Advance(1900ms);
+  bucket.Succeeded({clock.Steady(), true});
+  EXPECT_DOUBLE_EQ(bucket.rate(), 10) << "within the hold";
+  clock.Advance(100ms);
+  RunSaturated(clock, bucket, 500);
+  EXPECT_DOUBLE_EQ(bucket.rate(), 20) << "back up to where it started, no higher";
+}
+
+TEST(TokenBucketAimdTest, AfterAThrottleTheRateClimbsBackSlowly) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, 20, 1,
+                     AimdPolicy{.max_rate = 100, .increase = 20, .recovery = 0.1, .hold = 0ms});
+  bucket.Throttled(0ms, {clock.Steady(), true});
+  ASSERT_DOUBLE_EQ(bucket.rate(), 10);
+  // 10% of the 20/s the throttle came at: +2 req/s per saturated second, so 10 → 14 in ~2 s
+  // (before any throttle, +20 req/s per second, it would take 0.2 s).
+  const Clock::SteadyTime start = clock.Steady();
+  while (bucket.rate() < 14) {
+    RunSaturated(clock, bucket, 1);
+  }
+  const double seconds = std::chrono::duration<double>(clock.Steady() - start).count();
+  EXPECT_GT(seconds, 1.6);
+  EXPECT_LT(seconds, 2.5);
+}
+
+TEST(TokenBucketAimdTest, CutsStopAtTheMinimum) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, 4, 1, AimdPolicy{.min_rate = 1});
+  for (int i = 0; i < 10; ++i) {
+    clock.Advance(1ms);
+    bucket.Throttled(0ms, {clock.Steady(), true});
+  }
+  EXPECT_DOUBLE_EQ(bucket.rate(), 1);
+}
+
+TEST(TokenBucketAimdTest, AnUnlimitedBucketNeverAdapts) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, 0, 1, AimdPolicy{.max_rate = 100});
+  bucket.Throttled(1s, {clock.Steady(), true});
+  EXPECT_TRUE(bucket.TryAcquire());
+  EXPECT_DOUBLE_EQ(bucket.rate(), 0);
+}
+
 }  // namespace
 }  // namespace sbx::controller

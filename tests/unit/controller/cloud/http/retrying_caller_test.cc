@@ -191,6 +191,48 @@ TEST_F(RetryingCallerTest, RetryAfterPenalisesTheBucketAndStaysOnTheFinalError) 
   EXPECT_TRUE(bucket_.TryAcquire());
 }
 
+TEST_F(RetryingCallerTest, PacingAdaptsA429CutsTheRateAndAnswersRaiseIt) {
+  FakeErrors errors({429});
+  TokenBucket paced(clock_, 10, 1, AimdPolicy{.max_rate = 50, .increase = 10});
+  RetryingCaller caller(RetryingCallerOptions{.log_name = "test",
+                                              .credentials_noun = "the test key was",
+                                              .retry = Policy(),
+                                              .jitter = [] { return 0.5; }},
+                        errors, credentials_, paced, clock_, transport_);
+  // Saturated: each call waits for its token, and each answer (a 404 too) raises the rate.
+  replies_ = {Reply(404, "gone")};
+  for (int i = 0; i < 30; ++i) {
+    auto r = RunAdvancing(clock_, [&] { return caller.Send(Get(), {}); });
+    ASSERT_TRUE(r.ok() || r.status().code() == StatusCode::kInvalidArgument) << r.status();
+  }
+  const double raised = paced.rate();
+  EXPECT_GT(raised, 20);
+  // The server's limit: a 429 with Retry-After halves it and holds the bucket; the retry after
+  // the hold succeeds.
+  replies_ = {Reply(429, "slow down", {{"retry-after", "1"}}), Reply(200, "done")};
+  auto r = RunAdvancing(clock_, [&] { return caller.Send(Get(), {}); });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(paced.rate(), raised / 2);
+  EXPECT_EQ(paced.cuts(), 1);
+  const std::vector<Clock::SteadyTime> times = Times();
+  EXPECT_GE(times.back() - times[times.size() - 2], 1s);
+}
+
+TEST_F(RetryingCallerTest, A503WithoutAHintDoesNotCutTheRate) {
+  FakeErrors errors({503});
+  TokenBucket paced(clock_, 10, 1, AimdPolicy{.max_rate = 50});
+  RetryingCaller caller(RetryingCallerOptions{.log_name = "test",
+                                              .credentials_noun = "the test key was",
+                                              .retry = Policy(),
+                                              .jitter = [] { return 0.5; }},
+                        errors, credentials_, paced, clock_, transport_);
+  replies_ = {Reply(503, "busy"), Reply(200, "done")};
+  auto r = RunAdvancing(clock_, [&] { return caller.Send(Get(), {}); });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(paced.cuts(), 0);
+  EXPECT_GE(paced.rate(), 10);
+}
+
 TEST_F(RetryingCallerTest, ARetryAfterLongerThanTheLimitEndsTheCallAtOnce) {
   FakeErrors errors({429});
   replies_ = {Reply(429, "slow down", {{"retry-after", "600"}}), Reply(200, "done")};
