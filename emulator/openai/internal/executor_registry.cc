@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "emulator/openai/internal/api_error.h"
+#include "emulator/openai/internal/ip_allowlist.h"
 
 namespace sbx::emulator::internal::openai {
 namespace {
@@ -79,7 +80,8 @@ HttpResponse ExecutorRegistry::HandleRegister(const std::string& env_id, const H
   if (plan.fault && !plan.fault->after) {
     return RegistryFault(*plan.fault);
   }
-  HttpResponse r = Register(env_id, req);
+  std::optional<HttpResponse> denied = CheckCallerAddress(state_, env_id, req);
+  HttpResponse r = denied ? *denied : Register(env_id, req);
   if (plan.fault && plan.fault->after) {
     r = RegistryFault(*plan.fault);
   }

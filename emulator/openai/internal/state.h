@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "emulator/openai/internal/ip_allowlist.h"
 #include "emulator/openai/openai_emulator.h"
 #include "emulator/openai/websocket_server.h"
 
@@ -211,7 +212,10 @@ class State {
   std::map<std::string, RegistrationCount> unknown_registrations;  // Guarded by mu.
   std::map<std::string, Registration> registrations;               // Guarded by mu.
   std::map<WsConnectionId, RpcConnection> connections;             // Guarded by mu.
-  InputCounters totals;  // every session's, deleted ones too. Guarded by mu.
+  InputCounters totals;      // every session's, deleted ones too. Guarded by mu.
+  IpAllowlist ip_allowlist;  // Guarded by mu.
+  // The caller address of each environment's last registration (allowlist mode only).
+  std::map<std::string, std::string> registration_addresses;  // Guarded by mu.
 };
 
 }  // namespace sbx::emulator::internal::openai
