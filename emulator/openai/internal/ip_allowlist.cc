@@ -85,11 +85,13 @@ std::optional<HttpResponse> CheckCallerAddress(State& state, const std::string& 
           ? state.options.caller_address(req.peer_address, req.peer_port, req.local_port)
           : req.peer_address;
   std::lock_guard lock(state.mu);
-  state.registration_addresses[environment_id] = address;
+  auto env = state.environments.find(environment_id);
+  if (env != state.environments.end() || state.registration_addresses.size() < 10'000) {
+    state.registration_addresses[environment_id] = address;  // bounded for made-up ids
+  }
   if (state.ip_allowlist.Allows(address)) {
     return std::nullopt;
   }
-  auto env = state.environments.find(environment_id);
   ++(env != state.environments.end() ? env->second.registrations
                                      : state.unknown_registrations[environment_id])
         .attempts;
