@@ -764,8 +764,8 @@ TEST_F(SandboxReconcilerTest, AFailedProvisioningIsReportedAndStartedAgainOnABac
   EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kFalse);
   EXPECT_EQ(Cond("a", "Ready").reason, "ProvisioningFailed");
   EXPECT_NE(Cond("a", "Ready").message.find("without reaching RUNNING"), std::string::npos);
-  EXPECT_EQ(last_.sandbox_status().provisioning_failures, 1);
-  EXPECT_FALSE(last_.sandbox_status().next_start_after.empty());
+  EXPECT_EQ(Get("a").sandbox_status().provisioning_failures, 1);
+  EXPECT_FALSE(Get("a").sandbox_status().next_start_after.empty());
   EXPECT_TRUE(HasEvent("ProvisioningFailed"));
   EXPECT_EQ(r->action, ReconcileResult::Action::kRequeueAfter);
   EXPECT_EQ(r->after, std::chrono::milliseconds(10'000));
@@ -776,7 +776,7 @@ TEST_F(SandboxReconcilerTest, AFailedProvisioningIsReportedAndStartedAgainOnABac
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(clouds_.api().Calls("start"), 0);
   EXPECT_EQ(Cond("a", "Ready").reason, "ProvisioningFailed");
-  EXPECT_EQ(last_.sandbox_status().provisioning_failures, 1);
+  EXPECT_EQ(Get("a").sandbox_status().provisioning_failures, 1);
 
   clock_.Advance(10s);
   ASSERT_TRUE(Reconcile("a").ok());
@@ -787,7 +787,7 @@ TEST_F(SandboxReconcilerTest, AFailedProvisioningIsReportedAndStartedAgainOnABac
   SetLiveState("a", SandboxState::kStopped);
   r = Reconcile("a");
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(last_.sandbox_status().provisioning_failures, 2);
+  EXPECT_EQ(Get("a").sandbox_status().provisioning_failures, 2);
   EXPECT_EQ(r->after, std::chrono::milliseconds(20'000));
   clock_.Advance(19s);
   ASSERT_TRUE(Reconcile("a").ok());
@@ -800,8 +800,8 @@ TEST_F(SandboxReconcilerTest, AFailedProvisioningIsReportedAndStartedAgainOnABac
   SetLiveState("a", SandboxState::kRunning);
   ASSERT_TRUE(Reconcile("a").ok());
   EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kTrue);
-  EXPECT_EQ(last_.sandbox_status().provisioning_failures, 0);
-  EXPECT_EQ(last_.sandbox_status().next_start_after, "");
+  EXPECT_EQ(Get("a").sandbox_status().provisioning_failures, 0);
+  EXPECT_EQ(Get("a").sandbox_status().next_start_after, "");
   EXPECT_EQ(clouds_.api().Calls("create"), 1);  // never a second create
 }
 
@@ -814,7 +814,7 @@ TEST_F(SandboxReconcilerTest, ATeardownSeenWhileProvisioningCountsOnceAndAStaleV
   ASSERT_TRUE(Reconcile("a").ok());  // still STOPPING
   SetLiveState("a", SandboxState::kStopped);
   ASSERT_TRUE(Reconcile("a").ok());
-  EXPECT_EQ(last_.sandbox_status().provisioning_failures, 1);
+  EXPECT_EQ(Get("a").sandbox_status().provisioning_failures, 1);
   EXPECT_EQ(clouds_.api().Calls("start"), 0);
 
   // A view that says STOPPED while the API says RUNNING (a stale cache) is not a failure: the
@@ -833,7 +833,7 @@ TEST_F(SandboxReconcilerTest, ATeardownSeenWhileProvisioningCountsOnceAndAStaleV
   ASSERT_TRUE(Reconcile("b").ok());
   ASSERT_TRUE(Reconcile("b").ok());
   EXPECT_EQ(Cond("b", "Ready").status, ConditionStatus::kTrue);
-  EXPECT_EQ(last_.sandbox_status().provisioning_failures, 0);
+  EXPECT_EQ(Get("b").sandbox_status().provisioning_failures, 0);
 }
 
 // The per-user quota of the Databricks API (429 RESOURCE_EXHAUSTED with a QuotaFailure detail,
