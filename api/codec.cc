@@ -919,6 +919,8 @@ struct FieldsOf<SandboxStatus> : PlainMapping {
       Row<&SandboxStatus::create_time, Str>("createTime"),
       Row<&SandboxStatus::boot_id, Str>("bootId"),
       Row<&SandboxStatus::setup, ListOf<SetupResult>>("setup"),
+      Row<&SandboxStatus::provisioning_failures, Int32>("provisioningFailures"),
+      Row<&SandboxStatus::next_start_after, Str>("nextStartAfter"),
   };
 };
 

@@ -73,6 +73,9 @@ inline constexpr std::string_view kUnknownState = "UnknownState";
 inline constexpr std::string_view kSetupRunning = "SetupRunning";
 inline constexpr std::string_view kSetupFailed = "SetupFailed";
 inline constexpr std::string_view kQuotaExceeded = "QuotaExceeded";
+// PENDING → STOPPING/STOPPED without reaching RUNNING: the API has no FAILED state, this is how a
+// failed provisioning shows (reference §4).
+inline constexpr std::string_view kProvisioningFailed = "ProvisioningFailed";
 inline constexpr std::string_view kImmutableFieldChanged = "ImmutableFieldChanged";
 inline constexpr std::string_view kSandboxIdConflict = "SandboxIdConflict";
 

@@ -173,6 +173,10 @@ struct SandboxStatus {
   std::string create_time;    // "createTime"
   std::string boot_id;        // "bootId"
   std::vector<SetupResult> setup;
+  // Provisionings in a row that ended STOPPED instead of RUNNING, and when the next start may
+  // go (the engine's Backoff over that count); both cleared once the sandbox runs.
+  int32_t provisioning_failures = 0;  // "provisioningFailures"
+  std::string next_start_after;       // "nextStartAfter", RFC 3339
   friend bool operator==(const SandboxStatus&, const SandboxStatus&) = default;
 };
 

@@ -198,6 +198,13 @@ int Main(int argc, char** argv) {
   app.add_option("--workspace-id", opts.workspace_id, "Workspace id advertised by host metadata");
   app.add_option("--max-sandboxes", opts.max_sandboxes, "Workspace sandbox quota (0 = unlimited)")
       ->capture_default_str();
+  app.add_option("--max-sandboxes-per-user", opts.max_sandboxes_per_user,
+                 "Per-user sandbox quota (one PAT or OAuth client = one user; 0 = unlimited; "
+                 "the reference's unconfirmed number is 40)")
+      ->capture_default_str();
+  AddDuration(app, "--update-duration", opts.update_duration,
+              "How long a PATCH takes to apply; a concurrent PATCH of the same sandbox gets 409 "
+              "ABORTED (default 0 = instant)");
   app.add_option("--rate-limit", opts.requests_per_second,
                  "Workspace API requests per second (0 = unlimited)");
   app.add_flag("--reset-create-time-on-start", opts.reset_create_time_on_start,
@@ -257,7 +264,25 @@ int Main(int argc, char** argv) {
               "First webhook retry delay, doubling per attempt (default 1s)");
   AddDuration(app, "--webhook-retry-cap", openai_opts.webhook_retry_cap,
               "Longest webhook retry delay (default 5m)");
+  std::string ip_allowlist;
+  app.add_option("--ip-allowlist", ip_allowlist,
+                 "Turn on the OpenAI IP allowlist: comma-separated IPv4 addresses or CIDR blocks "
+                 "(\"\" = allow none); a registration from an emulated sandbox whose egress "
+                 "address is not listed gets 401 \"IP is not authorized\"");
   CLI11_PARSE(app, argc, argv);
+  if (app.count("--ip-allowlist") > 0) {
+    openai_opts.ip_allowlist_enabled = true;
+    for (size_t start = 0; start < ip_allowlist.size();) {
+      size_t comma = ip_allowlist.find(',', start);
+      if (comma == std::string::npos) {
+        comma = ip_allowlist.size();
+      }
+      if (comma > start) {
+        openai_opts.ip_allowlist.push_back(ip_allowlist.substr(start, comma - start));
+      }
+      start = comma + 1;
+    }
+  }
   if (!openai_keys.empty()) {
     openai_opts.api_keys = openai_keys;
   }
@@ -307,6 +332,11 @@ int Main(int argc, char** argv) {
 
   // One set of counters and faults for both APIs (/_emulator/counters on either port).
   openai_opts.faults = &databricks.faults();
+  // A registration from inside an emulated sandbox comes from that sandbox's egress address.
+  openai_opts.caller_address = [&databricks](const std::string& peer, int peer_port,
+                                             int local_port) {
+    return databricks.EgressAddressOf(peer, peer_port, local_port);
+  };
   std::unique_ptr<sbx::emulator::OpenAiEmulator> openai;
   if (openai_port >= 0) {
     openai = std::make_unique<sbx::emulator::OpenAiEmulator>(openai_opts);

@@ -616,12 +616,33 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::HandleDeadExecutor(Target& t,
   }
   const bool ours = report.LaunchedThisBoot(t.status().environment_id);
   const Clock::WallTime now = clock_.Now();
+  if (!ours && executor.last_exit_reason == reason::kIpNotAuthorized &&
+      !executor.next_launch_after.empty() && !report.boot.empty() &&
+      report.boot != report.current_boot) {
+    // The seed's troubleshooting row: after "401 … IP is not authorized", re-check after a
+    // restart — the egress IP can change across stop and start. The sandbox booted since that
+    // exit, so the delay meant for the old address does not hold this launch back.
+    executor.next_launch_after.clear();
+    events_.Normal(t.key(), "RecheckAfterRestart",
+                   "sandbox " + t.sandbox_id() +
+                       " restarted since the executor was refused with IPNotAuthorized; its "
+                       "egress address may have changed, launching again");
+  }
   if (ours && executor.next_launch_after.empty()) {
     std::string exit_reason = DiagnoseExecutorLog(report.log_tail);
     if (exit_reason.empty()) {
       exit_reason = ran ? reason::kExecutorExited : reason::kExecutorExitedOnStart;
     }
-    const std::string message = LastLine(report.log_tail);
+    std::string message = LastLine(report.log_tail);
+    if (exit_reason == reason::kIpNotAuthorized) {
+      // What sbx can know: the Databricks API reports no egress address (reference §2: the
+      // Sandbox object has none), only that this boot's address was refused.
+      message += " (boot " + report.current_boot + " of sandbox " + t.sandbox_id() +
+                 ": its egress address is not on the OpenAI organisation's IP allowlist; the "
+                 "Databricks API does not report the address, which can change across stop and "
+                 "start: sbx launches again after the sandbox's next start, or after the auth "
+                 "backoff)";
+    }
     executor.last_exit_reason = exit_reason;
     executor.next_launch_after =
         FormatRfc3339(now + schedule_.CrashLoopDelay(exit_reason, ran, executor.restarts));

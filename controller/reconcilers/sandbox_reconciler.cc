@@ -79,7 +79,8 @@ SandboxReconciler::SandboxReconciler(Store& store, CloudClients& clouds, Sandbox
       cache_(cache),
       clock_(clock),
       events_(store, clock),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      provisioning_backoff_(options_.provisioning_backoff) {}
 
 StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key,
                                                        std::stop_token stop) {
@@ -138,6 +139,9 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
     // The boot is over (or not begun): the next RUNNING must read the marker again, even if this
     // reconcile fails or sbxd dies before it gets there.
     t.status().boot_id.clear();
+  } else {
+    t.status().provisioning_failures = 0;  // it runs: provisioning works again
+    t.status().next_start_after.clear();
   }
 
   if (!t.spec().image.empty() && live->image_uri != t.spec().image) {
@@ -151,6 +155,10 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
   }
 
   const bool want_running = t.spec().power == api::Power::kRunning;
+  ASSIGN_OR_RETURN(std::optional<ReconcileResult> failed, CheckProvisioning(t, *live));
+  if (failed) {
+    return *failed;
+  }
   switch (live->state) {
     case SandboxState::kPending:
     case SandboxState::kStopping: {
@@ -162,22 +170,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
     }
     case SandboxState::kStopped: {
       if (want_running) {
-        // Auto-stop after inactivity is normal operation, not an error: start it again.
-        StatusOr<databricks::Sandbox> started = t.api->Start(t.sandbox_id, t.stop);
-        if (started.status().code() == StatusCode::kNotFound) {
-          // Start answers 404 unless the sandbox is STOPPED: our view was stale. Look again.
-          ASSIGN_OR_RETURN(databricks::Sandbox fresh, t.api->Get(t.sandbox_id, t.stop));
-          cache_.Observe(t.workspace, fresh);
-          return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
-        }
-        RETURN_IF_ERROR(started.status());
-        cache_.Observe(t.workspace, *started);
-        t.status().state = std::string(databricks::SandboxStateName(started->state));
-        events_.Normal(t.key(), "Starting",
-                       "sandbox " + t.sandbox_id + " was STOPPED (auto-stop or external); started");
-        SetReady(t, ConditionStatus::kFalse, reason::kStarting, "sandbox is starting");
-        SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
-        return ReconcileResult::RequeueAfter(options_.transition_requeue);
+        return StartStopped(t);
       }
       RETURN_IF_ERROR(PatchDrift(t, *live));
       SetReady(t, ConditionStatus::kTrue, reason::kStopped,
@@ -210,6 +203,102 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
            "the API reports state \"" + live->state_raw + "\"");
   SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
   return ReconcileResult::RequeueAfter(options_.transition_requeue);
+}
+
+// Auto-stop after inactivity is normal operation, not an error: start it again — after a failed
+// provisioning only once status.nextStartAfter has passed.
+StatusOr<ReconcileResult> SandboxReconciler::StartStopped(Target& t) {
+  if (const std::optional<Clock::WallTime> allowed = ParseRfc3339(t.status().next_start_after)) {
+    if (const Clock::WallTime now = clock_.Now(); now < *allowed) {
+      SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
+      return ReconcileResult::RequeueAfter(
+          std::chrono::ceil<std::chrono::milliseconds>(*allowed - now));
+    }
+  }
+  StatusOr<databricks::Sandbox> started = t.api->Start(t.sandbox_id, t.stop);
+  if (started.status().code() == StatusCode::kNotFound) {
+    // Start answers 404 unless the sandbox is STOPPED: our view was stale. Look again.
+    ASSIGN_OR_RETURN(databricks::Sandbox fresh, t.api->Get(t.sandbox_id, t.stop));
+    cache_.Observe(t.workspace, fresh);
+    return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
+  }
+  RETURN_IF_ERROR(started.status());
+  cache_.Observe(t.workspace, *started);
+  t.status().state = std::string(databricks::SandboxStateName(started->state));
+  t.status().next_start_after.clear();
+  events_.Normal(t.key(), "Starting",
+                 t.status().provisioning_failures > 0
+                     ? "sandbox " + t.sandbox_id + " failed to provision " +
+                           std::to_string(t.status().provisioning_failures) +
+                           " time(s) in a row; started again"
+                     : "sandbox " + t.sandbox_id + " was STOPPED (auto-stop or external); started");
+  SetReady(t, ConditionStatus::kFalse, reason::kStarting, "sandbox is starting");
+  SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
+  return ReconcileResult::RequeueAfter(options_.transition_requeue);
+}
+
+// A sandbox this object created or started (Ready was Creating, Starting or Pending) that is now
+// STOPPING or STOPPED never ran: its provisioning failed (reference §4). Confirmed with a GET
+// (a stale view must not cost a backoff), counted, reported and delayed. Nothing for any other
+// state or history; a result when this reconcile ends here.
+StatusOr<std::optional<ReconcileResult>> SandboxReconciler::CheckProvisioning(
+    Target& t, const databricks::Sandbox& live) {
+  if (t.spec().power != api::Power::kRunning ||
+      (live.state != SandboxState::kStopping && live.state != SandboxState::kStopped)) {
+    return std::optional<ReconcileResult>();
+  }
+  const api::Condition* ready = api::FindCondition(t.before().conditions, condition::kReady);
+  const bool was_provisioning =
+      ready != nullptr && (ready->reason == reason::kCreating ||
+                           ready->reason == reason::kStarting || ready->reason == reason::kPending);
+  if (!was_provisioning) {
+    if (ready != nullptr && ready->reason == reason::kProvisioningFailed &&
+        live.state == SandboxState::kStopping) {
+      // Counted already; the teardown goes on. Ready keeps saying why.
+      SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
+      return std::optional(ReconcileResult::RequeueAfter(options_.transition_requeue));
+    }
+    return std::optional<ReconcileResult>();
+  }
+  ASSIGN_OR_RETURN(databricks::Sandbox fresh, t.api->Get(t.sandbox_id, t.stop));
+  cache_.Observe(t.workspace, fresh);
+  if (fresh.state != SandboxState::kStopping && fresh.state != SandboxState::kStopped) {
+    return std::optional(ReconcileResult::RequeueAfter(std::chrono::milliseconds(0)));
+  }
+  api::SandboxStatus& status = t.status();
+  status.state = std::string(databricks::SandboxStateName(fresh.state));
+  ++status.provisioning_failures;
+  const std::chrono::milliseconds delay = provisioning_backoff_.Delay(status.provisioning_failures);
+  status.next_start_after = FormatRfc3339(clock_.Now() + delay);
+  const std::string message =
+      "sandbox " + t.sandbox_id + " went from PENDING to " + status.state +
+      " without reaching RUNNING: its provisioning failed (the API has no FAILED state); " +
+      std::to_string(status.provisioning_failures) + " in a row, starting it again in " +
+      std::to_string(std::chrono::ceil<std::chrono::seconds>(delay).count()) + "s";
+  events_.Warning(t.key(), "ProvisioningFailed", message);
+  SetReady(t, ConditionStatus::kFalse, reason::kProvisioningFailed, message);
+  SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
+  if (fresh.state == SandboxState::kStopping) {
+    return std::optional(ReconcileResult::RequeueAfter(options_.transition_requeue));
+  }
+  return std::optional(ReconcileResult::RequeueAfter(delay));
+}
+
+// The Databricks API refused the create for its own quota (the per-user one, reference §1):
+// nothing was created, so the intent row goes (it would hold a slot of spec.limits.maxSandboxes
+// for nothing), and the error is returned: transient, so the Manager retries the create on its
+// per-key backoff (1 s doubling to 5 min) — a slot frees only when a sandbox is deleted.
+StatusOr<ReconcileResult> SandboxReconciler::CreateRefusedByQuota(Target& t,
+                                                                  const Status& refused) {
+  RETURN_IF_ERROR(store_.DeleteInventory(t.workspace, kResourceSandbox, t.sandbox_id));
+  const std::string message = "the Databricks API refused to create sandbox " + t.sandbox_id +
+                              ": " + ConditionMessage(refused);
+  if (const api::Condition* c = api::FindCondition(t.before().conditions, condition::kReady);
+      c == nullptr || c->reason != reason::kQuotaExceeded) {
+    events_.Warning(t.key(), "QuotaExceeded", message);
+  }
+  SetReady(t, ConditionStatus::kFalse, reason::kQuotaExceeded, message);
+  return refused;
 }
 
 // The cache answers in steady state; a GET only when it does not know. A sandbox that inventory
@@ -315,6 +404,9 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
     SetSynced(t, ConditionStatus::kFalse, reason::kAlreadyExists, message);
     SetReady(t, ConditionStatus::kFalse, reason::kAlreadyExists, message);
     return ReconcileResult::Done();
+  }
+  if (created.status().reason() == reason::kQuotaExceeded) {
+    return CreateRefusedByQuota(t, created.status());
   }
   RETURN_IF_ERROR(created.status());
 

@@ -8,6 +8,19 @@
 // by GET) on the next reconcile, so a crash at any moment neither duplicates nor leaks a
 // sandbox; only sandboxes recorded in inventory as ours are ever adopted, changed or deleted.
 //
+// Provisioning failures (reference §4: the API has no FAILED state; a failed provisioning shows
+// as PENDING → STOPPING → STOPPED): a sandbox this object created or started that is found
+// STOPPING or STOPPED without having run (Ready was Creating, Starting or Pending) is confirmed
+// with one GET, then reported as Ready=False, reason ProvisioningFailed, with a Warning event,
+// and started again only after a backoff over status.provisioningFailures (recorded with
+// status.nextStartAfter, so a restart of sbxd keeps it): never a hot start loop, never a second
+// create. The Databricks API's own quota refusal of a create (429 RESOURCE_EXHAUSTED with a
+// QuotaFailure detail, the per-user quota) is Ready=False and Synced=False with reason
+// QuotaExceeded and the service's message; the intent row is dropped (nothing was created) and
+// the create is retried on the engine's per-key backoff. A 409 ABORTED on a PATCH (a concurrent
+// update) is a transient Conflict: Synced=False with the service's message, PATCHed again on the
+// per-key backoff if the drift is still there.
+//
 // Conditions: Ready (live state matches spec and setup ran for this boot), Synced (the last
 // reconcile reached the API without error; reason names the error class or a terminal problem
 // such as ImmutableFieldChanged or AlreadyExists). A create that would exceed the Workspace's
@@ -34,6 +47,7 @@
 #include "api/resources.h"
 #include "controller/cloud/cloud_clients.h"
 #include "controller/cloud/databricks/sandbox_api.h"
+#include "controller/engine/backoff.h"
 #include "controller/engine/clock.h"
 #include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
@@ -59,6 +73,10 @@ struct SandboxReconcilerOptions {
   std::chrono::milliseconds quota_recheck{std::chrono::seconds(10)};
   // Told create_sent, created and running_observed (milestones.h).
   MilestoneFn milestone;
+  // A provisioning that ended STOPPED instead of RUNNING is started again after
+  // base·2^(failures-1), capped (the engine's Backoff, no jitter), counted in
+  // status.provisioningFailures; the count resets once the sandbox runs.
+  BackoffPolicy provisioning_backoff{std::chrono::seconds(10), std::chrono::minutes(5), 0.0};
 };
 
 class SandboxReconciler final : public Reconciler {
@@ -83,6 +101,10 @@ class SandboxReconciler final : public Reconciler {
   api::StatusOr<bool> ClaimOwnership(Target& t);
   api::Status PatchDrift(Target& t, const databricks::Sandbox& live);
   api::StatusOr<ReconcileResult> RunSetup(Target& t, const databricks::Sandbox& live);
+  api::StatusOr<std::optional<ReconcileResult>> CheckProvisioning(Target& t,
+                                                                  const databricks::Sandbox& live);
+  api::StatusOr<ReconcileResult> StartStopped(Target& t);
+  api::StatusOr<ReconcileResult> CreateRefusedByQuota(Target& t, const api::Status& refused);
 
   void SetReady(Target& t, api::ConditionStatus status, std::string_view reason,
                 std::string message);
@@ -95,6 +117,7 @@ class SandboxReconciler final : public Reconciler {
   Clock& clock_;
   EventRecorder events_;
   const SandboxReconcilerOptions options_;
+  const Backoff provisioning_backoff_;
 
   std::mutex mu_;
   std::map<api::ObjectKey, Clock::SteadyTime> boot_checked_;  // last boot-marker read; mu_

@@ -17,6 +17,7 @@
 #include "emulator/internal/fault_injector.h"
 #include "emulator/internal/http_server.h"
 #include "emulator/internal/process_runner.h"
+#include "emulator/internal/socket_owner.h"
 
 namespace sbx::emulator {
 namespace {
@@ -116,6 +117,23 @@ class DatabricksEmulator::Impl {
   std::string isolation() const { return std::string(internal::IsolationName(state_.isolation)); }
   internal::FaultInjector& faults() { return *faults_; }
 
+  std::string EgressAddressOf(const std::string& peer_address, int peer_port, int local_port) {
+    const std::string ours = state_.instance_id + "/";
+    for (pid_t pid : internal::TcpClientProcesses(peer_address, peer_port, local_port)) {
+      std::optional<std::string> marker =
+          internal::ProcessEnvValue(pid, internal::databricks::kMarkerName);
+      if (!marker || !marker->starts_with(ours)) {
+        continue;
+      }
+      std::lock_guard lock(state_.mu);
+      internal::databricks::SandboxRec* sb = state_.FindLocked(marker->substr(ours.size()));
+      if (sb != nullptr && !sb->egress_ip.empty()) {
+        return sb->egress_ip;
+      }
+    }
+    return peer_address;
+  }
+
  private:
   internal::databricks::State state_;
   std::unique_ptr<internal::FaultInjector> owned_faults_;  // when Options::faults is null
@@ -140,5 +158,9 @@ std::string DatabricksEmulator::base_url() const { return impl_->base_url(); }
 const std::string& DatabricksEmulator::instance_id() const { return impl_->instance_id(); }
 std::string DatabricksEmulator::isolation_mechanism() const { return impl_->isolation(); }
 internal::FaultInjector& DatabricksEmulator::faults() { return impl_->faults(); }
+std::string DatabricksEmulator::EgressAddressOf(const std::string& peer_address, int peer_port,
+                                                int local_port) const {
+  return impl_->EgressAddressOf(peer_address, peer_port, local_port);
+}
 
 }  // namespace sbx::emulator

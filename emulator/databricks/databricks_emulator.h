@@ -87,6 +87,13 @@ class DatabricksEmulator {
     // §1 quota (unconfirmed 100 per workspace). Above it create → 429 RESOURCE_EXHAUSTED.
     // 0 = unlimited.
     std::size_t max_sandboxes = 100;
+    // §1 per-user quota (unconfirmed: 40). A user is one PAT, or one OAuth client. Above it
+    // create → 429 RESOURCE_EXHAUSTED with a QuotaFailure detail. 0 = unlimited (the default:
+    // the number is unconfirmed, and tests and benchmarks create many sandboxes as one user).
+    std::size_t max_sandboxes_per_user = 0;
+    // §3 row 4 (early docs): a PATCH takes this long to apply; another PATCH of the same
+    // sandbox meanwhile gets 409 ABORTED. 0 = instant (no overlap is possible).
+    Duration update_duration{0};
     // Reject unknown JSON fields in create/update bodies with 400. Default false: the real
     // API ignores output-only fields (name, status, times) and proto JSON parsers tolerate more.
     bool reject_unknown_fields = false;
@@ -127,6 +134,12 @@ class DatabricksEmulator {
   const std::string& instance_id() const;
   std::string isolation_mechanism() const;  // "mount-namespace" | "path-rewrite"
   internal::FaultInjector& faults();
+
+  // The public (egress) address of whoever holds the client end of the TCP connection
+  // peer_address:peer_port → local_port on this machine: the current boot's egress address of
+  // the emulated sandbox the connecting process runs in (found by its SBX_EMULATOR_SANDBOX
+  // marker), else `peer_address` itself. The OpenAI half's IP allowlist asks this.
+  std::string EgressAddressOf(const std::string& peer_address, int peer_port, int local_port) const;
 
  private:
   class Impl;

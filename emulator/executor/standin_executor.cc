@@ -259,6 +259,8 @@ int RunStandinExecutor(const StandinExecutorOptions& options, std::ostream& err,
     return 0;
   }
 
+  // The exec-server sessions outlive a connection for the resume window (§7.5).
+  internal::executor::ExecSessions sessions(options.resume_window);
   auto backoff = options.first_reconnect_delay;
   int connect_failures = 0;
   while (!stop.stop_requested()) {
@@ -287,7 +289,7 @@ int RunStandinExecutor(const StandinExecutorOptions& options, std::ostream& err,
         }
       }
     };
-    auto server = std::make_shared<internal::executor::JsonRpcServer>(send);
+    auto server = std::make_shared<internal::executor::JsonRpcServer>(sessions, send);
     client->set_message_handler([server, weak](const wsc::websocket_incoming_message& msg) {
       if (msg.message_type() != wsc::websocket_message_type::text_message) {
         return;
@@ -341,21 +343,22 @@ int RunStandinExecutor(const StandinExecutorOptions& options, std::ostream& err,
       connect_failures = 0;
       reg = register_once();
       if (reg.exit_code != 0) {
-        server->KillAll();
-        return 1;
+        server->Detach();
+        return 1;  // `sessions` kills the children
       }
     }
     try {
       client->close().wait();
     } catch (...) {
     }
+    // As in codex, the session's children survive a dropped link for the resume window: the
+    // harness may resume the session on the next connection (initialize {resumeSessionId}).
+    // (Detached here, not by the server's destructor: cpprest may keep the handler, and with it
+    // the server, alive after `sessions` is gone.)
+    server->Detach();
     if (stop.stop_requested()) {
-      server->KillAll();
-      break;
+      break;  // `sessions` kills the children
     }
-    // Children survive a dropped link only briefly in codex (30 s resume); the stand-in has no
-    // resume, so they are ended with the link.
-    server->KillAll();
     if (!SleepFor(Jitter(backoff), stop)) {
       break;
     }

@@ -3,11 +3,13 @@
 // executor registry like codex does (POST {remote}/cloud/environment/{id}/register, Bearer
 // CODEX_API_KEY) but asks for the plain JSON-RPC security profile (kPlainJsonRpcProfile,
 // "sbx_plain_jsonrpc_v1") instead of Noise, opens the WebSocket it gets back, and serves the
-// exec-server JSON-RPC subset on it as the JSON-RPC server: initialize, initialized,
-// process/start (argv, no shell, in `cwd` given as a file:// URI, env merged over its own minus
-// CODEX_API_KEY), process/output|exited|closed notifications with one increasing `seq` per
-// process, process/terminate, process/signal. Unknown methods get -32601; calls before
-// initialize -32600; bad params -32602, with codex's message texts.
+// exec-server JSON-RPC subset on it as the JSON-RPC server (what §9.3 says a stand-in must):
+// initialize (with `resumeSessionId`: the session's processes survive a dropped socket for
+// 30 s), initialized, process/start (argv, no shell, in `cwd` given as a file:// URI, env merged
+// over its own minus CODEX_API_KEY, pipeStdin, tty), process/output|exited|closed notifications
+// with one increasing `seq` per process, process/read, process/write, process/terminate,
+// process/signal, fs/readFile and fs/writeFile (see internal/exec_session.h). Unknown methods
+// get -32601; calls before initialize -32600; bad params -32602, with codex's message texts.
 //
 // Failure behaviour mirrors codex-cli 0.171.0: registration 401/403 and most other errors print
 // "Error: …" (exact codex texts) and return 1; 503 registration_conflict and
@@ -35,6 +37,8 @@ struct StandinExecutorOptions {
   std::chrono::milliseconds first_reconnect_delay{700};
   std::chrono::milliseconds max_reconnect_delay{5000};
   std::chrono::milliseconds request_timeout{10000};
+  // How long a session's processes outlive a dropped connection (codex: 30 s, §7.5).
+  std::chrono::milliseconds resume_window{30000};
 };
 
 // Runs until `stop` is requested (→ 0) or a fatal error (→ 1, one "Error: …" line on `err`).

@@ -372,6 +372,14 @@ class HttpServer::Impl {
       }
       const auto& req = parser.get();
       HttpRequest request = ToRequest(req);
+      beast::error_code endpoint_ec;
+      if (const tcp::endpoint peer = socket.remote_endpoint(endpoint_ec); !endpoint_ec) {
+        request.peer_address = peer.address().to_string();
+        request.peer_port = peer.port();
+      }
+      if (const tcp::endpoint local = socket.local_endpoint(endpoint_ec); !endpoint_ec) {
+        request.local_port = local.port();
+      }
       BeastExchange exchange(socket, request, req.version(), req.keep_alive());
       try {
         handler_(exchange);

@@ -34,6 +34,11 @@ struct HttpRequest {
   std::map<std::string, std::string> query;    // decoded ('+' is a space)
   std::map<std::string, std::string> headers;  // lower-cased names
   std::string body;
+  // The TCP connection: the client's address and port, and the port it connected to (who is
+  // calling, e.g. which emulated sandbox, is found from these).
+  std::string peer_address;
+  int peer_port = 0;
+  int local_port = 0;
   // Header value by (case-insensitive) name; empty if absent.
   std::string Header(std::string_view name) const;
 };

@@ -1,6 +1,7 @@
 #include "emulator/openai/openai_emulator.h"
 
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "emulator/internal/fault_injector.h"
@@ -57,6 +58,13 @@ class OpenAiEmulator::Impl {
     if (api::Status s = internal::openai::WebhookSender::Validate(WebhookConfig(state_.options));
         !s.ok()) {
       return s;
+    }
+    ASSIGN_OR_RETURN(internal::openai::IpAllowlist allowlist,
+                     internal::openai::IpAllowlist::Parse(state_.options.ip_allowlist_enabled,
+                                                          state_.options.ip_allowlist));
+    {
+      std::lock_guard lock(state_.mu);
+      state_.ip_allowlist = std::move(allowlist);
     }
     auto ws_port = registry_.Start(host);
     if (!ws_port.ok()) {

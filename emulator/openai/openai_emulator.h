@@ -49,6 +49,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -110,6 +111,17 @@ class OpenAiEmulator {
     // cancel) — the root is bound once a turn has run with a connected executor. False: delete
     // always succeeds, cancelling a running turn (the documented happy path).
     bool strict_session_delete = true;
+    // The organisation's IP allowlist (reference §3.4, §5: 401 "IP not authorized"): when
+    // enabled, an executor registration whose caller address is in none of `ip_allowlist`'s
+    // entries (IPv4 addresses or CIDR blocks) gets 401 with the raw body "IP is not
+    // authorized". Also settable through POST /_emulator/openai/ip_allowlist.
+    bool ip_allowlist_enabled = false;
+    std::vector<std::string> ip_allowlist;
+    // The public address of the client at the TCP peer_address:peer_port of a request to
+    // local_port; unset = peer_address. sbx-emulator answers with the Databricks half's
+    // DatabricksEmulator::EgressAddressOf (the emulated sandbox's egress address).
+    std::function<std::string(const std::string& peer_address, int peer_port, int local_port)>
+        caller_address;
     // Default page size of GET /agents/sessions (limit 1..100).
     int default_list_limit = 20;
     // Signed webhooks (reference §3.7: agent.session.created, .action_required, .in_progress,

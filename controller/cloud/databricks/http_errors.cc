@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/conditions.h"
 #include "api/text.h"
 #include "controller/cloud/databricks/wire_format.h"
 #include "controller/cloud/http/retry_after.h"
@@ -35,6 +36,7 @@ struct ParsedError {
   std::string message;
   std::string request_id;
   std::optional<std::chrono::milliseconds> retry_delay;
+  bool quota_failure = false;  // a google.rpc.QuotaFailure detail (§8.1)
 };
 
 ParsedError ParseBody(std::string_view reason, std::string_view body) {
@@ -63,6 +65,11 @@ ParsedError ParseBody(std::string_view reason, std::string_view body) {
         for (const auto& d : *it) {
           if (!d.is_object()) {
             continue;
+          }
+          if (auto t = d.find("@type");
+              t != d.end() && t->is_string() &&
+              t->get<std::string>().ends_with("google.rpc.QuotaFailure")) {
+            e.quota_failure = true;
           }
           if (auto r = d.find("request_id"); r != d.end() && r->is_string()) {
             e.request_id = r->get<std::string>();
@@ -174,6 +181,10 @@ Status StatusFromHttpError(int http_status, std::string_view reason, std::string
   if (e.retry_delay) {
     s = s.WithRetryAfter(*e.retry_delay);
   }
+  if (e.quota_failure) {
+    // A quota, not a rate limit: waiting a second frees nothing, deleting a sandbox does.
+    s = s.WithReason(std::string(api::reason::kQuotaExceeded));
+  }
   return s;
 }
 
@@ -203,6 +214,9 @@ http::AttemptFailure ErrorTable::FromResponse(const http::HttpResponse& response
 bool ErrorTable::Retryable(const http::AttemptFailure& failure,
                            http::Idempotency idempotency) const {
   const StatusCode code = failure.status.code();
+  if (failure.status.reason() == api::reason::kQuotaExceeded) {
+    return false;  // the reconciler reports it and retries on the engine's backoff
+  }
   if (!failure.maybe_sent) {
     // Nothing reached the server: safe even for exec-sync.
     return code == StatusCode::kUnavailable || code == StatusCode::kResourceExhausted;

@@ -26,7 +26,9 @@ api::StatusCode StatusCodeForHttp(int http_status, std::string_view error_code);
 // {"error_code","message","details":[{"@type":"…RequestInfo","request_id"}, …]}, the legacy
 // {"error": "…"} and SCIM {"detail": "…"} shapes, plain text and HTML. The message looks like
 // "HTTP 404 NOT_FOUND: Sandbox not found (request_id abc)". A RetryInfo detail becomes
-// retry_after. `reason` (e.g. "Not Found") stands in for an empty body.
+// retry_after. A QuotaFailure detail (a 429 RESOURCE_EXHAUSTED for the per-user or workspace
+// sandbox quota) gives Status::reason "QuotaExceeded". `reason` (e.g. "Not Found") stands in for
+// an empty body.
 api::Status StatusFromHttpError(int http_status, std::string_view reason, std::string_view body);
 
 // Databricks' retry bounds (reference §8.3): 6 attempts within 60 s; backoff delays of
@@ -39,8 +41,9 @@ http::RetryPolicy DefaultRetryPolicy();
 // start, stop, and create, which is idempotent by its deterministic sandbox_id) are retried on
 // 429, 503, connection failures and timeouts. A non-idempotent call (exec-sync) is retried only
 // when the request cannot have reached the server (connect-phase failure, or no credentials yet:
-// kUnavailable or kResourceExhausted). A response's Status carries the body's RetryInfo, or the
-// Retry-After header when there is one, as retry_after.
+// kUnavailable or kResourceExhausted). A quota refusal (reason QuotaExceeded) is never retried
+// in the call: waiting does not free a slot. A response's Status carries the body's RetryInfo, or
+// the Retry-After header when there is one, as retry_after.
 class ErrorTable final : public http::ErrorTable {
  public:
   http::AttemptFailure FromResponse(const http::HttpResponse& response,

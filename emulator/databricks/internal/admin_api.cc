@@ -1,5 +1,6 @@
 #include "emulator/databricks/internal/admin_api.h"
 
+#include <arpa/inet.h>
 #include <signal.h>
 
 namespace sbx::emulator::internal::databricks {
@@ -13,6 +14,66 @@ AdminApi::AdminApi(State& state, FaultInjector& faults) : state_(state), faults_
 
 HttpResponse AdminApi::AdminError(int status, const std::string& message) {
   return state_.ErrorResponse({status, internal::DefaultErrorCode(status), message, {}});
+}
+
+// POST /_emulator/sandboxes/{id}/egress {"ip": A, "next_boot_ip": B}: `ip` changes the
+// address now (the docs: egress IPs "can change at any time"), `next_boot_ip` is the one the
+// next start gets (instead of the deterministic per-boot default). Either may be given. mu held.
+HttpResponse AdminApi::SetEgress(SandboxRec& sb, const HttpRequest& req) {
+  json body = json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+  if (!body.is_object()) {
+    return AdminError(400, "body must be a JSON object");
+  }
+  for (const char* field : {"ip", "next_boot_ip"}) {
+    if (!body.contains(field)) {
+      continue;
+    }
+    in_addr parsed{};
+    if (!body[field].is_string() ||
+        ::inet_pton(AF_INET, body[field].get<std::string>().c_str(), &parsed) != 1) {
+      return AdminError(400, std::string(field) + " must be an IPv4 address like 198.18.0.7");
+    }
+  }
+  if (body.contains("ip")) {
+    sb.egress_ip = body["ip"].get<std::string>();
+  }
+  if (body.contains("next_boot_ip")) {
+    sb.next_boot_egress_ip = body["next_boot_ip"].get<std::string>();
+  }
+  return Ok({{"sandbox_id", sb.id},
+             {"egress_ip", sb.egress_ip},
+             {"next_boot_egress_ip", sb.next_boot_egress_ip}});
+}
+
+// GET: what is still to fail and how many did. POST {"count": N, "sandbox": ID}: the next N
+// provisionings (a create's or a start's PENDING) of sandbox ID, or of any sandbox without it,
+// end STOPPING → STOPPED instead of RUNNING. count 0 clears. DELETE clears all.
+HttpResponse AdminApi::ProvisioningFailures(const HttpRequest& req) {
+  std::lock_guard lock(state_.mu);
+  if (req.method == "POST") {
+    json body = json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+    if (!body.is_object() || !body.contains("count") || !body["count"].is_number_integer() ||
+        body["count"].get<int64_t>() < 0 || body["count"].get<int64_t>() > 1'000'000 ||
+        (body.contains("sandbox") && !body["sandbox"].is_string())) {
+      return AdminError(400, "expected {\"count\": N (0..1000000), \"sandbox\": ID (optional)}");
+    }
+    const std::string id = body.value("sandbox", "");
+    const int count = static_cast<int>(body["count"].get<int64_t>());
+    if (count == 0) {
+      state_.provisioning_failures.erase(id);
+    } else {
+      state_.provisioning_failures[id] = count;
+    }
+  } else if (req.method == "DELETE") {
+    state_.provisioning_failures.clear();
+  } else if (req.method != "GET") {
+    return AdminError(405, "use GET, POST or DELETE");
+  }
+  json pending = json::object();
+  for (const auto& [id, count] : state_.provisioning_failures) {
+    pending[id.empty() ? "*" : id] = count;
+  }
+  return Ok({{"pending", pending}, {"failed", state_.provisioning_failures_total}});
 }
 
 HttpResponse AdminApi::Handle(const HttpRequest& req) {
@@ -57,6 +118,9 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
     }
     return Ok(json::object());
   }
+  if (p == "/_emulator/provisioning_failures") {
+    return ProvisioningFailures(req);
+  }
   const std::string prefix = "/_emulator/sandboxes/";
   if (p.starts_with(prefix)) {
     std::string rest = p.substr(prefix.size());
@@ -72,6 +136,10 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
       return Ok({{"sandbox_id", id},
                  {"state", StateName(sb->state)},
                  {"boot", sb->boot},
+                 {"owner", sb->owner},
+                 // The address this boot's outbound connections come from ("" before it ran).
+                 {"egress_ip", sb->egress_ip},
+                 {"next_boot_egress_ip", sb->next_boot_egress_ip},
                  {"home_dir", (state_.SandboxDir(id) / "home").string()},
                  {"tmp_dir", (state_.SandboxDir(id) / "tmp").string()},
                  {"running_execs", sb->running_execs},
@@ -89,6 +157,9 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
         state_.BeginStopLocked(*sb, SteadyClock::now());
       }
       return Ok(state_.SandboxJson(*sb));
+    }
+    if (action == "egress" && m == "POST") {
+      return SetEgress(*sb, req);
     }
     if (action == "kill_processes" && m == "POST") {
       for (pid_t pg : sb->exec_pgids) {

@@ -1,5 +1,6 @@
 // AdminApi: the Databricks emulator's test-control endpoints under /_emulator/ (info, exec log,
-// reset, per-sandbox state, stop behind the client's back, kill or list its processes) and,
+// reset, per-sandbox state, stop behind the client's back, kill or list its processes, its
+// egress address, injected provisioning failures) and,
 // through the FaultInjector, the shared /_emulator/counters|latency|faults|rate_limit. See
 // emulator/README.md.
 //
@@ -20,6 +21,8 @@ class AdminApi {
 
  private:
   HttpResponse AdminError(int status, const std::string& message);
+  HttpResponse SetEgress(SandboxRec& sb, const HttpRequest& req);  // mu held
+  HttpResponse ProvisioningFailures(const HttpRequest& req);
 
   State& state_;
   FaultInjector& faults_;

@@ -106,6 +106,7 @@ HttpResponse Auth::Token(const HttpRequest& req) {
       form.contains("scope") && !Trim(form["scope"]).empty() ? Trim(form["scope"]) : "all-apis";
   IssuedToken t;
   t.expires_at = SteadyClock::now() + state_.options.oauth_token_ttl;
+  t.client_id = client_id;
   std::size_t start = 0;
   while (start < scope.size()) {
     std::size_t sp = scope.find(' ', start);

@@ -9,6 +9,17 @@ namespace fs = std::filesystem;
 
 constexpr int kDefaultPageSize = 100;  // lakebox's default; the Sandbox API's is undocumented
 
+// §1 quotas (40 per user, 100 per workspace; unconfirmed), refused like §8.2's TooManyRequests
+// class with a google.rpc.QuotaFailure detail (§8.1): 429 RESOURCE_EXHAUSTED, no Retry-After —
+// waiting does not free a slot, deleting a sandbox does. The real text is undocumented.
+ApiError QuotaExceeded(const std::string& subject, std::string message) {
+  ApiError e{429, "RESOURCE_EXHAUSTED", message, {}};
+  e.detail = json{
+      {"@type", "type.googleapis.com/google.rpc.QuotaFailure"},
+      {"violations", json::array({{{"subject", subject}, {"description", std::move(message)}}})}};
+  return e;
+}
+
 }  // namespace
 
 SandboxApi::SandboxApi(State& state) : state_(state) {}
@@ -146,11 +157,21 @@ HttpResponse SandboxApi::Create(const HttpRequest& req) {
         {409, "RESOURCE_ALREADY_EXISTS", "Sandbox 'sandboxes/" + id + "' already exists", {}});
   }
   if (state_.options.max_sandboxes > 0 && state_.sandboxes.size() >= state_.options.max_sandboxes) {
-    return state_.ErrorResponse(
-        {429,
-         "RESOURCE_EXHAUSTED",
-         "Workspace sandbox quota of " + std::to_string(state_.options.max_sandboxes) + " reached",
-         {}});
+    return state_.ErrorResponse(QuotaExceeded(
+        "workspace",
+        "Workspace sandbox quota of " + std::to_string(state_.options.max_sandboxes) + " reached"));
+  }
+  const std::string owner = state_.PrincipalLocked(req);
+  if (const std::size_t limit = state_.options.max_sandboxes_per_user; limit > 0) {
+    std::size_t owned = 0;
+    for (const auto& [other_id, other] : state_.sandboxes) {
+      owned += other.owner == owner ? 1 : 0;
+    }
+    if (owned >= limit) {
+      return state_.ErrorResponse(
+          QuotaExceeded("user", "Per-user sandbox quota of " + std::to_string(limit) +
+                                    " reached; delete a sandbox to create another"));
+    }
   }
   std::error_code ec;
   fs::path dir = state_.SandboxDir(id);
@@ -171,8 +192,8 @@ HttpResponse SandboxApi::Create(const HttpRequest& req) {
   sb.image_uri = f.image_uri.value_or("");
   sb.custom_tags = f.custom_tags.value_or(std::map<std::string, std::string>{});
   auto now = SteadyClock::now();
-  sb.state = SandboxState::kPending;
-  sb.transition_at = now + state_.options.pending_delay;
+  sb.owner = owner;
+  state_.BeginPendingLocked(sb, now);
   sb.create_time = sb.update_time = SystemClock::now();
   sb.last_activity = now;
   state_.WipeScratchLocked(sb);
@@ -273,10 +294,30 @@ HttpResponse SandboxApi::Update(const std::string& id, const HttpRequest& req) {
     return state_.ErrorResponse(*e);
   }
 
-  std::lock_guard lock(state_.mu);
+  std::unique_lock lock(state_.mu);
   SandboxRec* sb = state_.FindLocked(id);
   if (sb == nullptr) {
     return state_.ErrorResponse(SandboxNotFound(id));
+  }
+  // §3 row 4 (early docs): a concurrent update is refused with 409 ABORTED. An update takes
+  // `update_duration`; another PATCH of the same sandbox meanwhile is concurrent.
+  if (sb->updates_in_flight > 0) {
+    return state_.ErrorResponse(
+        {409,
+         "ABORTED",
+         "Sandbox 'sandboxes/" + id + "' is being updated by another request; retry the update",
+         {}});
+  }
+  if (state_.options.update_duration.count() > 0) {
+    ++sb->updates_in_flight;
+    state_.cv.wait_for(lock, state_.options.update_duration, [&] { return state_.stopped; });
+    sb = state_.FindLocked(id);
+    if (sb == nullptr) {
+      return state_.ErrorResponse(SandboxNotFound(id));  // deleted meanwhile
+    }
+    if (sb->updates_in_flight > 0) {  // (0 if it was deleted and created again meanwhile)
+      --sb->updates_in_flight;
+    }
   }
   // FieldMask semantics: a masked path absent from the body is cleared.
   if (want_name) {
@@ -320,10 +361,9 @@ HttpResponse SandboxApi::StartSandbox(const std::string& id, const HttpRequest& 
     return state_.ErrorResponse(NotFound("No stopped sandbox 'sandboxes/" + id + "' to start"));
   }
   auto now = SteadyClock::now();
-  sb->state = SandboxState::kPending;
-  sb->transition_at = now + state_.options.pending_delay;
-  sb->last_activity = now;
   ++sb->boot;
+  state_.BeginPendingLocked(*sb, now);
+  sb->last_activity = now;
   if (state_.options.reset_create_time_on_start) {
     sb->create_time = SystemClock::now();
   }

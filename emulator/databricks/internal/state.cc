@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <utility>
 
 namespace sbx::emulator::internal::databricks {
@@ -45,6 +46,9 @@ HttpResponse State::ErrorResponse(const ApiError& e) {
                {"details", json::array({{{"@type", "type.googleapis.com/google.rpc.RequestInfo"},
                                          {"request_id", NewRequestId(*this)},
                                          {"serving_data", ""}}})}};
+  if (e.detail) {
+    body["details"].push_back(*e.detail);
+  }
   HttpResponse r{e.status, "application/json", {}, Dump(body)};
   if (e.retry_after) {
     r.headers.emplace_back("Retry-After", std::to_string(e.retry_after->count()));
@@ -85,6 +89,51 @@ json State::SandboxJson(const SandboxRec& sb) const {
   return j;
 }
 
+std::string State::PrincipalLocked(const HttpRequest& req) const {
+  std::string h = req.Header("authorization");
+  std::string token = h.size() > 7 ? Trim(h.substr(7)) : "";
+  if (auto it = issued.find(token); it != issued.end()) {
+    return "sp:" + it->second.client_id;
+  }
+  // FNV-1a: the PAT itself is a secret and never shown.
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (unsigned char c : token) {
+    hash = (hash ^ c) * 1099511628211ULL;
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(hash));
+  return std::string("user:") + std::string(out).substr(0, 8);
+}
+
+void State::BeginPendingLocked(SandboxRec& sb, SteadyClock::time_point now) {
+  sb.state = SandboxState::kPending;
+  sb.transition_at = now + options.pending_delay;
+  sb.fail_provisioning = false;
+  for (const std::string& key : {sb.id, std::string()}) {
+    auto it = provisioning_failures.find(key);
+    if (it != provisioning_failures.end() && it->second > 0) {
+      sb.fail_provisioning = true;
+      if (--it->second == 0) {
+        provisioning_failures.erase(it);
+      }
+      break;
+    }
+  }
+}
+
+std::string State::BootEgressIpLocked(SandboxRec& sb) const {
+  if (!sb.next_boot_egress_ip.empty()) {
+    return std::exchange(sb.next_boot_egress_ip, std::string());
+  }
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (unsigned char c : sb.id + "#" + std::to_string(sb.boot)) {
+    hash = (hash ^ c) * 1099511628211ULL;
+  }
+  const std::uint32_t host = static_cast<std::uint32_t>(hash % 131070) + 1;  // 198.18.0.0/15
+  return "198." + std::to_string(18 + (host >> 16)) + "." + std::to_string((host >> 8) & 255) +
+         "." + std::to_string(host & 255);
+}
+
 Duration State::EffectiveTimeoutLocked(const SandboxRec& sb) const {
   return sb.inactivity_timeout.value_or(options.default_inactivity_timeout);
 }
@@ -118,8 +167,18 @@ void State::AdvanceLocked(SteadyClock::time_point now) {
   for (auto it = sandboxes.begin(); it != sandboxes.end();) {
     SandboxRec& sb = it->second;
     if (sb.state == SandboxState::kPending && now >= sb.transition_at) {
-      sb.state = SandboxState::kRunning;
-      sb.last_activity = now;
+      if (sb.fail_provisioning) {
+        // §4: no FAILED state; early SDK text has a provisioning failure show as
+        // PENDING → STOPPING → STOPPED.
+        sb.fail_provisioning = false;
+        ++provisioning_failures_total;
+        spdlog::info("sandbox {}: provisioning failed (injected): PENDING → STOPPING", sb.id);
+        BeginStopLocked(sb, now);
+      } else {
+        sb.state = SandboxState::kRunning;
+        sb.last_activity = now;
+        sb.egress_ip = BootEgressIpLocked(sb);
+      }
     }
     if (sb.state == SandboxState::kRunning && sb.running_execs == 0) {
       Duration timeout = EffectiveTimeoutLocked(sb);

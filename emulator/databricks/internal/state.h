@@ -66,6 +66,11 @@ struct SandboxRec {
   std::set<pid_t> exec_pgids;  // process groups of in-flight exec-sync children
   std::vector<CommandRec> commands;
   std::uint64_t boot = 0;
+  std::string owner;                // who created it (Principal): the per-user quota counts these
+  bool fail_provisioning = false;   // this PENDING ends STOPPING → STOPPED, not RUNNING
+  std::string egress_ip;            // public address of this boot ("" until it first runs)
+  std::string next_boot_egress_ip;  // set by the admin API: the address the next boot gets
+  int updates_in_flight = 0;        // PATCHes being applied (a concurrent one gets 409 ABORTED)
 };
 
 struct ExecLogEntry {
@@ -79,6 +84,7 @@ struct ExecLogEntry {
 struct IssuedToken {
   SteadyClock::time_point expires_at;
   std::set<std::string> scopes;
+  std::string client_id;  // the service principal it was issued to
 };
 
 class State {
@@ -94,7 +100,18 @@ class State {
   std::filesystem::path SandboxDir(const std::string& id) const;
   json SandboxJson(const SandboxRec& sb) const;
 
+  // Who a /api/ request acts as: "sp:<client id>" for an OAuth token, else "user:<fingerprint
+  // of the PAT>" (one PAT = one user). mu held.
+  std::string PrincipalLocked(const HttpRequest& req) const;
+
   // ---- lifecycle (§4), mu held ---------------------------------------------------------------
+  // Create and start: PENDING until `pending_delay` passes; an injected provisioning failure
+  // (provisioning_failures) makes this one end STOPPING → STOPPED instead of RUNNING.
+  void BeginPendingLocked(SandboxRec& sb, SteadyClock::time_point now);
+  // The egress address a boot gets: the admin's next_boot_egress_ip, else a deterministic one
+  // from (id, boot) in 198.18.0.0/15, so each start may change it (the seed: "stable while a
+  // sandbox is running but can change across stop and restart cycles").
+  std::string BootEgressIpLocked(SandboxRec& sb) const;
   Duration EffectiveTimeoutLocked(const SandboxRec& sb) const;
   // Kills every process of the sandbox: in-flight exec-sync groups and anything carrying its
   // marker (detached `setsid nohup` children included).
@@ -126,6 +143,9 @@ class State {
   std::map<std::string, SandboxRec> sandboxes;  // Guarded by mu.
   std::map<std::string, IssuedToken> issued;    // Guarded by mu.
   std::vector<ExecLogEntry> exec_log;           // Guarded by mu.
+  // Injected provisioning failures still to happen, by sandbox id ("" = any sandbox).
+  std::map<std::string, int> provisioning_failures;  // Guarded by mu.
+  std::uint64_t provisioning_failures_total = 0;     // Guarded by mu.
 };
 
 }  // namespace sbx::emulator::internal::databricks

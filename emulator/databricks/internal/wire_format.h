@@ -33,6 +33,7 @@ struct ApiError {
   std::string error_code;
   std::string message;
   std::optional<std::chrono::seconds> retry_after;
+  std::optional<json> detail;  // one more google.rpc detail (e.g. QuotaFailure), after RequestInfo
 };
 
 ApiError BadParam(std::string message);  // 400 INVALID_PARAMETER_VALUE

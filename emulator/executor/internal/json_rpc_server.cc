@@ -1,17 +1,18 @@
 #include "emulator/executor/internal/json_rpc_server.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <optional>
-#include <random>
+#include <sstream>
 #include <utility>
+#include <vector>
 
 #include "api/base64.h"
 
@@ -24,6 +25,8 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 constexpr char kSandboxHome[] = "/home/sandbox-agent";
+// fs/readFile refuses bigger files (the WebSocket's messages are bounded anyway).
+constexpr std::uintmax_t kMaxReadFileBytes = 16u << 20;
 
 std::string PercentDecode(const std::string& s) {
   std::string out;
@@ -52,16 +55,6 @@ std::optional<std::string> PathFromFileUri(const std::string& uri) {
   return PercentDecode(rest);
 }
 
-std::string RandomHex(int n) {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < n; ++i) {
-    out += kHex[rng() % 16];
-  }
-  return out;
-}
-
 std::string RewriteSandboxHome(std::string path) {
   const char* home = std::getenv("SBX_SANDBOX_HOME");
   if (home == nullptr || std::string(home) == kSandboxHome) {
@@ -74,17 +67,39 @@ std::string RewriteSandboxHome(std::string path) {
   return path;
 }
 
+// Rust's io::Error text, which codex's errors carry: "No such file or directory (os error 2)".
+std::string OsError(int err) {
+  return std::string(std::strerror(err)) + " (os error " + std::to_string(err) + ")";
+}
+
+// codex answers I/O failures of fs/* with this code (our choice: the reference names none).
+constexpr int kInternalError = -32603;
+
 }  // namespace
 
-JsonRpcServer::JsonRpcServer(std::function<void(const std::string&)> send)
-    : send_(std::move(send)),
-      session_id_(RandomHex(8) + "-" + RandomHex(4) + "-" + RandomHex(4) + "-" + RandomHex(4) +
-                  "-" + RandomHex(12)) {}
+JsonRpcServer::JsonRpcServer(ExecSessions& sessions, std::function<void(const std::string&)> send)
+    : sessions_(sessions), send_(std::move(send)) {}
 
-JsonRpcServer::~JsonRpcServer() { KillAll(); }
+JsonRpcServer::~JsonRpcServer() { Detach(); }
 
-// Handles one text frame. False: the connection must be closed (non-JSON or an unexpected
-// notification, like codex).
+void JsonRpcServer::Detach() {
+  std::shared_ptr<ExecSession> session;
+  uint64_t attachment = 0;
+  {
+    std::lock_guard lock(mu_);
+    session.swap(session_);
+    attachment = attachment_;
+  }
+  if (session != nullptr) {  // after a Detach, the ExecSessions is never touched again
+    sessions_.Detach(session, attachment);
+  }
+}
+
+std::string JsonRpcServer::session_id() const {
+  std::lock_guard lock(mu_);
+  return session_ ? session_->id() : "";
+}
+
 bool JsonRpcServer::OnFrame(const std::string& text) {
   json msg = json::parse(text, nullptr, false);
   if (msg.is_discarded() || !msg.is_object()) {
@@ -93,8 +108,11 @@ bool JsonRpcServer::OnFrame(const std::string& text) {
   if (!msg.contains("method")) {
     return true;  // a response to nothing we sent: ignore
   }
-  std::string method = msg.value("method", "");
-  json params = msg.value("params", json::object());
+  std::string method = msg["method"].is_string() ? msg["method"].get<std::string>() : "";
+  json params = msg.contains("params") ? msg["params"] : json::object();
+  if (params.is_null()) {
+    params = json::object();
+  }
   if (!msg.contains("id")) {
     if (method == "initialized") {
       initialized_ = true;
@@ -102,26 +120,50 @@ bool JsonRpcServer::OnFrame(const std::string& text) {
     }
     return false;
   }
-  json id = msg["id"];
-  if (method == "initialize") {
-    initialize_called_ = true;
-    Reply(id, InitializeResult());
+  const json id = msg["id"];
+  if (!params.is_object()) {
+    Error(id, -32602, "invalid type: expected struct");
     return true;
   }
-  if (!initialize_called_) {
+  if (method == "initialize") {
+    Initialize(id, params);
+    return true;
+  }
+  if (session_id().empty()) {
     Error(id, -32600, "client must call initialize before using environment info methods");
     return true;
   }
+  if (method.starts_with("fs/") && !initialized_) {
+    Error(id, -32600, "client must send initialized before using filesystem methods");
+    return true;
+  }
+  std::shared_ptr<ExecSession> session;
+  {
+    std::lock_guard lock(mu_);
+    session = session_;
+  }
   if (method == "process/start") {
     ProcessStart(id, params);
-  } else if (method == "process/terminate") {
-    std::string pid = params.value("processId", "");
-    bool running = Signal(pid, SIGKILL);
-    Reply(id, {{"running", running}});
-  } else if (method == "process/signal") {
-    std::string pid = params.value("processId", "");
-    Signal(pid, params.value("signal", "") == "interrupt" ? SIGINT : SIGTERM);
-    Reply(id, json::object());
+  } else if (method == "process/read") {
+    ProcessRead(id, params);
+  } else if (method == "process/write") {
+    ProcessWrite(id, params);
+  } else if (method == "process/terminate" || method == "process/signal") {
+    if (!params.contains("processId")) {
+      Error(id, -32602, "missing field `processId`");
+      return true;
+    }
+    const std::string pid = params.value("processId", "");
+    if (method == "process/terminate") {
+      Reply(id, {{"running", session->Signal(pid, SIGKILL)}});
+    } else {
+      session->Signal(pid, params.value("signal", "") == "interrupt" ? SIGINT : SIGTERM);
+      Reply(id, json::object());
+    }
+  } else if (method == "fs/readFile") {
+    FsReadFile(id, params);
+  } else if (method == "fs/writeFile") {
+    FsWriteFile(id, params);
   } else if (method == "environment/info") {
     Reply(id, InitializeResult()["environmentInfo"]);
   } else {
@@ -130,29 +172,39 @@ bool JsonRpcServer::OnFrame(const std::string& text) {
   return true;
 }
 
-void JsonRpcServer::KillAll() {
-  std::list<std::shared_ptr<Child>> children;
+void JsonRpcServer::Initialize(const json& id, const json& params) {
+  std::shared_ptr<ExecSession> session;
+  if (params.contains("resumeSessionId") && !params["resumeSessionId"].is_null()) {
+    if (!params["resumeSessionId"].is_string()) {
+      return Error(id, -32602, "invalid type: resumeSessionId, expected a string");
+    }
+    const std::string resume = params["resumeSessionId"].get<std::string>();
+    session = sessions_.Resume(resume, send_);
+    if (session == nullptr) {
+      return Error(id, -32600, "unknown session id " + resume);
+    }
+  } else {
+    session = sessions_.Create(send_);
+  }
+  const uint64_t attachment = session->attachment();
+  std::shared_ptr<ExecSession> previous;
+  uint64_t previous_attachment = 0;
   {
     std::lock_guard lock(mu_);
-    children.swap(children_);
+    previous = std::exchange(session_, session);
+    previous_attachment = std::exchange(attachment_, attachment);
   }
-  for (auto& c : children) {
-    if (c->pid > 0) {
-      ::kill(-c->pid, SIGKILL);
-    }
+  if (previous != nullptr && previous != session) {
+    sessions_.Detach(previous, previous_attachment);
   }
-  for (auto& c : children) {
-    if (c->reader.joinable()) {
-      c->reader.join();
-    }
-  }
+  Reply(id, InitializeResult());
 }
 
-nlohmann::json JsonRpcServer::InitializeResult() {
+nlohmann::json JsonRpcServer::InitializeResult() const {
   const char* home = std::getenv("HOME");
   char cwd[4096];
   std::string here = ::getcwd(cwd, sizeof(cwd)) ? cwd : "/";
-  return {{"sessionId", session_id_},
+  return {{"sessionId", session_id()},
           {"environmentInfo",
            {{"shell", {{"name", "bash"}, {"path", "/bin/bash"}}},
             {"executorVersion", "sbx-standin-executor 0.1.0"},
@@ -174,25 +226,11 @@ void JsonRpcServer::Error(const json& id, int code, const std::string& message) 
   send_(json{{"id", id}, {"error", {{"code", code}, {"message", message}}}}.dump());
 }
 
-void JsonRpcServer::Notify(const std::string& method, const json& params) {
-  send_(json{{"method", method}, {"params", params}}.dump());
-}
-
 void JsonRpcServer::ProcessStart(const json& id, const json& params) {
-  auto missing = [&](const char* field) {
-    Error(id, -32602, std::string("missing field `") + field + "`");
-  };
-  if (!params.is_object()) {
-    return Error(id, -32602, "invalid type: expected struct");
-  }
-  if (!params.contains("processId")) {
-    return missing("processId");
-  }
-  if (!params.contains("argv")) {
-    return missing("argv");
-  }
-  if (!params.contains("cwd")) {
-    return missing("cwd");
+  for (const char* field : {"processId", "argv", "cwd"}) {
+    if (!params.contains(field)) {
+      return Error(id, -32602, std::string("missing field `") + field + "`");
+    }
   }
   if (!params["processId"].is_string() || !params["argv"].is_array() || params["argv"].empty() ||
       !params["cwd"].is_string()) {
@@ -202,204 +240,171 @@ void JsonRpcServer::ProcessStart(const json& id, const json& params) {
   if (!cwd) {
     return Error(id, -32602, "invalid URI: relative URL without a base");
   }
-  std::vector<std::string> argv;
+  ExecSession::StartRequest request;
+  request.process_id = params["processId"].get<std::string>();
+  request.cwd = RewriteSandboxHome(*cwd);
   for (const auto& a : params["argv"]) {
     if (!a.is_string()) {
       return Error(id, -32602, "argv must be strings");
     }
-    argv.push_back(a.get<std::string>());
+    request.argv.push_back(a.get<std::string>());
   }
-  std::map<std::string, std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv = *e;
     auto eq = kv.find('=');
     if (eq != std::string::npos) {
-      env[kv.substr(0, eq)] = kv.substr(eq + 1);
+      request.env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
   }
-  env.erase("CODEX_API_KEY");  // scope the key to the executor (reference pitfall)
+  request.env.erase("CODEX_API_KEY");  // scope the key to the executor (reference pitfall)
   if (params.contains("env") && params["env"].is_object()) {
     for (const auto& [k, v] : params["env"].items()) {
       if (v.is_string()) {
-        env[k] = v.get<std::string>();
+        request.env[k] = v.get<std::string>();
       }
     }
   }
-  std::string process_id = params["processId"].get<std::string>();
+  request.tty = params.value("tty", false);
+  request.pipe_stdin = params.contains("pipeStdin") && params["pipeStdin"].is_boolean() &&
+                       params["pipeStdin"].get<bool>();
+  std::shared_ptr<ExecSession> session;
   {
     std::lock_guard lock(mu_);
-    for (const auto& c : children_) {
-      if (c->process_id == process_id) {
-        return Error(id, -32600, "process id " + process_id + " is already in use");
-      }
+    session = session_;
+  }
+  // The reply goes out before the first notification can: the process starts after it.
+  std::string in_use = session->Start(request, [&] {
+    Reply(id, {{"processId", request.process_id}, {"sandboxType", "none"}});
+  });
+  if (!in_use.empty()) {
+    Error(id, -32600, in_use);
+  }
+}
+
+void JsonRpcServer::ProcessRead(const json& id, const json& params) {
+  if (!params.contains("processId")) {
+    return Error(id, -32602, "missing field `processId`");
+  }
+  if (!params["processId"].is_string()) {
+    return Error(id, -32602, "invalid type: processId, expected a string");
+  }
+  int64_t after_seq = 0;
+  std::optional<size_t> max_bytes;
+  int64_t wait_ms = 0;
+  if (params.contains("afterSeq") && !params["afterSeq"].is_null()) {
+    if (!params["afterSeq"].is_number_integer()) {
+      return Error(id, -32602, "invalid type: afterSeq, expected an integer");
     }
+    after_seq = params["afterSeq"].get<int64_t>();
   }
-  auto child = Spawn(process_id, argv, RewriteSandboxHome(*cwd), env);
-  Reply(id, {{"processId", process_id}, {"sandboxType", "none"}});
-  if (child->pid < 0) {
-    // exec failed before anything ran: report it like a shell would (127).
-    Notify("process/output", {{"processId", process_id},
-                              {"seq", 1},
-                              {"stream", "stderr"},
-                              {"chunk", api::Base64Encode(spawn_error_ + "\n")}});
-    Notify("process/exited",
-           {{"processId", process_id}, {"seq", 2}, {"exitCode", 127}, {"sandboxDenied", false}});
-    Notify("process/closed", {{"processId", process_id}, {"seq", 3}});
-    return;
+  if (params.contains("maxBytes") && !params["maxBytes"].is_null()) {
+    if (!params["maxBytes"].is_number_unsigned()) {
+      return Error(id, -32602, "invalid type: maxBytes, expected a non-negative integer");
+    }
+    max_bytes = params["maxBytes"].get<size_t>();
   }
-  Child* raw = child.get();
+  if (params.contains("waitMs") && !params["waitMs"].is_null()) {
+    if (!params["waitMs"].is_number_unsigned()) {
+      return Error(id, -32602, "invalid type: waitMs, expected a non-negative integer");
+    }
+    wait_ms = params["waitMs"].get<int64_t>();
+  }
+  std::shared_ptr<ExecSession> session;
   {
     std::lock_guard lock(mu_);
-    children_.push_back(child);
+    session = session_;
   }
-  raw->reader = std::thread([this, raw] { Pump(*raw); });
+  const std::string process_id = params["processId"].get<std::string>();
+  std::optional<json> result =
+      session->Read(process_id, after_seq, max_bytes, std::chrono::milliseconds(wait_ms));
+  if (!result) {
+    return Error(id, -32600, "unknown process id " + process_id);
+  }
+  Reply(id, *result);
 }
 
-std::shared_ptr<JsonRpcServer::Child> JsonRpcServer::Spawn(
-    const std::string& process_id, const std::vector<std::string>& argv, const std::string& cwd,
-    const std::map<std::string, std::string>& env) {
-  auto child = std::make_shared<Child>();
-  child->process_id = process_id;
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-    spawn_error_ = "cannot create pipes";
-    return child;
-  }
-  std::vector<std::string> env_strings;
-  env_strings.reserve(env.size());
-  for (const auto& [k, v] : env) {
-    env_strings.emplace_back(k).append("=").append(v);
-  }
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) {
-    cargv.push_back(const_cast<char*>(a.c_str()));
-  }
-  cargv.push_back(nullptr);
-  for (const auto& e : env_strings) {
-    cenv.push_back(const_cast<char*>(e.c_str()));
-  }
-  cenv.push_back(nullptr);
-  int status_pipe[2];
-  if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
-    spawn_error_ = "cannot create pipes";
-    return child;
-  }
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    ::dup2(devnull, 0);
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    if (::chdir(cwd.c_str()) != 0) {
-      int e = errno;
-      (void)!::write(status_pipe[1], &e, sizeof(e));
-      ::_exit(127);
-    }
-    ::execvpe(cargv[0], cargv.data(), cenv.data());
-    int e = errno;
-    (void)!::write(status_pipe[1], &e, sizeof(e));
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  ::close(err[1]);
-  ::close(status_pipe[1]);
-  int child_errno = 0;
-  ssize_t got = pid > 0 ? ::read(status_pipe[0], &child_errno, sizeof(child_errno)) : -1;
-  ::close(status_pipe[0]);
-  if (pid < 0 || got > 0) {
-    spawn_error_ = pid < 0 ? "fork failed"
-                           : std::string("cannot start ") + argv[0] + " in " + cwd + ": " +
-                                 std::strerror(child_errno);
-    if (pid > 0) {
-      ::waitpid(pid, nullptr, 0);
-    }
-    ::close(out[0]);
-    ::close(err[0]);
-    return child;
-  }
-  child->pid = pid;
-  child->out_fd = out[0];
-  child->err_fd = err[0];
-  return child;
-}
-
-void JsonRpcServer::Pump(Child& c) {
-  int64_t seq = 0;
-  std::optional<int> exit_code;
-  std::optional<std::chrono::steady_clock::time_point> drain_until;
-  int fds[2] = {c.out_fd, c.err_fd};
-  const char* names[2] = {"stdout", "stderr"};
-  char buf[16384];
-  while (fds[0] >= 0 || fds[1] >= 0) {
-    pollfd p[2];
-    int n = 0;
-    int which[2];
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i] >= 0) {
-        p[n] = {fds[i], POLLIN, 0};
-        which[n++] = i;
-      }
-    }
-    int r = ::poll(p, n, 50);
-    if (r > 0) {
-      for (int k = 0; k < n; ++k) {
-        if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR))) {
-          continue;
-        }
-        ssize_t got = ::read(p[k].fd, buf, sizeof(buf));
-        if (got > 0) {
-          Notify("process/output", {{"processId", c.process_id},
-                                    {"seq", ++seq},
-                                    {"stream", names[which[k]]},
-                                    {"chunk", api::Base64Encode(std::string(buf, size_t(got)))}});
-        } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-          ::close(fds[which[k]]);
-          fds[which[k]] = -1;
-        }
-      }
-    }
-    if (!exit_code) {
-      int status = 0;
-      if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
-        exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        // Descendants may hold the pipes open: drain briefly, then stop waiting for them.
-        drain_until = std::chrono::steady_clock::now() + 200ms;
-      }
-    } else if (drain_until && std::chrono::steady_clock::now() > *drain_until) {
-      break;
+void JsonRpcServer::ProcessWrite(const json& id, const json& params) {
+  for (const char* field : {"processId", "chunk"}) {
+    if (!params.contains(field)) {
+      return Error(id, -32602, std::string("missing field `") + field + "`");
     }
   }
-  for (int fd : fds) {
-    if (fd >= 0) {
-      ::close(fd);
-    }
+  if (!params["processId"].is_string() || !params["chunk"].is_string()) {
+    return Error(id, -32602, "invalid type in process/write params");
   }
-  if (!exit_code) {
-    int status = 0;
-    ::waitpid(c.pid, &status, 0);
-    exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::optional<std::string> bytes = api::Base64Decode(params["chunk"].get<std::string>());
+  if (!bytes) {
+    return Error(id, -32602, "invalid base64 in `chunk`");
   }
+  std::shared_ptr<ExecSession> session;
   {
     std::lock_guard lock(mu_);
-    c.pid = -c.pid;  // reaped: never signal this pid (group) again
+    session = session_;
   }
-  Notify("process/exited", {{"processId", c.process_id},
-                            {"seq", ++seq},
-                            {"exitCode", *exit_code},
-                            {"sandboxDenied", false}});
-  Notify("process/closed", {{"processId", c.process_id}, {"seq", ++seq}});
+  Reply(id, {{"status", session->Write(params["processId"].get<std::string>(), *bytes)}});
 }
 
-bool JsonRpcServer::Signal(const std::string& process_id, int sig) {
-  std::lock_guard lock(mu_);
-  for (const auto& c : children_) {
-    if (c->process_id == process_id && c->pid > 0) {
-      ::kill(-c->pid, sig);
-      return true;
+void JsonRpcServer::FsReadFile(const json& id, const json& params) {
+  if (!params.contains("path")) {
+    return Error(id, -32602, "missing field `path`");
+  }
+  if (!params["path"].is_string()) {
+    return Error(id, -32602, "invalid type: path, expected a string");
+  }
+  auto path = PathFromFileUri(params["path"].get<std::string>());
+  if (!path) {
+    return Error(id, -32602, "invalid URI: relative URL without a base");
+  }
+  const std::string native = RewriteSandboxHome(*path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(native, ec)) {
+    return Error(id, kInternalError, OsError(EISDIR));
+  }
+  const std::uintmax_t size = std::filesystem::file_size(native, ec);
+  if (ec) {
+    return Error(id, kInternalError, OsError(ec.value()));
+  }
+  if (size > kMaxReadFileBytes) {
+    return Error(id, kInternalError,
+                 "file is larger than " + std::to_string(kMaxReadFileBytes) + " bytes: " + *path);
+  }
+  std::ifstream in(native, std::ios::binary);
+  if (!in) {
+    return Error(id, kInternalError, OsError(errno != 0 ? errno : EIO));
+  }
+  std::ostringstream data;
+  data << in.rdbuf();
+  Reply(id, {{"dataBase64", api::Base64Encode(data.str())}});
+}
+
+void JsonRpcServer::FsWriteFile(const json& id, const json& params) {
+  for (const char* field : {"path", "dataBase64"}) {
+    if (!params.contains(field)) {
+      return Error(id, -32602, std::string("missing field `") + field + "`");
     }
   }
-  return false;
+  if (!params["path"].is_string() || !params["dataBase64"].is_string()) {
+    return Error(id, -32602, "invalid type in fs/writeFile params");
+  }
+  auto path = PathFromFileUri(params["path"].get<std::string>());
+  if (!path) {
+    return Error(id, -32602, "invalid URI: relative URL without a base");
+  }
+  std::optional<std::string> bytes = api::Base64Decode(params["dataBase64"].get<std::string>());
+  if (!bytes) {
+    return Error(id, -32602, "invalid base64 in `dataBase64`");
+  }
+  const std::string native = RewriteSandboxHome(*path);
+  std::ofstream out(native, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    return Error(id, kInternalError, OsError(errno != 0 ? errno : EIO));
+  }
+  out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+  out.close();
+  if (!out) {
+    return Error(id, kInternalError, OsError(errno != 0 ? errno : EIO));
+  }
+  Reply(id, json::object());
 }
 
 }  // namespace sbx::emulator::internal::executor

@@ -1,75 +1,65 @@
-// JsonRpcServer: the stand-in executor's exec-server JSON-RPC server on one WebSocket
-// (reference/codex-exec-server.md §7): initialize / initialized, environment/info,
-// process/start (argv, no shell, `cwd` a file:// URI, env merged over the executor's own minus
-// CODEX_API_KEY), process/terminate and process/signal; it streams process/output,
-// process/exited and process/closed with one increasing `seq` per process. Errors use codex's
-// codes and texts (-32600, -32601, -32602). Module-private to emulator/executor.
+// JsonRpcServer: the stand-in executor's exec-server JSON-RPC server on one connection
+// (reference/codex-exec-server.md §7, §9.3): initialize (a new session, or `resumeSessionId`
+// within the resume window of ExecSessions) / initialized, environment/info, process/start
+// (argv, no shell, `cwd` a file:// URI, env merged over the executor's own minus
+// CODEX_API_KEY, `pipeStdin`, `tty`), process/read, process/write, process/signal,
+// process/terminate, fs/readFile and fs/writeFile; the session streams process/output,
+// process/exited and process/closed with one increasing `seq` per process while this connection
+// is attached. Errors use codex's codes and texts (-32600, -32601, -32602). Module-private to
+// emulator/executor.
 //
-// Thread-safety: OnFrame() from one thread (the WebSocket's message handler); each child's
-// output is pumped on its own thread, which calls `send` concurrently, so `send` must be
-// thread-safe. KillAll() from any thread. Owns its child processes and their threads; the
-// destructor kills and joins them.
+// Thread-safety: OnFrame() from one thread (the WebSocket's message handler); `send` is called
+// from that thread and from the session's output threads, so it must be thread-safe. Detach()
+// from any thread. Borrows the ExecSessions, which must outlive it; the session (and its
+// processes) belongs to the ExecSessions, so it survives this connection.
 #pragma once
 
-#include <sys/types.h>
-
 #include <functional>
-#include <list>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
-#include <vector>
+
+#include "emulator/executor/internal/exec_session.h"
 
 namespace sbx::emulator::internal::executor {
 
 class JsonRpcServer {
  public:
   // Outgoing frames go through `send`.
-  explicit JsonRpcServer(std::function<void(const std::string&)> send);
-  ~JsonRpcServer();  // KillAll()
+  JsonRpcServer(ExecSessions& sessions, std::function<void(const std::string&)> send);
+  ~JsonRpcServer();  // Detach()
   JsonRpcServer(const JsonRpcServer&) = delete;
   JsonRpcServer& operator=(const JsonRpcServer&) = delete;
 
   // Handles one text frame. False: the connection must be closed (non-JSON or an unexpected
   // notification, like codex).
   bool OnFrame(const std::string& text);
-  // SIGKILLs every child's process group and joins its output thread.
-  void KillAll();
+  // The connection is gone: the session's resume window starts (its processes keep running).
+  // Idempotent.
+  void Detach();
+  // The session's id once initialize succeeded, else "".
+  std::string session_id() const;
 
  private:
   using json = nlohmann::json;
 
-  // One child process started by process/start.
-  struct Child {
-    std::string process_id;
-    pid_t pid = -1;
-    int out_fd = -1;
-    int err_fd = -1;
-    std::thread reader;
-  };
-
-  json InitializeResult();
+  json InitializeResult() const;
   void Reply(const json& id, const json& result);
   void Error(const json& id, int code, const std::string& message);
-  void Notify(const std::string& method, const json& params);
+  void Initialize(const json& id, const json& params);
   void ProcessStart(const json& id, const json& params);
-  std::shared_ptr<Child> Spawn(const std::string& process_id, const std::vector<std::string>& argv,
-                               const std::string& cwd,
-                               const std::map<std::string, std::string>& env);
-  // Streams the child's output until it exited and its pipes are drained, then exited + closed.
-  void Pump(Child& c);
-  bool Signal(const std::string& process_id, int sig);
+  void ProcessRead(const json& id, const json& params);
+  void ProcessWrite(const json& id, const json& params);
+  void FsReadFile(const json& id, const json& params);
+  void FsWriteFile(const json& id, const json& params);
 
+  ExecSessions& sessions_;
   std::function<void(const std::string&)> send_;
-  std::string session_id_;
-  bool initialize_called_ = false;  // I/O thread only
-  bool initialized_ = false;        // I/O thread only
-  std::string spawn_error_;         // I/O thread only
-  std::mutex mu_;
-  std::list<std::shared_ptr<Child>> children_;  // Guarded by mu_ (pid changes too).
+  bool initialized_ = false;  // I/O thread only
+  mutable std::mutex mu_;
+  std::shared_ptr<ExecSession> session_;  // Guarded by mu_; set by initialize.
+  uint64_t attachment_ = 0;               // Guarded by mu_: session_'s attachment of ours.
 };
 
 }  // namespace sbx::emulator::internal::executor

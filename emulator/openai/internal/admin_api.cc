@@ -37,6 +37,9 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
       registry_.SetRegistrationFailure(f);
       return JsonResponse(200, {{"mode", mode}});
     }
+    if (seg.size() == 3 && seg[2] == "ip_allowlist" && (m == "GET" || m == "POST")) {
+      return IpAllowlistCall(req);
+    }
     if (seg.size() == 5 && seg[2] == "sessions" && seg[4] == "expire" && m == "POST") {
       if (!state_.ExpireSession(seg[3])) {
         return ErrorResponse(NotFound("Session", seg[3]));
@@ -92,6 +95,40 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
     return *r;
   }
   return ErrorResponse(NotFound("Admin path", req.path));
+}
+
+// GET: the allowlist and the caller address of each environment's last registration.
+// POST {"enabled": bool, "addresses": ["198.18.0.0/15", "203.0.113.7", …]}: replaces it (an
+// omitted field keeps its value).
+HttpResponse AdminApi::IpAllowlistCall(const HttpRequest& req) {
+  std::lock_guard lock(state_.mu);
+  if (req.method == "POST") {
+    json body = json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+    if (!body.is_object() || (body.contains("enabled") && !body["enabled"].is_boolean()) ||
+        (body.contains("addresses") && !body["addresses"].is_array())) {
+      return ErrorResponse(BadRequest(
+          "expected {\"enabled\": bool, \"addresses\": [IPv4 address or CIDR, …]}", "addresses"));
+    }
+    std::vector<std::string> entries = state_.ip_allowlist.entries();
+    if (body.contains("addresses")) {
+      entries.clear();
+      for (const json& a : body["addresses"]) {
+        if (!a.is_string()) {
+          return ErrorResponse(BadRequest("addresses must be strings", "addresses"));
+        }
+        entries.push_back(a.get<std::string>());
+      }
+    }
+    api::StatusOr<IpAllowlist> parsed =
+        IpAllowlist::Parse(body.value("enabled", state_.ip_allowlist.enabled()), entries);
+    if (!parsed.ok()) {
+      return ErrorResponse(BadRequest(parsed.status().message(), "addresses"));
+    }
+    state_.ip_allowlist = *std::move(parsed);
+  }
+  return JsonResponse(200, {{"enabled", state_.ip_allowlist.enabled()},
+                            {"addresses", state_.ip_allowlist.entries()},
+                            {"last_registration_addresses", state_.registration_addresses}});
 }
 
 json AdminApi::CountersJson(const InputCounters& c) {

@@ -27,6 +27,7 @@ class AdminApi {
   static json CountersJson(const InputCounters& c);
   // POST /_emulator/openai/sessions/{id}/hold_inputs {"count":N, "release_after_ms":M?}.
   HttpResponse HoldInputs(const std::string& session_id, const HttpRequest& req);
+  HttpResponse IpAllowlistCall(const HttpRequest& req);
 
   State& state_;
   ExecutorRegistry& registry_;

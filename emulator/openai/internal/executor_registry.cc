@@ -9,6 +9,7 @@
 #include "api/base64.h"
 #include "emulator/openai/internal/api_error.h"
 #include "emulator/openai/internal/direct_transport.h"
+#include "emulator/openai/internal/ip_allowlist.h"
 
 namespace sbx::emulator::internal::openai {
 namespace {
@@ -66,7 +67,8 @@ HttpResponse ExecutorRegistry::Admit(const std::string& connect_token, const std
   if (plan.fault && !plan.fault->after) {
     return RegistryFault(*plan.fault);
   }
-  HttpResponse r = Register(connect_token, env_id, req, transport);
+  std::optional<HttpResponse> denied = CheckCallerAddress(state_, env_id, req);
+  HttpResponse r = denied ? *denied : Register(connect_token, env_id, req, transport);
   if (plan.fault && plan.fault->after) {
     r = RegistryFault(*plan.fault);
   }

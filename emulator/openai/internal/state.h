@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "emulator/openai/internal/ip_allowlist.h"
 #include "emulator/openai/openai_emulator.h"
 #include "emulator/openai/websocket_server.h"
 
@@ -231,6 +232,9 @@ class State {
   // Gets every emitted event (it turns session lifecycle events into signed webhooks). Set once
   // by OpenAiEmulator before Start; null = no webhooks.
   WebhookSender* webhooks = nullptr;
+  IpAllowlist ip_allowlist;  // Guarded by mu.
+  // The caller address of each environment's last registration (allowlist mode only).
+  std::map<std::string, std::string> registration_addresses;  // Guarded by mu.
 };
 
 }  // namespace sbx::emulator::internal::openai

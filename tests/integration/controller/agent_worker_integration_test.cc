@@ -403,6 +403,42 @@ TEST_F(AgentWorkerTest, MissingScopeIsReportedWithoutAHotLoop) {
   EXPECT_EQ(ConditionOf(Get("agentworker", "delta"), "Ready").second, "MissingScope");
 }
 
+// d2. The OpenAI organisation's IP allowlist (the seed's troubleshooting row): the sandbox's
+//     egress address is not listed, so the executor is refused with 401 "IP is not authorized"
+//     and the worker says IPNotAuthorized (without a hot loop). The next start of the sandbox
+//     brings an allowed address; sbx re-checks after the restart and the worker becomes Ready.
+//     The allowlist saw the sandbox's egress address, found from the registering process.
+TEST_F(AgentWorkerTest, IpNotAuthorizedClearsAfterARestartBringsAnAllowedEgressAddress) {
+  ASSERT_NO_FATAL_FAILURE(StartAll({"--ip-allowlist", "203.0.113.0/24"}));
+  ASSERT_NO_FATAL_FAILURE(Apply(WorkerManifest{"iota", "", {}}));
+  ASSERT_TRUE(WaitWorker("iota", [](const json& w) {
+    return ConditionOf(w, "Ready") ==
+           std::pair<std::string, std::string>{"False", "IPNotAuthorized"};
+  })) << last_.dump(2);
+  EXPECT_EQ(ExitReason(last_), "IPNotAuthorized");
+  const std::string env_id = S(last_, "environmentId");
+  const json sandbox = json::parse(dbx_->Get("/_emulator/sandboxes/default-iota").body);
+  const json allowlist = json::parse(oai_->Get("/_emulator/openai/ip_allowlist").body);
+  EXPECT_EQ(allowlist["last_registration_addresses"][env_id], sandbox["egress_ip"])
+      << allowlist.dump() << sandbox.dump();
+  const int64_t attempts = RegistrationAttempts(env_id);
+  EXPECT_FALSE(PollUntil([&] { return RegistrationAttempts(env_id) > attempts + 1; },
+                         In(milliseconds(6'000)), milliseconds(500)))
+      << "hot loop: " << RegistrationAttempts(env_id);
+
+  // The next boot gets an allowed address; the sandbox stops behind sbx's back.
+  ASSERT_EQ(
+      dbx_->Post("/_emulator/sandboxes/default-iota/egress", R"({"next_boot_ip":"203.0.113.5"})")
+          .status,
+      200);
+  ASSERT_EQ(dbx_->Post("/_emulator/sandboxes/default-iota/stop").status, 200);
+  ASSERT_TRUE(WaitReady("iota")) << last_.dump(2);
+  EXPECT_EQ(
+      json::parse(
+          oai_->Get("/_emulator/openai/ip_allowlist").body)["last_registration_addresses"][env_id],
+      "203.0.113.5");
+}
+
 // e. The session expires: a new session (new environment) is created and the executor is
 //    relaunched for it; Ready again.
 TEST_F(AgentWorkerTest, ReplacesAnExpiredSessionAndRelaunchesTheExecutor) {

@@ -3,14 +3,18 @@
 // (process cleanup, home persistence, fault injection, counters).
 #include "emulator/databricks/databricks_emulator.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -687,6 +691,160 @@ TEST_F(DatabricksEmulatorTest, UnknownEndpointsAndMethodsAre404) {
   Boot();
   ExpectError(client_->Get("/api/2.0/nothing"), 404, "ENDPOINT_NOT_FOUND");
   ExpectError(client_->Call("PUT", "/api/2.0/sandboxes/x", "{}"), 404, "ENDPOINT_NOT_FOUND");
+}
+
+// §4: no FAILED state; a provisioning failure shows as PENDING → STOPPING → STOPPED (early SDK
+// text). Injected through the admin API, for any sandbox or one, on create and on start.
+TEST_F(DatabricksEmulatorTest, InjectedProvisioningFailureEndsStoppedInsteadOfRunning) {
+  Boot([](auto& o) { o.stopping_delay = 300ms; });
+  ASSERT_EQ(admin_->Post("/_emulator/provisioning_failures", R"({"count":1})").status, 200);
+  ASSERT_EQ(Create("sb-1").status, 200);
+  EXPECT_EQ(State("sb-1"), "SANDBOX_STATE_PENDING");
+  EXPECT_TRUE(WaitForState("sb-1", "STOPPING"));
+  EXPECT_TRUE(WaitForState("sb-1", "STOPPED"));
+  json counts = Json(admin_->Get("/_emulator/provisioning_failures"));
+  EXPECT_EQ(counts["failed"], 1);
+  EXPECT_EQ(counts["pending"], json::object());
+  // Used up: the start provisions.
+  ASSERT_EQ(client_->Post("/api/2.0/sandboxes/sb-1/start", "{}").status, 200);
+  EXPECT_TRUE(WaitForState("sb-1", "RUNNING"));
+
+  // Aimed at one sandbox: others are not affected; a start fails too.
+  ASSERT_EQ(
+      admin_->Post("/_emulator/provisioning_failures", R"({"count":2,"sandbox":"sb-2"})").status,
+      200);
+  CreateRunning("sb-3");
+  ASSERT_EQ(Create("sb-2").status, 200);
+  EXPECT_TRUE(WaitForState("sb-2", "STOPPED"));
+  ASSERT_EQ(client_->Post("/api/2.0/sandboxes/sb-2/start", "{}").status, 200);
+  EXPECT_TRUE(WaitForState("sb-2", "STOPPED"));
+  EXPECT_EQ(Json(admin_->Get("/_emulator/provisioning_failures"))["failed"], 3);
+  ASSERT_EQ(client_->Post("/api/2.0/sandboxes/sb-2/start", "{}").status, 200);
+  EXPECT_TRUE(WaitForState("sb-2", "RUNNING"));
+  ExpectError(admin_->Post("/_emulator/provisioning_failures", R"({"count":-1})"), 400,
+              "INVALID_PARAMETER_VALUE");
+}
+
+// §1: "at most 40 sandboxes per user" (unconfirmed); refused as §8.2's TooManyRequests class
+// with a QuotaFailure detail (§8.1), no Retry-After. One PAT is one user.
+TEST_F(DatabricksEmulatorTest, PerUserQuotaRefusesTheCreateWithAQuotaFailure) {
+  Boot([](auto& o) {
+    o.max_sandboxes_per_user = 2;
+    o.tokens = {kToken, "dapi-other-user"};
+  });
+  ASSERT_EQ(Create("a-1").status, 200);
+  ASSERT_EQ(Create("a-2").status, 200);
+  HttpResult refused = Create("a-3");
+  ExpectError(refused, 429, "RESOURCE_EXHAUSTED");
+  EXPECT_EQ(refused.Header("Retry-After"), "");
+  bool quota_failure = false;
+  for (const json& d : Json(refused)["details"]) {
+    quota_failure |= d.value("@type", "") == "type.googleapis.com/google.rpc.QuotaFailure" &&
+                     d["violations"][0]["subject"] == "user";
+  }
+  EXPECT_TRUE(quota_failure) << refused.body;
+  EXPECT_EQ(State("a-3"), "HTTP 404");
+
+  HttpTestClient other(emulator_->base_url());
+  other.SetHeader("Authorization", "Bearer dapi-other-user");
+  EXPECT_EQ(other.Post("/api/2.0/sandboxes?sandbox_id=b-1", "{}").status, 200);
+  // The owner is a fingerprint, never the token.
+  const std::string owner = Json(admin_->Get("/_emulator/sandboxes/a-1"))["owner"];
+  EXPECT_EQ(owner.rfind("user:", 0), 0u);
+  EXPECT_EQ(owner.find(kToken), std::string::npos);
+
+  ASSERT_EQ(client_->Delete("/api/2.0/sandboxes/a-1").status, 200);
+  EXPECT_EQ(Create("a-3").status, 200);
+}
+
+// §3 row 4 (early docs): concurrent updates → 409 ABORTED.
+TEST_F(DatabricksEmulatorTest, AConcurrentPatchOfTheSameSandboxIsAborted) {
+  Boot([](auto& o) { o.update_duration = 1s; });
+  CreateRunning("sb-1");
+  auto patch = [&](const std::string& name) {
+    return client_->Patch("/api/2.0/sandboxes/sb-1?update_mask=display_name",
+                          json{{"display_name", name}}.dump());
+  };
+  auto first = std::async(std::launch::async, [&] { return patch("one"); });
+  auto second = std::async(std::launch::async, [&] { return patch("two"); });
+  HttpResult a = first.get(), b = second.get();
+  const HttpResult& lost = a.status == 409 ? a : b;
+  const HttpResult& won = a.status == 409 ? b : a;
+  EXPECT_EQ(won.status, 200) << won.body;
+  ExpectError(lost, 409, "ABORTED");
+  EXPECT_EQ(Json(client_->Get("/api/2.0/sandboxes/sb-1"))["display_name"],
+            Json(won)["display_name"]);
+  // One at a time is fine, and another sandbox is never in the way.
+  EXPECT_EQ(patch("three").status, 200);
+  EXPECT_EQ(Json(client_->Get("/api/2.0/sandboxes/sb-1"))["display_name"], "three");
+}
+
+// The seed: "The egress IP is stable while a sandbox is running but can change across stop and
+// restart cycles." Each boot gets a deterministic address unless the admin API sets one.
+TEST_F(DatabricksEmulatorTest, EgressAddressChangesPerBootAndIsSettable) {
+  Boot();
+  CreateRunning("sb-1");
+  auto egress = [&] { return Json(admin_->Get("/_emulator/sandboxes/sb-1"))["egress_ip"]; };
+  const std::string first = egress();
+  EXPECT_EQ(first.rfind("198.1", 0), 0u) << first;
+  EXPECT_EQ(egress(), first);  // stable while running
+  ASSERT_EQ(client_->Post("/api/2.0/sandboxes/sb-1/stop", "{}").status, 200);
+  ASSERT_TRUE(WaitForState("sb-1", "STOPPED"));
+  ASSERT_EQ(client_->Post("/api/2.0/sandboxes/sb-1/start", "{}").status, 200);
+  ASSERT_TRUE(WaitForState("sb-1", "RUNNING"));
+  const std::string second = egress();
+  EXPECT_NE(second, first);
+
+  // The next boot's address, and a change now.
+  ASSERT_EQ(
+      admin_->Post("/_emulator/sandboxes/sb-1/egress", R"({"next_boot_ip":"203.0.113.9"})").status,
+      200);
+  EXPECT_EQ(egress(), second);
+  ASSERT_EQ(client_->Post("/api/2.0/sandboxes/sb-1/stop", "{}").status, 200);
+  ASSERT_TRUE(WaitForState("sb-1", "STOPPED"));
+  ASSERT_EQ(client_->Post("/api/2.0/sandboxes/sb-1/start", "{}").status, 200);
+  ASSERT_TRUE(WaitForState("sb-1", "RUNNING"));
+  EXPECT_EQ(egress(), "203.0.113.9");
+  ASSERT_EQ(admin_->Post("/_emulator/sandboxes/sb-1/egress", R"({"ip":"192.0.2.44"})").status, 200);
+  EXPECT_EQ(egress(), "192.0.2.44");
+  ExpectError(admin_->Post("/_emulator/sandboxes/sb-1/egress", R"({"ip":"300.1.1.1"})"), 400,
+              "INVALID_PARAMETER_VALUE");
+
+  // Deterministic: the same id's first boot gets the same address again.
+  ASSERT_EQ(client_->Delete("/api/2.0/sandboxes/sb-1").status, 200);
+  CreateRunning("sb-1");
+  EXPECT_EQ(egress(), first);
+}
+
+// Which sandbox a connection comes from is found from the connecting process (its marker), so
+// any program in the sandbox — the stand-in or the real codex — gets the sandbox's egress
+// address; a connection from outside keeps its own address.
+TEST_F(DatabricksEmulatorTest, EgressAddressOfAConnectionFromInsideASandbox) {
+  Boot();
+  CreateRunning("sb-1");
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  // A detached process of the sandbox holds a connection open (bash's /dev/tcp).
+  Bash("sb-1", "setsid nohup bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) +
+                   "; sleep 30' >/dev/null 2>&1 < /dev/null &");
+  sockaddr_in peer{};
+  len = sizeof peer;
+  const int conn = ::accept(listener, reinterpret_cast<sockaddr*>(&peer), &len);
+  ASSERT_GE(conn, 0);
+  const std::string egress = Json(admin_->Get("/_emulator/sandboxes/sb-1"))["egress_ip"];
+  EXPECT_EQ(emulator_->EgressAddressOf("127.0.0.1", ntohs(peer.sin_port), port), egress);
+  // Unknown connections (nobody holds them) are their peer address.
+  EXPECT_EQ(emulator_->EgressAddressOf("127.0.0.1", 1, port), "127.0.0.1");
+  ::close(conn);
+  ::close(listener);
 }
 
 }  // namespace

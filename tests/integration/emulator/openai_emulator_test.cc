@@ -762,6 +762,62 @@ TEST_F(OpenAiEmulatorTest, DirectRegistrationAnswersTheFourFieldsCodexExpects) {
   EXPECT_EQ(EnvStatus(env_a), "pending");  // connected only once the socket opens
 }
 
+// The organisation's IP allowlist (reference openai-agents-api §3.4, §5; the seed's
+// troubleshooting row): a registration from an address that is not listed gets the raw 401
+// "IP is not authorized", which the executor prints and exits on; a listed one connects. The
+// caller's address comes from Options::caller_address (in sbx-emulator: the emulated sandbox's
+// egress address), asked with the TCP peer of the registration.
+TEST_F(OpenAiEmulatorTest, IpAllowlistRefusesUnlistedCallersWithTheReal401) {
+  std::mutex mu;
+  std::string address = "198.18.0.7";  // Guarded by mu.
+  std::string seen_peer;               // Guarded by mu.
+  Boot([&](OpenAiEmulator::Options& o) {
+    o.ip_allowlist_enabled = true;
+    o.ip_allowlist = {"203.0.113.0/24", "192.0.2.1"};
+    o.caller_address = [&](const std::string& peer, int peer_port, int local_port) {
+      std::lock_guard lock(mu);
+      seen_peer = peer + (peer_port > 0 && local_port > 0 ? ":ports" : ":none");
+      return address;
+    };
+  });
+  json s = CreateSession(dir_.string());
+  const std::string env_id = s["environment"]["id"];
+  const std::string remote = s["environment"]["remote_url"];
+  {
+    Executor ex(dir_, remote, env_id, kExecKey);
+    EXPECT_EQ(ex.Wait(10s), std::optional<int>(1));
+    EXPECT_EQ(ex.Stderr(),
+              "Error: environment registry authentication error: environment registry "
+              "authentication failed (401 Unauthorized): IP is not authorized\n");
+  }
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(seen_peer, "127.0.0.1:ports");
+  }
+  json state = Json(admin_->Get("/_emulator/openai/ip_allowlist"));
+  EXPECT_EQ(state["enabled"], true);
+  EXPECT_EQ(state["addresses"], json::array({"203.0.113.0/24", "192.0.2.1"}));
+  EXPECT_EQ(state["last_registration_addresses"][env_id], "198.18.0.7");
+  EXPECT_EQ(emulator_->Registrations()[env_id].attempts, 1);
+  EXPECT_EQ(EnvStatus(env_id), "pending");
+
+  // The same executor key from an allowed address connects.
+  {
+    std::lock_guard lock(mu);
+    address = "203.0.113.77";
+  }
+  Executor ok(dir_, remote, env_id, kExecKey);
+  EXPECT_TRUE(Eventually([&] { return EnvStatus(env_id) == "connected"; }));
+  EXPECT_EQ(emulator_->Registrations()[env_id].successes, 1);
+
+  // Admin: a bad entry is refused and changes nothing; disabling lets everyone in.
+  ExpectError(admin_->Post("/_emulator/openai/ip_allowlist", R"({"addresses":["10.0.0.0/33"]})"),
+              400, "");
+  EXPECT_EQ(Json(admin_->Get("/_emulator/openai/ip_allowlist"))["addresses"].size(), 2u);
+  json off = Json(admin_->Post("/_emulator/openai/ip_allowlist", R"({"enabled":false})"));
+  EXPECT_EQ(off["enabled"], false);
+}
+
 TEST_F(OpenAiEmulatorTest, ExpireSessionAndInjectedFaults) {
   Boot();
   json s = CreateSession();

@@ -38,6 +38,8 @@ inline Object FullSandbox() {
   st.state = "RUNNING";
   st.create_time = "2024-01-02T03:04:05Z";
   st.boot_id = "b1";
+  st.provisioning_failures = 2;
+  st.next_start_after = "2024-01-02T03:06:00Z";
   st.setup = {{"deps", "b1", 0, true, "", "2024-01-02T03:05:00Z"},
               {"one-liner", "b1", 2, false, "boom", ""}};
   return o;

@@ -1014,5 +1014,45 @@ TEST_F(AgentWorkerReconcilerTest, AWakeHintMakesTheWorkerLookAtOnce) {
   WaitForExecutor();
 }
 
+// The seed's troubleshooting row for "401 … IP is not authorized": "re-check after a restart —
+// the egress IP can change across stop/restart". A sandbox without setup steps has no bootId in
+// its status, so a stop and start the worker never saw is found only by the probe (the launch's
+// boot differs from the marker's): it launches again at once instead of waiting out the 10-minute
+// auth backoff meant for the old address, and the condition clears once the new address is
+// allowed.
+TEST_F(AgentWorkerReconcilerTest, IpNotAuthorizedIsCheckedAgainAfterTheSandboxRestarts) {
+  sandbox_->SetCodex(
+      "echo 'Error: environment registry authentication error: environment registry "
+      "authentication failed (401 Unauthorized): IP is not authorized' >&2; exit 1");
+  MakeSandbox("box", true, /*boot=*/"");
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  WaitForExit();
+  ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
+  ASSERT_EQ(Cond("ExecutorRunning").reason, "IPNotAuthorized");
+  EXPECT_NE(Cond("Ready").message.find("IP is not authorized"), std::string::npos);
+  // What sbx can know: the boot that was refused, not the address (the API reports none).
+  EXPECT_NE(Cond("Ready").message.find("boot boot-1"), std::string::npos);
+  EXPECT_NE(Cond("Ready").message.find("does not report the address"), std::string::npos);
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(1min);
+    ASSERT_TRUE(Reconcile().ok());
+  }
+  ASSERT_EQ(Launches(), 1);  // the same boot: the auth backoff holds
+
+  // Stopped and started behind the worker's back: a new boot, whose address is allowed.
+  sandbox_->SetBoot("boot-2");
+  sandbox_->SetCodex("echo \"codex $*\"; exec sleep 300");
+  clock_.Advance(1min);
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Launches(), 2);
+  EXPECT_TRUE(HasEvent("RecheckAfterRestart"));
+  WaitForExecutor();
+  ASSERT_TRUE(ReconcileAfterConnectGrace().ok());
+  EXPECT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("ExecutorRunning").reason, "Running");
+  EXPECT_EQ(Slurp(sandbox_->executor_dir("w") / "boot"), "boot-2\n");
+}
+
 }  // namespace
 }  // namespace sbx::controller

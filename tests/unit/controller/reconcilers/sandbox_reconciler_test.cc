@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "controller/engine/classify_error.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
 #include "tests/support/fake_clock.h"
@@ -749,6 +750,137 @@ TEST_F(SandboxReconcilerTest, AFailingListKeepsReadyAndMarksSyncedUnavailableWit
   EXPECT_EQ(Cond("a", "Synced").status, ConditionStatus::kTrue);
   EXPECT_EQ(Cond("a", "Ready").reason, "Starting");
   EXPECT_EQ(clouds_.api().Calls("start"), 1);
+}
+
+// Reference §4: no FAILED state; a failed provisioning shows as PENDING → STOPPING → STOPPED.
+// It is reported with the service's only sign of it, started again on a growing backoff (not in
+// a hot loop), never created again, and forgotten once the sandbox runs.
+TEST_F(SandboxReconcilerTest, AFailedProvisioningIsReportedAndStartedAgainOnABackoff) {
+  Apply("a");
+  ASSERT_TRUE(Reconcile("a").ok());  // created: PENDING
+  SetLiveState("a", SandboxState::kStopped);
+  auto r = Reconcile("a");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kFalse);
+  EXPECT_EQ(Cond("a", "Ready").reason, "ProvisioningFailed");
+  EXPECT_NE(Cond("a", "Ready").message.find("without reaching RUNNING"), std::string::npos);
+  EXPECT_EQ(Get("a").sandbox_status().provisioning_failures, 1);
+  EXPECT_FALSE(Get("a").sandbox_status().next_start_after.empty());
+  EXPECT_TRUE(HasEvent("ProvisioningFailed"));
+  EXPECT_EQ(r->action, ReconcileResult::Action::kRequeueAfter);
+  EXPECT_EQ(r->after, std::chrono::milliseconds(10'000));
+  EXPECT_EQ(clouds_.api().Calls("start"), 0);
+
+  // Woken early (a sweep, a resync): no start before the backoff has passed.
+  r = Reconcile("a");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(clouds_.api().Calls("start"), 0);
+  EXPECT_EQ(Cond("a", "Ready").reason, "ProvisioningFailed");
+  EXPECT_EQ(Get("a").sandbox_status().provisioning_failures, 1);
+
+  clock_.Advance(10s);
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("start"), 1);
+  EXPECT_EQ(Cond("a", "Ready").reason, "Starting");
+
+  // It fails again: twice the delay.
+  SetLiveState("a", SandboxState::kStopped);
+  r = Reconcile("a");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Get("a").sandbox_status().provisioning_failures, 2);
+  EXPECT_EQ(r->after, std::chrono::milliseconds(20'000));
+  clock_.Advance(19s);
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("start"), 1);
+  clock_.Advance(1s);
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("start"), 2);
+
+  // This time it runs: Ready, and the count is gone.
+  SetLiveState("a", SandboxState::kRunning);
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Get("a").sandbox_status().provisioning_failures, 0);
+  EXPECT_EQ(Get("a").sandbox_status().next_start_after, "");
+  EXPECT_EQ(clouds_.api().Calls("create"), 1);  // never a second create
+}
+
+TEST_F(SandboxReconcilerTest, ATeardownSeenWhileProvisioningCountsOnceAndAStaleViewNotAtAll) {
+  Apply("a");
+  ASSERT_TRUE(Reconcile("a").ok());
+  SetLiveState("a", SandboxState::kStopping);
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Cond("a", "Ready").reason, "ProvisioningFailed");
+  ASSERT_TRUE(Reconcile("a").ok());  // still STOPPING
+  SetLiveState("a", SandboxState::kStopped);
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(Get("a").sandbox_status().provisioning_failures, 1);
+  EXPECT_EQ(clouds_.api().Calls("start"), 0);
+
+  // A view that says STOPPED while the API says RUNNING (a stale cache) is not a failure: the
+  // GET that confirms a failure finds it running.
+  Apply("b");
+  ASSERT_TRUE(Reconcile("b").ok());
+  const uint64_t ticket = cache_.BeginSweep(kWs);
+  auto listed = *clouds_.api().ListAll(100, {});
+  for (auto& sb : listed) {
+    if (sb.sandbox_id == "default-b") {
+      sb.state = SandboxState::kStopped;
+    }
+  }
+  cache_.ReplaceSnapshot(kWs, ticket, listed);
+  clouds_.api().SetState("default-b", SandboxState::kRunning);
+  ASSERT_TRUE(Reconcile("b").ok());
+  ASSERT_TRUE(Reconcile("b").ok());
+  EXPECT_EQ(Cond("b", "Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Get("b").sandbox_status().provisioning_failures, 0);
+}
+
+// The per-user quota of the Databricks API (429 RESOURCE_EXHAUSTED with a QuotaFailure detail,
+// which the client reports as reason QuotaExceeded): Ready and Synced say so with the service's
+// text, no intent row holds a slot, and the error goes back to the Manager's backoff.
+TEST_F(SandboxReconcilerTest, TheApisQuotaRefusalIsReportedAndRetriedWithoutAnIntentRow) {
+  Apply("a");
+  clouds_.api().FailNext("create",
+                         api::ResourceExhaustedError(
+                             "HTTP 429 RESOURCE_EXHAUSTED: Per-user sandbox quota of 40 reached")
+                             .WithReason("QuotaExceeded"));
+  auto r = Reconcile("a");
+  EXPECT_EQ(r.status().code(), api::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(ClassifyError(r.status()).transient());
+  EXPECT_EQ(Cond("a", "Ready").reason, "QuotaExceeded");
+  EXPECT_NE(Cond("a", "Ready").message.find("Per-user sandbox quota of 40 reached"),
+            std::string::npos);
+  EXPECT_EQ(Cond("a", "Synced").reason, "QuotaExceeded");
+  EXPECT_FALSE((*store_->GetInventory(kWs, "sandbox", "default-a")).has_value());
+  EXPECT_TRUE(HasEvent("QuotaExceeded"));
+
+  ASSERT_TRUE(Reconcile("a").ok());  // a slot freed up
+  EXPECT_EQ(clouds_.api().Calls("create"), 2);
+  EXPECT_EQ(Cond("a", "Ready").reason, "Creating");
+  EXPECT_EQ(Cond("a", "Synced").status, ConditionStatus::kTrue);
+}
+
+// Reference §3 row 4 (early docs): a concurrent update gets 409 ABORTED. It is transient: the
+// Manager retries on its backoff, and the PATCH goes again while the drift is there.
+TEST_F(SandboxReconcilerTest, AConcurrentUpdateConflictIsRetriedAndThePatchGoesThrough) {
+  Apply("a");
+  MakeReady("a");
+  Apply("a", [](api::SandboxSpec& s) { s.display_name = "renamed"; });
+  clouds_.api().FailNext("update",
+                         api::AbortedError("HTTP 409 ABORTED: Sandbox 'sandboxes/default-a' is "
+                                           "being updated by another request; retry the update"));
+  auto r = Reconcile("a");
+  EXPECT_EQ(r.status().code(), api::StatusCode::kAborted);
+  EXPECT_TRUE(ClassifyError(r.status()).transient());
+  EXPECT_EQ(Cond("a", "Synced").reason, "Conflict");
+  EXPECT_NE(Cond("a", "Synced").message.find("ABORTED"), std::string::npos);
+  EXPECT_EQ(clouds_.api().Peek("default-a")->display_name, "a");
+
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Peek("default-a")->display_name, "renamed");
+  EXPECT_EQ(Cond("a", "Synced").status, ConditionStatus::kTrue);
+  EXPECT_EQ(clouds_.api().Calls("update"), 2);
 }
 
 }  // namespace

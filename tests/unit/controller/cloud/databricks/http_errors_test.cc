@@ -71,6 +71,29 @@ TEST(HttpErrorsTest, RetryInfoDetailBecomesRetryAfter) {
   EXPECT_EQ(*s.retry_after(), 3000ms);  // durations round to whole seconds
 }
 
+// §1 quotas refused as §8.2's TooManyRequests class with a §8.1 QuotaFailure detail: a quota,
+// not a rate limit, so it carries reason QuotaExceeded and is never retried inside the call.
+TEST(HttpErrorsTest, QuotaFailureDetailIsAQuotaNotARateLimit) {
+  auto s = StatusFromHttpError(429, "Too Many Requests", R"({"error_code":"RESOURCE_EXHAUSTED",
+      "message":"Per-user sandbox quota of 40 reached; delete a sandbox to create another",
+      "details":[{"@type":"type.googleapis.com/google.rpc.RequestInfo","request_id":"r1"},
+                 {"@type":"type.googleapis.com/google.rpc.QuotaFailure",
+                  "violations":[{"subject":"user","description":"…"}]}]})");
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.reason(), "QuotaExceeded");
+  EXPECT_EQ(s.message(),
+            "HTTP 429 RESOURCE_EXHAUSTED: Per-user sandbox quota of 40 reached; delete a sandbox "
+            "to create another (request_id r1)");
+  EXPECT_FALSE(
+      ErrorTable{}.Retryable(http::AttemptFailure{s, 429, true}, http::Idempotency::kIdempotent));
+  // The rate limit (no QuotaFailure) keeps being retried.
+  auto limited = StatusFromHttpError(429, "Too Many Requests",
+                                     R"({"error_code":"REQUEST_LIMIT_EXCEEDED","message":"x"})");
+  EXPECT_EQ(limited.reason(), "");
+  EXPECT_TRUE(ErrorTable{}.Retryable(http::AttemptFailure{limited, 429, true},
+                                     http::Idempotency::kIdempotent));
+}
+
 TEST(HttpErrorsTest, LegacyShapesAreUnderstood) {
   EXPECT_EQ(StatusFromHttpError(400, "Bad Request", R"({"error":"bad thing"})").message(),
             "HTTP 400: bad thing");
