@@ -35,6 +35,7 @@
 #include "controller/reconcilers/agent_task_reconciler.h"
 #include "controller/reconcilers/agent_worker_reconciler.h"
 #include "controller/reconcilers/garbage_collector.h"
+#include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/sandbox_cache.h"
 #include "controller/reconcilers/sandbox_reconciler.h"
 #include "controller/reconcilers/sandbox_sweeper.h"
@@ -317,7 +318,12 @@ int Main(int argc, char** argv) {
                           cloud_options);
   SandboxCache cache;
   GarbageCollector gc(*store, cache, clock, GarbageCollectorOptions{gc_grace});
-  SandboxReconciler sandboxes(*store, clouds, cache, clock);
+  // Power OnDemand: shared by the Sandbox and AgentTask reconcilers (a stop never crosses a
+  // submission); it enqueues and records dependencies through the Manager.
+  OnDemandPower power(*store);
+  SandboxReconcilerOptions sandbox_options;
+  sandbox_options.power = &power;
+  SandboxReconciler sandboxes(*store, clouds, cache, clock, sandbox_options);
   SandboxSweeperOptions sweeper_options;
   sweeper_options.period = sweep;
   sweeper_options.page_size = flags.page_size;
@@ -333,7 +339,10 @@ int Main(int argc, char** argv) {
       ParseFlagDuration("executor-probe-interval", flags.executor_probe_interval);
   AgentWorkerReconciler workers(*store, clouds, clock, &manager.dependencies(), worker_options);
   WorkspaceReconciler workspaces(*store, clouds, clock, &manager.dependencies());
-  AgentTaskReconciler tasks(*store, clouds, clock, &manager.dependencies());
+  AgentTaskReconcilerOptions task_options;
+  task_options.power = &power;
+  AgentTaskReconciler tasks(*store, clouds, clock, &manager.dependencies(), task_options);
+  power.Attach(&manager, &manager.dependencies());
 
   LeaderElectorOptions elector_options;
   elector_options.identity = flags.identity;

@@ -12,6 +12,7 @@
 
 #include "api/conditions.h"
 #include "controller/reconcilers/internal/object_updates.h"
+#include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
 #include "controller/reconcilers/scripts/executor_scripts.h"
 
@@ -270,9 +271,13 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
     return wait(reason::kWorkerNotFound, loaded.message());
   }
   RETURN_IF_ERROR(loaded);
-  if (!ConditionTrue(t.worker, condition::kReady) ||
-      t.worker.agent_worker_status().session_id.empty()) {
-    return wait(reason::kWaitingForWorker, "worker " + worker_name + " is not Ready");
+  // Runnable? On an OnDemand sandbox (on_demand_power.h) the task wakes it and waits for the
+  // executor; the hold keeps a stop from crossing the submission.
+  TaskAdmission admission = AdmitTask(options_.power, t.worker, t.sandbox);
+  if (admission.gate != TaskGate::kSubmit) {
+    return wait(admission.gate == TaskGate::kWaitForWake ? reason::kWaitingForWake
+                                                         : reason::kWaitingForWorker,
+                admission.message);
   }
   return Submit(t);
 }

@@ -47,6 +47,7 @@
 #include "controller/engine/clock.h"
 #include "controller/engine/dependency_index.h"
 #include "controller/engine/manager.h"
+#include "controller/reconcilers/on_demand_power.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
@@ -59,6 +60,9 @@ struct AgentTaskReconcilerOptions {
   // A submitted task whose turn has not appeared after this long re-POSTs its input with the
   // same Idempotency-Key (the first POST may never have arrived).
   std::chrono::milliseconds resubmit_after{std::chrono::seconds(10)};
+  // Power OnDemand: wakes the worker's sleeping sandbox and keeps a stop from crossing a
+  // submission (on_demand_power.h); shared with the Sandbox reconciler. May be null.
+  OnDemandPower* power = nullptr;
 };
 
 class AgentTaskReconciler final : public Reconciler {

@@ -38,6 +38,7 @@
 #include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
 #include "controller/reconcilers/internal/boot_marker.h"
+#include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/sandbox_cache.h"
 #include "controller/store/store.h"
 
@@ -56,6 +57,9 @@ struct SandboxReconcilerOptions {
   // A Sandbox waiting for a slot of its Workspace's spec.limits.maxSandboxes (QuotaExceeded)
   // looks again this often: two store reads, no API call.
   std::chrono::milliseconds quota_recheck{std::chrono::seconds(10)};
+  // Power OnDemand: shared with the AgentTask reconciler, so that a stop and a task's
+  // submission never cross (on_demand_power.h). Null: a private one (no task coordination).
+  OnDemandPower* power = nullptr;
 };
 
 class SandboxReconciler final : public Reconciler {
@@ -80,6 +84,7 @@ class SandboxReconciler final : public Reconciler {
   api::StatusOr<bool> ClaimOwnership(Target& t);
   api::Status PatchDrift(Target& t, const databricks::Sandbox& live);
   api::StatusOr<ReconcileResult> RunSetup(Target& t, const databricks::Sandbox& live);
+  api::StatusOr<ReconcileResult> StopWhenIdle(Target& t, ReconcileResult result);
 
   void SetReady(Target& t, api::ConditionStatus status, std::string_view reason,
                 std::string message);
@@ -92,6 +97,8 @@ class SandboxReconciler final : public Reconciler {
   Clock& clock_;
   EventRecorder events_;
   const SandboxReconcilerOptions options_;
+  OnDemandPower own_power_;
+  OnDemandPower* power_;
 
   std::mutex mu_;
   std::map<api::ObjectKey, Clock::SteadyTime> boot_checked_;  // last boot-marker read; mu_
