@@ -6,8 +6,9 @@
 //     labels, least busy first) and record it in status.worker; the worker's unfinished tasks
 //     run one at a time in creation order: a task with others ahead is Queued with
 //     queuePosition = how many are ahead (Submitted=False, reason Queued); a worker that is not
-//     Ready or has no session keeps it Queued (reason WaitingForWorker). A cancel request
-//     (annotation sbx.dev/cancel-requested) before submission ends it Cancelled, no turn.
+//     Ready or has no session keeps it Queued (reason WaitingForWorker); a worker whose OnDemand
+//     sandbox sleeps keeps it Queued (WaitingForWake) and wakes it (on_demand_power.h). A cancel
+//     request (annotation sbx.dev/cancel-requested) before submission ends it Cancelled, no turn.
 //   Submit (exactly once) → status phase=Submitted, submittedAt, idempotencyKey = uid, sessionId
 //     and previousTurnId (the session's newest root turn before ours) are WRITTEN to the store
 //     first, then the input is POSTed with Idempotency-Key = uid. A crash between the two, or a

@@ -18,6 +18,11 @@
 // Synced=False with the cache's reason (Unavailable for an outage) and message, and leaves Ready
 // and status.state as last observed; the sweeper enqueues the object when a LIST succeeds again.
 // An AgentWorker (or anyone) can tell a stale observation from Synced.
+// Power OnDemand (DESIGN §7.2, on_demand_power.h): running while something needs it (a worker's
+// first bring-up or wake request, an unfinished task of its workers; Ready=False reason Waking
+// until running and set up), stopped spec.idleStop after it became idle (status.idleSince, so a
+// restart keeps the clock), and then Ready=True reason Sleeping with no call at all: no setup,
+// no boot-marker read.
 //
 // Thread-safety: Reconcile may run on several workers at once for different keys. All
 // collaborators must outlive the reconciler.
