@@ -319,7 +319,7 @@ int Main(int argc, char** argv) {
   SandboxCache cache;
   GarbageCollector gc(*store, cache, clock, GarbageCollectorOptions{gc_grace});
   // Power OnDemand: shared by the Sandbox and AgentTask reconcilers (a stop never crosses a
-  // submission); it enqueues and records dependencies through the Manager.
+  // submission); it queues sandboxes and records dependencies through the Manager.
   OnDemandPower power(*store);
   SandboxReconcilerOptions sandbox_options;
   sandbox_options.power = &power;
@@ -342,7 +342,8 @@ int Main(int argc, char** argv) {
   AgentTaskReconcilerOptions task_options;
   task_options.power = &power;
   AgentTaskReconciler tasks(*store, clouds, clock, &manager.dependencies(), task_options);
-  power.Attach(&manager, &manager.dependencies());
+  power.Attach([&manager](const api::ObjectKey& key) { manager.queue().Add(key); },
+               &manager.dependencies());
 
   LeaderElectorOptions elector_options;
   elector_options.identity = flags.identity;

@@ -145,9 +145,9 @@ StatusOr<SandboxDemand> DemandOf(Store& store, const Object& sandbox) {
   return demand;
 }
 
-void OnDemandPower::Attach(Enqueuer* enqueuer, DependencyIndex* dependencies) {
+void OnDemandPower::Attach(WakeFn wake, DependencyIndex* dependencies) {
   std::lock_guard lock(mu_);
-  enqueuer_ = enqueuer;
+  wake_ = std::move(wake);
   dependencies_ = dependencies;
 }
 
@@ -223,13 +223,13 @@ std::optional<OnDemandPower::Hold> OnDemandPower::TryHold(const api::ObjectKey& 
 }
 
 void OnDemandPower::Wake(const api::ObjectKey& sandbox) {
-  Enqueuer* enqueuer = nullptr;
+  WakeFn wake;
   {
     std::lock_guard lock(mu_);
-    enqueuer = enqueuer_;
+    wake = wake_;
   }
-  if (enqueuer != nullptr) {
-    enqueuer->Enqueue(sandbox);
+  if (wake) {
+    wake(sandbox);
   }
 }
 

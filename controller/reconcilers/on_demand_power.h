@@ -27,6 +27,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -37,7 +38,6 @@
 #include "api/status.h"
 #include "controller/cloud/openai/agents_api.h"
 #include "controller/engine/dependency_index.h"
-#include "controller/engine/source.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
@@ -80,8 +80,12 @@ class OnDemandPower {
   OnDemandPower(const OnDemandPower&) = delete;
   OnDemandPower& operator=(const OnDemandPower&) = delete;
 
-  // Before the reconcilers run (sbxd: the Manager for both). Either may be null.
-  void Attach(Enqueuer* enqueuer, DependencyIndex* dependencies);
+  // Before the reconcilers run. `wake` queues one key for reconciling, and only that key (sbxd:
+  // the Manager's WorkQueue::Add — not Manager::Enqueue, which would also queue the waiting
+  // task, a dependent of the sandbox, and loop); `dependencies` is the Manager's index. Either
+  // may be empty/null.
+  using WakeFn = std::function<void(const api::ObjectKey&)>;
+  void Attach(WakeFn wake, DependencyIndex* dependencies);
 
   // Sandbox reconciler: the demand, and the sandbox made dependent on its sources (a task or
   // worker status change then reconciles the sandbox at once).
@@ -115,7 +119,7 @@ class OnDemandPower {
  private:
   Store& store_;
   std::mutex mu_;
-  Enqueuer* enqueuer_ = nullptr;             // mu_
+  WakeFn wake_;                              // mu_
   DependencyIndex* dependencies_ = nullptr;  // mu_
   std::map<api::ObjectKey, int> holds_;      // mu_
   std::map<api::ObjectKey, bool> stopping_;  // mu_
