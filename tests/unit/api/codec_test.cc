@@ -77,7 +77,7 @@ TEST(CodecTest, DecodeSpecJsonIgnoresUnknownFields) {
 TEST(CodecTest, DecodeSpecJsonReportsBadInput) {
   EXPECT_EQ(DecodeSpecJson(Kind::kSandbox, "{").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(DecodeSpecJson(Kind::kSandbox, R"({"power":"Off"})").status().message(),
-            "spec.power: unsupported value \"Off\" (expected Running|Stopped)");
+            "spec.power: unsupported value \"Off\" (expected Running|Stopped|OnDemand)");
 }
 
 TEST(CodecTest, YamlRoundTripsThroughManifestDecoding) {
