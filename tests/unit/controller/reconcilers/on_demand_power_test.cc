@@ -71,8 +71,8 @@ class OnDemandTest : public ::testing::Test {
     cache_.ReplaceSnapshot(kWs, ticket, *clouds_.api().ListAll(100, {}));
   }
   std::string BoxReady() {
-    const api::Condition* c =
-        api::FindCondition(Get(Kind::kSandbox, "box").conditions(), api::condition::kReady);
+    const Object box = Get(Kind::kSandbox, "box");
+    const api::Condition* c = api::FindCondition(box.conditions(), api::condition::kReady);
     return c == nullptr ? "" : std::string(api::ConditionStatusName(c->status)) + "/" + c->reason;
   }
   // The worker's bring-up is over: a session whose environment its executor connected to.
@@ -347,7 +347,9 @@ TEST_F(OnDemandTest, AWorkerOnASleepingSandboxIsReadySleepingTouchesNothingAndWa
   EXPECT_EQ(clouds_.api().Calls("start"), 1);
   EXPECT_EQ(BoxReady(), "False/Waking");
   ASSERT_TRUE(workers.Reconcile(key, {}).ok());
-  ready = api::FindCondition(Get(Kind::kAgentWorker, "w").conditions(), api::condition::kReady);
+  w = Get(Kind::kAgentWorker, "w");
+  ready = api::FindCondition(w.conditions(), api::condition::kReady);
+  ASSERT_NE(ready, nullptr);
   EXPECT_EQ(ready->reason, "Waking");
 }
 
