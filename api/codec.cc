@@ -656,8 +656,8 @@ template <typename E>
 struct EnumNames;
 template <>
 struct EnumNames<Power> {
-  static constexpr std::pair<std::string_view, Power> kNames[] = {{"Running", Power::kRunning},
-                                                                  {"Stopped", Power::kStopped}};
+  static constexpr std::pair<std::string_view, Power> kNames[] = {
+      {"Running", Power::kRunning}, {"Stopped", Power::kStopped}, {"OnDemand", Power::kOnDemand}};
 };
 template <>
 struct EnumNames<DeletionPolicy> {
@@ -891,6 +891,7 @@ struct FieldsOf<SandboxSpec> : PlainMapping {
       Row<&SandboxSpec::inactivity_timeout, Optional<Duration>>("inactivityTimeout", kAlways),
       Row<&SandboxSpec::image, Str>("image"),
       Row<&SandboxSpec::power, Enum<Power>>("power", kAlways),
+      Row<&SandboxSpec::idle_stop, Optional<Duration>>("idleStop"),
       Row<&SandboxSpec::setup, ListOf<SetupStep>>("setup"),
       Row<&SandboxSpec::deletion_policy, Enum<DeletionPolicy>>("deletionPolicy", kAlways),
   };
@@ -921,6 +922,7 @@ struct FieldsOf<SandboxStatus> : PlainMapping {
       Row<&SandboxStatus::setup, ListOf<SetupResult>>("setup"),
       Row<&SandboxStatus::provisioning_failures, Int32>("provisioningFailures"),
       Row<&SandboxStatus::next_start_after, Str>("nextStartAfter"),
+      Row<&SandboxStatus::idle_since, Str>("idleSince"),
   };
 };
 
@@ -992,6 +994,8 @@ struct FieldsOf<AgentWorkerStatus> : PlainMapping {
       Row<&AgentWorkerStatus::workspace_directory, Str>("workspaceDirectory"),
       Row<&AgentWorkerStatus::executor, Struct<ExecutorStatus>>("executor"),
       Row<&AgentWorkerStatus::environment_status, Str>("environmentStatus"),
+      Row<&AgentWorkerStatus::connected_environment_id, Str>("connectedEnvironmentId"),
+      Row<&AgentWorkerStatus::wake_requested_at, Str>("wakeRequestedAt"),
   };
 };
 

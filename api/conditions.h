@@ -78,6 +78,10 @@ inline constexpr std::string_view kQuotaExceeded = "QuotaExceeded";
 inline constexpr std::string_view kProvisioningFailed = "ProvisioningFailed";
 inline constexpr std::string_view kImmutableFieldChanged = "ImmutableFieldChanged";
 inline constexpr std::string_view kSandboxIdConflict = "SandboxIdConflict";
+// Power OnDemand (Sandbox and AgentWorker): stopped because nothing needs it — Ready=True, it can
+// take work — and being started (or waiting for STOPPED to start again) because something does.
+inline constexpr std::string_view kSleeping = "Sleeping";
+inline constexpr std::string_view kWaking = "Waking";
 
 // AgentWorker: its sandbox …
 inline constexpr std::string_view kSandboxNotFound = "SandboxNotFound";
@@ -109,6 +113,7 @@ inline constexpr std::string_view kNoMatchingWorker = "NoMatchingWorker";  // wo
 inline constexpr std::string_view kWorkerNotFound = "WorkerNotFound";
 inline constexpr std::string_view kQueued = "Queued";  // behind other tasks of its worker
 inline constexpr std::string_view kWaitingForExecutor = "WaitingForExecutor";  // executor gone
+inline constexpr std::string_view kWaitingForWake = "WaitingForWake";  // OnDemand sandbox asleep
 // … what it is doing (Submitted=True, Completed=False) …
 inline constexpr std::string_view kSubmittedReason = "Submitted";
 inline constexpr std::string_view kTurnRunning = "TurnRunning";

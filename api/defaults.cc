@@ -14,6 +14,9 @@ void ApplySandboxDefaults(SandboxSpec& spec, std::string_view namespace_, std::s
   if (spec.display_name.empty()) {
     spec.display_name = std::string(name);
   }
+  if (spec.power == Power::kOnDemand && !spec.idle_stop.has_value()) {
+    spec.idle_stop = kDefaultIdleStop;
+  }
 }
 
 void ApplyDefaults(Object& object) {

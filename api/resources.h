@@ -130,7 +130,15 @@ struct WorkspaceStatus {
 
 // ---- Sandbox --------------------------------------------------------------------------------
 
-enum class Power { kRunning, kStopped };
+// Running: kept running. Stopped: kept stopped. OnDemand (DESIGN §7.2): running while its
+// workers have work (a task, a session waiting for its executor, the first bring-up), stopped
+// `idleStop` after the last of it.
+enum class Power { kRunning, kStopped, kOnDemand };
+
+// Sandbox.spec.idleStop: how long an OnDemand sandbox stays running once idle.
+inline constexpr std::chrono::seconds kDefaultIdleStop{10 * 60};
+inline constexpr std::chrono::seconds kMinIdleStop{1};
+inline constexpr std::chrono::seconds kMaxIdleStop{24 * 60 * 60};
 enum class DeletionPolicy { kDelete, kOrphan };
 
 struct SetupStep {
@@ -147,6 +155,8 @@ struct SandboxSpec {
   std::optional<std::chrono::seconds> inactivity_timeout;  // "inactivityTimeout": "15m"
   std::string image;  // → spec.environment.image_uri; immutable once created
   Power power = Power::kRunning;
+  // "idleStop": power OnDemand only; defaulted to 10m there (api/defaults.cc).
+  std::optional<std::chrono::seconds> idle_stop;
   std::vector<SetupStep> setup;
   DeletionPolicy deletion_policy = DeletionPolicy::kDelete;  // "deletionPolicy"
   friend bool operator==(const SandboxSpec&, const SandboxSpec&) = default;
@@ -177,6 +187,10 @@ struct SandboxStatus {
   // go (the engine's Backoff over that count); both cleared once the sandbox runs.
   int32_t provisioning_failures = 0;  // "provisioningFailures"
   std::string next_start_after;       // "nextStartAfter", RFC 3339
+  // Power OnDemand: since when nothing has needed the sandbox (RFC 3339; empty while something
+  // does). Kept in status so that a restart of sbxd neither stops it early nor forgets to stop
+  // it; the stop is due at idleSince + spec.idleStop.
+  std::string idle_since;  // "idleSince"
   friend bool operator==(const SandboxStatus&, const SandboxStatus&) = default;
 };
 
@@ -249,6 +263,13 @@ struct AgentWorkerStatus {
   std::string workspace_directory;  // "workspaceDirectory"
   ExecutorStatus executor;
   std::string environment_status;  // "environmentStatus"
+  // Power OnDemand. The environment the executor was last seen connected to: the worker's
+  // bring-up is over once it equals environmentId (a new session needs one again).
+  std::string connected_environment_id;  // "connectedEnvironmentId"
+  // When sbx saw the session ask for its executor (a pending environment_connection in
+  // required_actions: input sent straight to the session while the sandbox slept); cleared once
+  // the executor is connected. Its sandbox wakes while it is set.
+  std::string wake_requested_at;  // "wakeRequestedAt"
   friend bool operator==(const AgentWorkerStatus&, const AgentWorkerStatus&) = default;
 };
 

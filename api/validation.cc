@@ -245,6 +245,15 @@ Status ValidateSandbox(std::string_view prefix, const SandboxSpec& s) {
     return Invalid(p + ".inactivityTimeout",
                    "must be at most " + FormatDuration(kMaxInactivityTimeout));
   }
+  // idleStop: from 1s (tests use seconds) to a day. It is used with power OnDemand only and
+  // accepted (unused) with the others, so that switching power is a one-field patch.
+  if (s.idle_stop.has_value()) {
+    if (*s.idle_stop < kMinIdleStop || *s.idle_stop > kMaxIdleStop) {
+      return Invalid(p + ".idleStop", "must be between " + FormatDuration(kMinIdleStop) + " and " +
+                                          FormatDuration(kMaxIdleStop) + ", not " +
+                                          FormatDuration(*s.idle_stop));
+    }
+  }
   for (char c : s.image) {
     if (c == ' ' || static_cast<unsigned char>(c) < 0x20) {
       return Invalid(p + ".image", "must not contain spaces or control characters");

@@ -36,6 +36,7 @@
 #include "controller/reconcilers/agent_task_reconciler.h"
 #include "controller/reconcilers/agent_worker_reconciler.h"
 #include "controller/reconcilers/garbage_collector.h"
+#include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/sandbox_cache.h"
 #include "controller/reconcilers/sandbox_reconciler.h"
 #include "controller/reconcilers/sandbox_sweeper.h"
@@ -371,8 +372,12 @@ int Main(int argc, char** argv) {
       log::Debug("timeline", {{"object", object.ToString()}, {"step", std::string(step)}});
     };
   }
+  // Power OnDemand: shared by the Sandbox and AgentTask reconcilers (a stop never crosses a
+  // submission); it queues sandboxes and records dependencies through the Manager.
+  OnDemandPower power(*store);
   SandboxReconcilerOptions sandbox_options;
   sandbox_options.milestone = milestone;
+  sandbox_options.power = &power;
   SandboxReconciler sandboxes(*store, clouds, cache, clock, sandbox_options);
   SandboxSweeperOptions sweeper_options;
   sweeper_options.period = sweep;
@@ -399,7 +404,12 @@ int Main(int argc, char** argv) {
   if (!flags.once) {
     streams = std::make_unique<SessionEventStreams>(task_log, manager, clock);
   }
-  AgentTaskReconciler tasks(*store, clouds, clock, &manager.dependencies(), {}, streams.get());
+  AgentTaskReconcilerOptions task_options;
+  task_options.power = &power;
+  AgentTaskReconciler tasks(*store, clouds, clock, &manager.dependencies(), task_options,
+                            streams.get());
+  power.Attach([&manager](const api::ObjectKey& key) { manager.queue().Add(key); },
+               &manager.dependencies());
 
   LeaderElectorOptions elector_options;
   elector_options.identity = flags.identity;

@@ -36,6 +36,15 @@ std::string ReadyMessage(const api::Object& o) {
 
 std::string ExecutorCell(const api::Object& o) {
   const auto& conditions = o.conditions();
+  // Power OnDemand: a worker whose sandbox sleeps (or is being woken for work) says so.
+  if (const api::Condition* ready = api::FindCondition(conditions, api::condition::kReady)) {
+    if (ready->reason == api::reason::kSleeping) {
+      return "SLEEPING";
+    }
+    if (ready->reason == api::reason::kWaking) {
+      return "WAKING";
+    }
+  }
   const api::Condition* connected =
       api::FindCondition(conditions, api::condition::kExecutorConnected);
   if (connected != nullptr && connected->status == api::ConditionStatus::kTrue) {
@@ -295,8 +304,10 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
       r.insert(r.end(), {ConditionCell(o, api::condition::kReady), OrNone(status.state),
                          OrNone(spec.sandbox_id), age});
       if (wide) {
-        r.insert(r.end(), {spec.power == api::Power::kRunning ? "Running" : "Stopped",
-                           spec.workspace_ref, ConditionCell(o, api::condition::kSynced),
+        const char* power = spec.power == api::Power::kRunning   ? "Running"
+                            : spec.power == api::Power::kStopped ? "Stopped"
+                                                                 : "OnDemand";
+        r.insert(r.end(), {power, spec.workspace_ref, ConditionCell(o, api::condition::kSynced),
                            OrNone(ReadyReason(o)), ReadyMessage(o)});
       }
       break;

@@ -12,6 +12,7 @@
 #include "api/base64.h"
 #include "api/conditions.h"
 #include "controller/reconcilers/internal/object_updates.h"
+#include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
 #include "controller/reconcilers/scripts/executor_scripts.h"
 
@@ -256,8 +257,13 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
     return wait(reason::kWorkerNotFound, loaded.message());
   }
   RETURN_IF_ERROR(loaded);
-  if (!ConditionTrue(t.worker, condition::kReady) ||
-      t.worker.agent_worker_status().session_id.empty()) {
+  // Runnable? On an OnDemand sandbox (on_demand_power.h) the task wakes it and waits for the
+  // executor; the hold keeps a stop from crossing the submission.
+  TaskAdmission admission = AdmitTask(options_.power, t.worker, t.sandbox);
+  if (admission.gate == TaskGate::kWaitForWake) {
+    return wait(reason::kWaitingForWake, admission.message);
+  }
+  if (admission.gate != TaskGate::kSubmit) {
     // The worker has its session but lost its executor (killed, sandbox stopped): say so, as
     // for a submitted task, rather than the generic not-Ready.
     if (!t.worker.agent_worker_status().session_id.empty() &&
@@ -266,7 +272,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
       return wait(reason::kWaitingForExecutor,
                   "the executor of worker " + worker_name + " is not connected");
     }
-    return wait(reason::kWaitingForWorker, "worker " + worker_name + " is not Ready");
+    return wait(reason::kWaitingForWorker, admission.message);
   }
   return Submit(t);
 }

@@ -7,8 +7,9 @@
 //     run one at a time in creation order: a task with others ahead is Queued with
 //     queuePosition = how many are ahead (Submitted=False, reason Queued); a worker that is not
 //     Ready or has no session keeps it Queued (reason WaitingForWorker; WaitingForExecutor when
-//     the worker has its session but its executor is gone). A cancel request
-//     (annotation sbx.dev/cancel-requested) before submission ends it Cancelled, no turn.
+//     the worker has its session but its executor is gone); a worker whose OnDemand sandbox
+//     sleeps keeps it Queued (WaitingForWake) and wakes it (on_demand_power.h). A cancel
+//     request (annotation sbx.dev/cancel-requested) before submission ends it Cancelled, no turn.
 //   Submit (exactly once) → status phase=Submitted, submittedAt, idempotencyKey = uid, sessionId
 //     and previousTurnId (the session's newest root turn before ours) are WRITTEN to the store
 //     first, then the input is POSTed with Idempotency-Key = uid. A crash between the two, or a
@@ -58,6 +59,7 @@
 #include "controller/engine/clock.h"
 #include "controller/engine/dependency_index.h"
 #include "controller/engine/manager.h"
+#include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/session_event_streams.h"
 #include "controller/reconcilers/task_log_writer.h"
 #include "controller/store/store.h"
@@ -77,6 +79,9 @@ struct AgentTaskReconcilerOptions {
   // Idempotency-Key (the first POST may never have arrived) after Delay(n) of this policy since
   // the n-th POST.
   BackoffPolicy resubmit{std::chrono::seconds(10), std::chrono::minutes(5), 0.1};
+  // Power OnDemand: wakes the worker's sleeping sandbox and keeps a stop from crossing a
+  // submission (on_demand_power.h); shared with the Sandbox reconciler. May be null.
+  OnDemandPower* power = nullptr;
 };
 
 class AgentTaskReconciler final : public Reconciler {

@@ -9,6 +9,7 @@
 #include "api/defaults.h"
 #include "controller/engine/classify_error.h"
 #include "controller/reconcilers/internal/object_updates.h"
+#include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
 
 namespace sbx::controller {
@@ -232,6 +233,9 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
       env.status == openai::EnvironmentStatus::kFailed) {
     return SessionLost(t, env);
   }
+  if (IsOnDemand(t.sandbox)) {
+    RETURN_IF_ERROR(CheckSession(t));  // keeps the sandbox awake while the session works
+  }
   const bool connected = env.status == openai::EnvironmentStatus::kConnected;
   if (schedule_.InConnectGrace(t.facts, connected, clock_.Now())) {
     // Just launched: give it time to connect before looking inside the sandbox.
@@ -282,8 +286,15 @@ StatusOr<std::optional<ReconcileResult>> AgentWorkerReconciler::EnsureSandbox(Ta
     Set(t, condition::kReady, ConditionStatus::kFalse, reason::kSandboxStopped, message);
     return std::optional(ReconcileResult::Done());
   }
+  if (IsOnDemand(t.sandbox) && BroughtUp(t.object) &&
+      PowerStateOf(t.sandbox) != SandboxPower::kAwake) {
+    ASSIGN_OR_RETURN(ReconcileResult asleep, Asleep(t));
+    return std::optional(asleep);
+  }
   const api::Condition* ready = api::FindCondition(t.sandbox.conditions(), condition::kReady);
-  if (ready == nullptr || ready->status != ConditionStatus::kTrue) {
+  // An OnDemand sandbox is Ready (True, Sleeping) while stopped: usable only once awake.
+  if (ready == nullptr || ready->status != ConditionStatus::kTrue ||
+      PowerStateOf(t.sandbox) != SandboxPower::kAwake) {
     const std::string message =
         "Sandbox " + sandbox_key.name + " is not Ready" +
         (ready != nullptr ? " (" + ready->reason + ": " + ready->message + ")" : "");
@@ -304,6 +315,72 @@ StatusOr<std::optional<ReconcileResult>> AgentWorkerReconciler::EnsureSandbox(Ta
   ASSIGN_OR_RETURN(t.sandboxes, clouds_.Sandboxes(t.object.metadata.namespace_, workspace_ref));
   ASSIGN_OR_RETURN(t.agents, clouds_.Agents(t.object.metadata.namespace_, workspace_ref));
   return std::optional<ReconcileResult>();
+}
+
+// Power OnDemand, the sandbox asleep (or being woken) after the worker's bring-up: nothing of sbx
+// touches the sandbox (no launch, no probe: an exec-sync would count as activity and keep it
+// from its sleep). Health comes from the OpenAI side only, on the status cadence: the
+// environment (expired or failed → a new session, whose bring-up wakes the sandbox) and the
+// session (input sent straight to it asks for the executor → status.wakeRequestedAt, which
+// wakes the sandbox). Ready=True reason Sleeping: the worker can take work.
+StatusOr<ReconcileResult> AgentWorkerReconciler::Asleep(Target& t) {
+  const bool waking = PowerStateOf(t.sandbox) == SandboxPower::kWaking;
+  const std::string message =
+      "Sandbox " + t.sandbox.metadata.name +
+      (waking ? " is being started for work (power OnDemand)"
+              : " sleeps (power OnDemand); it is started when a task needs it");
+  // No process survives a stop: the next start launches the executor anew.
+  t.status().executor.pid = 0;
+  const std::string_view why = waking ? reason::kWaking : reason::kSleeping;
+  Set(t, condition::kSandboxReady, waking ? ConditionStatus::kFalse : ConditionStatus::kTrue, why,
+      message);
+  Set(t, condition::kExecutorRunning, ConditionStatus::kFalse, reason::kSandboxNotRunning, message);
+  Set(t, condition::kExecutorConnected, ConditionStatus::kUnknown, reason::kSandboxNotRunning,
+      message);
+  Set(t, condition::kReady, waking ? ConditionStatus::kFalse : ConditionStatus::kTrue, why,
+      message);
+  ASSIGN_OR_RETURN(t.agents, clouds_.Agents(t.object.metadata.namespace_,
+                                            t.sandbox.sandbox_spec().workspace_ref));
+  const milliseconds interval = options_.schedule.status_interval;
+  if (t.cache.last_check && clock_.Steady() - *t.cache.last_check < interval) {
+    return ReconcileResult::RequeueAfter(
+        std::chrono::ceil<milliseconds>(interval - (clock_.Steady() - *t.cache.last_check)));
+  }
+  ASSIGN_OR_RETURN(openai::Environment env, CheckEnvironment(t));
+  if (env.status == openai::EnvironmentStatus::kExpired ||
+      env.status == openai::EnvironmentStatus::kFailed) {
+    return SessionLost(t, env);
+  }
+  RETURN_IF_ERROR(CheckSession(t));
+  return ReconcileResult::RequeueAfter(interval);
+}
+
+// Power OnDemand: whether the session needs its executor (SessionNeedsExecutor), recorded as
+// status.wakeRequestedAt — the sandbox is woken, or kept awake, while it is set.
+Status AgentWorkerReconciler::CheckSession(Target& t) {
+  ASSIGN_OR_RETURN(openai::Session session, t.agents->GetSession(t.status().session_id, t.stop));
+  std::string& requested = t.status().wake_requested_at;
+  if (!SessionNeedsExecutor(session)) {
+    requested.clear();
+    return Status();
+  }
+  if (requested.empty()) {
+    requested = FormatRfc3339(clock_.Now());
+    if (PowerStateOf(t.sandbox) != SandboxPower::kAwake) {
+      events_.Normal(t.key(), "WakeRequested",
+                     "session " + session.id + " needs its executor (" + session.status_raw +
+                         "); waking Sandbox " + t.sandbox.metadata.name);
+    }
+  }
+  return Status();
+}
+
+void AgentWorkerReconciler::CheckSessionNow(const api::ObjectKey& worker) {
+  std::lock_guard lock(mu_);
+  auto it = caches_.find(worker);
+  if (it != caches_.end()) {
+    it->second.last_check.reset();
+  }
 }
 
 StatusOr<api::ObjectKey> AgentWorkerReconciler::EnsureSandboxObject(Target& t) {
@@ -566,6 +643,7 @@ ReconcileResult AgentWorkerReconciler::ReportConnection(Target& t, const openai:
     if (before == nullptr || before->status != ConditionStatus::kTrue) {
       Milestone(options_.milestone, t.key(), "connected_seen");
     }
+    t.status().connected_environment_id = t.status().environment_id;  // bring-up over
     Set(t, condition::kExecutorConnected, ConditionStatus::kTrue, reason::kConnected, "");
     Set(t, condition::kReady, ConditionStatus::kTrue, reason::kReady, "executor connected");
     return ReconcileResult::RequeueAfter(schedule_.NextLook(true));

@@ -99,6 +99,11 @@ class AgentWorkerReconciler final : public Reconciler {
   api::StatusOr<ReconcileResult> Reconcile(const api::ObjectKey& key,
                                            std::stop_token stop) override;
 
+  // Power OnDemand: the next reconcile of `worker` reads its session at once instead of on the
+  // status cadence (for whoever learns first that the session needs its executor, e.g. a
+  // webhook); enqueue the worker after calling this. Thread-safe.
+  void CheckSessionNow(const api::ObjectKey& worker);
+
  private:
   struct Target;
   // Kept in memory between reconciles; pure caches, whose loss on a restart costs one early
@@ -112,6 +117,9 @@ class AgentWorkerReconciler final : public Reconciler {
   api::StatusOr<ReconcileResult> Converge(Target& t);
   api::StatusOr<std::optional<ReconcileResult>> EnsureSandbox(Target& t);
   api::StatusOr<api::ObjectKey> EnsureSandboxObject(Target& t);
+  // Power OnDemand: the sandbox sleeps or is being woken; OpenAI-side checks only.
+  api::StatusOr<ReconcileResult> Asleep(Target& t);
+  api::Status CheckSession(Target& t);
   api::StatusOr<bool> EnsureSession(Target& t, bool verify);
   api::StatusOr<std::optional<ReconcileResult>> FollowSessionSpec(Target& t, bool new_session);
   bool ExecutorSpecChanged(Target& t);

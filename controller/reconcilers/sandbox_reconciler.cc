@@ -5,9 +5,11 @@
 #include <utility>
 
 #include "api/conditions.h"
+#include "api/duration.h"
 #include "controller/engine/classify_error.h"
 #include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/internal/object_updates.h"
+#include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
 
 namespace sbx::controller {
@@ -80,7 +82,9 @@ SandboxReconciler::SandboxReconciler(Store& store, CloudClients& clouds, Sandbox
       clock_(clock),
       events_(store, clock),
       options_(std::move(options)),
-      provisioning_backoff_(options_.provisioning_backoff) {}
+      provisioning_backoff_(options_.provisioning_backoff),
+      own_power_(store),
+      power_(options_.power != nullptr ? options_.power : &own_power_) {}
 
 StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key,
                                                        std::stop_token stop) {
@@ -154,7 +158,21 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
     return ReconcileResult::Done();
   }
 
-  const bool want_running = t.spec().power == api::Power::kRunning;
+  // Power OnDemand: running while something needs it (on_demand_power.h), else stopped
+  // idleStop after it became idle.
+  std::string demand;
+  const bool on_demand = IsOnDemand(t.object);
+  if (on_demand) {
+    ASSIGN_OR_RETURN(SandboxDemand d, power_->Demand(t.object));
+    demand = std::move(d.why);
+    if (live->state != SandboxState::kRunning) {
+      power_->EndStop(t.key());  // a stop we announced is visible now
+    }
+    if (!demand.empty()) {
+      t.status().idle_since.clear();
+    }
+  }
+  const bool want_running = t.spec().power == api::Power::kRunning || !demand.empty();
   ASSIGN_OR_RETURN(std::optional<ReconcileResult> failed, CheckProvisioning(t, *live));
   if (failed) {
     return *failed;
@@ -163,23 +181,35 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
     case SandboxState::kPending:
     case SandboxState::kStopping: {
       const bool pending = live->state == SandboxState::kPending;
-      SetReady(t, ConditionStatus::kFalse, pending ? reason::kPending : reason::kStopping,
-               "sandbox is " + t.status().state);
+      if (!demand.empty()) {
+        SetReady(t, ConditionStatus::kFalse, reason::kWaking,
+                 "sandbox is " + t.status().state +
+                     (pending ? "" : "; started again once STOPPED") + ", for " + demand);
+      } else {
+        SetReady(t, ConditionStatus::kFalse, pending ? reason::kPending : reason::kStopping,
+                 "sandbox is " + t.status().state);
+      }
       SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
       return ReconcileResult::RequeueAfter(options_.transition_requeue);
     }
     case SandboxState::kStopped: {
       if (want_running) {
-        return StartStopped(t);
+        return StartStopped(t, demand);
       }
       RETURN_IF_ERROR(PatchDrift(t, *live));
-      SetReady(t, ConditionStatus::kTrue, reason::kStopped,
-               "sandbox is stopped, as spec.power asks");
+      if (on_demand) {
+        // Asleep: nothing of sbx touches it (no exec-sync) until something needs it.
+        SetReady(t, ConditionStatus::kTrue, reason::kSleeping,
+                 "sandbox is stopped until a task (or a session) of its workers needs it");
+      } else {
+        SetReady(t, ConditionStatus::kTrue, reason::kStopped,
+                 "sandbox is stopped, as spec.power asks");
+      }
       SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
       return ReconcileResult::Done();
     }
     case SandboxState::kRunning: {
-      if (!want_running) {
+      if (t.spec().power == api::Power::kStopped) {
         ASSIGN_OR_RETURN(databricks::Sandbox stopped, t.api->Stop(t.sandbox_id, t.stop));
         cache_.Observe(t.workspace, stopped);
         t.status().state = std::string(databricks::SandboxStateName(stopped.state));
@@ -193,7 +223,11 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
       }
       RETURN_IF_ERROR(PatchDrift(t, *live));
       SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
-      return RunSetup(t, *live);
+      ASSIGN_OR_RETURN(ReconcileResult result, RunSetup(t, *live));
+      if (!on_demand || !demand.empty()) {
+        return result;
+      }
+      return StopWhenIdle(t, result);
     }
     case SandboxState::kUnspecified:
     case SandboxState::kUnknown:
@@ -207,7 +241,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
 
 // Auto-stop after inactivity is normal operation, not an error: start it again — after a failed
 // provisioning only once status.nextStartAfter has passed.
-StatusOr<ReconcileResult> SandboxReconciler::StartStopped(Target& t) {
+StatusOr<ReconcileResult> SandboxReconciler::StartStopped(Target& t, const std::string& demand) {
   if (const std::optional<Clock::WallTime> allowed = ParseRfc3339(t.status().next_start_after)) {
     if (const Clock::WallTime now = clock_.Now(); now < *allowed) {
       SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
@@ -226,13 +260,20 @@ StatusOr<ReconcileResult> SandboxReconciler::StartStopped(Target& t) {
   cache_.Observe(t.workspace, *started);
   t.status().state = std::string(databricks::SandboxStateName(started->state));
   t.status().next_start_after.clear();
-  events_.Normal(t.key(), "Starting",
-                 t.status().provisioning_failures > 0
-                     ? "sandbox " + t.sandbox_id + " failed to provision " +
-                           std::to_string(t.status().provisioning_failures) +
-                           " time(s) in a row; started again"
-                     : "sandbox " + t.sandbox_id + " was STOPPED (auto-stop or external); started");
-  SetReady(t, ConditionStatus::kFalse, reason::kStarting, "sandbox is starting");
+  if (!demand.empty()) {
+    // Power OnDemand: woken for what needs it.
+    events_.Normal(t.key(), "Waking", "sandbox " + t.sandbox_id + " started for " + demand);
+    SetReady(t, ConditionStatus::kFalse, reason::kWaking, "sandbox is starting, for " + demand);
+  } else {
+    events_.Normal(
+        t.key(), "Starting",
+        t.status().provisioning_failures > 0
+            ? "sandbox " + t.sandbox_id + " failed to provision " +
+                  std::to_string(t.status().provisioning_failures) +
+                  " time(s) in a row; started again"
+            : "sandbox " + t.sandbox_id + " was STOPPED (auto-stop or external); started");
+    SetReady(t, ConditionStatus::kFalse, reason::kStarting, "sandbox is starting");
+  }
   SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");
   return ReconcileResult::RequeueAfter(options_.transition_requeue);
 }
@@ -641,6 +682,50 @@ StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databrick
     return ReconcileResult::Done();
   }
   return ReconcileResult::RequeueAfter(options_.boot_check_interval);  // the next boot check
+}
+
+// Power OnDemand, RUNNING and nothing needs it: idle since status.idleSince (set now if it was
+// not, kept across restarts), stopped once spec.idleStop has passed. The stop is announced to
+// OnDemandPower first, which reads the demand again, so a task being submitted right now is
+// never cut off: either the stop sees it, or it sees the stop and waits for the next start.
+StatusOr<ReconcileResult> SandboxReconciler::StopWhenIdle(Target& t, ReconcileResult result) {
+  const api::Condition* ready = api::FindCondition(t.status().conditions, condition::kReady);
+  if (ready == nullptr || ready->status != ConditionStatus::kTrue) {
+    return result;  // setup not done for this boot: not idle yet
+  }
+  const Clock::WallTime now = clock_.Now();
+  std::optional<Clock::WallTime> since = ParseRfc3339(t.status().idle_since);
+  if (!since) {
+    since = now;
+    t.status().idle_since = FormatRfc3339(now);
+  }
+  const std::chrono::seconds idle_stop = t.spec().idle_stop.value_or(api::kDefaultIdleStop);
+  const Clock::WallTime stop_at = *since + idle_stop;
+  if (now < stop_at) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(stop_at - now);
+    if (result.action == ReconcileResult::Action::kRequeueAfter && result.after < left) {
+      return result;
+    }
+    return ReconcileResult::RequeueAfter(left);
+  }
+  ASSIGN_OR_RETURN(std::string busy, power_->BeginStop(t.object));
+  if (!busy.empty()) {
+    t.status().idle_since.clear();
+    return ReconcileResult::RequeueAfter(std::chrono::seconds(1));
+  }
+  StatusOr<databricks::Sandbox> stopped = t.api->Stop(t.sandbox_id, t.stop);
+  if (!stopped.ok()) {
+    power_->EndStop(t.key());
+    return stopped.status();
+  }
+  cache_.Observe(t.workspace, *stopped);
+  t.status().state = std::string(databricks::SandboxStateName(stopped->state));
+  t.status().boot_id.clear();
+  events_.Normal(t.key(), "Sleeping",
+                 "nothing needed sandbox " + t.sandbox_id + " since " + t.status().idle_since +
+                     " (idleStop " + api::FormatDuration(idle_stop) + "); stopping it");
+  SetReady(t, ConditionStatus::kFalse, reason::kStopping, "sandbox is stopping (idle)");
+  return ReconcileResult::RequeueAfter(options_.transition_requeue);
 }
 
 StatusOr<std::optional<ReconcileResult>> SandboxReconciler::Finalize(Target& t) {

@@ -31,6 +31,11 @@
 // Synced=False with the cache's reason (Unavailable for an outage) and message, and leaves Ready
 // and status.state as last observed; the sweeper enqueues the object when a LIST succeeds again.
 // An AgentWorker (or anyone) can tell a stale observation from Synced.
+// Power OnDemand (DESIGN §7.2, on_demand_power.h): running while something needs it (a worker's
+// first bring-up or wake request, an unfinished task of its workers; Ready=False reason Waking
+// until running and set up), stopped spec.idleStop after it became idle (status.idleSince, so a
+// restart keeps the clock), and then Ready=True reason Sleeping with no call at all: no setup,
+// no boot-marker read.
 //
 // Thread-safety: Reconcile may run on several workers at once for different keys. All
 // collaborators must outlive the reconciler.
@@ -53,6 +58,7 @@
 #include "controller/engine/manager.h"
 #include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/milestones.h"
+#include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/sandbox_cache.h"
 #include "controller/store/store.h"
 
@@ -77,6 +83,9 @@ struct SandboxReconcilerOptions {
   // base·2^(failures-1), capped (the engine's Backoff, no jitter), counted in
   // status.provisioningFailures; the count resets once the sandbox runs.
   BackoffPolicy provisioning_backoff{std::chrono::seconds(10), std::chrono::minutes(5), 0.0};
+  // Power OnDemand: shared with the AgentTask reconciler, so that a stop and a task's
+  // submission never cross (on_demand_power.h). Null: a private one (no task coordination).
+  OnDemandPower* power = nullptr;
 };
 
 class SandboxReconciler final : public Reconciler {
@@ -103,8 +112,11 @@ class SandboxReconciler final : public Reconciler {
   api::StatusOr<ReconcileResult> RunSetup(Target& t, const databricks::Sandbox& live);
   api::StatusOr<std::optional<ReconcileResult>> CheckProvisioning(Target& t,
                                                                   const databricks::Sandbox& live);
-  api::StatusOr<ReconcileResult> StartStopped(Target& t);
+  // Starts a STOPPED sandbox; `demand` names what an OnDemand sandbox is woken for (empty: a
+  // Running one auto-stopped or stopped from outside).
+  api::StatusOr<ReconcileResult> StartStopped(Target& t, const std::string& demand);
   api::StatusOr<ReconcileResult> CreateRefusedByQuota(Target& t, const api::Status& refused);
+  api::StatusOr<ReconcileResult> StopWhenIdle(Target& t, ReconcileResult result);
 
   void SetReady(Target& t, api::ConditionStatus status, std::string_view reason,
                 std::string message);
@@ -118,6 +130,8 @@ class SandboxReconciler final : public Reconciler {
   EventRecorder events_;
   const SandboxReconcilerOptions options_;
   const Backoff provisioning_backoff_;
+  OnDemandPower own_power_;
+  OnDemandPower* power_;
 
   std::mutex mu_;
   std::map<api::ObjectKey, Clock::SteadyTime> boot_checked_;  // last boot-marker read; mu_

@@ -252,6 +252,21 @@ class FakeAgentsApi final : public oa::AgentsApi {
     std::lock_guard lock(mu_);
     environments_[env_id] = status;
   }
+  // Input waits for the executor (reference §2.1): the session asks for an environment_connection
+  // (requires_action) while `waiting`, and is idle again after.
+  void SetWaitingForExecutor(const std::string& id, bool waiting) {
+    std::lock_guard lock(mu_);
+    oa::Session& s = sessions_.at(id);
+    s.required_actions.clear();
+    s.status = oa::SessionStatus::kIdle;
+    if (waiting) {
+      oa::RequiredAction action;
+      action.type_raw = "environment_connection";
+      action.environment_id = s.environment.id;
+      s.required_actions.push_back(action);
+      s.status = oa::SessionStatus::kRequiresAction;
+    }
+  }
   void FailSession(const std::string& id) {
     std::lock_guard lock(mu_);
     sessions_.at(id).status = oa::SessionStatus::kFailed;

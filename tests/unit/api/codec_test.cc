@@ -77,7 +77,7 @@ TEST(CodecTest, DecodeSpecJsonIgnoresUnknownFields) {
 TEST(CodecTest, DecodeSpecJsonReportsBadInput) {
   EXPECT_EQ(DecodeSpecJson(Kind::kSandbox, "{").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(DecodeSpecJson(Kind::kSandbox, R"({"power":"Off"})").status().message(),
-            "spec.power: unsupported value \"Off\" (expected Running|Stopped)");
+            "spec.power: unsupported value \"Off\" (expected Running|Stopped|OnDemand)");
 }
 
 TEST(CodecTest, YamlRoundTripsThroughManifestDecoding) {
@@ -258,7 +258,7 @@ TEST(DecodeManifestsTest, BadEnum) {
   EXPECT_EQ(DecodeError(std::string(kHeader) +
                         "kind: Sandbox\nmetadata:\n  name: a\nspec:\n  power: running\n"),
             "workers/a.yaml:6:3: spec.power: unsupported value \"running\" (expected "
-            "Running|Stopped)");
+            "Running|Stopped|OnDemand)");
 }
 
 TEST(DecodeManifestsTest, UnknownKind) {
@@ -646,6 +646,49 @@ TEST(CodecTest, YamlNeverWritesC1ControlsRaw) {
   const std::string yaml = EncodeObjectYaml(o);
   EXPECT_EQ(yaml.find("\xc2\x9b"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("\\x9b"), std::string::npos) << yaml;
+}
+
+}  // namespace
+}  // namespace sbx::api
+
+namespace sbx::api {
+namespace {
+
+// Power OnDemand (DESIGN §7.2): idleStop defaults to 10m, round-trips, and a bad one is refused at
+// its place in the file.
+TEST(DecodeManifestsTest, OnDemandIdleStopDefaultsRoundTripsAndIsLocated) {
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(
+      "apiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: a}\nspec:\n  power: "
+      "OnDemand\n",
+      "a.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  Object o = (*ms)[0].object;
+  EXPECT_EQ(o.sandbox_spec().power, Power::kOnDemand);
+  ApplyDefaults(o);
+  EXPECT_EQ(o.sandbox_spec().idle_stop, std::chrono::seconds(600));
+  EXPECT_TRUE(Validate(o).ok()) << Validate(o);
+  StatusOr<std::vector<Manifest>> again = DecodeManifests(EncodeObjectYaml(o), "b.yaml");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[0].object.sandbox_spec().idle_stop, std::chrono::seconds(600));
+  EXPECT_EQ((*again)[0].object.sandbox_spec().power, Power::kOnDemand);
+
+  ms = DecodeManifests(
+      "apiVersion: sbx.dev/v1alpha1\nkind: AgentWorker\nmetadata: {name: a}\nspec:\n"
+      "  sandbox:\n    power: OnDemand\n    idleStop: 0s\n",
+      "w.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  o = (*ms)[0].object;
+  ApplyDefaults(o);
+  EXPECT_EQ(LocateError((*ms)[0], Validate(o)).message(),
+            "w.yaml:7:5: spec.sandbox.idleStop: must be between 1s and 24h, not 0s");
+  // Running power ignores it (switching power is a one-field patch).
+  ms = DecodeManifests(
+      "apiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata: {name: a}\nspec:\n  idleStop: 1s\n",
+      "a.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  o = (*ms)[0].object;
+  ApplyDefaults(o);
+  EXPECT_TRUE(Validate(o).ok()) << Validate(o);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ inline Object FullSandbox() {
   s.inactivity_timeout = std::chrono::seconds(5400);
   s.image = "ubuntu:22.04";
   s.power = Power::kStopped;
+  s.idle_stop = std::chrono::seconds(120);
   s.setup = {{"deps", "apt-get install -y jq\necho done\n", std::chrono::seconds(600)},
              {"one-liner", "true", std::chrono::seconds(90)}};
   s.deletion_policy = DeletionPolicy::kOrphan;
@@ -40,6 +41,7 @@ inline Object FullSandbox() {
   st.boot_id = "b1";
   st.provisioning_failures = 2;
   st.next_start_after = "2024-01-02T03:06:00Z";
+  st.idle_since = "2024-01-02T03:04:07Z";
   st.setup = {{"deps", "b1", 0, true, "", "2024-01-02T03:05:00Z"},
               {"one-liner", "b1", 2, false, "boom", ""}};
   return o;
@@ -87,6 +89,8 @@ inline Object FullWorker() {
   st.executor.probed_boot_id = "boot-1";
   st.executor.next_launch_after = "2024-01-02T03:14:05Z";
   st.environment_status = "connected";
+  st.connected_environment_id = "env1";
+  st.wake_requested_at = "2024-01-02T03:04:08Z";
   return o;
 }
 

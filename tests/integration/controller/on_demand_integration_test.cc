@@ -1,0 +1,231 @@
+// Power OnDemand end to end (DESIGN §7.2): the built sbxd and sbx-emulator (both halves), one
+// worker whose inline sandbox has power OnDemand and idleStop 2s.
+//  * Sleep/wake cycles with a kill -9 of sbxd in the middle of a wake (the start call slowed
+//    down and in flight), in the middle of a stop (likewise), and between a task's submission and
+//    its turn (the session holds the input): every task Succeeded, exactly one root turn per task
+//    (the emulator's totals.turns_started), and the sandbox STOPPED again after idleStop.
+//  * While it sleeps, the emulator counts no Databricks call but the LIST sweep's, and no
+//    exec-sync.
+//  * An external wake without a webhook: input posted straight to the session wakes the
+//    sandbox through required_actions on the worker's status cadence; the turn runs; it sleeps
+//    again after.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/support/http_test_client.h"
+#include "tests/support/process.h"
+#include "tests/support/sbxd_harness.h"
+
+namespace {
+
+using nlohmann::json;
+using sbx::testing::ConditionOf;
+using sbx::testing::In;
+using sbx::testing::PollUntil;
+using sbx::testing::Process;
+using sbx::testing::RunResult;
+using sbx::testing::SbxdHarness;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kConverge{90'000};
+constexpr char kSandboxId[] = "default-fixer";
+
+class OnDemandTest : public ::testing::Test {
+ protected:
+  OnDemandTest()
+      : harness_({.binaries = {SBXD_PATH, SBXCTL_PATH, SBX_EMULATOR_PATH},
+                  .dir_prefix = "sbx-od-itest-",
+                  .token = "dapi-SECRET-od-1",
+                  .app_key = "sk-app-SECRET-od-2",
+                  .executor_key = "sk-exec-SECRET-od-3"}) {}
+  void TearDown() override { harness_.Finish(/*keep_dir=*/HasFailure()); }
+
+  void StartSbxd() {
+    auto p =
+        harness_.StartSbxd("sbxd-" + std::to_string(++sbxds_),
+                           {"--executor-status-interval", "1s", "--executor-probe-interval", "5s"});
+    ASSERT_TRUE(p.ok()) << p.status();
+    sbxd_ = *p;
+  }
+  void KillSbxd() {
+    ASSERT_NE(sbxd_, nullptr);
+    sbxd_->Kill();  // SIGKILL: no drain, no status write after this
+    sbxd_ = nullptr;
+  }
+  void ApplyYaml(const std::string& name, const std::string& yaml) {
+    RunResult r = harness_.Apply(name, yaml);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  void ApplyTask(const std::string& name, const std::string& input) {
+    ApplyYaml(name, "apiVersion: sbx.dev/v1alpha1\nkind: AgentTask\nmetadata:\n  name: " + name +
+                        "\nspec:\n  workerRef: fixer\n  input: " + json(input).dump() +
+                        "\n  timeout: 3m\n");
+  }
+  bool Wait(const std::string& kind, const std::string& name,
+            const std::function<bool(const json&)>& pred) {
+    return PollUntil(
+        [&] {
+          last_ = harness_.Get(kind, name);
+          return last_.is_object() && pred(last_);
+        },
+        In(kConverge), milliseconds(100));
+  }
+  std::string EmulatorState() {
+    const json s = json::parse(
+        harness_.databricks().Get("/_emulator/sandboxes/" + std::string(kSandboxId)).body, nullptr,
+        false);
+    return s.is_object() ? s.value("state", "") : "";
+  }
+  json Counters() {
+    return json::parse(harness_.databricks().Get("/_emulator/counters").body, nullptr, false);
+  }
+  int Counter(const std::string& endpoint) {
+    const json c = Counters();
+    return c.is_object() ? c.value(endpoint, 0) : -1;
+  }
+  int TurnsStarted() {
+    const json s =
+        json::parse(harness_.openai().Get("/_emulator/openai/state").body, nullptr, false);
+    return s.is_object() ? s["totals"].value("turns_started", -1) : -1;
+  }
+  // Asleep: the emulator's sandbox STOPPED and the worker Ready=True reason Sleeping.
+  bool WaitAsleep() {
+    return PollUntil([&] { return EmulatorState().find("STOPPED") != std::string::npos; },
+                     In(kConverge), milliseconds(100)) &&
+           Wait("agentworker", "fixer", [](const json& w) {
+             return ConditionOf(w, "Ready") ==
+                    std::make_pair(std::string("True"), std::string("Sleeping"));
+           });
+  }
+  bool WaitSucceeded(const std::string& task) {
+    return Wait("agenttask", task,
+                [](const json& t) {
+                  const std::string phase = t["status"].value("phase", "");
+                  return phase == "Succeeded" || phase == "Failed" || phase == "Cancelled" ||
+                         phase == "TimedOut";
+                }) &&
+           last_["status"].value("phase", "") == "Succeeded";
+  }
+
+  SbxdHarness harness_;
+  Process* sbxd_ = nullptr;
+  int sbxds_ = 0;
+  json last_;
+};
+
+TEST_F(OnDemandTest, SleepWakeCyclesSurviveKillsAndSleepingCostsNoDatabricksCall) {
+  const sbx::api::Status started = harness_.StartEmulator({}, kConverge);
+  ASSERT_TRUE(started.ok()) << started;
+  ASSERT_NO_FATAL_FAILURE(StartSbxd());
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml(
+      "worker",
+      "apiVersion: sbx.dev/v1alpha1\nkind: AgentWorker\nmetadata:\n  name: fixer\n"
+      "spec:\n  sandbox:\n    power: OnDemand\n    idleStop: 2s\n    setup:\n"
+      "      - name: workspace\n        run: mkdir -p /home/sandbox-agent/ws\n"
+      "  agent:\n    model: gpt-5-codex\n  workspaceDirectory: /home/sandbox-agent/ws\n"));
+
+  // Bring-up once (session, executor connected), then asleep idleStop later.
+  ASSERT_TRUE(Wait("agentworker", "fixer", [](const json& w) {
+    return !w["status"].value("connectedEnvironmentId", "").empty();
+  })) << last_.dump(2);
+  const std::string session = last_["status"].value("sessionId", "");
+  ASSERT_TRUE(WaitAsleep()) << EmulatorState() << last_.dump(2);
+  const json box = harness_.Get("sandbox", "fixer");
+  EXPECT_EQ(ConditionOf(box, "Ready").second, "Sleeping") << box.dump(2);
+  RunResult get = harness_.Sbxctl({"get", "aw"});
+  EXPECT_NE(get.out.find("SLEEPING"), std::string::npos) << get.out;
+
+  // Asleep: nothing but LIST reaches Databricks, and nothing runs inside the sandbox.
+  ASSERT_EQ(harness_.databricks().Call("DELETE", "/_emulator/counters").status, 200);
+  const size_t execs_before =
+      json::parse(harness_.databricks().Get("/_emulator/exec_log").body, nullptr, false).size();
+  const auto quiet_until = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+  PollUntil([] { return false; }, quiet_until, milliseconds(500));  // 6 status checks, 6 sweeps
+  const json counters = Counters();
+  ASSERT_TRUE(counters.is_object()) << counters.dump();
+  for (const auto& [endpoint, count] : counters.items()) {
+    if (endpoint.rfind("databricks.", 0) == 0 && endpoint != "databricks.list") {
+      EXPECT_EQ(count.get<int>(), 0) << endpoint << " on a sleeping sandbox: " << counters.dump();
+    }
+  }
+  EXPECT_GT(counters.value("databricks.list", 0), 0) << counters.dump();
+  EXPECT_EQ(
+      json::parse(harness_.databricks().Get("/_emulator/exec_log").body, nullptr, false).size(),
+      execs_before);
+
+  // 1. Kill -9 in the middle of a wake: the start call is slowed down and in flight.
+  ASSERT_EQ(harness_.databricks()
+                .Post("/_emulator/latency", R"({"endpoint":"databricks.start","latency":"2s"})")
+                .status,
+            200);
+  ASSERT_EQ(harness_.databricks().Call("DELETE", "/_emulator/counters").status, 200);
+  ASSERT_NO_FATAL_FAILURE(ApplyTask("t1", "$ echo one > one.txt"));
+  ASSERT_TRUE(
+      PollUntil([&] { return Counter("databricks.start") >= 1; }, In(kConverge), milliseconds(20)))
+      << Counters().dump();
+  ASSERT_NO_FATAL_FAILURE(KillSbxd());
+  ASSERT_EQ(harness_.databricks().Call("DELETE", "/_emulator/faults").status, 200);
+  ASSERT_NO_FATAL_FAILURE(StartSbxd());
+  ASSERT_TRUE(WaitSucceeded("t1")) << last_.dump(2);
+  EXPECT_EQ(TurnsStarted(), 1);
+  ASSERT_TRUE(WaitAsleep()) << EmulatorState();
+
+  // 2. Kill -9 in the middle of a stop: wake it for t2, and once it is idle again, kill sbxd
+  // while its stop call is in flight; t3 arrives while sbxd is down.
+  ASSERT_NO_FATAL_FAILURE(ApplyTask("t2", "$ echo two > two.txt"));
+  ASSERT_TRUE(WaitSucceeded("t2")) << last_.dump(2);
+  ASSERT_EQ(harness_.databricks()
+                .Post("/_emulator/latency", R"({"endpoint":"databricks.stop","latency":"2s"})")
+                .status,
+            200);
+  ASSERT_EQ(harness_.databricks().Call("DELETE", "/_emulator/counters").status, 200);
+  ASSERT_TRUE(
+      PollUntil([&] { return Counter("databricks.stop") >= 1; }, In(kConverge), milliseconds(20)))
+      << Counters().dump();
+  ASSERT_NO_FATAL_FAILURE(KillSbxd());
+  ASSERT_EQ(harness_.databricks().Call("DELETE", "/_emulator/faults").status, 200);
+  ASSERT_NO_FATAL_FAILURE(ApplyTask("t3", "$ echo three > three.txt"));
+  ASSERT_NO_FATAL_FAILURE(StartSbxd());
+  ASSERT_TRUE(WaitSucceeded("t3")) << last_.dump(2);
+  EXPECT_EQ(TurnsStarted(), 3);
+  ASSERT_TRUE(WaitAsleep()) << EmulatorState();
+
+  // 3. Kill -9 between the submission and the turn: the session holds the next input 3 s.
+  ASSERT_EQ(harness_.openai()
+                .Post("/_emulator/openai/sessions/" + session + "/hold_inputs",
+                      R"({"count":1,"release_after_ms":3000})")
+                .status,
+            200);
+  ASSERT_NO_FATAL_FAILURE(ApplyTask("t4", "$ echo four > four.txt"));
+  ASSERT_TRUE(Wait("agenttask", "t4", [](const json& t) {
+    return t["status"].value("phase", "") == "Submitted";
+  })) << last_.dump(2);
+  ASSERT_NO_FATAL_FAILURE(KillSbxd());
+  ASSERT_NO_FATAL_FAILURE(StartSbxd());
+  ASSERT_TRUE(WaitSucceeded("t4")) << last_.dump(2);
+  EXPECT_EQ(TurnsStarted(), 4) << "a task ran a second turn, or lost its one";
+  // No sandbox left running after idleStop.
+  ASSERT_TRUE(WaitAsleep()) << EmulatorState();
+
+  // 4. External wake, no webhook: input posted straight to the session (held by the service
+  // until an executor connects) wakes the sandbox through required_actions.
+  auto posted = std::async(std::launch::async, [&] {
+    return harness_.openai()
+        .Post("/v1/agents/sessions/" + session + "/events",
+              R"({"events":[{"type":"agent.session.input.message","input":[{"role":"user",)"
+              R"("content":[{"type":"input_text","text":"$ echo outside > outside.txt"}]}]}]})")
+        .status;
+  });
+  ASSERT_TRUE(PollUntil([&] { return TurnsStarted() == 5; }, In(kConverge), milliseconds(100)))
+      << EmulatorState();
+  EXPECT_EQ(posted.get(), 202);
+  ASSERT_TRUE(WaitAsleep()) << EmulatorState();
+  EXPECT_EQ(TurnsStarted(), 5);
+}
+
+}  // namespace
