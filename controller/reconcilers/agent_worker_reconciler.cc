@@ -375,14 +375,6 @@ Status AgentWorkerReconciler::CheckSession(Target& t) {
   return Status();
 }
 
-void AgentWorkerReconciler::CheckSessionNow(const api::ObjectKey& worker) {
-  std::lock_guard lock(mu_);
-  auto it = caches_.find(worker);
-  if (it != caches_.end()) {
-    it->second.last_check.reset();
-  }
-}
-
 StatusOr<api::ObjectKey> AgentWorkerReconciler::EnsureSandboxObject(Target& t) {
   const std::string& ns = t.object.metadata.namespace_;
   if (!t.spec().sandbox) {

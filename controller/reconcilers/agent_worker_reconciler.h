@@ -99,11 +99,6 @@ class AgentWorkerReconciler final : public Reconciler {
   api::StatusOr<ReconcileResult> Reconcile(const api::ObjectKey& key,
                                            std::stop_token stop) override;
 
-  // Power OnDemand: the next reconcile of `worker` reads its session at once instead of on the
-  // status cadence (for whoever learns first that the session needs its executor, e.g. a
-  // webhook); enqueue the worker after calling this. Thread-safe.
-  void CheckSessionNow(const api::ObjectKey& worker);
-
  private:
   struct Target;
   // Kept in memory between reconciles; pure caches, whose loss on a restart costs one early

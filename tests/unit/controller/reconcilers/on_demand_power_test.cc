@@ -322,6 +322,8 @@ TEST_F(OnDemandTest, AWorkerOnASleepingSandboxIsReadySleepingTouchesNothingAndWa
   ASSERT_NO_FATAL_FAILURE(BringToSleep());
   AgentWorkerReconcilerOptions options;
   options.schedule.status_interval = 30s;
+  WakeHints hints;
+  options.wake_hints = &hints;
   AgentWorkerReconciler workers(*store_, clouds_, clock_, nullptr, options);
   const int execs = clouds_.api().Calls("exec");
   const api::ObjectKey key{Kind::kAgentWorker, "default", "w"};
@@ -338,7 +340,7 @@ TEST_F(OnDemandTest, AWorkerOnASleepingSandboxIsReadySleepingTouchesNothingAndWa
   ASSERT_TRUE(workers.Reconcile(key, {}).ok());
   EXPECT_TRUE(Get(Kind::kAgentWorker, "w").agent_worker_status().wake_requested_at.empty())
       << "looked before the status cadence";
-  workers.CheckSessionNow(key);  // what a webhook does
+  ASSERT_TRUE(hints.Mark(key));  // what a verified action_required webhook does
   ASSERT_TRUE(workers.Reconcile(key, {}).ok());
   EXPECT_FALSE(Get(Kind::kAgentWorker, "w").agent_worker_status().wake_requested_at.empty());
   EXPECT_EQ(clouds_.api().Calls("exec"), execs);  // nothing inside the sleeping sandbox
