@@ -21,7 +21,12 @@ Status NotForClients(std::string_view what) {
 std::string SelectorQuery(const std::map<std::string, std::string>& selector) {
   std::string text;
   for (const auto& [k, v] : selector) {
-    text += (text.empty() ? "" : ",") + k + "=" + v;
+    if (!text.empty()) {
+      text += ',';
+    }
+    text += k;
+    text += '=';
+    text += v;
   }
   return text.empty() ? "" : "labelSelector=" + PercentEncode(text);
 }

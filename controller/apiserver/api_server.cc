@@ -726,7 +726,7 @@ class ApiServer::Impl {
   // ---- writes -------------------------------------------------------------------------------
 
   void Audit(const Caller& caller, const api::ObjectKey& key, std::string reason,
-             std::string what) {
+             const std::string& what) {
     Store::Event event;
     event.involved = key;
     event.reason = std::move(reason);

@@ -159,7 +159,9 @@ api::StatusOr<TokenTable> TokenTable::Parse(std::string_view text, std::string_v
           where + "the hash must be sha256: and 64 lowercase hex digits (sbxd hash-token)");
     }
     if (!names.insert(name).second) {
-      return api::InvalidArgumentError(where + "token name \"" + name + "\" appears twice");
+      std::string message = where;
+      message += "token name \"" + name + "\" appears twice";
+      return api::InvalidArgumentError(message);
     }
     if (!hashes.insert(*raw).second) {
       return api::InvalidArgumentError(where + "the same token hash appears twice");
