@@ -17,6 +17,7 @@
 #include "cli/commands/cancel_command.h"
 #include "cli/commands/command_context.h"
 #include "cli/commands/completion_command.h"
+#include "cli/commands/config_command.h"
 #include "cli/commands/delete_command.h"
 #include "cli/commands/describe_command.h"
 #include "cli/commands/diff_command.h"
@@ -61,6 +62,16 @@ int Main(int argc, char** argv) {
   app.add_option("--max-manifest-bytes", global.max_manifest_bytes,
                  "refuse a manifest file (or stdin) larger than this (default 8 MiB)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 30));
+  app.add_option("--server", global.server,
+                 "sbxd's API (https://host:port) instead of a database file (env SBX_SERVER)");
+  app.add_option("--token", global.token,
+                 "bearer token for --server (env SBX_TOKEN; prefer it or a context: argv is "
+                 "visible to other users)");
+  app.add_option("--context", global.context, "the context of the config file to use");
+  app.add_option("--certificate-authority", global.certificate_authority,
+                 "PEM file of the CA that signed the server's certificate");
+  app.add_option("--config", global.config_path,
+                 "client config (env SBX_CONFIG; default $XDG_CONFIG_HOME/sbx/config.yaml)");
 
   sbx::cli::AddApplyCommand(app, ctx);
   sbx::cli::AddDiffCommand(app, ctx);
@@ -81,6 +92,7 @@ int Main(int argc, char** argv) {
   sbx::cli::AddArtifactsCommand(app, ctx);
   sbx::cli::AddVersionCommand(app, ctx);
   sbx::cli::AddCompletionCommand(app, ctx);
+  sbx::cli::AddConfigCommand(app, ctx);
 
   if (argc <= 1) {
     std::cout << app.help();
@@ -96,7 +108,9 @@ int Main(int argc, char** argv) {
       // No verb recognised: name the word the user typed, as kubectl does.
       for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
-        if (arg == "--db" || arg == "-n" || arg == "--namespace") {
+        if (arg == "--db" || arg == "-n" || arg == "--namespace" || arg == "--server" ||
+            arg == "--token" || arg == "--context" || arg == "--certificate-authority" ||
+            arg == "--config") {
           ++i;
           continue;
         }

@@ -22,10 +22,14 @@
 #include "api/duration.h"
 #include "api/resources.h"
 #include "cli/main_guard.h"
+#include "controller/apiserver/api_server.h"
+#include "controller/apiserver/http_server.h"
+#include "controller/apiserver/tokens.h"
 #include "controller/cloud/cloud_clients.h"
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http_cloud_clients.h"
+#include "controller/cloud/sandbox_commands.h"
 #include "controller/engine/clock.h"
 #include "controller/engine/leader_elector.h"
 #include "controller/engine/manager.h"
@@ -98,6 +102,13 @@ struct Flags {
   // The OpenAI service's signed webhooks (DESIGN §7.2); empty = off. Secret: OPENAI_WEBHOOK_SECRET.
   std::string webhook_addr;
   std::string webhook_path = "/webhooks/openai";
+  // The API server (DESIGN §7.3); off unless --listen is given.
+  std::string listen;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tokens_file;
+  size_t max_request_bytes = size_t{16} << 20;
+  size_t max_watches = 1000;
 };
 
 // `sbxd --once` found the leader lease held by another sbxd: nothing was done.
@@ -224,6 +235,56 @@ std::string LeaseHeldMessage(Store& store, const std::string& lease, const std::
 }
 
 // The program itself; main (at the end) runs it behind a catch-all.
+// `sbxd hash-token NAME ROLE`: reads a token on stdin (its first line) and prints its line for
+// --tokens-file. The token itself is never printed.
+int HashToken(const std::string& name, const std::string& role) {
+  std::string token;
+  std::getline(std::cin, token);
+  while (!token.empty() && (token.back() == '\r' || token.back() == '\n')) {
+    token.pop_back();
+  }
+  api::StatusOr<std::string> line = apiserver::TokenLine(name, role, token);
+  if (!line.ok()) {
+    std::cerr << "sbxd hash-token: error: " << line.status().message() << "\n";
+    return 2;
+  }
+  std::cout << *line << "\n";
+  return 0;
+}
+
+// Checks the API server's flags before anything starts; exits 2 with the reason.
+void CheckApiFlags(const Flags& flags) {
+  if (flags.listen.empty()) {
+    if (!flags.tls_cert.empty() || !flags.tls_key.empty() || !flags.tokens_file.empty()) {
+      std::cerr << "sbxd: error: --tls-cert, --tls-key and --tokens-file need --listen\n";
+      std::exit(2);
+    }
+    return;
+  }
+  api::StatusOr<apiserver::ListenAddress> addr = apiserver::ParseListenAddress(flags.listen);
+  if (!addr.ok()) {
+    std::cerr << "sbxd: error: --listen: " << addr.status().message() << "\n";
+    std::exit(2);
+  }
+  if (flags.tls_cert.empty() != flags.tls_key.empty()) {
+    std::cerr << "sbxd: error: --tls-cert and --tls-key go together\n";
+    std::exit(2);
+  }
+  // Bearer tokens in clear text over a network are stolen tokens (SECURITY.md): only loopback
+  // may be served without TLS (e.g. behind a TLS-terminating proxy on the same host).
+  if (!addr->loopback && flags.tls_cert.empty()) {
+    std::cerr << "sbxd: error: --listen " << flags.listen
+              << " is not a loopback address: serving the API (and its bearer tokens) there "
+                 "needs TLS (--tls-cert, --tls-key)\n";
+    std::exit(2);
+  }
+  if (flags.tokens_file.empty()) {
+    std::cerr << "sbxd: error: --listen needs --tokens-file (the API has no anonymous access; "
+                 "see sbxd hash-token)\n";
+    std::exit(2);
+  }
+}
+
 int Main(int argc, char** argv) {
   Flags flags;
   CLI::App app{
@@ -277,7 +338,29 @@ int Main(int argc, char** argv) {
                  "host:port to receive the OpenAI service's signed webhooks on (empty: off); "
                  "the secret is OPENAI_WEBHOOK_SECRET");
   app.add_option("--webhook-path", flags.webhook_path, "the webhook endpoint's path");
+  app.add_option("--listen", flags.listen,
+                 "serve the REST API on host:port (empty: off; non-loopback needs TLS)");
+  app.add_option("--tls-cert", flags.tls_cert, "PEM certificate (chain) for --listen");
+  app.add_option("--tls-key", flags.tls_key, "PEM private key for --listen");
+  app.add_option("--tokens-file", flags.tokens_file,
+                 "bearer tokens for --listen, one \"NAME ROLE sha256:HEX\" per line");
+  app.add_option("--max-request-bytes", flags.max_request_bytes,
+                 "refuse API request bodies larger than this (default 16 MiB)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
+  app.add_option("--max-watches", flags.max_watches,
+                 "concurrent API watches and log follows (default 1000)")
+      ->check(CLI::Range(size_t{1}, size_t{100000}));
+  std::string hash_name;
+  std::string hash_role;
+  CLI::App* hash = app.add_subcommand(
+      "hash-token", "read a token on stdin and print its --tokens-file line: NAME ROLE sha256:HEX");
+  hash->add_option("name", hash_name, "the token's name (recorded in events)")->required();
+  hash->add_option("role", hash_role, "viewer, editor or admin")->required();
   CLI11_PARSE(app, argc, argv);
+  if (app.got_subcommand(hash)) {
+    return HashToken(hash_name, hash_role);
+  }
+  CheckApiFlags(flags);
 
   const std::optional<log::Format> format = log::ParseFormat(flags.log_format);
   const std::optional<log::Level> level = log::ParseLevel(flags.log_level);
@@ -570,6 +653,71 @@ int Main(int argc, char** argv) {
               {{"addr", flags.metrics_addr}, {"port", std::to_string(*port)}});
   }
 
+  // The API server: its own connections to the store (one for requests, one for the watch
+  // hub), so that reads neither wait for the controller's writes nor disturb its watch.
+  std::unique_ptr<SqliteStore> api_store;
+  std::unique_ptr<SqliteStore> api_watch_store;
+  std::optional<apiserver::TokenTable> tokens;
+  CloudSandboxCommands sandbox_commands(clouds);
+  std::unique_ptr<apiserver::ApiServer> api_server;
+  std::unique_ptr<apiserver::HttpServer> api_http;
+  if (!flags.listen.empty()) {
+    api::StatusOr<apiserver::TokenTable> loaded = apiserver::TokenTable::Load(flags.tokens_file);
+    if (!loaded.ok()) {
+      log::Error("cannot read the tokens file", {{"error", loaded.status().ToString()}});
+      return 2;
+    }
+    tokens = *std::move(loaded);
+    if (tokens->size() == 0) {
+      log::Warn("the tokens file has no tokens: every API request will be refused",
+                {{"file", flags.tokens_file}});
+    }
+    auto a = SqliteStore::Open(flags.db, store_options);
+    auto w = a.ok() ? SqliteStore::Open(flags.db, store_options) : a.status();
+    if (!a.ok() || !w.ok()) {
+      log::Error("cannot open store for the API",
+                 {{"error", (!a.ok() ? a.status() : w.status()).ToString()}});
+      return 1;
+    }
+    api_store = *std::move(a);
+    api_watch_store = *std::move(w);
+    apiserver::ApiServerOptions api_options;
+    api_options.validation.secret_env_prefix = secrets.env_prefix;
+    api_options.max_watches = flags.max_watches;
+    api_server = std::make_unique<apiserver::ApiServer>(*api_store, *api_watch_store, *tokens,
+                                                        &sandbox_commands, clock, api_options);
+    if (api::Status started = api_server->Start(); !started.ok()) {
+      log::Error("cannot start the API server", {{"error", started.ToString()}});
+      return 1;
+    }
+    apiserver::HttpServerOptions http_options;
+    http_options.tls_cert_file = flags.tls_cert;
+    http_options.tls_key_file = flags.tls_key;
+    http_options.max_body_bytes = flags.max_request_bytes;
+    // Every watch holds a connection: leave room for ordinary requests beside them.
+    http_options.max_connections = flags.max_watches + 256;
+    api_http = std::make_unique<apiserver::HttpServer>(
+        [&server = *api_server](apiserver::HttpExchange& x) { server.Handle(x); }, http_options);
+    const apiserver::ListenAddress addr = *apiserver::ParseListenAddress(flags.listen);
+    api::StatusOr<int> port = api_http->Start(addr.host, addr.port);
+    if (!port.ok()) {
+      log::Error("cannot serve the API", {{"error", port.status().ToString()}});
+      return 1;
+    }
+    log::Info("serving the API", {{"addr", flags.listen},
+                                  {"port", std::to_string(*port)},
+                                  {"tls", flags.tls_cert.empty() ? "off" : "on"},
+                                  {"tokens", std::to_string(tokens->size())}});
+  }
+  const auto stop_api = [&] {
+    if (api_server) {
+      api_server->Stop();  // ends watches and follows first, so the HTTP threads can be joined
+    }
+    if (api_http) {
+      api_http->Stop();
+    }
+  };
+
   std::stop_source stop;
   signals.Start(stop);
   log::Info("starting", {{"db", flags.db},
@@ -579,6 +727,7 @@ int Main(int argc, char** argv) {
     if (webhook_server) {
       webhook_server->Stop();
     }
+    stop_api();
     health.Stop();
     log::Info("stopped while standby");
     return 0;
@@ -620,6 +769,7 @@ int Main(int argc, char** argv) {
   if (streams != nullptr) {
     streams->Stop();  // closes every session stream; a pass still running falls back to polling
   }
+  stop_api();
   manager.Stop();
   compaction = {};  // stops and joins
   renewals.request_stop();

@@ -3,8 +3,9 @@
 # API and OpenAI Agents API, with a stand-in `codex` in every emulated sandbox) and sbxd in the
 # background, applies manifests/examples/, waits until every Sandbox and AgentWorker is Ready
 # and shows them. State (database, logs, emulated sandboxes) lives in .sbx-quickstart/, with
-# `env` (mode 0600): the environment sbxd runs with, SBX_DB, PATH and the emulator's
-# DATABRICKS_*/OPENAI_* values. Every "Try:" line it prints works in a new shell once that file is
+# `env` (mode 0600): the environment sbxd runs with, SBX_DB, SBX_CONFIG, PATH and the emulator's
+# DATABRICKS_*/OPENAI_* values. sbxd also serves its API on a loopback port; the context
+# "quickstart" of $state/config.yaml (SBX_CONFIG) reaches it with an admin token. Every "Try:" line it prints works in a new shell once that file is
 # sourced (the first line does it): sbxctl exec and logs use the default Workspace's
 # credentials, which are the controller's own DATABRICKS_HOST/DATABRICKS_TOKEN (SECURITY.md).
 #
@@ -84,6 +85,8 @@ env_file="$state/env"
     echo "# Written by scripts/quickstart.sh: the environment its sbxd runs with. Source it to use"
     echo "# sbxctl against the quickstart (exec and logs need DATABRICKS_HOST/DATABRICKS_TOKEN)."
     printf 'export SBX_DB=%q\n' "$state/sbx.db"
+    # sbxctl's contexts (--context quickstart talks to sbxd's API instead of the file).
+    printf 'export SBX_CONFIG=%q\n' "$state/config.yaml"
     # shellcheck disable=SC2016  # $PATH is expanded when the file is sourced
     printf 'export PATH=%q:"$PATH"\n' "$bin"
     printf 'export DATABRICKS_HOST=%q\n' "$databricks_url"
@@ -98,9 +101,26 @@ mv -f "$env_file.tmp" "$env_file"
 # shellcheck source=/dev/null
 source "$env_file"
 
+# The API (README "Team setup"): an admin token, stored hashed in tokens (0600); sbxctl's
+# context "quickstart" holds the token itself, in config.yaml (0600).
+token=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+(
+  umask 077
+  printf '%s\n' "$token" | "$bin/sbxd" hash-token quickstart admin >"$state/tokens"
+)
+rm -f "$state/sbxd.log"
 "$bin/sbxd" --metrics-addr 127.0.0.1:0 --sweep-interval 10s --resync 1m \
+  --listen 127.0.0.1:0 --tokens-file "$state/tokens" \
   >"$state/sbxd.log" 2>&1 &
 echo $! >"$state/sbxd.pid"
+if ! wait_for 30 grep -q 'serving the API' "$state/sbxd.log"; then
+  echo "sbxd did not start its API; see $state/sbxd.log" >&2
+  exit 1
+fi
+api_port=$(sed -n 's/.*serving the API.*port=\([0-9]*\).*/\1/p' "$state/sbxd.log" | head -n1)
+"$bin/sbxctl" config set-context quickstart --server "http://127.0.0.1:$api_port" \
+  --token "$token" >/dev/null
+unset token
 
 "$bin/sbxctl" apply -f manifests/examples/
 echo
@@ -121,6 +141,8 @@ cat <<EOT
 sbx is running against the local emulator ($databricks_url, $openai_url). Try:
   source $(printf %q "$env_file")   # SBX_DB, PATH and the emulator's credentials
   sbxctl describe sandbox dev
+  sbxctl --context quickstart get sandboxes                                # the same, through sbxd's API
+  sbxctl --context quickstart exec sandbox/dev -- hostname                 # sbxd runs it: no cloud credentials here
   sbxctl exec sandbox/dev -- ls -la /home/sandbox-agent
   sbxctl logs agentworker/fixer --tail 20                                 # the executor's log (quiet when healthy)
   curl -s -X POST $databricks_url/_emulator/sandboxes/default-dev/stop   # stop it behind sbx's back

@@ -6,7 +6,12 @@
 #include <sstream>
 
 #include "api/duration.h"
+#include "api/validation.h"
+#include "cli/commands/client_config.h"
 #include "cli/commands/terminal_text.h"
+#include "controller/apiclient/http_store.h"
+#include "controller/cloud/http/cpprest_tls.h"
+#include "controller/cloud/http/http_transport.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::cli {
@@ -40,8 +45,94 @@ std::string CommandContext::DbPath() const {
   return DefaultDbPath();
 }
 
+std::string CommandContext::ConfigPath() const {
+  return options_.config_path.empty() ? DefaultClientConfigPath() : options_.config_path;
+}
+
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+struct Connection {
+  std::string server;
+  std::string token;
+  std::string ca_file;
+};
+
+// Where the verbs go: --db; else a server named by --server, $SBX_SERVER or --context; else
+// $SBX_DB; else the config's current-context; else the default file. A token is used only with the
+// server it came with: a context's token never goes to a
+// --server or $SBX_SERVER that is not the context's own.
+api::StatusOr<std::optional<Connection>> ResolveConnection(const GlobalOptions& options,
+                                                           const std::string& config_path) {
+  if (!options.db_path.empty()) {
+    return std::optional<Connection>();  // --db: the local file, whatever else is set
+  }
+  Connection c;
+  c.server = !options.server.empty() ? options.server : Env("SBX_SERVER");
+  c.token = !options.token.empty() ? options.token : Env("SBX_TOKEN");
+  c.ca_file = options.certificate_authority;
+  const bool want_context = !options.context.empty();
+  if (c.server.empty() && !want_context && !Env("SBX_DB").empty()) {
+    return std::optional<Connection>();  // $SBX_DB names a file: stronger than a config default
+  }
+  if (c.server.empty() || c.token.empty() || want_context) {
+    ASSIGN_OR_RETURN(ClientConfig config, LoadClientConfig(config_path));
+    const std::string name = want_context ? options.context : config.current_context;
+    const ClientContext* ctx = name.empty() ? nullptr : config.Find(name);
+    if (want_context && ctx == nullptr) {
+      return api::NotFoundError("context \"" + name + "\" not found in " + config_path);
+    }
+    if (ctx != nullptr && (c.server.empty() || c.server == ctx->server || want_context)) {
+      if (c.server.empty() || want_context) {
+        c.server = ctx->server;
+      }
+      if (c.token.empty() && c.server == ctx->server) {
+        c.token = ctx->token;
+      }
+      if (c.ca_file.empty() && c.server == ctx->server) {
+        c.ca_file = ctx->certificate_authority;
+      }
+    }
+  }
+  if (c.server.empty()) {
+    return std::optional<Connection>();
+  }
+  if (c.server.rfind("https://", 0) != 0 && c.server.rfind("http://", 0) != 0) {
+    return api::InvalidArgumentError("server \"" + c.server +
+                                     "\": must start with https:// (or http:// on loopback)");
+  }
+  if (c.server.rfind("http://", 0) == 0 && !api::IsLoopbackUrl(c.server)) {
+    return api::InvalidArgumentError("server \"" + c.server +
+                                     "\": refusing to send a token over plain http to a host "
+                                     "that is not loopback; use https://");
+  }
+  if (c.token.empty()) {
+    return api::InvalidArgumentError("server " + c.server +
+                                     ": no token (--token, $SBX_TOKEN or the context's token)");
+  }
+  return std::optional<Connection>(std::move(c));
+}
+
+}  // namespace
+
 api::StatusOr<controller::Store*> CommandContext::store() {
   if (store_ != nullptr) {
+    return store_.get();
+  }
+  ASSIGN_OR_RETURN(std::optional<Connection> connection, ResolveConnection(options_, ConfigPath()));
+  if (connection) {
+    controller::http::CppRestTlsOptions tls{connection->ca_file};
+    transport_ = controller::http::MakeCppRestTransport(tls);
+    streaming_ = controller::http::MakeCppRestStreamingTransport(tls);
+    auto remote = std::make_unique<controller::apiclient::HttpStore>(
+        *transport_, *streaming_,
+        controller::apiclient::HttpStoreOptions{connection->server, connection->token});
+    remote_ = remote.get();
+    store_ = std::move(remote);
     return store_.get();
   }
   const std::string path = DbPath();
@@ -61,6 +152,7 @@ api::StatusOr<controller::Store*> CommandContext::store() {
 }
 
 void CommandContext::SetStoreForTesting(std::unique_ptr<controller::Store> store) {
+  remote_ = nullptr;
   store_ = std::move(store);
 }
 

@@ -22,6 +22,14 @@
 #include "controller/engine/clock.h"
 #include "controller/store/store.h"
 
+namespace sbx::controller::apiclient {
+class HttpStore;
+}  // namespace sbx::controller::apiclient
+namespace sbx::controller::http {
+class HttpTransport;
+class StreamingTransport;
+}  // namespace sbx::controller::http
+
 namespace sbx::cli {
 
 // Exit codes, as kubectl: 0 success, 1 any error. `diff` uses 1 for "differences found" and
@@ -37,6 +45,13 @@ struct GlobalOptions {
   bool namespace_given = false;                                  // -n was on the command line
   bool all_namespaces = false;                                   // -A
   size_t max_manifest_bytes = size_t{8} << 20;                   // --max-manifest-bytes
+  // A server instead of a file (DESIGN §7.3). Which one: --db; else --server, $SBX_SERVER or
+  // --context; else $SBX_DB (a file); else the config's current-context; else the default file.
+  std::string server;
+  std::string token;
+  std::string context;
+  std::string certificate_authority;  // --certificate-authority: PEM CA for the server
+  std::string config_path;            // --config; empty = DefaultClientConfigPath()
 };
 
 // $XDG_STATE_HOME/sbx/sbx.db, else $HOME/.local/state/sbx/sbx.db.
@@ -74,6 +89,11 @@ class CommandContext {
   api::StatusOr<controller::Store*> store();
   // Lets tests (and future verbs) supply a store instead of opening --db.
   void SetStoreForTesting(std::unique_ptr<controller::Store> store);
+  // The server's client when the verbs run against a server (after store() succeeded), else
+  // nullptr: for what only the server does (exec and executor logs through sbxd).
+  controller::apiclient::HttpStore* remote() { return remote_; }
+  // The config file in effect: --config, else DefaultClientConfigPath().
+  std::string ConfigPath() const;
 
   // The namespace to list in: unset with -A.
   std::optional<std::string> ListNamespace() const;
@@ -100,7 +120,10 @@ class CommandContext {
   bool out_is_terminal_ = false;
   bool err_is_terminal_ = false;
   GlobalOptions options_;
+  std::unique_ptr<controller::http::HttpTransport> transport_;
+  std::unique_ptr<controller::http::StreamingTransport> streaming_;
   std::unique_ptr<controller::Store> store_;
+  controller::apiclient::HttpStore* remote_ = nullptr;  // store_ when it is an HttpStore
 };
 
 // "sandbox", "agentworker", "workspace": the lower-case kind, as in `sandbox/foo`.

@@ -4,9 +4,11 @@
 #include <memory>
 
 #include "cli/commands/terminal_text.h"
+#include "controller/apiclient/http_store.h"
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http_cloud_clients.h"
+#include "controller/cloud/sandbox_commands.h"
 
 namespace sbx::cli {
 namespace {
@@ -42,33 +44,39 @@ int RunExec(CommandContext& ctx, const ExecCommandOptions& options) {
   if (!store.ok()) {
     return ctx.Fail(store.status());
   }
-  auto object = (*store)->Get(*key);
-  if (!object.ok()) {
-    return ctx.Fail(object.status());
+  std::vector<std::string> command = options.command;
+  api::StatusOr<controller::CommandResult> result = api::InternalError("unset");
+  if (controller::apiclient::HttpStore* remote = ctx.remote(); remote != nullptr) {
+    // sbxd runs it with its own credentials: the client needs none.
+    result = remote->Exec(*key, command, *timeout);
+  } else {
+    auto object = (*store)->Get(*key);
+    if (!object.ok()) {
+      return ctx.Fail(object.status());
+    }
+    const api::SandboxSpec& spec = object->sandbox_spec();
+    std::unique_ptr<controller::http::HttpTransport> transport =
+        controller::http::MakeCppRestTransport();
+    std::unique_ptr<controller::http::StreamingTransport> streaming =
+        controller::http::MakeCppRestStreamingTransport();
+    controller::HttpCloudClientsOptions cloud_options;
+    cloud_options.secrets =
+        controller::SecretPolicyFromEnvironment(controller::databricks::ProcessEnv());
+    controller::HttpCloudClients clouds(**store, ctx.clock(), *transport, *streaming,
+                                        controller::databricks::ProcessEnv(), cloud_options);
+    controller::CloudSandboxCommands commands(clouds);
+    controller::CommandRequest request;
+    request.cmd = command.front();
+    request.args.assign(command.begin() + 1, command.end());
+    request.timeout = *timeout;
+    result = commands.Run(key->namespace_, spec.workspace_ref, spec.sandbox_id, request);
+    if (!result.ok()) {
+      return ctx.Fail(api::Status(result.status().code(), "exec in sandbox " + spec.sandbox_id +
+                                                              ": " + result.status().message()));
+    }
   }
-  const api::SandboxSpec& spec = object->sandbox_spec();
-
-  std::unique_ptr<controller::http::HttpTransport> transport =
-      controller::http::MakeCppRestTransport();
-  std::unique_ptr<controller::http::StreamingTransport> streaming =
-      controller::http::MakeCppRestStreamingTransport();
-  controller::HttpCloudClientsOptions cloud_options;
-  cloud_options.secrets =
-      controller::SecretPolicyFromEnvironment(controller::databricks::ProcessEnv());
-  controller::HttpCloudClients clouds(**store, ctx.clock(), *transport, *streaming,
-                                      controller::databricks::ProcessEnv(), cloud_options);
-  auto sandboxes = clouds.Sandboxes(key->namespace_, spec.workspace_ref);
-  if (!sandboxes.ok()) {
-    return ctx.Fail(sandboxes.status());
-  }
-  controller::databricks::ExecRequest request;
-  request.cmd = options.command.front();
-  request.args.assign(options.command.begin() + 1, options.command.end());
-  request.execution_timeout = *timeout;
-  auto result = (*sandboxes)->ExecSync(spec.sandbox_id, request);
   if (!result.ok()) {
-    return ctx.Fail(api::Status(result.status().code(), "exec in sandbox " + spec.sandbox_id +
-                                                            ": " + result.status().message()));
+    return ctx.Fail(result.status());  // the server said which sandbox
   }
   // The command's own bytes: unchanged into a pipe or file, escaped on a terminal.
   ProgramOutput stdout_output(ctx.out(), ctx.out_is_terminal());
@@ -80,7 +88,7 @@ int RunExec(CommandContext& ctx, const ExecCommandOptions& options) {
   if (result->truncated) {
     ctx.PrintError("output truncated by the sandbox API");
   }
-  if (result->status == controller::databricks::ExecStatus::kTimedOut) {
+  if (result->outcome == controller::CommandOutcome::kTimedOut) {
     ctx.PrintError("command timed out after " + options.timeout);
     return kExitError;
   }

@@ -3,42 +3,23 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <sstream>
+#include <stop_token>
 #include <thread>
 
 #include "cli/commands/object_update.h"
 #include "cli/commands/task_log_printer.h"
 #include "cli/commands/terminal_text.h"
+#include "controller/apiclient/http_store.h"
 #include "controller/cloud/databricks/auth.h"
+#include "controller/cloud/executor_log.h"
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http_cloud_clients.h"
+#include "controller/cloud/sandbox_commands.h"
 
 namespace sbx::cli {
 namespace {
 
 namespace databricks = controller::databricks;
-
-// Prints the log's size in bytes and its inode on the first line, then (a consistent prefix of)
-// the log:
-// the last N lines (or all), at most CAP bytes. $1 log, $2 N or "all", $3 CAP.
-constexpr char kReadScript[] = R"sh(f=$1; n=$2; cap=$3
-if [ ! -f "$f" ]; then echo "no executor log at $f (has the executor been launched?)" >&2; exit 3; fi
-set -- "$f" "$n" "$cap" $(stat -c '%s %i' "$f"); size=$4
-echo "$size $5"
-if [ "$n" = all ]; then head -c "$size" "$f" | tail -c "$cap"
-else head -c "$size" "$f" | tail -n "$n" | tail -c "$cap"; fi
-)sh";
-
-// Prints the log's size and inode on the first line, then the bytes after OFFSET (at most CAP
-// of them) — from the start when the log is another file than INODE or shorter than OFFSET
-// (a relaunch moved it to log.1 and began a new one). A missing log is empty.
-// $1 log, $2 OFFSET, $3 CAP, $4 INODE.
-constexpr char kFollowScript[] = R"sh(f=$1; off=$2; cap=$3; ino=$4
-set -- $(stat -c '%s %i' "$f" 2>/dev/null || echo 0 0); size=$1
-echo "$size $2"
-if [ "$2" != "$ino" ] || [ "$size" -lt "$off" ]; then off=0; fi
-n=$((size - off)); if [ "$n" -gt "$cap" ]; then n=$cap; fi
-if [ "$n" -gt 0 ]; then tail -c +"$((off + 1))" "$f" | head -c "$n"; fi
-)sh";
 
 api::StatusOr<api::ObjectKey> LogsTarget(const std::string& target, const std::string& ns) {
   if (target.find('/') == std::string::npos) {
@@ -51,40 +32,6 @@ api::StatusOr<api::ObjectKey> LogsTarget(const std::string& target, const std::s
         "\" is not an agentworker or an agenttask");
   }
   return api::ObjectKey{kn.kind, ns, kn.name};
-}
-
-struct Chunk {
-  size_t size = 0;    // the log's size when read
-  std::string inode;  // which file it was (a relaunch starts a new one)
-  std::string bytes;  // what was printed from it
-};
-
-api::StatusOr<Chunk> ReadLog(databricks::SandboxApi& api, const std::string& sandbox_id,
-                             const char* script, std::vector<std::string> args) {
-  databricks::ExecRequest request;
-  request.cmd = "/bin/bash";
-  request.args = {"-c", script, "sbx-logs"};
-  request.args.insert(request.args.end(), args.begin(), args.end());
-  request.execution_timeout = std::chrono::seconds(30);
-  ASSIGN_OR_RETURN(databricks::ExecResult r, api.ExecSync(sandbox_id, request));
-  if (r.status != databricks::ExecStatus::kCompleted || r.exit_code != 0) {
-    std::string why = r.stderr_text;
-    while (!why.empty() && (why.back() == '\n' || why.back() == '\r')) {
-      why.pop_back();
-    }
-    return api::UnavailableError(why.empty() ? "reading the log failed (exit " +
-                                                   std::to_string(r.exit_code.value_or(-1)) + ")"
-                                             : why);
-  }
-  const size_t nl = r.stdout_text.find('\n');
-  if (nl == std::string::npos) {
-    return api::InternalError("unexpected answer from the sandbox: " + r.stdout_text);
-  }
-  Chunk c;
-  std::istringstream header(r.stdout_text.substr(0, nl));
-  header >> c.size >> c.inode;
-  c.bytes = r.stdout_text.substr(nl + 1);
-  return c;
 }
 
 // Sleeps `d` in small steps; false when interrupted.
@@ -117,6 +64,40 @@ int RunTaskLogs(CommandContext& ctx, const api::ObjectKey& key, const LogsComman
   return kExitOk;  // also when interrupted, as `logs -f` of a worker
 }
 
+// `logs agentworker/NAME` through sbxd, which reads the log in the sandbox itself: the client
+// needs no cloud credentials. -f streams until interrupted or the server ends it.
+int RunRemoteWorkerLogs(CommandContext& ctx, controller::apiclient::HttpStore& remote,
+                        const api::ObjectKey& key, const LogsCommandOptions& options) {
+  ProgramOutput output(ctx.out(), ctx.out_is_terminal());
+  std::stop_source stop;
+  std::jthread watcher;
+  if (options.follow) {
+    watcher = std::jthread([&ctx, &stop](std::stop_token own) {
+      while (!own.stop_requested() && !ctx.interrupted()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      stop.request_stop();
+    });
+  }
+  // The chunks are handed over on this thread (http_transport.h), as they arrive.
+  const api::Status streamed = remote.ExecutorLog(
+      key, options.tail, options.follow, [&](std::string_view bytes) { output.Write(bytes); },
+      stop.get_token());
+  if (watcher.joinable()) {
+    watcher.request_stop();
+    watcher.join();
+  }
+  output.Finish();
+  if (!streamed.ok()) {
+    if (streamed.code() == api::StatusCode::kNotFound) {
+      return ctx.Fail(streamed);
+    }
+    ctx.PrintError(streamed.message());
+    return kExitError;
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
@@ -133,6 +114,9 @@ int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
   auto store = ctx.store();
   if (!store.ok()) {
     return ctx.Fail(store.status());
+  }
+  if (controller::apiclient::HttpStore* remote = ctx.remote(); remote != nullptr) {
+    return RunRemoteWorkerLogs(ctx, *remote, *key, options);
   }
   auto worker = (*store)->Get(*key);
   if (!worker.ok()) {
@@ -152,7 +136,8 @@ int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
                    "); the executor log can only be read from a running sandbox");
     return kExitError;
   }
-  const std::string& sandbox_id = sandbox->sandbox_spec().sandbox_id;
+  const controller::ExecutorLogTarget target{key->namespace_, sandbox->sandbox_spec().workspace_ref,
+                                             sandbox->sandbox_spec().sandbox_id, key->name};
 
   std::unique_ptr<controller::http::HttpTransport> transport =
       controller::http::MakeCppRestTransport();
@@ -162,17 +147,11 @@ int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
   cloud_options.secrets = controller::SecretPolicyFromEnvironment(databricks::ProcessEnv());
   controller::HttpCloudClients clouds(**store, ctx.clock(), *transport, *streaming,
                                       databricks::ProcessEnv(), cloud_options);
-  auto api = clouds.Sandboxes(key->namespace_, sandbox->sandbox_spec().workspace_ref);
-  if (!api.ok()) {
-    return ctx.Fail(api.status());
-  }
-  const std::string log = "/home/sandbox-agent/.sbx/" + key->name + "/log";
-  const std::string cap = std::to_string(kLogsMaxBytes);
+  controller::CloudSandboxCommands commands(clouds);
 
-  auto first = ReadLog(**api, sandbox_id, kReadScript,
-                       {log, options.tail < 0 ? "all" : std::to_string(options.tail), cap});
+  auto first = controller::ReadExecutorLogTail(commands, target, options.tail, kLogsMaxBytes);
   if (!first.ok()) {
-    ctx.PrintError("logs of " + QualifiedName(*key) + " in sandbox " + sandbox_id + ": " +
+    ctx.PrintError("logs of " + QualifiedName(*key) + " in sandbox " + target.sandbox_id + ": " +
                    first.status().message());
     return kExitError;
   }
@@ -188,8 +167,7 @@ int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
   std::string inode = first->inode;
   std::string last_error;
   while (SleepUnlessInterrupted(ctx, options.poll_interval)) {
-    auto next =
-        ReadLog(**api, sandbox_id, kFollowScript, {log, std::to_string(offset), cap, inode});
+    auto next = controller::ReadExecutorLogFrom(commands, target, offset, inode, kLogsMaxBytes);
     if (!next.ok()) {
       // The sandbox may be stopping or restarting: say so once and keep following.
       if (next.status().message() != last_error) {

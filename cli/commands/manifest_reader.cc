@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "api/defaults.h"
+#include "api/manifest_check.h"
 #include "api/validation.h"
 #include "cli/commands/command_context.h"
 #include "cli/commands/object_update.h"
@@ -120,26 +121,9 @@ bool ReadFile(const std::string& path, size_t max_bytes, std::istream& stdin_str
   return ReadBounded(in, path, max_bytes, content, errors);
 }
 
-void AddLines(const api::Status& status, std::vector<std::string>& errors) {
-  std::istringstream lines(status.message());
-  std::string line;
-  bool any = false;
-  while (std::getline(lines, line)) {
-    if (!line.empty()) {
-      errors.push_back(line);
-      any = true;
-    }
-  }
-  if (!any) {
-    errors.push_back(status.ToString());
-  }
-}
-
 }  // namespace
 
-std::string Location(const api::Manifest& manifest) {
-  return manifest.file + ":" + std::to_string(manifest.line);
-}
+std::string Location(const api::Manifest& manifest) { return api::ManifestLocation(manifest); }
 
 ManifestSet ReadManifests(const ManifestReadOptions& options, std::istream& stdin_stream) {
   ManifestSet set;
@@ -154,44 +138,13 @@ ManifestSet ReadManifests(const ManifestReadOptions& options, std::istream& stdi
     if (!ReadFile(file, options.max_manifest_bytes, stdin_stream, content, set.errors)) {
       continue;
     }
-    auto decoded = api::DecodeManifests(content, file);
-    if (!decoded.ok()) {
-      AddLines(decoded.status(), set.errors);
-      continue;
-    }
-    for (api::Manifest& m : *decoded) {
-      set.manifests.push_back(std::move(m));
-    }
+    api::DecodeManifestText(content, file, set.manifests, set.errors);
   }
-
-  std::map<api::ObjectKey, const api::Manifest*> seen;
-  for (api::Manifest& m : set.manifests) {
-    if (options.namespace_override &&
-        m.object.metadata.namespace_ == std::string(api::kDefaultNamespace)) {
-      m.object.metadata.namespace_ = *options.namespace_override;
-    }
-    if (options.validate) {
-      api::ApplyDefaults(m.object);
-      const api::Status valid = api::Validate(m.object, options.validation);
-      if (!valid.ok()) {
-        // Validate may report several problems, one per line: place each one.
-        std::istringstream lines(valid.message());
-        std::string line;
-        while (std::getline(lines, line)) {
-          if (!line.empty()) {
-            AddLines(api::LocateError(m, api::Status(valid.code(), line)), set.errors);
-          }
-        }
-        continue;
-      }
-    }
-    const api::ObjectKey key = api::KeyOf(m.object);
-    auto [it, inserted] = seen.emplace(key, &m);
-    if (!inserted) {
-      set.errors.push_back(Location(m) + ": " + TypeName(key.kind) + " \"" + key.namespace_ + "/" +
-                           key.name + "\" is also defined at " + Location(*it->second));
-    }
-  }
+  api::ManifestCheckOptions check;
+  check.namespace_override = options.namespace_override;
+  check.validate = options.validate;
+  check.validation = options.validation;
+  api::CheckManifests(set.manifests, check, set.errors);
   return set;
 }
 

@@ -60,7 +60,10 @@ class SbxctlTest : public ::testing::Test {
   pid_t Start(const std::vector<std::string>& args, const std::string& input, int n) {
     const fs::path in = dir_ / ("stdin" + std::to_string(n));
     WriteFile(in, input);
-    std::vector<std::string> argv_s = {SBXCTL_PATH, "--db", db_.string()};
+    std::vector<std::string> argv_s = {SBXCTL_PATH};
+    if (with_db_) {
+      argv_s.insert(argv_s.end(), {"--db", db_.string()});
+    }
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (std::string& a : argv_s) {
@@ -148,6 +151,8 @@ class SbxctlTest : public ::testing::Test {
   int runs_ = 0;
   // Environment variables set for every sbxctl the test runs (e.g. EDITOR).
   std::map<std::string, std::string> env_;
+  // Whether sbxctl gets `--db <the test's database>` (false: a test of --server).
+  bool with_db_ = true;
 };
 
 inline std::string SandboxManifest(const std::string& name, const std::string& display_name) {

@@ -6,11 +6,13 @@
 #include <pplx/pplxtasks.h>
 
 #include <algorithm>
+#include <boost/asio/ssl.hpp>
 #include <cctype>
 #include <cerrno>
 #include <mutex>
 
 #include "api/text.h"
+#include "controller/cloud/http/cpprest_tls.h"
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http/wire_text.h"
 
@@ -65,6 +67,9 @@ web::http::http_request BuildMessage(const HttpRequest& request, const std::stri
 
 class CppRestTransport final : public HttpTransport, public StreamingTransport {
  public:
+  CppRestTransport() = default;
+  explicit CppRestTransport(CppRestTlsOptions tls) : tls_(std::move(tls)) {}
+
   HttpResult Send(const HttpRequest& request, std::stop_token stop) override {
     return Exchange(request, nullptr, stop);
   }
@@ -178,11 +183,18 @@ class CppRestTransport final : public HttpTransport, public StreamingTransport {
     }
     web::http::client::http_client_config config;
     config.set_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
+    if (!tls_.ca_file.empty()) {
+      config.set_ssl_context_callback([ca = tls_.ca_file](boost::asio::ssl::context& ctx) {
+        boost::system::error_code ec;
+        ctx.load_verify_file(ca, ec);  // a bad file fails the handshake: nothing is trusted
+      });
+    }
     auto client = std::make_shared<web::http::client::http_client>(web::uri(origin), config);
     clients_.emplace(key, client);
     return client;
   }
 
+  CppRestTlsOptions tls_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<web::http::client::http_client>>
       clients_;  // Guarded by mu_.
@@ -196,6 +208,14 @@ std::unique_ptr<HttpTransport> MakeCppRestTransport() {
 
 std::unique_ptr<StreamingTransport> MakeCppRestStreamingTransport() {
   return std::make_unique<CppRestTransport>();
+}
+
+std::unique_ptr<HttpTransport> MakeCppRestTransport(const CppRestTlsOptions& tls) {
+  return std::make_unique<CppRestTransport>(tls);
+}
+
+std::unique_ptr<StreamingTransport> MakeCppRestStreamingTransport(const CppRestTlsOptions& tls) {
+  return std::make_unique<CppRestTransport>(tls);
 }
 
 }  // namespace sbx::controller::http

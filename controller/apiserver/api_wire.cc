@@ -1,0 +1,787 @@
+#include "controller/apiserver/api_wire.h"
+
+#include <openssl/evp.h>
+
+#include <nlohmann/json.hpp>
+
+#include "api/codec.h"
+#include "controller/apiserver/http_server.h"
+
+namespace sbx::controller::apiserver {
+namespace {
+
+using json = nlohmann::json;
+
+// Parses a reply; kInternal naming what was expected when it is not JSON of that shape.
+api::StatusOr<json> ParseJson(std::string_view body, std::string_view what) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return api::InternalError("the server's answer is not a " + std::string(what) +
+                              " (not a JSON object)");
+  }
+  return j;
+}
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string Base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()),
+                                static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+std::optional<std::string> FromBase64(std::string_view text) {
+  if (text.size() % 4 != 0) {
+    return std::nullopt;
+  }
+  std::string out(3 * (text.size() / 4) + 1, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()),
+                                static_cast<int>(text.size()));
+  if (n < 0) {
+    return std::nullopt;
+  }
+  size_t size = static_cast<size_t>(n);
+  // EVP_DecodeBlock counts the padding as zero bytes.
+  for (size_t i = text.size(); i > 0 && text[i - 1] == '=' && size > 0; --i) {
+    --size;
+  }
+  out.resize(size);
+  return out;
+}
+
+std::string Str(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+int64_t Int(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) {
+    return 0;
+  }
+  if (it->is_number_integer()) {
+    return it->get<int64_t>();
+  }
+  if (it->is_string()) {
+    try {
+      return std::stoll(it->get<std::string>());
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  return 0;
+}
+bool Bool(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
+std::string_view ReasonOf(api::StatusCode code) {
+  using C = api::StatusCode;
+  switch (code) {
+    case C::kInvalidArgument:
+      return "Invalid";
+    case C::kNotFound:
+      return "NotFound";
+    case C::kAlreadyExists:
+      return "AlreadyExists";
+    case C::kAborted:
+    case C::kFailedPrecondition:
+      return "Conflict";
+    case C::kOutOfRange:
+      return "Expired";
+    case C::kUnauthenticated:
+      return "Unauthorized";
+    case C::kPermissionDenied:
+      return "Forbidden";
+    case C::kResourceExhausted:
+      return "TooManyRequests";
+    case C::kUnavailable:
+      return "ServiceUnavailable";
+    case C::kDeadlineExceeded:
+      return "Timeout";
+    case C::kUnimplemented:
+      return "MethodNotAllowed";
+    case C::kCancelled:
+      return "Cancelled";
+    default:
+      return "InternalError";
+  }
+}
+
+std::optional<api::StatusCode> CodeFromName(std::string_view name) {
+  for (int c = 0; c <= static_cast<int>(api::StatusCode::kUnauthenticated); ++c) {
+    const auto code = static_cast<api::StatusCode>(c);
+    if (api::StatusCodeName(code) == name) {
+      return code;
+    }
+  }
+  return std::nullopt;
+}
+
+api::StatusCode CodeFromHttp(int http) {
+  using C = api::StatusCode;
+  switch (http) {
+    case 400:
+    case 422:
+      return C::kInvalidArgument;
+    case 401:
+      return C::kUnauthenticated;
+    case 403:
+      return C::kPermissionDenied;
+    case 404:
+      return C::kNotFound;
+    case 409:
+      return C::kAborted;
+    case 410:
+      return C::kOutOfRange;
+    case 413:
+    case 429:
+      return C::kResourceExhausted;
+    case 503:
+      return C::kUnavailable;
+    case 504:
+      return C::kDeadlineExceeded;
+    default:
+      return C::kInternal;
+  }
+}
+
+std::string_view ActionName(ApplyAction action) {
+  switch (action) {
+    case ApplyAction::kCreated:
+      return "created";
+    case ApplyAction::kConfigured:
+      return "configured";
+    case ApplyAction::kUnchanged:
+      return "unchanged";
+    case ApplyAction::kPruned:
+      return "pruned";
+  }
+  return "unchanged";
+}
+
+std::string_view TaskLogKindName(Store::TaskLogKind kind) {
+  using K = Store::TaskLogKind;
+  switch (kind) {
+    case K::kAssistantDelta:
+      return "AssistantDelta";
+    case K::kAssistant:
+      return "Assistant";
+    case K::kCommand:
+      return "Command";
+    case K::kOutputDelta:
+      return "OutputDelta";
+    case K::kCommandResult:
+      return "CommandResult";
+    case K::kStatus:
+      return "Status";
+  }
+  return "Status";
+}
+
+Store::TaskLogKind TaskLogKindOf(std::string_view name) {
+  using K = Store::TaskLogKind;
+  for (const K k : {K::kAssistantDelta, K::kAssistant, K::kCommand, K::kOutputDelta,
+                    K::kCommandResult, K::kStatus}) {
+    if (TaskLogKindName(k) == name) {
+      return k;
+    }
+  }
+  return K::kStatus;
+}
+
+std::string_view InventoryStateName(Store::InventoryState s) {
+  using S = Store::InventoryState;
+  switch (s) {
+    case S::kIntent:
+      return "Intent";
+    case S::kLive:
+      return "Live";
+    case S::kDeleting:
+      return "Deleting";
+    case S::kAbandoned:
+      return "Abandoned";
+  }
+  return "Intent";
+}
+
+Store::InventoryState InventoryStateOf(std::string_view name) {
+  using S = Store::InventoryState;
+  for (const S s : {S::kIntent, S::kLive, S::kDeleting, S::kAbandoned}) {
+    if (InventoryStateName(s) == name) {
+      return s;
+    }
+  }
+  return S::kIntent;
+}
+
+json KeyJson(const api::ObjectKey& key) {
+  return json{{"kind", std::string(api::KindName(key.kind))},
+              {"namespace", key.namespace_},
+              {"name", key.name}};
+}
+
+api::StatusOr<api::ObjectKey> KeyFromJson(const json& j) {
+  ASSIGN_OR_RETURN(api::Kind kind, api::ParseKind(Str(j, "kind")));
+  return api::ObjectKey{kind, Str(j, "namespace"), Str(j, "name")};
+}
+
+api::StatusOr<api::Object> ObjectFromJson(const json& j) {
+  auto object = api::DecodeObjectJson(Dump(j));
+  if (!object.ok()) {
+    return api::InternalError("the server sent an object sbxctl cannot read: " +
+                              object.status().message());
+  }
+  return object;
+}
+
+}  // namespace
+
+std::string_view PluralOf(api::Kind kind) {
+  switch (kind) {
+    case api::Kind::kWorkspace:
+      return "workspaces";
+    case api::Kind::kSandbox:
+      return "sandboxes";
+    case api::Kind::kAgentWorker:
+      return "agentworkers";
+    case api::Kind::kAgentTask:
+      return "agenttasks";
+  }
+  return "sandboxes";
+}
+
+std::optional<api::Kind> KindOfPlural(std::string_view plural) {
+  for (const api::Kind k : api::kAllKinds) {
+    if (PluralOf(k) == plural) {
+      return k;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string CollectionPath(api::Kind kind, const std::optional<std::string>& namespace_) {
+  std::string path(kApiPrefix);
+  if (namespace_) {
+    path += "/namespaces/" + PercentEncode(*namespace_);
+  }
+  return path + "/" + std::string(PluralOf(kind));
+}
+
+std::string ObjectPath(const api::ObjectKey& key) {
+  return CollectionPath(key.kind, key.namespace_) + "/" + PercentEncode(key.name);
+}
+
+int HttpStatusOf(api::StatusCode code) {
+  using C = api::StatusCode;
+  switch (code) {
+    case C::kOk:
+      return 200;
+    case C::kInvalidArgument:
+      return 422;
+    case C::kNotFound:
+      return 404;
+    case C::kAlreadyExists:
+    case C::kAborted:
+    case C::kFailedPrecondition:
+      return 409;
+    case C::kOutOfRange:
+      return 410;
+    case C::kUnauthenticated:
+      return 401;
+    case C::kPermissionDenied:
+      return 403;
+    case C::kResourceExhausted:
+      return 429;
+    case C::kUnavailable:
+      return 503;
+    case C::kDeadlineExceeded:
+      return 504;
+    case C::kUnimplemented:
+      return 405;
+    case C::kCancelled:
+      return 499;
+    default:
+      return 500;
+  }
+}
+
+std::string StatusJson(const api::Status& status) {
+  json causes = json::array();
+  std::string message = status.message();
+  size_t start = 0;
+  while (start < message.size()) {
+    size_t nl = message.find('\n', start);
+    if (nl == std::string::npos) {
+      nl = message.size();
+    }
+    if (nl > start) {
+      causes.push_back(json{{"message", message.substr(start, nl - start)}});
+    }
+    start = nl + 1;
+  }
+  const int code = HttpStatusOf(status.code());
+  return Dump(
+      json{{"kind", "Status"},
+           {"apiVersion", "v1"},
+           {"metadata", json::object()},
+           {"status", "Failure"},
+           {"reason", std::string(ReasonOf(status.code()))},
+           {"code", code},
+           {"message", message},
+           {"details",
+            {{"sbxCode", std::string(api::StatusCodeName(status.code()))}, {"causes", causes}}}});
+}
+
+api::Status StatusFromReply(int http_status, std::string_view body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && Str(j, "kind") == "Status") {
+    api::StatusCode code = CodeFromHttp(http_status);
+    if (auto d = j.find("details"); d != j.end() && d->is_object()) {
+      if (auto named = CodeFromName(Str(*d, "sbxCode"))) {
+        code = *named;
+      }
+    }
+    if (code == api::StatusCode::kOk) {
+      code = api::StatusCode::kUnknown;
+    }
+    return api::Status(code, Str(j, "message"));
+  }
+  std::string excerpt(body.substr(0, 200));
+  return api::Status(CodeFromHttp(http_status), "the server answered HTTP " +
+                                                    std::to_string(http_status) +
+                                                    (excerpt.empty() ? "" : ": " + excerpt));
+}
+
+std::string ListJson(api::Kind kind, const std::vector<api::Object>& objects, int64_t revision) {
+  // Objects are encoded by the codec and spliced in: no re-parse of each one.
+  std::string out =
+      "{\"apiVersion\":\"sbx.dev/v1alpha1\",\"kind\":\"" + std::string(api::KindName(kind)) +
+      "List\",\"metadata\":{\"resourceVersion\":\"" + std::to_string(revision) + "\"},\"items\":[";
+  for (size_t i = 0; i < objects.size(); ++i) {
+    if (i > 0) {
+      out += ',';
+    }
+    out += api::EncodeObjectJson(objects[i], /*pretty=*/false);
+  }
+  out += "]}";
+  return out;
+}
+
+api::StatusOr<ObjectList> DecodeList(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseJson(body, "list"));
+  ObjectList list;
+  if (auto m = j.find("metadata"); m != j.end() && m->is_object()) {
+    list.revision = Int(*m, "resourceVersion");
+  }
+  auto items = j.find("items");
+  if (items == j.end() || !items->is_array()) {
+    return api::InternalError("the server's list has no items");
+  }
+  for (const json& item : *items) {
+    ASSIGN_OR_RETURN(api::Object o, ObjectFromJson(item));
+    list.items.push_back(std::move(o));
+  }
+  return list;
+}
+
+std::string WatchEventJson(const Store::Change& change) {
+  std::string type;
+  std::string object;
+  switch (change.type) {
+    case Store::ChangeType::kAdded:
+      type = "ADDED";
+      break;
+    case Store::ChangeType::kModified:
+      type = "MODIFIED";
+      break;
+    case Store::ChangeType::kDeleted:
+      type = "DELETED";
+      break;
+  }
+  if (change.object) {
+    object = api::EncodeObjectJson(*change.object, /*pretty=*/false);
+  } else {
+    api::Object gone = api::MakeObject(change.key.kind, change.key.name, change.key.namespace_);
+    gone.metadata.resource_version = change.revision;
+    object = api::EncodeObjectJson(gone, /*pretty=*/false);
+  }
+  return "{\"type\":\"" + type + "\",\"object\":" + object + "}\n";
+}
+
+std::string WatchErrorJson(const api::Status& status) {
+  return "{\"type\":\"ERROR\",\"object\":" + StatusJson(status) + "}\n";
+}
+
+api::StatusOr<Store::Change> DecodeWatchEvent(std::string_view line) {
+  ASSIGN_OR_RETURN(json j, ParseJson(line, "watch event"));
+  const std::string type = Str(j, "type");
+  auto object = j.find("object");
+  if (object == j.end() || !object->is_object()) {
+    return api::InternalError("a watch event without an object");
+  }
+  if (type == "ERROR") {
+    const int code = static_cast<int>(Int(*object, "code"));
+    return StatusFromReply(code == 0 ? 500 : code, Dump(*object));
+  }
+  ASSIGN_OR_RETURN(api::Object o, ObjectFromJson(*object));
+  Store::Change change;
+  change.revision = o.metadata.resource_version;
+  change.key = api::KeyOf(o);
+  if (type == "ADDED") {
+    change.type = Store::ChangeType::kAdded;
+  } else if (type == "MODIFIED") {
+    change.type = Store::ChangeType::kModified;
+  } else if (type == "DELETED") {
+    change.type = Store::ChangeType::kDeleted;
+    return change;
+  } else {
+    return api::InternalError("unknown watch event type \"" + type + "\"");
+  }
+  change.object = std::move(o);
+  return change;
+}
+
+std::string ApplyRequestJson(const ApplyRequest& request) {
+  json manifests = json::array();
+  for (const ManifestFile& m : request.manifests) {
+    json f{{"file", m.file}, {"content", m.content}};
+    if (m.resource_version) {
+      f["resourceVersion"] = std::to_string(*m.resource_version);
+    }
+    manifests.push_back(std::move(f));
+  }
+  return Dump(json{{"manifests", manifests},
+                   {"dryRun", request.options.dry_run},
+                   {"prune", request.options.prune},
+                   {"applyset", request.options.applyset},
+                   {"pruneAllowEmpty", request.options.prune_allow_empty},
+                   {"requireResourceVersion", request.options.require_resource_version}});
+}
+
+api::StatusOr<ApplyRequest> DecodeApplyRequest(std::string_view body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return api::InvalidArgumentError("request body: not a JSON object");
+  }
+  ApplyRequest request;
+  auto manifests = j.find("manifests");
+  if (manifests == j.end() || !manifests->is_array()) {
+    return api::InvalidArgumentError("request body: manifests: a list of {file, content} needed");
+  }
+  for (size_t i = 0; i < manifests->size(); ++i) {
+    const json& m = (*manifests)[i];
+    const std::string where = "request body: manifests[" + std::to_string(i) + "]";
+    if (!m.is_object() || !m.contains("content") || !m["content"].is_string()) {
+      return api::InvalidArgumentError(where + ".content: a string is needed");
+    }
+    ManifestFile f;
+    f.file = Str(m, "file");
+    if (f.file.empty()) {
+      f.file = "manifests[" + std::to_string(i) + "]";
+    }
+    f.content = m["content"].get<std::string>();
+    if (m.contains("resourceVersion")) {
+      f.resource_version = Int(m, "resourceVersion");
+    }
+    request.manifests.push_back(std::move(f));
+  }
+  request.options.dry_run = Bool(j, "dryRun");
+  request.options.prune = Bool(j, "prune");
+  request.options.applyset = Str(j, "applyset");
+  request.options.prune_allow_empty = Bool(j, "pruneAllowEmpty");
+  request.options.require_resource_version = Bool(j, "requireResourceVersion");
+  return request;
+}
+
+std::string ApplyResultsJson(const std::vector<ApplyResult>& results) {
+  std::string out = "{\"results\":[";
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (i > 0) {
+      out += ',';
+    }
+    out += "{\"action\":\"" + std::string(ActionName(results[i].action)) +
+           "\",\"key\":" + Dump(KeyJson(results[i].key)) +
+           ",\"object\":" + api::EncodeObjectJson(results[i].object, false) + "}";
+  }
+  return out + "]}";
+}
+
+api::StatusOr<std::vector<ApplyResult>> DecodeApplyResults(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseJson(body, "apply result"));
+  std::vector<ApplyResult> out;
+  auto results = j.find("results");
+  if (results == j.end() || !results->is_array()) {
+    return api::InternalError("the server's apply result has no results");
+  }
+  for (const json& r : *results) {
+    ApplyResult result;
+    const std::string action = Str(r, "action");
+    for (const ApplyAction a : {ApplyAction::kCreated, ApplyAction::kConfigured,
+                                ApplyAction::kUnchanged, ApplyAction::kPruned}) {
+      if (ActionName(a) == action) {
+        result.action = a;
+      }
+    }
+    if (r.contains("key")) {
+      ASSIGN_OR_RETURN(result.key, KeyFromJson(r["key"]));
+    }
+    if (r.contains("object")) {
+      ASSIGN_OR_RETURN(result.object, ObjectFromJson(r["object"]));
+    }
+    out.push_back(std::move(result));
+  }
+  return out;
+}
+
+std::string DeleteOutcomeJson(DeleteOutcome outcome) {
+  std::string name = "Deleted";
+  if (outcome == DeleteOutcome::kMarkedForDeletion) {
+    name = "MarkedForDeletion";
+  } else if (outcome == DeleteOutcome::kAlreadyDeleting) {
+    name = "AlreadyDeleting";
+  }
+  return Dump(json{{"kind", "Status"}, {"status", "Success"}, {"outcome", name}});
+}
+
+api::StatusOr<DeleteOutcome> DecodeDeleteOutcome(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseJson(body, "delete result"));
+  const std::string outcome = Str(j, "outcome");
+  if (outcome == "MarkedForDeletion") {
+    return DeleteOutcome::kMarkedForDeletion;
+  }
+  if (outcome == "AlreadyDeleting") {
+    return DeleteOutcome::kAlreadyDeleting;
+  }
+  return DeleteOutcome::kDeleted;
+}
+
+std::string EventsJson(const std::vector<Store::Event>& events) {
+  json items = json::array();
+  for (const Store::Event& e : events) {
+    items.push_back(json{{"involvedObject", KeyJson(e.involved)},
+                         {"type", e.type},
+                         {"reason", e.reason},
+                         {"message", e.message},
+                         {"count", e.count},
+                         {"firstTimestamp", e.first_seen},
+                         {"lastTimestamp", e.last_seen}});
+  }
+  return Dump(json{{"kind", "EventList"}, {"items", items}});
+}
+
+api::StatusOr<std::vector<Store::Event>> DecodeEvents(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseJson(body, "event list"));
+  std::vector<Store::Event> out;
+  for (const json& e : j.value("items", json::array())) {
+    Store::Event event;
+    ASSIGN_OR_RETURN(event.involved, KeyFromJson(e.value("involvedObject", json::object())));
+    event.type = Str(e, "type");
+    event.reason = Str(e, "reason");
+    event.message = Str(e, "message");
+    event.count = Int(e, "count");
+    event.first_seen = Str(e, "firstTimestamp");
+    event.last_seen = Str(e, "lastTimestamp");
+    out.push_back(std::move(event));
+  }
+  return out;
+}
+
+namespace {
+json TaskLogEntryObject(const Store::TaskLogEntry& e) {
+  json j{{"seq", e.seq},
+         {"kind", std::string(TaskLogKindName(e.kind))},
+         {"itemId", e.item_id},
+         {"text", e.text},
+         {"at", e.at}};
+  if (e.exit_code) {
+    j["exitCode"] = *e.exit_code;
+  }
+  return j;
+}
+}  // namespace
+
+std::string TaskLogEntryJson(const Store::TaskLogEntry& entry) {
+  return Dump(TaskLogEntryObject(entry));
+}
+
+std::string TaskLogPageJson(const Store::TaskLogPage& page) {
+  json entries = json::array();
+  for (const Store::TaskLogEntry& e : page.entries) {
+    entries.push_back(TaskLogEntryObject(e));
+  }
+  return Dump(json{{"entries", entries}, {"lastSeq", page.last_seq}, {"dropped", page.dropped}});
+}
+
+api::StatusOr<Store::TaskLogPage> DecodeTaskLogPage(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseJson(body, "task log"));
+  Store::TaskLogPage page;
+  page.last_seq = Int(j, "lastSeq");
+  page.dropped = Int(j, "dropped");
+  for (const json& e : j.value("entries", json::array())) {
+    Store::TaskLogEntry entry;
+    entry.seq = Int(e, "seq");
+    entry.kind = TaskLogKindOf(Str(e, "kind"));
+    entry.item_id = Str(e, "itemId");
+    entry.text = Str(e, "text");
+    entry.at = Str(e, "at");
+    if (e.contains("exitCode")) {
+      entry.exit_code = Int(e, "exitCode");
+    }
+    page.entries.push_back(std::move(entry));
+  }
+  return page;
+}
+
+std::string ArtifactsJson(const std::vector<Store::Artifact>& artifacts) {
+  json items = json::array();
+  for (const Store::Artifact& a : artifacts) {
+    json item{{"path", a.path}, {"bytes", a.bytes}, {"sha256", a.sha256}};
+    if (!a.content.empty()) {
+      item["content"] = Base64(a.content);
+    }
+    items.push_back(std::move(item));
+  }
+  return Dump(json{{"items", items}});
+}
+
+api::StatusOr<std::vector<Store::Artifact>> DecodeArtifacts(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseJson(body, "artifact list"));
+  std::vector<Store::Artifact> out;
+  for (const json& a : j.value("items", json::array())) {
+    Store::Artifact artifact;
+    artifact.path = Str(a, "path");
+    artifact.bytes = Int(a, "bytes");
+    artifact.sha256 = Str(a, "sha256");
+    if (a.contains("content")) {
+      auto content = FromBase64(Str(a, "content"));
+      if (!content) {
+        return api::InternalError("the server sent an artifact that is not base64");
+      }
+      artifact.content = *std::move(content);
+    }
+    out.push_back(std::move(artifact));
+  }
+  return out;
+}
+
+std::string InventoryJson(const std::vector<Store::InventoryRecord>& records) {
+  json items = json::array();
+  for (const Store::InventoryRecord& r : records) {
+    items.push_back(json{{"workspace", r.workspace},
+                         {"resourceType", r.resource_type},
+                         {"externalId", r.external_id},
+                         {"state", std::string(InventoryStateName(r.state))},
+                         {"owner", KeyJson(r.owner)},
+                         {"ownerUid", r.owner_uid},
+                         {"createdAt", r.created_at},
+                         {"updatedAt", r.updated_at}});
+  }
+  return Dump(json{{"items", items}});
+}
+
+api::StatusOr<std::vector<Store::InventoryRecord>> DecodeInventory(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseJson(body, "inventory"));
+  std::vector<Store::InventoryRecord> out;
+  for (const json& r : j.value("items", json::array())) {
+    Store::InventoryRecord record;
+    record.workspace = Str(r, "workspace");
+    record.resource_type = Str(r, "resourceType");
+    record.external_id = Str(r, "externalId");
+    record.state = InventoryStateOf(Str(r, "state"));
+    ASSIGN_OR_RETURN(record.owner, KeyFromJson(r.value("owner", json::object())));
+    record.owner_uid = Str(r, "ownerUid");
+    record.created_at = Str(r, "createdAt");
+    record.updated_at = Str(r, "updatedAt");
+    out.push_back(std::move(record));
+  }
+  return out;
+}
+
+std::string RevisionJson(int64_t revision) {
+  return "{\"resourceVersion\":\"" + std::to_string(revision) + "\"}";
+}
+
+api::StatusOr<int64_t> DecodeRevision(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseJson(body, "revision"));
+  return Int(j, "resourceVersion");
+}
+
+std::string ExecRequestJson(const ExecRequest& request) {
+  return Dump(json{{"command", request.command}, {"timeoutSeconds", request.timeout_seconds}});
+}
+
+api::StatusOr<ExecRequest> DecodeExecRequest(std::string_view body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return api::InvalidArgumentError("request body: not a JSON object");
+  }
+  ExecRequest request;
+  auto command = j.find("command");
+  if (command == j.end() || !command->is_array() || command->empty()) {
+    return api::InvalidArgumentError("request body: command: a non-empty list of strings needed");
+  }
+  for (const json& arg : *command) {
+    if (!arg.is_string()) {
+      return api::InvalidArgumentError("request body: command: only strings");
+    }
+    request.command.push_back(arg.get<std::string>());
+  }
+  if (j.contains("timeoutSeconds")) {
+    request.timeout_seconds = Int(j, "timeoutSeconds");
+  }
+  return request;
+}
+
+std::string CommandResultJson(const CommandResult& result) {
+  std::string outcome = "Unknown";
+  switch (result.outcome) {
+    case CommandOutcome::kCompleted:
+      outcome = "Completed";
+      break;
+    case CommandOutcome::kFailed:
+      outcome = "Failed";
+      break;
+    case CommandOutcome::kTimedOut:
+      outcome = "TimedOut";
+      break;
+    case CommandOutcome::kUnknown:
+      break;
+  }
+  json j{{"outcome", outcome},
+         {"stdout", Base64(result.stdout_text)},
+         {"stderr", Base64(result.stderr_text)},
+         {"truncated", result.truncated}};
+  if (result.exit_code) {
+    j["exitCode"] = *result.exit_code;
+  }
+  return Dump(j);
+}
+
+api::StatusOr<CommandResult> DecodeCommandResult(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseJson(body, "exec result"));
+  CommandResult result;
+  const std::string outcome = Str(j, "outcome");
+  result.outcome = outcome == "Completed"  ? CommandOutcome::kCompleted
+                   : outcome == "Failed"   ? CommandOutcome::kFailed
+                   : outcome == "TimedOut" ? CommandOutcome::kTimedOut
+                                           : CommandOutcome::kUnknown;
+  if (j.contains("exitCode")) {
+    result.exit_code = static_cast<int>(Int(j, "exitCode"));
+  }
+  auto out = FromBase64(Str(j, "stdout"));
+  auto err = FromBase64(Str(j, "stderr"));
+  if (!out || !err) {
+    return api::InternalError("the server's exec result is not base64");
+  }
+  result.stdout_text = *std::move(out);
+  result.stderr_text = *std::move(err);
+  result.truncated = Bool(j, "truncated");
+  return result;
+}
+
+}  // namespace sbx::controller::apiserver
