@@ -359,8 +359,10 @@ TEST_F(KubectlVerbsTest, ExplainPrintsTypeDefaultAllowedValuesAndDescriptionFrom
             "VERSION:    sbx.dev/v1alpha1\n\n"
             "FIELD: power <string>\n"
             "DEFAULT: Running\n"
-            "ENUM:\n    Running\n    Stopped\n\n"
-            "DESCRIPTION:\n    Desired power state.\n");
+            "ENUM:\n    Running\n    Stopped\n    OnDemand\n\n"
+            "DESCRIPTION:\n    Desired power state. OnDemand: set up once, then stopped idleStop "
+            "after its workers' last task and started again when a task (or a session waiting "
+            "for its executor) needs it.\n");
   r = Run({"explain", "sb.spec.setup"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("FIELD: setup <[]Object>\n"));

@@ -738,7 +738,8 @@ TEST_F(DatabricksEmulatorTest, PerUserQuotaRefusesTheCreateWithAQuotaFailure) {
   ExpectError(refused, 429, "RESOURCE_EXHAUSTED");
   EXPECT_EQ(refused.Header("Retry-After"), "");
   bool quota_failure = false;
-  for (const json& d : Json(refused)["details"]) {
+  const json body = Json(refused);  // a range-for over a temporary's member would dangle
+  for (const json& d : body["details"]) {
     quota_failure |= d.value("@type", "") == "type.googleapis.com/google.rpc.QuotaFailure" &&
                      d["violations"][0]["subject"] == "user";
   }
