@@ -44,10 +44,13 @@ class Wire {
     std::lock_guard lock(mu_);
     return frames_;
   }
+  // The newest response with this id: a poll that repeats a request id must see each new
+  // answer, not the first one again.
   std::optional<json> Response(int id) {
-    for (const json& f : Frames()) {
-      if (f.contains("id") && f["id"] == id) {
-        return f;
+    std::vector<json> frames = Frames();
+    for (auto f = frames.rbegin(); f != frames.rend(); ++f) {
+      if (f->contains("id") && (*f)["id"] == id) {
+        return *f;
       }
     }
     return std::nullopt;
@@ -120,9 +123,9 @@ TEST_F(StandinExecSessionTest, WriteFileThenReadFileRoundTripsBytesAndRefusesNat
   ASSERT_TRUE(server.OnFrame(R"({"method":"initialized"})"));
 
   const std::string bytes("hello\0world\n\xff", 13);
-  json wrote =
-      Call(server, wire, 3, "fs/writeFile",
-           {{"path", Uri("f.bin")}, {"dataBase64", api::Base64Encode(bytes)}, {"sandbox", nullptr}});
+  json wrote = Call(
+      server, wire, 3, "fs/writeFile",
+      {{"path", Uri("f.bin")}, {"dataBase64", api::Base64Encode(bytes)}, {"sandbox", nullptr}});
   ASSERT_TRUE(wrote.contains("result")) << wrote.dump();
   EXPECT_EQ(wrote["result"], json::object());
   std::ifstream on_disk(dir_ / "f.bin", std::ios::binary);
@@ -154,8 +157,9 @@ TEST_F(StandinExecSessionTest, WriteFeedsPipedStdinAndReadReturnsOutputExitAndCl
                        {"tty", false},
                        {"pipeStdin", true}});
   EXPECT_EQ(started["result"], (json{{"processId", "p1"}, {"sandboxType", "none"}}));
-  json wrote = Call(server, wire, 3, "process/write",
-                    {{"processId", "p1"}, {"chunk", api::Base64Encode("hello\n")}, {"writeId", "w1"}});
+  json wrote =
+      Call(server, wire, 3, "process/write",
+           {{"processId", "p1"}, {"chunk", api::Base64Encode("hello\n")}, {"writeId", "w1"}});
   EXPECT_EQ(wrote["result"]["status"], "accepted");
 
   // waitMs blocks until something after afterSeq exists; poll until the process is closed.
@@ -272,9 +276,10 @@ TEST_F(StandinExecSessionTest, ProcessesSurviveADroppedConnectionAndAResumeReads
                   {"writeId", "w"}})["result"]["status"],
             "accepted");
   json read;
+  int id = 3;
   ASSERT_TRUE(PollUntil(
       [&] {
-        read = Call(resumed, second, 3, "process/read",
+        read = Call(resumed, second, id++, "process/read",
                     {{"processId", "slow"}, {"afterSeq", 0}, {"waitMs", 500}})["result"];
         return read.value("closed", false);
       },
