@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 #include "api/text.h"
 
@@ -507,6 +509,28 @@ class HttpServer::Impl {
     }
   }
 
+  // After an early answer (413 or 431, sent once the head is read), the client may still be
+  // writing the body it announced. Closing a socket with unread bytes sends a reset, which can
+  // destroy the answer before the client reads it (it then sees only "failed to write the
+  // request body"). So, as web servers do (lingering close): stop sending, then read and drop
+  // what arrives until the client closes, at most kMaxDrainBytes and, through the janitor,
+  // read_timeout.
+  template <class Stream>
+  static void DrainBeforeClose(Stream& stream, ConnState& state) {
+    constexpr size_t kMaxDrainBytes = size_t{64} << 20;
+    beast::error_code ec;
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      stream.shutdown(tcp::socket::shutdown_send, ec);
+    }
+    state.reading_since_ms = NowMs();
+    std::array<char, 16384> scratch{};
+    size_t drained = 0;
+    while (!ec && drained < kMaxDrainBytes) {
+      drained += stream.read_some(asio::buffer(scratch), ec);
+    }
+    state.reading_since_ms = 0;
+  }
+
   template <class Stream>
   void Serve(Stream& stream, ConnState& state, const std::string& remote) {
     beast::flat_buffer buffer;
@@ -538,6 +562,7 @@ class HttpServer::Impl {
           res.keep_alive(false);
           res.prepare_payload();
           http::write(stream, res, ec);
+          DrainBeforeClose(stream, state);
         } else if (ec == http::error::header_limit) {
           http::response<http::string_body> res{http::status::request_header_fields_too_large, 11};
           res.set(http::field::content_type, "application/json");
@@ -545,6 +570,7 @@ class HttpServer::Impl {
           res.keep_alive(false);
           res.prepare_payload();
           http::write(stream, res, ec);
+          DrainBeforeClose(stream, state);
         }
         return;
       }

@@ -8,9 +8,10 @@
 // A handler that does neither gets 500.
 //
 // Bounds (HttpServerOptions): the request head (8 KiB) and body (max_body_bytes; 413 with a JSON
-// error above it), concurrent connections (max_connections; the next one is answered 503 and
-// closed), and silence while reading a request (read_timeout; the connection is closed). With
-// TLS, the handshake has the same timeout.
+// error above it, answered as soon as the head announces it; the rest of the body is read and
+// dropped before the close, so the client reads the answer instead of a reset), concurrent
+// connections (max_connections; the next one is answered 503 and closed), and silence while reading
+// a request (read_timeout; the connection is closed). With TLS, the handshake has the same timeout.
 //
 // Thread-safety: Start/Stop from one owner thread; the handler is called concurrently from
 // connection threads and must be thread-safe. Stop() closes the listener and every open
