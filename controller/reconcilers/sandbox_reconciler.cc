@@ -278,20 +278,24 @@ StatusOr<ReconcileResult> SandboxReconciler::StartStopped(Target& t, const std::
   return ReconcileResult::RequeueAfter(options_.transition_requeue);
 }
 
-// A sandbox this object created or started (Ready was Creating, Starting or Pending) that is now
-// STOPPING or STOPPED never ran: its provisioning failed (reference §4). Confirmed with a GET
-// (a stale view must not cost a backoff), counted, reported and delayed. Nothing for any other
-// state or history; a result when this reconcile ends here.
+// A sandbox this object created or started (Ready was Creating, Starting or Pending; for power
+// OnDemand, Waking: a wake it started) that is now STOPPING or STOPPED never ran:
+// its provisioning failed (reference §4). Confirmed with a GET (a stale view must not cost a
+// backoff), counted, reported and delayed. Nothing for any other state or history (Waking while
+// it was still STOPPING is a wake waiting for STOPPED, not a failure); a result when this
+// reconcile ends here.
 StatusOr<std::optional<ReconcileResult>> SandboxReconciler::CheckProvisioning(
     Target& t, const databricks::Sandbox& live) {
-  if (t.spec().power != api::Power::kRunning ||
+  if (t.spec().power == api::Power::kStopped ||
       (live.state != SandboxState::kStopping && live.state != SandboxState::kStopped)) {
     return std::optional<ReconcileResult>();
   }
   const api::Condition* ready = api::FindCondition(t.before().conditions, condition::kReady);
   const bool was_provisioning =
-      ready != nullptr && (ready->reason == reason::kCreating ||
-                           ready->reason == reason::kStarting || ready->reason == reason::kPending);
+      ready != nullptr &&
+      (ready->reason == reason::kCreating || ready->reason == reason::kStarting ||
+       ready->reason == reason::kPending ||
+       (ready->reason == reason::kWaking && t.before().state != "STOPPING"));
   if (!was_provisioning) {
     if (ready != nullptr && ready->reason == reason::kProvisioningFailed &&
         live.state == SandboxState::kStopping) {

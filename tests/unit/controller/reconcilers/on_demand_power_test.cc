@@ -218,6 +218,36 @@ TEST_F(OnDemandTest, ATaskArrivingWhileItStopsWaitsForStoppedThenStartsIt) {
   EXPECT_EQ(clouds_.api().Calls("start"), 1);
 }
 
+// A wake whose provisioning fails (PENDING → STOPPED, reference §4) is counted and reported as
+// for power Running, and started again only after the backoff, not in a hot loop; a later wake
+// that runs clears the count.
+TEST_F(OnDemandTest, AWakeWhoseProvisioningFailsIsCountedAndStartedAgainOnABackoff) {
+  ASSERT_NO_FATAL_FAILURE(BringToSleep());
+  CreateTask("t1");
+  ReconcileBox();
+  ASSERT_EQ(clouds_.api().Calls("start"), 1);
+  EXPECT_EQ(BoxReady(), "False/Waking");
+
+  SetLive(SandboxState::kStopped);
+  ReconcileResult r = ReconcileBox();
+  EXPECT_EQ(BoxReady(), "False/ProvisioningFailed");
+  EXPECT_EQ(Get(Kind::kSandbox, "box").sandbox_status().provisioning_failures, 1);
+  EXPECT_FALSE(Get(Kind::kSandbox, "box").sandbox_status().next_start_after.empty());
+  EXPECT_EQ(r.after, std::chrono::milliseconds(10'000));
+  ReconcileBox();  // woken early: no start before the backoff
+  EXPECT_EQ(clouds_.api().Calls("start"), 1);
+
+  clock_.Advance(10s);
+  ReconcileBox();
+  EXPECT_EQ(clouds_.api().Calls("start"), 2);
+  EXPECT_EQ(BoxReady(), "False/Waking");
+  SetLive(SandboxState::kRunning);
+  ReconcileBox();
+  EXPECT_EQ(BoxReady(), "True/Running");
+  EXPECT_EQ(Get(Kind::kSandbox, "box").sandbox_status().provisioning_failures, 0);
+  EXPECT_EQ(clouds_.api().Calls("create"), 1);
+}
+
 TEST_F(OnDemandTest, AHoldKeepsAStopOffAndAStopKeepsNewHoldsOff) {
   BringUpWorker();
   const Object box = Get(Kind::kSandbox, "box");
