@@ -489,6 +489,7 @@ int Main(int argc, char** argv) {
   }
   AgentTaskReconcilerOptions task_options;
   task_options.power = &power;
+  task_options.enqueuer = &manager;  // input POSTs in the background (held up to 5 minutes)
   AgentTaskReconciler tasks(*store, clouds, clock, &manager.dependencies(), task_options,
                             streams.get());
   power.Attach([&manager](const api::ObjectKey& key) { manager.queue().Add(key); },

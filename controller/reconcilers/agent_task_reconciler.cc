@@ -74,6 +74,16 @@ bool CreatedBefore(const Object& a, const Object& b) {
          std::tie(b.metadata.creation_timestamp, b.metadata.name);
 }
 
+// The input POST's refusal, if it has one: a definite answer (not transient), which the task
+// reports as its error. In flight, not started, accepted or failed transiently: nullopt.
+std::optional<Status> Refused(const InputSubmitter::Outcome& post) {
+  if (post.state != InputSubmitter::State::kDone || post.status.ok() ||
+      ClassifyError(post.status).transient()) {
+    return std::nullopt;
+  }
+  return post.status;
+}
+
 Store::TaskLogEntry Line(LogKind kind, std::string text, std::string item_id = "") {
   Store::TaskLogEntry e;
   e.kind = kind;
@@ -106,7 +116,8 @@ AgentTaskReconciler::AgentTaskReconciler(Store& store, CloudClients& clouds, Clo
       streams_(streams),
       own_log_(store),
       log_(streams != nullptr ? streams->log() : own_log_),
-      resubmit_backoff_(options.resubmit) {}
+      resubmit_backoff_(options.resubmit),
+      submitter_(options.enqueuer) {}
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Reconcile(const api::ObjectKey& key,
                                                          std::stop_token stop) {
@@ -157,8 +168,18 @@ Clock::WallTime AgentTaskReconciler::NextResubmit(const Target& t) {
   return r.last + resubmit_backoff_.Delay(r.posts);
 }
 
+void AgentTaskReconciler::PostInput(Target& t) {
+  submitter_.Start(t.key(), t.object.metadata.uid,
+                   [agents = t.agents, session = t.status().session_id, input = t.spec().input,
+                    key = t.status().idempotency_key](std::stop_token stop) {
+                     return agents->SendEvents(session, {openai::InputEvent::UserMessage(input)},
+                                               key, stop);
+                   });
+}
+
 void AgentTaskReconciler::Release(Target& t) {
   const std::string& uid = t.object.metadata.uid;
+  submitter_.Forget(uid);
   if (streams_ != nullptr && !t.status().session_id.empty()) {
     streams_->Unwatch(t.status().session_id, uid);
   }
@@ -320,14 +341,15 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
     std::lock_guard lock(mu_);
     resubmits_[t.object.metadata.uid] = Resubmits{1, clock_.Now()};
   }
-  Status sent = t.agents->SendEvents(session, {openai::InputEvent::UserMessage(t.spec().input)},
-                                     st.idempotency_key, t.stop);
-  if (!sent.ok() && !ClassifyError(sent).transient()) {
-    t.status().result.error = {std::string(ClassifyError(sent).reason), sent.message()};
+  PostInput(t);
+  // In flight (the usual case: Follow reads the outcome when the POST ends and enqueues the
+  // task), or done already (synchronous). A transient failure may or may not have reached the
+  // service: Follow re-POSTs with the same key if no turn appears. With the stream open,
+  // turn.created wakes the task.
+  if (std::optional<Status> refused = Refused(submitter_.Take(t.object.metadata.uid))) {
+    st.result.error = {std::string(ClassifyError(*refused).reason), refused->message()};
     return Finish(t, TaskPhase::kFailed);
   }
-  // A transient failure may or may not have reached the service: Follow re-POSTs with the same
-  // key if no turn appears. With the stream open, turn.created wakes the task.
   return ReconcileResult::RequeueAfter(streaming ? options_.stream_check : options_.poll_interval);
 }
 
@@ -373,29 +395,37 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
   };
 
   if (st.turn_id.empty()) {
+    // The input POST: refused (the service's error code ends the task), or still held by the
+    // service while it waits for an executor (no re-POST meanwhile: reference §2.2).
+    const InputSubmitter::Outcome post = submitter_.Take(uid);
+    if (std::optional<Status> refused = Refused(post)) {
+      st.result.error = {std::string(ClassifyError(*refused).reason), refused->message()};
+      return Finish(t, TaskPhase::kFailed);
+    }
+    const bool posting = post.state == InputSubmitter::State::kInFlight;
     std::string ours = view ? view->turn_id : "";
     const Clock::WallTime resubmit_at = NextResubmit(t);
-    if (ours.empty() && (poll || now >= resubmit_at)) {
+    if (ours.empty() && (poll || (!posting && now >= resubmit_at))) {
       ASSIGN_OR_RETURN(ours, FindTaskTurn(*t.agents, st.session_id, st.previous_turn_id, t.stop));
     }
+    if (ours.empty() && (posting || now < resubmit_at)) {
+      SetWaitingCondition(t);
+      return next_look(posting ? std::nullopt : std::optional<Clock::WallTime>(resubmit_at));
+    }
     if (ours.empty()) {
-      if (now < resubmit_at) {
-        return next_look(resubmit_at);
-      }
       // The POST may never have arrived; the same key makes a repeat harmless.
-      Status sent =
-          t.agents->SendEvents(st.session_id, {openai::InputEvent::UserMessage(t.spec().input)},
-                               st.idempotency_key, t.stop);
+      PostInput(t);
       {
         std::lock_guard lock(mu_);
         Resubmits& r = resubmits_[uid];
         r.posts = std::max(r.posts, 1) + 1;
         r.last = now;
       }
-      if (!sent.ok() && !ClassifyError(sent).transient()) {
-        st.result.error = {std::string(ClassifyError(sent).reason), sent.message()};
+      if (std::optional<Status> refused = Refused(submitter_.Take(uid))) {
+        st.result.error = {std::string(ClassifyError(*refused).reason), refused->message()};
         return Finish(t, TaskPhase::kFailed);
       }
+      SetWaitingCondition(t);
       return next_look(NextResubmit(t));
     }
     st.turn_id = ours;
@@ -446,17 +476,30 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
   if (poll) {
     SyncLog(t, /*final=*/false);
   }
+  SetWaitingCondition(t);
+  return next_look(std::nullopt);
+}
+
+// Completed=False while submitted or running: WaitingForExecutor when the worker's executor is
+// gone (the service holds the input, or the turn, for its connection wait), else TurnRunning
+// (Submitted before the turn exists) or Cancelling.
+void AgentTaskReconciler::SetWaitingCondition(Target& t) {
+  const api::AgentTaskStatus& st = t.status();
   if (ConditionFalse(t.worker, condition::kExecutorConnected) ||
       ConditionFalse(t.worker, condition::kExecutorRunning)) {
+    internal::SetCondition(
+        t.object, condition::kCompleted, ConditionStatus::kFalse, reason::kWaitingForExecutor,
+        "the executor of worker " + st.worker + " is not connected; the service holds the " +
+            (st.turn_id.empty() ? "input" : "turn") + " for its connection wait (5 minutes)",
+        clock_);
+  } else if (!st.cancel_reason.empty()) {
     internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
-                           reason::kWaitingForExecutor,
-                           "the executor of worker " + st.worker + " is not connected", clock_);
+                           reason::kCancelling, "", clock_);
   } else {
     internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
-                           st.cancel_reason.empty() ? reason::kTurnRunning : reason::kCancelling,
-                           "", clock_);
+                           st.turn_id.empty() ? reason::kSubmittedReason : reason::kTurnRunning, "",
+                           clock_);
   }
-  return next_look(std::nullopt);
 }
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase,

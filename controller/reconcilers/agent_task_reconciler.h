@@ -31,8 +31,14 @@
 //     read here (GetTurn, saved items) only when the stream cannot have seen everything: no
 //     stream, a stream not open (a slow fallback poll), or the task just bound to a stream after
 //     a restart (reference §2.6). Without streams (sbxd --once, unit tests) every pass polls.
-//   A submitted task with no turn re-POSTs its input with the same Idempotency-Key after the
-//     engine's Backoff (10 s doubling to 5 min; the service dedupes the key).
+//   The input POST runs in the background (InputSubmitter): while no executor is connected the
+//     service holds it up to 5 minutes. Meanwhile the task is Submitted with Completed=False
+//     reason WaitingForExecutor when its worker's executor is not connected; it continues when
+//     the service accepts the input, and fails with the service's error code (e.g. a connection
+//     wait that ran out) when it refuses it.
+//   A submitted task with no turn and no POST in flight re-POSTs its input with the same
+//     Idempotency-Key after the engine's Backoff (10 s doubling to 5 min; the service dedupes
+//     the key).
 //   Terminal → the rest of the turn's items go to the task log (assistant text, command lines,
 //     their output and exit codes), result.message = the last assistant message, usage, commands;
 //     then every collect path is read with exec-sync (collect_file.sh: at most maxBytes, base64)
@@ -59,6 +65,7 @@
 #include "controller/engine/clock.h"
 #include "controller/engine/dependency_index.h"
 #include "controller/engine/manager.h"
+#include "controller/reconcilers/input_submitter.h"
 #include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/session_event_streams.h"
 #include "controller/reconcilers/task_log_writer.h"
@@ -82,6 +89,9 @@ struct AgentTaskReconcilerOptions {
   // Power OnDemand: wakes the worker's sleeping sandbox and keeps a stop from crossing a
   // submission (on_demand_power.h); shared with the Sandbox reconciler. May be null.
   OnDemandPower* power = nullptr;
+  // Wakes a task when its input POST, made in the background (input_submitter.h), ends. Null:
+  // the POST is made inside the reconcile (sbxd --once, unit tests).
+  Enqueuer* enqueuer = nullptr;
 };
 
 class AgentTaskReconciler final : public Reconciler {
@@ -114,6 +124,9 @@ class AgentTaskReconciler final : public Reconciler {
   void SyncLog(Target& t, bool final);
   void Collect(Target& t);
   void Log(Target& t, const std::vector<Store::TaskLogEntry>& entries);
+  void SetWaitingCondition(Target& t);
+  // Starts the input POST (InputSubmitter), with the task's uid as Idempotency-Key.
+  void PostInput(Target& t);
   // When a submitted task without a turn may POST its input again.
   Clock::WallTime NextResubmit(const Target& t);
   // The task is done with its turn: unbind its stream, forget its log book and resubmits.
@@ -128,6 +141,7 @@ class AgentTaskReconciler final : public Reconciler {
   TaskLogWriter own_log_;
   TaskLogWriter& log_;
   const Backoff resubmit_backoff_;
+  InputSubmitter submitter_;
   struct Resubmits {
     int posts = 1;  // the first POST is Submit's
     Clock::WallTime last{};

@@ -356,15 +356,15 @@ TEST_F(AgentTaskContractTest, ARunningTaskWaitsForAKilledExecutorAndContinuesInT
 }
 
 // The executor killed while the task's input POST is held by the service (hold_inputs: as when no
-// executor is connected): the worker relaunches the executor before the hold ends, the input is
-// accepted once and the task Succeeds with one turn.
-// Not asserted (a known gap, reported on issue #13): the task does not show WaitingForExecutor
-// meanwhile, because the reconciler waits inside the held POST (send_events_timeout, 6 min).
+// executor is connected): the POST runs in the background, so the task shows WaitingForExecutor
+// (Submitted) while the relaunch is gated; the worker relaunches the executor before the hold
+// ends, the input is accepted once and the task Succeeds with one turn.
 TEST_F(AgentTaskContractTest, ASubmittedTaskSurvivesAKilledExecutorAndStartsOneTurn) {
   ASSERT_NO_FATAL_FAILURE(StartAll());
-  const json w = Worker("fixer");
+  const json w = Worker("fixer", {}, /*gated=*/true);
   const std::string session = S(w, "sessionId");
   const int64_t old_pid = Pid(w);
+  ASSERT_NO_FATAL_FAILURE(CloseGate("fixer"));  // the running executor is past its gate
 
   HttpResult hold = harness_.openai().Post("/_emulator/openai/sessions/" + session + "/hold_inputs",
                                            R"({"count":1,"release_after_ms":20000})");
@@ -373,6 +373,10 @@ TEST_F(AgentTaskContractTest, ASubmittedTaskSurvivesAKilledExecutorAndStartsOneT
                                "  collect:\n    - path: held.txt\n"));
   ASSERT_TRUE(WaitPhase("held", "Submitted")) << last_.dump(2);
   ASSERT_NO_FATAL_FAILURE(KillExecutor(old_pid));
+  ASSERT_TRUE(WaitTask("held", [](const json& t) { return HasReason(t, "WaitingForExecutor"); }))
+      << last_.dump(2);
+  EXPECT_EQ(Phase(last_), "Submitted") << last_.dump(2);
+  ASSERT_NO_FATAL_FAILURE(OpenGate("fixer"));
   ASSERT_TRUE(PollUntil(
       [&] {
         const json aw = Get("agentworker", "fixer");
