@@ -1,5 +1,10 @@
 # sbx_add_test(NAME <target> LABEL unit|integration|e2e SOURCES … LIBS …)
 # One GoogleTest executable; each TEST becomes a CTest test carrying the label.
+#
+# sbx_add_sbxd_test(NAME <target> LABEL … SOURCES … LIBS …)
+# The same for a test of the built binaries through tests/support/sbxd_harness.h: links the
+# harness, compiles in the paths of sbxd, sbxctl and sbx-emulator (SBXD_PATH, SBXCTL_PATH,
+# SBX_EMULATOR_PATH) and builds them first.
 include(GoogleTest)
 function(sbx_add_test)
   cmake_parse_arguments(T "" "NAME;LABEL" "SOURCES;LIBS" ${ARGN})
@@ -9,4 +14,20 @@ function(sbx_add_test)
   gtest_discover_tests(${T_NAME}
     PROPERTIES LABELS ${T_LABEL}
     DISCOVERY_TIMEOUT 60)
+endfunction()
+
+function(sbx_add_sbxd_test)
+  cmake_parse_arguments(T "" "NAME;LABEL" "SOURCES;LIBS" ${ARGN})
+  sbx_add_test(NAME ${T_NAME} LABEL ${T_LABEL} SOURCES ${T_SOURCES} LIBS sbx_test_harness ${T_LIBS})
+  sbx_use_built_binaries(${T_NAME})
+endfunction()
+
+# Compiles the paths of the built sbxd, sbxctl and sbx-emulator into `target` and builds them
+# before it.
+function(sbx_use_built_binaries target)
+  target_compile_definitions(${target} PRIVATE
+    SBXD_PATH="$<TARGET_FILE:sbxd>"
+    SBXCTL_PATH="$<TARGET_FILE:sbxctl>"
+    SBX_EMULATOR_PATH="$<TARGET_FILE:sbx-emulator>")
+  add_dependencies(${target} sbxd sbxctl sbx-emulator)
 endfunction()
