@@ -605,6 +605,12 @@ int Main(int argc, char** argv) {
     }
     m.counter("sbx_gc_deleted_total", "Sandboxes deleted by garbage collection", {})
         .RaiseTo(static_cast<double>(gc.deleted_total()));
+    m.counter("sbx_executor_exits_total",
+              "Executors sbx launched and then found exited (crashed, killed or refused)", {})
+        .RaiseTo(static_cast<double>(workers.executor_exits_total()));
+    m.counter("sbx_executor_relaunches_total",
+              "Executor launches after the first in a worker's session (after an exit, a stop)", {})
+        .RaiseTo(static_cast<double>(workers.executor_relaunches_total()));
     if (streams != nullptr) {
       m.gauge("sbx_session_streams_open", "Agent session event streams (SSE) open now", {})
           .Set(streams->open_streams());

@@ -572,6 +572,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Launch(Target& t, bool relaunch
   }
   if (relaunch) {
     ++executor.restarts;
+    ++executor_relaunches_total_;
   }
   executor.launched_at = FormatRfc3339(clock_.Now());
   events_.Normal(t.key(), "ExecutorLaunched",
@@ -714,6 +715,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::HandleDeadExecutor(Target& t,
                  "backoff)";
     }
     executor.last_exit_reason = exit_reason;
+    ++executor_exits_total_;
     executor.next_launch_after =
         FormatRfc3339(now + schedule_.CrashLoopDelay(exit_reason, ran, executor.restarts));
     events_.Warning(t.key(), exit_reason, "executor exited: " + message);

@@ -47,6 +47,7 @@
 // the reconciler.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -99,6 +100,11 @@ class AgentWorkerReconciler final : public Reconciler {
   api::StatusOr<ReconcileResult> Reconcile(const api::ObjectKey& key,
                                            std::stop_token stop) override;
 
+  // Executors sbx launched and then found exited (each exit once, before its crash-loop delay),
+  // and relaunches made (sbx_executor_exits_total, sbx_executor_relaunches_total).
+  int64_t executor_exits_total() const { return executor_exits_total_.load(); }
+  int64_t executor_relaunches_total() const { return executor_relaunches_total_.load(); }
+
  private:
   struct Target;
   // Kept in memory between reconciles; pure caches, whose loss on a restart costs one early
@@ -144,6 +150,9 @@ class AgentWorkerReconciler final : public Reconciler {
   SessionLifecycle sessions_;
   const ExecutorControl executor_;
   const ExecutorSchedule schedule_;
+
+  std::atomic<int64_t> executor_exits_total_{0};
+  std::atomic<int64_t> executor_relaunches_total_{0};
 
   std::mutex mu_;
   std::map<api::ObjectKey, Cache> caches_;  // Guarded by mu_.

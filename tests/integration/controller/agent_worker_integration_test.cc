@@ -380,6 +380,14 @@ TEST_F(AgentWorkerTest, RelaunchesAKilledExecutor) {
       << (*follow)->Stdout() << (*follow)->Stderr();
   (*follow)->Signal(SIGINT);
   EXPECT_EQ((*follow)->Wait(In(milliseconds(10'000))), 0);
+
+  // sbxd counts the exit and the relaunch (what an alert on crash loops reads).
+  const int port = SbxdHarness::MetricsPort(*sbxd_, kConverge);
+  ASSERT_GT(port, 0);
+  const std::string text =
+      HttpTestClient("http://127.0.0.1:" + std::to_string(port)).Get("/metrics").body;
+  EXPECT_THAT(text, HasSubstr("\nsbx_executor_exits_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("\nsbx_executor_relaunches_total 1\n"));
 }
 
 // d. Registration refused with 403 missing scope: Ready=False/MissingScope, and the executor is
