@@ -646,6 +646,18 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::Finalize(Target& t
     return std::optional<ReconcileResult>();  // no worker, no session to cancel in
   }
   RETURN_IF_ERROR(loaded);
+  // An input POST still held by the service would start a turn after the task is gone, which the
+  // worker's next task could take for its own: wait for its answer, then cancel what it started.
+  if (submitter_.Take(t.object.metadata.uid).state == InputSubmitter::State::kInFlight) {
+    internal::SetCondition(
+        t.object, condition::kCompleted, ConditionStatus::kFalse, reason::kCancelling,
+        "deleted while the service holds its input: waiting for its answer", clock_);
+    return std::optional<ReconcileResult>(ReconcileResult::RequeueAfter(options_.poll_interval));
+  }
+  if (st.turn_id.empty()) {
+    ASSIGN_OR_RETURN(st.turn_id,
+                     FindTaskTurn(*t.agents, st.session_id, st.previous_turn_id, t.stop));
+  }
   if (st.cancel_reason.empty()) {
     RETURN_IF_ERROR(
         t.agents->SendEvents(st.session_id, {openai::InputEvent::Cancel()}, "", t.stop));

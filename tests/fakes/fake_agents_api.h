@@ -121,11 +121,18 @@ class FakeAgentsApi final : public oa::AgentsApi {
     return api::OkStatus();
   }
   api::Status SendEvents(const std::string& id, const std::vector<oa::InputEvent>& events,
-                         const std::string& idempotency_key, std::stop_token) override {
-    std::lock_guard lock(mu_);
+                         const std::string& idempotency_key, std::stop_token stop) override {
     const bool has_message = std::any_of(events.begin(), events.end(), [](const oa::InputEvent& e) {
       return e.kind == oa::InputEvent::Kind::kMessage;
     });
+    if (has_message) {
+      // HoldSends: the service holds the POST while no executor is connected (reference §2.2).
+      std::unique_lock hold(hold_mu_);
+      if (!hold_cv_.wait(hold, stop, [this] { return !holding_; })) {
+        return api::CancelledError("stopped while the service held the input");
+      }
+    }
+    std::lock_guard lock(mu_);
     RETURN_IF_ERROR(Take(has_message ? "send" : "cancel"));
     auto it = sessions_.find(id);
     if (it == sessions_.end()) {
@@ -406,6 +413,19 @@ class FakeAgentsApi final : public oa::AgentsApi {
     std::lock_guard lock(mu_);
     auto_start_turns_ = start;
   }
+  // While held, a SendEvents with a message waits (before anything is recorded) until
+  // ReleaseSends, as the service holds the POST while no executor is connected.
+  void HoldSends() {
+    std::lock_guard hold(hold_mu_);
+    holding_ = true;
+  }
+  void ReleaseSends() {
+    {
+      std::lock_guard hold(hold_mu_);
+      holding_ = false;
+    }
+    hold_cv_.notify_all();
+  }
   // Every Idempotency-Key SendEvents received, repeats included, in order.
   std::vector<std::string> IdempotencyKeys() const {
     std::lock_guard lock(mu_);
@@ -659,6 +679,9 @@ class FakeAgentsApi final : public oa::AgentsApi {
     EmitSessionLocked(id, "agent.session.idle");
   }
 
+  std::mutex hold_mu_;
+  std::condition_variable_any hold_cv_;
+  bool holding_ = false;  // Guarded by hold_mu_.
   mutable std::mutex mu_;
   std::condition_variable_any cv_;  // signalled when a subscriber's queue or state changes
   int next_ = 0;                    // Guarded by mu_.

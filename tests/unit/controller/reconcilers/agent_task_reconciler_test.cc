@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
 #include "tests/support/fake_clock.h"
+#include "tests/support/poll.h"
 
 namespace sbx::controller {
 namespace {
@@ -182,6 +184,59 @@ TEST_F(AgentTaskReconcilerTest, ALostPostIsRepeatedWithTheSameKeyAndStartsOneTur
     EXPECT_EQ(key, uid);
   }
   EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kRunning);
+}
+
+class CountingEnqueuer final : public Enqueuer {
+ public:
+  void Enqueue(const api::ObjectKey&) override { ++count; }
+  void EnqueueDependents(const api::ObjectKey&) override {}
+  std::atomic<int> count{0};
+};
+
+// With an enqueuer the input POST runs in the background: a POST the service holds (no executor
+// connected) returns the reconcile at once, the task says WaitingForExecutor while the worker's
+// executor is gone, and a delete waits for the POST's answer, then cancels the turn it started
+// (a turn left behind would be taken by the worker's next task for its own).
+TEST_F(AgentTaskReconcilerTest, AHeldInputPostHoldsNoReconcileAndADeleteWaitsForItsAnswer) {
+  CountingEnqueuer enqueuer;
+  AgentTaskReconcilerOptions options;
+  options.enqueuer = &enqueuer;
+  reconciler_ = std::make_unique<AgentTaskReconciler>(*store_, clouds_, clock_, nullptr, options);
+  clouds_.agents().HoldSends();
+  CreateTask("t1");
+  Object t = Reconcile("t1");  // returns while the POST is held
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kSubmitted);
+  EXPECT_EQ(clouds_.agents().AcceptedInputs(session_), 0);
+
+  Object w = *store_->Get({Kind::kAgentWorker, "default", "w"});
+  w.agent_worker_status().conditions.push_back(
+      {"ExecutorConnected", api::ConditionStatus::kFalse, "EnvironmentDisconnected", "", "t", 1});
+  ASSERT_TRUE(store_->UpdateStatus(w).ok());
+  t = Reconcile("t1");
+  const api::Condition* c =
+      api::FindCondition(t.agent_task_status().conditions, api::condition::kCompleted);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->reason, "WaitingForExecutor");
+  EXPECT_EQ(clouds_.agents().IdempotencyKeys().size(), 0u);  // no second POST meanwhile
+
+  ASSERT_TRUE(store_->Delete({Kind::kAgentTask, "default", "t1"}).ok());
+  t = Reconcile("t1");  // the finalizer stays while the POST is held
+  EXPECT_FALSE(t.metadata.deletion_timestamp.empty());
+
+  clouds_.agents().ReleaseSends();  // accepted: a turn starts
+  ASSERT_TRUE(testing::PollUntil([&] { return enqueuer.count.load() > 0; },
+                                 testing::In(std::chrono::milliseconds(10'000))));
+  EXPECT_EQ(clouds_.agents().AcceptedInputs(session_), 1);
+  for (int pass = 0; pass < 3 && store_->Get({Kind::kAgentTask, "default", "t1"}).ok(); ++pass) {
+    (void)reconciler_->Reconcile({Kind::kAgentTask, "default", "t1"}, {});
+  }
+  EXPECT_EQ(store_->Get({Kind::kAgentTask, "default", "t1"}).status().code(),
+            api::StatusCode::kNotFound);
+  oa::ListParams newest;
+  newest.limit = 1;
+  const oa::TurnPage turns = *clouds_.agents().ListTurns(session_, newest, {});
+  ASSERT_EQ(turns.data.size(), 1u);
+  EXPECT_EQ(turns.data[0].status, oa::TurnStatus::kCancelled);
 }
 
 TEST_F(AgentTaskReconcilerTest, TimeoutFromSubmissionCancelsTheTurnAndEndsTimedOut) {
