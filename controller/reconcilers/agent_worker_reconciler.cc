@@ -199,7 +199,8 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   if (waiting) {
     return *waiting;
   }
-  t.facts = ExecutorFactsOf(t.status(), t.sandbox.sandbox_status().boot_id, t.cache.last_check);
+  t.facts = ExecutorFactsOf(t.status(), t.sandbox.sandbox_status().boot_id, t.cache.last_check,
+                            t.cache.launched);
 
   // 2. The session: created when missing; looked up again only before launching into it (the
   // environment status below reports a session lost later).
@@ -239,7 +240,8 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   const bool connected = env.status == openai::EnvironmentStatus::kConnected;
   if (schedule_.InConnectGrace(t.facts, connected, clock_.Now())) {
     // Just launched: give it time to connect before looking inside the sandbox.
-    return ReconcileResult::RequeueAfter(options_.schedule.verify_after_launch);
+    t.facts.last_check = t.cache.last_check;
+    return ReconcileResult::RequeueAfter(schedule_.DoubtCadence(t.facts));
   }
 
   // 5. The probe inside the sandbox: when the connection is in doubt, after a new boot, on the
@@ -564,7 +566,8 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Launch(Target& t, bool relaunch
   executor.spec_hash = ExecutorSpecHash(t.spec());
   executor.pid = report.pid;
   executor.next_launch_after.clear();
-  t.cache.last_check = clock_.Steady();  // the first status check is verify_after_launch away
+  t.cache.last_check = clock_.Steady();  // the first status check is verify_first away
+  t.cache.launched = t.cache.last_check;
   if (report.action == "running") {
     // Ours already runs for this environment (launched by a pass whose status write was lost).
     Set(t, condition::kExecutorRunning, ConditionStatus::kTrue, reason::kRunning, "");
@@ -581,7 +584,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Launch(Target& t, bool relaunch
   Set(t, condition::kExecutorRunning, ConditionStatus::kUnknown, reason::kLaunching,
       "executor launched");
   Set(t, condition::kReady, ConditionStatus::kFalse, reason::kLaunching, "executor launched");
-  return ReconcileResult::RequeueAfter(options_.schedule.verify_after_launch);
+  return ReconcileResult::RequeueAfter(options_.schedule.verify_first);
 }
 
 // A probe or launch report looked inside the sandbox now, in this boot.

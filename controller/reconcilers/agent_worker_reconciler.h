@@ -14,7 +14,8 @@
 //      CODEX_API_KEY only in the exec-sync envs — never argv, never logged — and reports like the
 //      probe; no probe comes first;
 //   4. the connection: GET /agents/environments/{id} (ExecutorConnected) every `status_interval`,
-//      and every `verify_after_launch` after a launch until connected;
+//      and after a launch until connected every `verify_after_launch` (sooner at first:
+//      ExecutorSchedule's verify_first, doubling);
 //   5. the probe, one exec-sync reporting whether the pid in /home/sandbox-agent/.sbx/<worker>/pid
 //      is alive for this environment and this boot, whether the workspace directory and the
 //      command exist, and the log tail: when a launched executor is not connected within
@@ -111,6 +112,7 @@ class AgentWorkerReconciler final : public Reconciler {
   // environment status check, or delays Ready=False by a few failures.
   struct Cache {
     std::optional<Clock::SteadyTime> last_check;  // the last environment status GET
+    std::optional<Clock::SteadyTime> launched;    // the last launch this sbxd made
     int failed_observations = 0;                  // consecutive transient failures
   };
 

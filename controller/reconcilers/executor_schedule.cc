@@ -44,7 +44,8 @@ ExecutorPhase PhaseOf(const api::Condition* running) {
 }  // namespace
 
 ExecutorFacts ExecutorFactsOf(const api::AgentWorkerStatus& status, const std::string& sandbox_boot,
-                              std::optional<Clock::SteadyTime> last_check) {
+                              std::optional<Clock::SteadyTime> last_check,
+                              std::optional<Clock::SteadyTime> launched) {
   ExecutorFacts f;
   f.phase = PhaseOf(api::FindCondition(status.conditions, condition::kExecutorRunning));
   const api::Condition* connected =
@@ -56,6 +57,7 @@ ExecutorFacts ExecutorFactsOf(const api::AgentWorkerStatus& status, const std::s
   f.launched_at = Time(status.executor.launched_at);
   f.last_probe_at = Time(status.executor.last_probe_at);
   f.last_check = last_check;
+  f.launched = launched;
   return f;
 }
 
@@ -74,8 +76,17 @@ milliseconds ExecutorSchedule::UntilStatusCheck(const ExecutorFacts& f,
   if (f.rebooted || !f.last_check) {
     return milliseconds(0);
   }
-  const milliseconds cadence = InDoubt(f) ? options_.verify_after_launch : NextLook(f.connected);
+  const milliseconds cadence = InDoubt(f) ? DoubtCadence(f) : NextLook(f.connected);
   return Until(*f.last_check + cadence, now);
+}
+
+milliseconds ExecutorSchedule::DoubtCadence(const ExecutorFacts& f) const {
+  if (f.phase != ExecutorPhase::kLaunched || !f.launched || !f.last_check ||
+      *f.last_check < *f.launched) {
+    return options_.verify_after_launch;
+  }
+  const auto since_launch = std::chrono::duration_cast<milliseconds>(*f.last_check - *f.launched);
+  return std::clamp(since_launch, options_.verify_first, options_.verify_after_launch);
 }
 
 bool ExecutorSchedule::InConnectGrace(const ExecutorFacts& f, bool connected,

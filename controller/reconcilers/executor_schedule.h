@@ -7,7 +7,10 @@
 //     auth_backoff; an executor that ran before it died is relaunched at once);
 //   * check the environment every `status_interval` while connected, every `connect_poll` while
 //     not, every `verify_after_launch` while the executor is in doubt (launched and not yet seen
-//     running, found down, or reported disconnected), and at once after a new boot;
+//     running, found down, or reported disconnected), and at once after a new boot; right after
+//     a launch of this sbxd's, sooner: `verify_first` after it, then each look as long after the
+//     launch again as the last one was (0.25, 0.5, 1, 2, 3 … s), because an executor usually
+//     connects within a fraction of a second and every look it waits for is time to Ready;
 //   * probe when the connection is in doubt (but not within `connect_grace` of a launch), after a
 //     new boot, and every `probe_interval`.
 // Everything it decides from comes from the worker's status (conditions and status.executor, so
@@ -31,6 +34,8 @@ struct ExecutorScheduleOptions {
   std::chrono::milliseconds probe_interval{std::chrono::minutes(5)};
   // After a launch: look at the environment this often until it is connected ...
   std::chrono::milliseconds verify_after_launch{std::chrono::seconds(1)};
+  // ... the first look this soon after a launch, the next ones doubling up to the above.
+  std::chrono::milliseconds verify_first{250};
   // ... or until this long has passed; then probe the executor inside the sandbox (an executor
   // that exits on start is diagnosed then). A connected executor needs no probe.
   std::chrono::milliseconds connect_grace{std::chrono::seconds(5)};
@@ -60,11 +65,13 @@ struct ExecutorFacts {
   std::optional<Clock::WallTime> launched_at;    // status.executor.launchedAt
   std::optional<Clock::WallTime> last_probe_at;  // status.executor.lastProbeAt
   std::optional<Clock::SteadyTime> last_check;   // cache: the last environment status GET
+  std::optional<Clock::SteadyTime> launched;     // cache: when this sbxd launched it
 };
 
 // The facts the worker's status records. `sandbox_boot` is the Sandbox's status.bootId.
 ExecutorFacts ExecutorFactsOf(const api::AgentWorkerStatus& status, const std::string& sandbox_boot,
-                              std::optional<Clock::SteadyTime> last_check);
+                              std::optional<Clock::SteadyTime> last_check,
+                              std::optional<Clock::SteadyTime> launched = std::nullopt);
 
 class ExecutorSchedule {
  public:
@@ -75,6 +82,10 @@ class ExecutorSchedule {
   // The executor's state is in doubt: looked at often, and probed when it is not connected.
   static bool InDoubt(const ExecutorFacts& f);
 
+  // How often to look at the environment while the executor is in doubt: verify_after_launch,
+  // or, launched by this sbxd and not yet seen running, the time from the launch to the last
+  // look, within [verify_first, verify_after_launch].
+  std::chrono::milliseconds DoubtCadence(const ExecutorFacts& f) const;
   // How long until the environment status is due; zero when it is due now.
   std::chrono::milliseconds UntilStatusCheck(const ExecutorFacts& f, Clock::SteadyTime now) const;
   // After a status check that found it not connected: launched less than connect_grace ago, so

@@ -295,7 +295,7 @@ TEST_F(AgentWorkerReconcilerTest, CreatesSessionLaunchesExecutorAndBecomesReadyW
   // Not connected yet: within the connect grace only the (cheap) environment is polled.
   auto polled = Reconcile();
   ASSERT_TRUE(polled.ok());
-  EXPECT_EQ(polled->after, 1s);
+  EXPECT_EQ(polled->after, 250ms);  // verify_first after its own launch
   EXPECT_EQ(clouds_.api().execs().size(), 1u);
   EXPECT_EQ(Cond("ExecutorRunning").reason, "Launching");
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "api/conditions.h"
 #include "tests/support/fake_clock.h"
 
@@ -74,6 +76,33 @@ TEST_F(ExecutorScheduleTest, ChecksOftenWhileInDoubtAndAtOnceWithoutACacheOrAfte
   status_.executor.probed_boot_id = "boot-0";
   EXPECT_TRUE(Facts(checked).rebooted);
   EXPECT_EQ(schedule_.UntilStatusCheck(Facts(checked), clock_.Steady()), 0s);
+}
+
+// Right after its own launch sbxd looks at 0.25, 0.5, 1, 2, 3 … s (an executor usually connects
+// within a fraction of a second); a launch it did not see (a restart lost the cache) and an
+// executor found down are looked at every verify_after_launch.
+TEST_F(ExecutorScheduleTest, LooksSoonAfterItsOwnLaunchThenLessOften) {
+  status_.executor.probed_boot_id = "boot-1";
+  SetCondition(condition::kExecutorRunning, ConditionStatus::kUnknown, reason::kLaunching);
+  const Clock::SteadyTime launched = clock_.Steady();
+  const auto until_next = [&] {
+    const ExecutorFacts f = ExecutorFactsOf(status_, "boot-1", clock_.Steady(), launched);
+    EXPECT_EQ(f.phase, ExecutorPhase::kLaunched);
+    return schedule_.UntilStatusCheck(f, clock_.Steady());
+  };
+  EXPECT_EQ(until_next(), 250ms);  // looked at the launch itself
+  std::vector<std::chrono::milliseconds> looks;
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(until_next());
+    looks.push_back(
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Steady() - launched));
+  }
+  EXPECT_EQ(looks, (std::vector<std::chrono::milliseconds>{250ms, 500ms, 1s, 2s, 3s}));
+  EXPECT_EQ(schedule_.UntilStatusCheck(Facts(clock_.Steady()), clock_.Steady()), 1s);
+  SetCondition(condition::kExecutorRunning, ConditionStatus::kFalse, reason::kExecutorExited);
+  EXPECT_EQ(schedule_.UntilStatusCheck(
+                ExecutorFactsOf(status_, "boot-1", clock_.Steady(), launched), clock_.Steady()),
+            1s);
 }
 
 TEST_F(ExecutorScheduleTest, ProbesOnTheProbeIntervalFromTheRecordedLastProbe) {
