@@ -272,7 +272,9 @@ int Run(const Flags& f) {
       }
       const json page = client.Call("databricks.list", "GET", url, std::nullopt);
       for (const json& s : page.value("sandboxes", json::array())) {
-        if (s.value("state", "") == "SANDBOX_STATE_RUNNING") {
+        // status.state, as the Sandbox API answers (reference: `status.state = SANDBOX_STATE_*`).
+        // Reading a top-level "state" saw no sandbox ever RUNNING: the client hung.
+        if (s.value(json::json_pointer("/status/state"), "") == "SANDBOX_STATE_RUNNING") {
           std::string name = s.value("name", "");
           if (const size_t slash = name.rfind('/'); slash != std::string::npos) {
             name = name.substr(slash + 1);
