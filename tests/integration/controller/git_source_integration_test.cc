@@ -223,7 +223,7 @@ TEST_F(GitSourceTest, CommitEditBrokenCommitRevertDeletedFileAndDeletionWithoutP
   ASSERT_TRUE(PollUntil(
       [&] {
         const json s = Source("apps");
-        return s.is_object() && !s["spec"].value("prune", true) &&
+        return s.is_object() && !s["spec"].value("prune", false) &&
                s["status"].value("observedGeneration", 0) == s["metadata"].value("generation", -1);
       },
       In(kSync)));

@@ -2,6 +2,9 @@
 // and the validation errors a user sees at file:line:col.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "api/codec.h"
@@ -144,6 +147,21 @@ TEST(GitSourceTest, CredentialsFollowTheSecretRulesAndTheUrl) {
                   "  credentials: {sshKeyFrom: {file: k}, tokenFrom: {file: t}}\n"),
             "sources/apps.yaml:8:3: spec.credentials: must set only one of sshKeyFrom or "
             "tokenFrom");
+}
+
+TEST(GitSourceTest, TheDeployExampleIsValid) {
+  const std::filesystem::path path =
+      std::filesystem::path(SBX_SOURCE_DIR) / "deploy" / "gitops" / "gitsource.yaml";
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(text.str(), "gitsource.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  ASSERT_EQ(ms->size(), 1u);
+  Manifest& m = (*ms)[0];
+  ApplyDefaults(m.object);
+  EXPECT_TRUE(Validate(m.object).ok()) << Validate(m.object);
+  EXPECT_EQ(m.object.git_source_spec().applyset, "gitsource-team-a-workers");
 }
 
 }  // namespace
