@@ -105,6 +105,11 @@ api::StatusOr<ReconcileResult> GitSourceReconciler::Converge(api::Object& source
     }
   }
   Sync(source, stop);
+  if (stop.stop_requested()) {
+    // A fetch cut short by shutdown says nothing about the repository: record nothing.
+    source.status = before;
+    return api::CancelledError("stopped during a sync");
+  }
   return ReconcileResult::RequeueAfter(interval);
 }
 
