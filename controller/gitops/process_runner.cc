@@ -82,7 +82,9 @@ std::string Resolve(const std::string& program, const std::vector<std::string>& 
     const std::string dir =
         path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
     if (!dir.empty()) {
-      const std::string candidate = dir + "/" + program;
+      std::string candidate = dir;
+      candidate += '/';
+      candidate += program;
       if (::access(candidate.c_str(), X_OK) == 0) {
         return candidate;
       }
