@@ -185,8 +185,10 @@ api::StatusOr<std::string> GitClient::Fetch(const std::string& key, const std::s
         "file:// repositories are not allowed by this sbxd (--git-allow-file-urls)");
   }
   std::error_code ec;
-  fs::create_directories(options_.cache_dir, ec);
-  fs::permissions(options_.cache_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  if (fs::create_directories(options_.cache_dir, ec)) {
+    // Created here: 0700. A mode the operator set on an existing directory is left alone.
+    fs::permissions(options_.cache_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  }
   const std::string dir = RepoDir(key);
   const GitAuth none;
   if (!fs::exists(fs::path(dir) / "HEAD")) {
