@@ -7,8 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace sbx::controller::gitops {
 namespace {
@@ -218,13 +220,31 @@ api::StatusOr<ProcessResult> PosixProcessRunner::Run(const ProcessSpec& spec,
       into.append(buffer, std::min(room, static_cast<size_t>(got)));
     }
   }
+  int wait_status = 0;
+  // A child that closed its output may still run: it gets the rest of the deadline too.
+  while (!abort) {
+    const pid_t done = ::waitpid(pid, &wait_status, WNOHANG);
+    if (done == pid) {
+      break;
+    }
+    if (done < 0 && errno != EINTR) {
+      return api::InternalError(Errno("waitpid"));
+    }
+    if (stop.stop_requested()) {
+      abort = api::CancelledError(spec.argv[0] + " stopped: sbxd is shutting down");
+    } else if (std::chrono::steady_clock::now() >= deadline) {
+      abort = api::DeadlineExceededError(spec.argv[0] + " did not finish within " +
+                                         std::to_string(spec.timeout.count() / 1000) + "s");
+    } else {
+      ::poll(nullptr, 0, 10);
+    }
+  }
   if (abort) {
     ::kill(-pid, SIGKILL);
-  }
-  int wait_status = 0;
-  while (::waitpid(pid, &wait_status, 0) < 0) {
-    if (errno != EINTR) {
-      return api::InternalError(Errno("waitpid"));
+    while (::waitpid(pid, &wait_status, 0) < 0) {
+      if (errno != EINTR) {
+        return api::InternalError(Errno("waitpid"));
+      }
     }
   }
   if (abort) {

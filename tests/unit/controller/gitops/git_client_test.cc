@@ -27,6 +27,34 @@ using ::testing::Not;
 
 constexpr char kToken[] = "ghp_SECRETTOKEN1234567890";
 
+// Aggregates spelled out in full (designated initializers would leave members to
+// -Wmissing-field-initializers).
+ProcessSpec Spec(std::vector<std::string> argv, std::vector<std::string> env,
+                 std::chrono::milliseconds timeout = std::chrono::minutes(1)) {
+  ProcessSpec spec;
+  spec.argv = std::move(argv);
+  spec.env = std::move(env);
+  spec.timeout = timeout;
+  return spec;
+}
+GitClientOptions Options(const fs::path& cache_dir, bool allow_file_urls = false) {
+  GitClientOptions options;
+  options.cache_dir = cache_dir.string();
+  options.allow_file_urls = allow_file_urls;
+  options.environment = {"PATH=/usr/bin:/bin"};
+  return options;
+}
+GitAuth Token(std::string token) {
+  GitAuth auth;
+  auth.token = std::move(token);
+  return auth;
+}
+GitAuth Key(std::string key) {
+  GitAuth auth;
+  auth.ssh_key = std::move(key);
+  return auth;
+}
+
 class TempDir {
  public:
   TempDir()
@@ -97,11 +125,11 @@ std::string Joined(const std::vector<std::string>& v) {
 TEST(GitClientTest, TheTokenGoesInAnEnvironmentHeaderNeverArgvOrMessages) {
   TempDir dir;
   FakeRunner runner;
-  GitClient git(runner, {.cache_dir = dir.path().string()});
+  GitClient git(runner, Options(dir.path()));
   api::GitRef ref;
   ref.branch = "main";
   api::StatusOr<std::string> commit =
-      git.Fetch("ns_a", "https://git.example.com/r.git", ref, {.token = kToken}, {});
+      git.Fetch("ns_a", "https://git.example.com/r.git", ref, Token(kToken), {});
   ASSERT_TRUE(commit.ok()) << commit.status();
   EXPECT_EQ(*commit, std::string(40, 'f'));
   const ProcessSpec& fetch = FetchSpec(runner);
@@ -122,7 +150,7 @@ TEST(GitClientTest, TheTokenGoesInAnEnvironmentHeaderNeverArgvOrMessages) {
   runner.fetch_err = std::string("fatal: auth failed for ") + kToken + " with " +
                      api::Base64Encode(std::string("x-access-token:") + kToken) + "\n";
   api::StatusOr<std::string> failed =
-      git.Fetch("ns_a", "https://git.example.com/r.git", ref, {.token = kToken}, {});
+      git.Fetch("ns_a", "https://git.example.com/r.git", ref, Token(kToken), {});
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), api::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(failed.status().message()), Not(HasSubstr(kToken)));
@@ -132,12 +160,12 @@ TEST(GitClientTest, TheTokenGoesInAnEnvironmentHeaderNeverArgvOrMessages) {
 TEST(GitClientTest, AnSshKeyIsA0600FileOnlyForTheFetch) {
   TempDir dir;
   FakeRunner runner;
-  GitClient git(runner, {.cache_dir = dir.path().string()});
+  GitClient git(runner, Options(dir.path()));
   api::GitRef ref;
   ref.tag = "v1";
   const std::string key =
       "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----";
-  ASSERT_TRUE(git.Fetch("ns_a", "git@h:r.git", ref, {.ssh_key = key}, {}).ok());
+  ASSERT_TRUE(git.Fetch("ns_a", "git@h:r.git", ref, Key(key), {}).ok());
   ASSERT_FALSE(runner.key_path.empty()) << Joined(FetchSpec(runner).env);
   EXPECT_EQ(runner.key_mode, 0600u);
   EXPECT_FALSE(fs::exists(runner.key_path)) << "the key outlived the fetch";
@@ -151,7 +179,7 @@ TEST(GitClientTest, AnSshKeyIsA0600FileOnlyForTheFetch) {
 TEST(GitClientTest, FileUrlsNeedTheOperatorsConsent) {
   TempDir dir;
   FakeRunner runner;
-  GitClient git(runner, {.cache_dir = dir.path().string()});
+  GitClient git(runner, Options(dir.path()));
   api::GitRef ref;
   ref.branch = "main";
   api::StatusOr<std::string> r = git.Fetch("ns_a", "file:///srv/r.git", ref, {}, {});
@@ -162,7 +190,7 @@ TEST(GitClientTest, FileUrlsNeedTheOperatorsConsent) {
 TEST(PosixProcessRunnerTest, PassesExactlyTheGivenEnvironment) {
   PosixProcessRunner runner;
   api::StatusOr<ProcessResult> r =
-      runner.Run({.argv = {"env"}, .env = {"PATH=/usr/bin:/bin", "ONLY=this"}}, {});
+      runner.Run(Spec({"env"}, {"PATH=/usr/bin:/bin", "ONLY=this"}), {});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->exit_code, 0);
   EXPECT_EQ(r->out, "PATH=/usr/bin:/bin\nONLY=this\n");
@@ -171,19 +199,36 @@ TEST(PosixProcessRunnerTest, PassesExactlyTheGivenEnvironment) {
 TEST(PosixProcessRunnerTest, KillsWhatOutlivesItsTimeout) {
   PosixProcessRunner runner;
   const auto start = std::chrono::steady_clock::now();
-  api::StatusOr<ProcessResult> r = runner.Run({.argv = {"sleep", "30"},
-                                               .env = {"PATH=/usr/bin:/bin"},
-                                               .timeout = std::chrono::milliseconds(300)},
-                                              {});
+  api::StatusOr<ProcessResult> r =
+      runner.Run(Spec({"sleep", "30"}, {"PATH=/usr/bin:/bin"}, std::chrono::milliseconds(300)), {});
   EXPECT_EQ(r.status().code(), api::StatusCode::kDeadlineExceeded);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
+TEST(PosixProcessRunnerTest, AChildThatClosedItsOutputStillHasADeadline) {
+  PosixProcessRunner runner;
+  const auto start = std::chrono::steady_clock::now();
+  api::StatusOr<ProcessResult> r =
+      runner.Run(Spec({"sh", "-c", "exec >&- 2>&-; sleep 30"}, {"PATH=/usr/bin:/bin"},
+                      std::chrono::milliseconds(300)),
+                 {});
+  EXPECT_EQ(r.status().code(), api::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(PosixProcessRunnerTest, ReportsTheExitCode) {
+  PosixProcessRunner runner;
+  api::StatusOr<ProcessResult> r =
+      runner.Run(Spec({"sh", "-c", "echo out; echo err >&2; exit 3"}, {"PATH=/usr/bin:/bin"}), {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(r->out, "out\n");
+  EXPECT_EQ(r->err, "err\n");
+}
+
 TEST(PosixProcessRunnerTest, AMissingProgramIsNotFound) {
   PosixProcessRunner runner;
-  EXPECT_EQ(runner.Run({.argv = {"no-such-program-sbx"}, .env = {"PATH=/usr/bin:/bin"}}, {})
-                .status()
-                .code(),
+  EXPECT_EQ(runner.Run(Spec({"no-such-program-sbx"}, {"PATH=/usr/bin:/bin"}), {}).status().code(),
             api::StatusCode::kNotFound);
 }
 
@@ -193,10 +238,9 @@ class RealGitTest : public ::testing::Test {
   void Git(std::vector<std::string> args) {
     args.insert(args.begin(), {"git", "-C", (dir_.path() / "work").string()});
     api::StatusOr<ProcessResult> r = runner_.Run(
-        {.argv = args,
-         .env = {"PATH=/usr/bin:/bin", "HOME=" + dir_.path().string(), "GIT_CONFIG_NOSYSTEM=1",
-                 "GIT_CONFIG_GLOBAL=/dev/null", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t",
-                 "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}},
+        Spec(args, {"PATH=/usr/bin:/bin", "HOME=" + dir_.path().string(), "GIT_CONFIG_NOSYSTEM=1",
+                    "GIT_CONFIG_GLOBAL=/dev/null", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t",
+                    "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"}),
         {});
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->exit_code, 0) << r->err;
@@ -222,9 +266,7 @@ TEST_F(RealGitTest, ReadsManifestsOfTheCommitTreeSkippingSymlinksAndRefusingLarg
   Git({"add", "--all"});
   Git({"commit", "--quiet", "-m", "one"});
 
-  GitClient git(runner_, {.cache_dir = (dir_.path() / "cache").string(),
-                          .allow_file_urls = true,
-                          .environment = {"PATH=/usr/bin:/bin"}});
+  GitClient git(runner_, Options(dir_.path() / "cache", /*allow_file_urls=*/true));
   api::GitRef ref;
   ref.branch = "main";
   api::StatusOr<std::string> commit =

@@ -77,9 +77,9 @@ class GitSourceReconcilerTest : public ::testing::Test {
     auto store = SqliteStore::Open(":memory:", SqliteStore::Options{});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
-    git_ = std::make_unique<gitops::GitClient>(
-        runner_, gitops::GitClientOptions{.cache_dir = ::testing::TempDir() + "gitsource-cache",
-                                          .environment = {}});
+    gitops::GitClientOptions options;
+    options.cache_dir = ::testing::TempDir() + "gitsource-cache";
+    git_ = std::make_unique<gitops::GitClient>(runner_, options);
     reconciler_ = std::make_unique<GitSourceReconciler>(*store_, clouds_, *git_, clock_);
   }
 
