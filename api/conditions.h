@@ -136,6 +136,8 @@ inline constexpr std::string_view kInvalidManifest = "InvalidManifest";  // file
 inline constexpr std::string_view kObjectNotAllowed = "ObjectNotAllowed";  // other namespace, kind
 inline constexpr std::string_view kEmptyPath = "EmptyPath";  // no manifests, prune not allowEmpty
 inline constexpr std::string_view kApplyFailed = "ApplyFailed";  // the store refused the apply
+inline constexpr std::string_view kApplysetConflict = "ApplysetConflict";  // shared, or members
+                                                                           // in other namespaces
 }  // namespace reason
 
 }  // namespace sbx::api

@@ -218,6 +218,10 @@ bool GitSourceReconciler::Sync(api::Object& source, std::stop_token stop) {
   apply.applyset = spec.applyset;
   apply.prune = spec.prune.enabled;
   apply.prune_allow_empty = spec.prune.allow_empty;
+  if (std::string conflict = ApplysetConflict(source, objects, apply); !conflict.empty()) {
+    Fail(source, reason::kApplysetConflict, "commit " + *commit + ": " + conflict);
+    return false;
+  }
   api::StatusOr<std::vector<ApplyResult>> applied = store_.Apply(objects, apply);
   if (!applied.ok()) {
     Fail(source, reason::kApplyFailed,
@@ -256,15 +260,64 @@ bool GitSourceReconciler::Sync(api::Object& source, std::stop_token stop) {
   return true;
 }
 
+std::string GitSourceReconciler::ApplysetConflict(const api::Object& source,
+                                                  const std::vector<api::Object>& objects,
+                                                  const ApplyOptions& apply) {
+  const std::string& ns = source.metadata.namespace_;
+  // Two GitSources on one applyset would prune each other's objects on every sync.
+  ListOptions sources;
+  sources.kind = api::Kind::kGitSource;
+  api::StatusOr<std::vector<api::Object>> all = store_.List(sources);
+  if (!all.ok()) {
+    return "cannot list GitSources: " + std::string(all.status().message());
+  }
+  for (const api::Object& other : *all) {
+    if (api::KeyOf(other) != api::KeyOf(source) &&
+        other.git_source_spec().applyset == apply.applyset) {
+      return "applyset \"" + apply.applyset + "\" is also the applyset of GitSource " +
+             other.metadata.namespace_ + "/" + other.metadata.name;
+    }
+  }
+  if (!apply.prune) {
+    return "";
+  }
+  // The namespace rule holds for pruning too: an applyset named after another namespace's set
+  // (sbxctl apply --applyset, or another GitSource's default) must not delete objects there.
+  ApplyOptions dry = apply;
+  dry.dry_run = true;
+  api::StatusOr<std::vector<ApplyResult>> would = store_.Apply(objects, dry);
+  if (!would.ok()) {
+    return "";  // the real apply reports it
+  }
+  for (const ApplyResult& r : *would) {
+    if (r.action == ApplyAction::kPruned && r.key.namespace_ != ns) {
+      return "applyset \"" + apply.applyset + "\" has members outside namespace \"" + ns + "\" (" +
+             r.key.ToString() + "); a GitSource prunes only in its own namespace";
+    }
+  }
+  return "";
+}
+
 api::StatusOr<std::optional<ReconcileResult>> GitSourceReconciler::Finalize(api::Object& source) {
   const api::GitSourceSpec& spec = source.git_source_spec();
   if (spec.prune.enabled) {
-    // Deleting the source with prune on deletes what it applied: an empty apply that prunes.
-    ApplyOptions apply;
-    apply.applyset = spec.applyset;
-    apply.prune = true;
-    apply.prune_allow_empty = true;
-    RETURN_IF_ERROR(store_.Apply({}, apply).status());
+    // Deleting the source with prune on deletes what it applied — the members of its applyset
+    // in its own namespace (found by a dry-run prune), never anything elsewhere.
+    ApplyOptions dry;
+    dry.applyset = spec.applyset;
+    dry.prune = true;
+    dry.prune_allow_empty = true;
+    dry.dry_run = true;
+    ASSIGN_OR_RETURN(std::vector<ApplyResult> members, store_.Apply({}, dry));
+    for (const ApplyResult& r : members) {
+      if (r.action != ApplyAction::kPruned || r.key.namespace_ != source.metadata.namespace_) {
+        continue;
+      }
+      api::StatusOr<DeleteOutcome> deleted = store_.Delete(r.key);
+      if (!deleted.ok() && deleted.status().code() != api::StatusCode::kNotFound) {
+        return deleted.status();
+      }
+    }
   }
   git_.Remove(GitCacheKey(api::KeyOf(source)));
   return std::optional<ReconcileResult>();

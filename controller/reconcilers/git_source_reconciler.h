@@ -8,6 +8,9 @@
 //     nothing: Ready=False with every error's "<path in repo>:<line>:<col>: …" and the commit
 //     in the message; the objects of the last good commit stay as they are;
 //   - a path with no manifests is refused (Ready=False, EmptyPath) unless prune.allowEmpty;
+//   - an applyset shared with another GitSource, or (with prune) with members outside the
+//     GitSource's namespace, refuses the sync (ApplysetConflict): a prune never reaches another
+//     namespace (checked by a dry run just before the apply);
 //   - what a GitSource may apply: objects of its own namespace only (an object that names no
 //     namespace, or "default", is put in it, like `sbxctl apply -n`), and no GitSource (a
 //     repository cannot create or change the sources sbxd pulls from). Anything else refuses
@@ -21,9 +24,9 @@
 // CloudClients::Secret, the one resolver of secret references (the operator's allowed
 // sources); the values reach git only (see git_client.h) and are scrubbed from every message.
 //
-// Deletion: with prune enabled, the members of the applyset are deleted (the controller
-// finalizer waits for that); with prune disabled they stay, unmanaged. The git cache of the
-// GitSource is removed either way.
+// Deletion: with prune enabled, the members of the applyset in the GitSource's namespace are
+// deleted (the controller finalizer waits for that); with prune disabled they stay, unmanaged. The
+// git cache of the GitSource is removed either way.
 //
 // Thread-safety: Reconcile may run on several workers at once for different keys; the counters
 // are safe to read from any thread. Collaborators must outlive the reconciler.
@@ -37,6 +40,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "api/resources.h"
 #include "api/validation.h"
@@ -78,6 +82,10 @@ class GitSourceReconciler final : public Reconciler {
   // Fetches, reads and applies; sets the conditions. Returns whether it applied.
   bool Sync(api::Object& source, std::stop_token stop);
   api::StatusOr<std::optional<ReconcileResult>> Finalize(api::Object& source);
+  // Why applying `objects` under `apply` must not go ahead ("" when it may): another GitSource
+  // has the same applyset, or the prune would delete objects outside the source's namespace.
+  std::string ApplysetConflict(const api::Object& source, const std::vector<api::Object>& objects,
+                               const ApplyOptions& apply);
   void Fail(api::Object& source, std::string_view reason, std::string message);
 
   Store& store_;

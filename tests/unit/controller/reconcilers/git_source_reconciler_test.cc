@@ -223,6 +223,40 @@ TEST_F(GitSourceReconcilerTest, FetchErrorsAndRefusedSecretsAreTheSourcesStatus)
   EXPECT_EQ(Ready().reason, "SecretNotAllowed");
 }
 
+TEST_F(GitSourceReconcilerTest, APruneNeverReachesAnotherNamespaceOrAnotherSourcesSet) {
+  // A set that already has a member in another namespace (sbxctl apply --applyset shared -n other).
+  api::Object theirs = api::MakeObject(api::Kind::kWorkspace, "theirs", "other");
+  ApplyOptions shared;
+  shared.applyset = "shared";
+  ASSERT_TRUE(store_->Apply({theirs}, shared).ok());
+  runner_.files = {{"deploy/a.yaml", Workspace("alpha", "1")}};
+  ApplySource(/*prune=*/true, [](api::GitSourceSpec& s) { s.applyset = "shared"; });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Ready().reason, "ApplysetConflict");
+  EXPECT_THAT(Ready().message, HasSubstr("Workspace/other/theirs"));
+  EXPECT_TRUE(store_->Get({api::Kind::kWorkspace, "other", "theirs"}).ok());
+  EXPECT_EQ(Version("alpha"), "<absent>");
+
+  // Deleting it (prune on) deletes nothing outside its namespace either.
+  ASSERT_TRUE(store_->Delete(kSource).ok());
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(store_->Get(kSource).status().code(), api::StatusCode::kNotFound);
+  auto kept = store_->Get({api::Kind::kWorkspace, "other", "theirs"});
+  ASSERT_TRUE(kept.ok());
+  EXPECT_TRUE(kept->metadata.deletion_timestamp.empty());
+
+  // Two GitSources on one applyset would prune each other.
+  ApplySource(/*prune=*/false, [](api::GitSourceSpec& s) { s.applyset = "apps-set"; });
+  api::Object second = api::MakeObject(api::Kind::kGitSource, "second");
+  second.git_source_spec().url = "https://h/r.git";
+  second.git_source_spec().ref.branch = "main";
+  second.git_source_spec().applyset = "apps-set";
+  ASSERT_TRUE(store_->Apply({second}, {}).ok());
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Ready().reason, "ApplysetConflict");
+  EXPECT_THAT(Ready().message, HasSubstr("GitSource default/second"));
+}
+
 TEST_F(GitSourceReconcilerTest, DeletionPrunesOnlyWithPrune) {
   runner_.files = {{"deploy/a.yaml", Workspace("alpha", "1")}};
   ApplySource(/*prune=*/false);
