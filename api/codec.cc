@@ -394,8 +394,9 @@ Status ReadKindName(const Ctx& ctx, const Field& f, Kind* out) {
     }
   }
   std::string problem = "unknown kind " + Quote(text) +
-                        " (expected one of: Workspace, Sandbox, AgentWorker, AgentTask";
-  if (std::string hint = Suggest(text, {"Workspace", "Sandbox", "AgentWorker", "AgentTask"});
+                        " (expected one of: Workspace, Sandbox, AgentWorker, AgentTask, GitSource";
+  if (std::string hint =
+          Suggest(text, {"Workspace", "Sandbox", "AgentWorker", "AgentTask", "GitSource"});
       !hint.empty()) {
     problem += "; did you mean " + Quote(hint) + "?";
   }
@@ -1096,6 +1097,81 @@ struct FieldsOf<AgentTaskStatus> {
   };
 };
 
+// -- GitSource
+
+template <>
+struct FieldsOf<GitRef> {
+  static constexpr std::string_view kShape = "a mapping {branch}, {tag} or {commit}";
+  static constexpr FieldRow<GitRef> kRows[] = {
+      Row<&GitRef::branch, Str>("branch"),
+      Row<&GitRef::tag, Str>("tag"),
+      Row<&GitRef::commit, Str>("commit"),
+  };
+};
+
+template <>
+struct FieldsOf<GitPrune> {
+  static constexpr std::string_view kShape = "true, false or a mapping {enabled, allowEmpty}";
+  static constexpr FieldRow<GitPrune> kRows[] = {
+      Row<&GitPrune::enabled, Bool>("enabled"),
+      Row<&GitPrune::allow_empty, Bool>("allowEmpty"),
+  };
+};
+
+// spec.prune: a boolean (shorthand for {enabled: B}) or the mapping. Written as the boolean
+// unless allowEmpty is set, so that the common case reads as it was written.
+struct GitPruneCodec {
+  using Value = GitPrune;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    if (f.node->type == Node::Type::kScalar) {
+      *out = GitPrune{};
+      return ReadBool(ctx, f, &out->enabled);
+    }
+    return Struct<GitPrune>::Read(ctx, f, out);
+  }
+  static Node Write(const Value& v) {
+    if (!v.allow_empty) {
+      return Node::Bool(v.enabled);
+    }
+    return Struct<GitPrune>::Write(v);
+  }
+};
+
+template <>
+struct FieldsOf<GitCredentials> {
+  static constexpr std::string_view kShape = "a mapping {sshKeyFrom} or {tokenFrom}";
+  static constexpr FieldRow<GitCredentials> kRows[] = {
+      Row<&GitCredentials::ssh_key_from, Struct<SecretRef>>("sshKeyFrom"),
+      Row<&GitCredentials::token_from, Struct<SecretRef>>("tokenFrom"),
+  };
+};
+
+template <>
+struct FieldsOf<GitSourceSpec> : PlainMapping {
+  static constexpr FieldRow<GitSourceSpec> kRows[] = {
+      Row<&GitSourceSpec::url, Str>("url"),
+      Row<&GitSourceSpec::ref, Struct<GitRef>>("ref"),
+      Row<&GitSourceSpec::path, Str>("path", kAlways),
+      Row<&GitSourceSpec::interval, Duration>("interval", kAlways),
+      Row<&GitSourceSpec::prune, GitPruneCodec>("prune"),
+      Row<&GitSourceSpec::applyset, Str>("applyset"),
+      Row<&GitSourceSpec::credentials, Struct<GitCredentials>>("credentials"),
+  };
+};
+
+template <>
+struct FieldsOf<GitSourceStatus> : PlainMapping {
+  static constexpr FieldRow<GitSourceStatus> kRows[] = {
+      Row<&GitSourceStatus::observed_generation, Int>("observedGeneration"),
+      Row<&GitSourceStatus::conditions, ListOf<Condition>>("conditions"),
+      Row<&GitSourceStatus::revision, Str>("revision"),
+      Row<&GitSourceStatus::last_applied_at, Str>("lastAppliedAt"),
+      Row<&GitSourceStatus::objects, Int32>("objects"),
+      Row<&GitSourceStatus::last_attempted_revision, Str>("lastAttemptedRevision"),
+      Row<&GitSourceStatus::last_attempt_at, Str>("lastAttemptAt"),
+  };
+};
+
 // ---- Whole objects ----------------------------------------------------------------------------
 
 // Spec and ResourceStatus are variants over the kinds' types: one alternative per kind.
@@ -1122,6 +1198,8 @@ Status ReadSpec(const Ctx& ctx, Kind kind, const Field& f, Spec* out) {
       return ReadAs<AgentWorkerSpec>(ctx, f, out);
     case Kind::kAgentTask:
       return ReadAs<AgentTaskSpec>(ctx, f, out);
+    case Kind::kGitSource:
+      return ReadAs<GitSourceSpec>(ctx, f, out);
   }
   return InternalError("unknown kind");
 }
@@ -1136,6 +1214,8 @@ Status ReadStatus(const Ctx& ctx, Kind kind, const Field& f, ResourceStatus* out
       return ReadAs<AgentWorkerStatus>(ctx, f, out);
     case Kind::kAgentTask:
       return ReadAs<AgentTaskStatus>(ctx, f, out);
+    case Kind::kGitSource:
+      return ReadAs<GitSourceStatus>(ctx, f, out);
   }
   return InternalError("unknown kind");
 }
@@ -1179,7 +1259,7 @@ StatusOr<Object> ReadObject(const Ctx& ctx, const Field& root) {
   if (!kind_field) {
     return Error(ctx, root.line, root.column, "kind",
                  "required field is missing (expected one of: Workspace, Sandbox, AgentWorker, "
-                 "AgentTask)");
+                 "AgentTask, GitSource)");
   }
   Kind kind = Kind::kSandbox;
   RETURN_IF_ERROR(ReadKindName(ctx, *kind_field, &kind));

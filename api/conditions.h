@@ -128,6 +128,16 @@ inline constexpr std::string_view kTimedOut = "TimedOut";
 inline constexpr std::string_view kUnreachable = "Unreachable";
 inline constexpr std::string_view kNothingToCheck = "NothingToCheck";
 inline constexpr std::string_view kInUse = "InUse";
+
+// GitSource: the commit was applied; or why not (nothing was applied then).
+inline constexpr std::string_view kApplied = "Applied";
+inline constexpr std::string_view kFetchFailed = "FetchFailed";          // git fetch, ref, path
+inline constexpr std::string_view kInvalidManifest = "InvalidManifest";  // file:line:col in message
+inline constexpr std::string_view kObjectNotAllowed = "ObjectNotAllowed";  // other namespace, kind
+inline constexpr std::string_view kEmptyPath = "EmptyPath";  // no manifests, prune not allowEmpty
+inline constexpr std::string_view kApplyFailed = "ApplyFailed";  // the store refused the apply
+inline constexpr std::string_view kApplysetConflict = "ApplysetConflict";  // shared, or members
+                                                                           // in other namespaces
 }  // namespace reason
 
 }  // namespace sbx::api

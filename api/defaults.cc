@@ -45,6 +45,16 @@ void ApplyDefaults(Object& object) {
     }
     case Kind::kAgentTask:
       break;  // timeout 30m and collect[].maxBytes 1Mi are the decoded defaults
+    case Kind::kGitSource: {
+      GitSourceSpec& spec = object.git_source_spec();
+      if (spec.path.empty()) {
+        spec.path = ".";
+      }
+      if (spec.applyset.empty()) {
+        spec.applyset = "gitsource-" + meta.namespace_ + "-" + meta.name;
+      }
+      break;
+    }
   }
 }
 

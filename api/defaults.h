@@ -13,6 +13,8 @@
 //   AgentWorker workspaceDirectory "/home/sandbox-agent/workspace", executor.command "codex";
 //            an inline sandbox template gets the Sandbox defaults for the Sandbox the worker
 //            owns, which is named after the worker (sandboxId "<namespace>-<worker name>").
+//   GitSource path "." , applyset "gitsource-<namespace>-<name>" (interval 1m is the decoded
+//            default)
 // Stateless functions; thread-safe.
 #pragma once
 

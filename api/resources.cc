@@ -38,6 +38,8 @@ std::string_view KindName(Kind kind) {
       return "AgentWorker";
     case Kind::kAgentTask:
       return "AgentTask";
+    case Kind::kGitSource:
+      return "GitSource";
   }
   return "Unknown";
 }
@@ -56,9 +58,12 @@ StatusOr<Kind> ParseKind(std::string_view text) {
   if (t == "agenttask" || t == "agenttasks" || t == "at") {
     return Kind::kAgentTask;
   }
+  if (t == "gitsource" || t == "gitsources" || t == "gs") {
+    return Kind::kGitSource;
+  }
   return InvalidArgumentError(
       "unknown kind \"" + std::string(text) +
-      "\" (expected Workspace|ws, Sandbox|sb, AgentWorker|aw or AgentTask|at)");
+      "\" (expected Workspace|ws, Sandbox|sb, AgentWorker|aw, AgentTask|at or GitSource|gs)");
 }
 
 std::string_view ConditionStatusName(ConditionStatus s) {
@@ -113,6 +118,17 @@ const AgentTaskStatus& Object::agent_task_status() const {
 }
 AgentTaskStatus& Object::agent_task_status() {
   return GetAs<AgentTaskStatus>(status, *this, "AgentTask");
+}
+
+const GitSourceSpec& Object::git_source_spec() const {
+  return GetAs<GitSourceSpec>(spec, *this, "GitSource");
+}
+GitSourceSpec& Object::git_source_spec() { return GetAs<GitSourceSpec>(spec, *this, "GitSource"); }
+const GitSourceStatus& Object::git_source_status() const {
+  return GetAs<GitSourceStatus>(status, *this, "GitSource");
+}
+GitSourceStatus& Object::git_source_status() {
+  return GetAs<GitSourceStatus>(status, *this, "GitSource");
 }
 
 std::string_view TaskPhaseName(TaskPhase phase) {
@@ -171,6 +187,10 @@ Object MakeObject(Kind kind, std::string name, std::string namespace_) {
     case Kind::kAgentTask:
       o.spec = AgentTaskSpec{};
       o.status = AgentTaskStatus{};
+      break;
+    case Kind::kGitSource:
+      o.spec = GitSourceSpec{};
+      o.status = GitSourceStatus{};
       break;
   }
   return o;

@@ -1,5 +1,5 @@
 // The sbx resource model (apiVersion sbx.dev/v1alpha1): Workspace, Sandbox, AgentWorker,
-// AgentTask.
+// AgentTask, GitSource.
 //
 // Plain value types, no I/O. `spec` is owned by the user (sbxctl writes it), `status` by the
 // controller. Field meanings follow DESIGN.md §2; YAML/JSON field names are the camelCase
@@ -34,13 +34,13 @@ inline constexpr std::string_view kControllerFinalizer = "sbx.dev/controller";
 // bump the generation and needs no spec edit (`sbxctl annotate` works too).
 inline constexpr std::string_view kCancelRequestedAnnotation = "sbx.dev/cancel-requested";
 
-enum class Kind { kWorkspace, kSandbox, kAgentWorker, kAgentTask };
+enum class Kind { kWorkspace, kSandbox, kAgentWorker, kAgentTask, kGitSource };
 inline constexpr Kind kAllKinds[] = {Kind::kWorkspace, Kind::kSandbox, Kind::kAgentWorker,
-                                     Kind::kAgentTask};
+                                     Kind::kAgentTask, Kind::kGitSource};
 
-// "Workspace", "Sandbox", "AgentWorker", "AgentTask".
+// "Workspace", "Sandbox", "AgentWorker", "AgentTask", "GitSource".
 std::string_view KindName(Kind kind);
-// Accepts the kind name in any case, its plural, and the short names ws, sb, aw, at:
+// Accepts the kind name in any case, its plural, and the short names ws, sb, aw, at, gs:
 // "sandbox", "Sandboxes", "sb" → kSandbox. kInvalidArgument names the accepted forms.
 StatusOr<Kind> ParseKind(std::string_view text);
 
@@ -379,11 +379,71 @@ struct AgentTaskStatus {
   friend bool operator==(const AgentTaskStatus&, const AgentTaskStatus&) = default;
 };
 
+// ---- GitSource (DESIGN §7.3) ---------------------------------------------------------------
+
+// GitSource.spec.interval: how often the repository is fetched (and re-applied).
+inline constexpr std::chrono::seconds kDefaultGitInterval{60};
+inline constexpr std::chrono::seconds kMinGitInterval{1};
+inline constexpr std::chrono::seconds kMaxGitInterval{24 * 60 * 60};
+
+// What to check out; exactly one field is set in a valid spec (there is no default branch).
+struct GitRef {
+  std::string branch;
+  std::string tag;
+  std::string commit;  // a full 40-hex commit id
+  friend bool operator==(const GitRef&, const GitRef&) = default;
+};
+
+// spec.prune: `true`/`false`, or `{enabled, allowEmpty}`. Enabled: members of the applyset that
+// are no longer in the path are deleted (sbxctl apply --prune). allowEmpty: a path with no
+// manifests at all prunes every member instead of being refused (--prune-allow-empty).
+// Deleting a GitSource with prune enabled deletes the members of its applyset (a finalizer);
+// with prune disabled they stay.
+struct GitPrune {
+  bool enabled = false;
+  bool allow_empty = false;  // "allowEmpty"
+  friend bool operator==(const GitPrune&, const GitPrune&) = default;
+};
+
+// At most one is set. sshKeyFrom: a private key (an ssh:// or scp-like url); tokenFrom: an
+// HTTPS token, sent as the password of basic authentication (user "x-access-token"). Secret
+// references, resolved like every other one (api/validation.h ValidateSecretRef).
+struct GitCredentials {
+  SecretRef ssh_key_from;  // "sshKeyFrom"
+  SecretRef token_from;    // "tokenFrom"
+  friend bool operator==(const GitCredentials&, const GitCredentials&) = default;
+};
+
+struct GitSourceSpec {
+  std::string url;  // https://, ssh://, user@host:path, or file:// (operator-enabled)
+  GitRef ref;
+  std::string path = ".";  // directory within the repository, read recursively
+  std::chrono::seconds interval = kDefaultGitInterval;  // 1s–24h
+  GitPrune prune;
+  std::string applyset;  // defaulted to "gitsource-<namespace>-<name>"
+  GitCredentials credentials;
+  friend bool operator==(const GitSourceSpec&, const GitSourceSpec&) = default;
+};
+
+struct GitSourceStatus {
+  int64_t observed_generation = 0;
+  std::vector<Condition> conditions;  // Synced, Ready
+  std::string revision;               // the commit last applied
+  std::string last_applied_at;        // "lastAppliedAt", RFC 3339
+  int32_t objects = 0;                // objects in the last applied commit
+  // The commit of the last attempt (applied or refused): a failing commit is retried only
+  // after `interval`, like every sync.
+  std::string last_attempted_revision;  // "lastAttemptedRevision"
+  std::string last_attempt_at;          // "lastAttemptAt", RFC 3339
+  friend bool operator==(const GitSourceStatus&, const GitSourceStatus&) = default;
+};
+
 // ---- The envelope ---------------------------------------------------------------------------
 
-using Spec = std::variant<WorkspaceSpec, SandboxSpec, AgentWorkerSpec, AgentTaskSpec>;
-using ResourceStatus =
-    std::variant<WorkspaceStatus, SandboxStatus, AgentWorkerStatus, AgentTaskStatus>;
+using Spec =
+    std::variant<WorkspaceSpec, SandboxSpec, AgentWorkerSpec, AgentTaskSpec, GitSourceSpec>;
+using ResourceStatus = std::variant<WorkspaceStatus, SandboxStatus, AgentWorkerStatus,
+                                    AgentTaskStatus, GitSourceStatus>;
 
 // One object of any kind. Invariant: spec and status hold the alternative matching `kind`
 // (use MakeObject to get a consistent one).
@@ -411,6 +471,10 @@ struct Object {
   AgentTaskSpec& agent_task_spec();
   const AgentTaskStatus& agent_task_status() const;
   AgentTaskStatus& agent_task_status();
+  const GitSourceSpec& git_source_spec() const;
+  GitSourceSpec& git_source_spec();
+  const GitSourceStatus& git_source_status() const;
+  GitSourceStatus& git_source_status();
 
   // The conditions of whichever status this object has.
   const std::vector<Condition>& conditions() const;

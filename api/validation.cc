@@ -425,6 +425,162 @@ Status ValidateAgentTask(const AgentTaskSpec& s) {
   return OkStatus();
 }
 
+// A git URL a manifest may name: https:// (http:// only for a loopback host), ssh://,
+// scp-like "user@host:path", or file:// (sbxd refuses file:// unless its operator allowed it).
+// No password in the URL (credentials come from spec.credentials), no spaces or control
+// characters, nothing git could read as an option.
+std::string ValidateGitUrl(std::string_view url) {
+  if (url.empty()) {
+    return "required field is missing";
+  }
+  if (url.size() > 2048) {
+    return "must be at most 2048 characters";
+  }
+  for (char c : url) {
+    if (c == ' ' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return "must not contain spaces or control characters";
+    }
+  }
+  if (url.front() == '-') {
+    return "must not start with '-'";
+  }
+  if (url.find("::") != std::string_view::npos) {  // git's "<helper>::<address>" (ext::, fd::)
+    return "must not name a git remote helper (\"::\"), got " + Quote(url);
+  }
+  if (url.starts_with("file://")) {
+    return url.size() > 7 ? "" : "file:// needs a path";
+  }
+  const bool https = url.starts_with("https://");
+  const bool http = url.starts_with("http://");
+  const bool ssh = url.starts_with("ssh://");
+  if (https || http || ssh) {
+    const std::optional<std::string_view> authority = Authority(url);
+    if (!authority || authority->empty()) {
+      return "has no host, got " + Quote(url);
+    }
+    const size_t at = authority->find('@');
+    if (at != std::string_view::npos && (https || http)) {
+      return "must not contain user info (put a token in spec.credentials.tokenFrom), got " +
+             Quote(url);
+    }
+    if (at != std::string_view::npos && authority->substr(0, at).find(':') != std::string::npos) {
+      return "must not contain a password (use spec.credentials.sshKeyFrom)";
+    }
+    if (http && !IsLoopbackUrl(url)) {
+      return "must use https:// (plain http:// only for a loopback host), got " + Quote(url);
+    }
+    return "";
+  }
+  // scp-like: [user@]host:path, with no "://".
+  const size_t colon = url.find(':');
+  if (url.find("://") == std::string_view::npos && colon != std::string_view::npos && colon > 0 &&
+      colon + 1 < url.size() && url.substr(0, colon).find('/') == std::string_view::npos) {
+    return "";
+  }
+  return "must start with https://, ssh://, file:// or be user@host:path, got " + Quote(url);
+}
+
+// A branch or tag name git accepts as a plain ref name (git check-ref-format, simplified), and
+// that cannot be read as an option.
+std::string ValidateGitRefName(std::string_view name) {
+  if (name.size() > 255) {
+    return "must be at most 255 characters";
+  }
+  if (name.front() == '-' || name.front() == '/' || name.back() == '/' || name.back() == '.' ||
+      name.ends_with(".lock")) {
+    return "is not a valid git ref name: " + Quote(name);
+  }
+  if (name.find("..") != std::string_view::npos || name.find("@{") != std::string_view::npos ||
+      name.find("//") != std::string_view::npos) {
+    return "is not a valid git ref name: " + Quote(name);
+  }
+  for (char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f || c == ' ' || c == '~' || c == '^' || c == ':' || c == '?' ||
+        c == '*' || c == '[' || c == '\\') {
+      return "is not a valid git ref name: " + Quote(name);
+    }
+  }
+  return "";
+}
+
+Status ValidateGitSource(const GitSourceSpec& s, const ValidationOptions& o) {
+  if (std::string problem = ValidateGitUrl(s.url); !problem.empty()) {
+    return Invalid("spec.url", problem);
+  }
+  const int refs = static_cast<int>(!s.ref.branch.empty()) + static_cast<int>(!s.ref.tag.empty()) +
+                   static_cast<int>(!s.ref.commit.empty());
+  if (refs != 1) {
+    return Invalid("spec.ref", refs == 0 ? "must set one of branch, tag or commit"
+                                         : "must set only one of branch, tag or commit");
+  }
+  if (!s.ref.branch.empty()) {
+    if (std::string p = ValidateGitRefName(s.ref.branch); !p.empty()) {
+      return Invalid("spec.ref.branch", p);
+    }
+  }
+  if (!s.ref.tag.empty()) {
+    if (std::string p = ValidateGitRefName(s.ref.tag); !p.empty()) {
+      return Invalid("spec.ref.tag", p);
+    }
+  }
+  if (!s.ref.commit.empty() &&
+      ((s.ref.commit.size() != 40 && s.ref.commit.size() != 64) ||
+       s.ref.commit.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+    return Invalid(
+        "spec.ref.commit",
+        "must be a full commit id (40 or 64 lowercase hex digits), got " + Quote(s.ref.commit));
+  }
+  // The path is relative to the repository root and stays inside it.
+  if (s.path.empty() || s.path.size() > 1024 || s.path.front() == '/' ||
+      HasControlChars(s.path, false)) {
+    return Invalid("spec.path",
+                   "must be a relative path inside the repository, got " + Quote(s.path));
+  }
+  for (size_t start = 0; start <= s.path.size();) {
+    const size_t slash = s.path.find('/', start);
+    const std::string_view part = std::string_view(s.path).substr(
+        start, slash == std::string::npos ? std::string::npos : slash - start);
+    if (part == "..") {
+      return Invalid("spec.path", "must not contain \"..\", got " + Quote(s.path));
+    }
+    if (slash == std::string::npos) {
+      break;
+    }
+    start = slash + 1;
+  }
+  if (s.interval < kMinGitInterval || s.interval > kMaxGitInterval) {
+    return Invalid("spec.interval", "must be between " + FormatDuration(kMinGitInterval) + " and " +
+                                        FormatDuration(kMaxGitInterval) + ", got " +
+                                        FormatDuration(s.interval));
+  }
+  if (s.prune.allow_empty && !s.prune.enabled) {
+    return Invalid("spec.prune.allowEmpty", "needs prune.enabled: true");
+  }
+  if (!s.applyset.empty()) {
+    if (std::string p = ValidateDnsSubdomain(s.applyset); !p.empty()) {
+      return Invalid("spec.applyset", p);
+    }
+  }
+  if (!s.credentials.ssh_key_from.empty() && !s.credentials.token_from.empty()) {
+    return Invalid("spec.credentials", "must set only one of sshKeyFrom or tokenFrom");
+  }
+  RETURN_IF_ERROR(ValidateSecretRef("spec.credentials.sshKeyFrom", s.credentials.ssh_key_from,
+                                    o.secret_env_prefix));
+  RETURN_IF_ERROR(ValidateSecretRef("spec.credentials.tokenFrom", s.credentials.token_from,
+                                    o.secret_env_prefix));
+  if (!s.credentials.token_from.empty() && !s.url.starts_with("https://") &&
+      !s.url.starts_with("http://")) {
+    return Invalid("spec.credentials.tokenFrom", "needs an https:// url");
+  }
+  if (!s.credentials.ssh_key_from.empty() &&
+      (s.url.starts_with("https://") || s.url.starts_with("http://") ||
+       s.url.starts_with("file://"))) {
+    return Invalid("spec.credentials.sshKeyFrom", "needs an ssh:// or user@host:path url");
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 std::string ValidateDnsLabel(std::string_view s) {
@@ -552,6 +708,8 @@ Status Validate(const Object& object, const ValidationOptions& options) {
       return ValidateAgentWorker(object.agent_worker_spec(), options);
     case Kind::kAgentTask:
       return ValidateAgentTask(object.agent_task_spec());
+    case Kind::kGitSource:
+      return ValidateGitSource(object.git_source_spec(), options);
   }
   return OkStatus();
 }

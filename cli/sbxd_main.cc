@@ -37,9 +37,12 @@
 #include "controller/engine/store_compactor.h"
 #include "controller/engine/store_watch.h"
 #include "controller/engine/wake_hints.h"
+#include "controller/gitops/git_client.h"
+#include "controller/gitops/process_runner.h"
 #include "controller/reconcilers/agent_task_reconciler.h"
 #include "controller/reconcilers/agent_worker_reconciler.h"
 #include "controller/reconcilers/garbage_collector.h"
+#include "controller/reconcilers/git_source_reconciler.h"
 #include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/sandbox_cache.h"
 #include "controller/reconcilers/sandbox_reconciler.h"
@@ -109,6 +112,11 @@ struct Flags {
   std::string tokens_file;
   size_t max_request_bytes = size_t{16} << 20;
   size_t max_watches = 1000;
+  // GitSource (DESIGN §7.3): where the fetched repositories are kept (default: git-cache next
+  // to the database), how long one git fetch may take, and whether file:// urls are allowed.
+  std::string git_cache_dir;
+  std::string git_timeout = "2m";
+  bool git_allow_file_urls = false;
 };
 
 // `sbxd --once` found the leader lease held by another sbxd: nothing was done.
@@ -350,6 +358,11 @@ int Main(int argc, char** argv) {
   app.add_option("--max-watches", flags.max_watches,
                  "concurrent API watches and log follows (default 1000)")
       ->check(CLI::Range(size_t{1}, size_t{100000}));
+  app.add_option("--git-cache-dir", flags.git_cache_dir,
+                 "where GitSources' repositories are fetched (default: git-cache next to --db)");
+  app.add_option("--git-timeout", flags.git_timeout, "how long one git fetch may take");
+  app.add_flag("--git-allow-file-urls", flags.git_allow_file_urls,
+               "let GitSources name file:// repositories on this host");
   std::string hash_name;
   std::string hash_role;
   CLI::App* hash = app.add_subcommand(
@@ -380,6 +393,11 @@ int Main(int argc, char** argv) {
   const milliseconds compaction_interval =
       ParseFlagDuration("compaction-interval", flags.compaction_interval);
   const milliseconds event_ttl = ParseFlagDuration("event-ttl", flags.event_ttl);
+  const milliseconds git_timeout = ParseFlagDuration("git-timeout", flags.git_timeout);
+  if (flags.git_cache_dir.empty()) {
+    flags.git_cache_dir =
+        (std::filesystem::path(flags.db).parent_path() / "git-cache").lexically_normal().string();
+  }
   if (event_ttl.count() <= 0) {
     std::cerr << "sbxd: error: --event-ttl must be positive\n";
     return 2;
@@ -492,6 +510,24 @@ int Main(int argc, char** argv) {
   task_options.enqueuer = &manager;  // input POSTs in the background (held up to 5 minutes)
   AgentTaskReconciler tasks(*store, clouds, clock, &manager.dependencies(), task_options,
                             streams.get());
+  // GitSource: git runs with PATH and the proxy settings of sbxd's environment only.
+  gitops::PosixProcessRunner git_runner;
+  gitops::GitClientOptions git_options;
+  git_options.cache_dir = flags.git_cache_dir;
+  git_options.fetch_timeout = git_timeout;
+  git_options.allow_file_urls = flags.git_allow_file_urls;
+  for (const std::string& e : environment) {
+    for (const char* name : {"PATH=", "http_proxy=", "https_proxy=", "no_proxy=", "HTTP_PROXY=",
+                             "HTTPS_PROXY=", "NO_PROXY=", "SSL_CERT_FILE=", "SSL_CERT_DIR="}) {
+      if (e.starts_with(name)) {
+        git_options.environment.push_back(e);
+      }
+    }
+  }
+  gitops::GitClient git(git_runner, git_options);
+  GitSourceReconcilerOptions git_source_options;
+  git_source_options.validation.secret_env_prefix = secrets.env_prefix;
+  GitSourceReconciler git_sources(*store, clouds, git, clock, git_source_options);
   power.Attach([&manager](const api::ObjectKey& key) { manager.queue().Add(key); },
                &manager.dependencies());
 
@@ -525,8 +561,9 @@ int Main(int argc, char** argv) {
       });
     });
     NullEnqueuer sink;
-    const int failures = RunOnce(*store, sweeper, {&sandboxes, &workers, &tasks, &workspaces}, sink,
-                                 stop.get_token());
+    const int failures =
+        RunOnce(*store, sweeper, {&sandboxes, &workers, &tasks, &workspaces, &git_sources}, sink,
+                stop.get_token());
     renewals.request_stop();
     renewals.join();
     if (!lost) {
@@ -540,6 +577,7 @@ int Main(int argc, char** argv) {
   manager.Register(workers);
   manager.Register(workspaces);
   manager.Register(tasks);
+  manager.Register(git_sources);
   const SourceErrorFn on_error = [](std::string_view source, const api::Status& error) {
     log::Warn("source error", {{"source", std::string(source)}, {"error", error.ToString()}});
   };
@@ -625,6 +663,20 @@ int Main(int argc, char** argv) {
                   {{"result", outcome.first}, {"reason", outcome.second}})
             .RaiseTo(static_cast<double>(n));
       }
+    }
+    // Both results from the start: an alert on failures needs the series before the first one.
+    m.counter("sbx_gitsource_syncs_total", "GitSource syncs by result (success, failure)",
+              {{"result", "success"}})
+        .RaiseTo(static_cast<double>(git_sources.syncs_succeeded()));
+    m.counter("sbx_gitsource_syncs_total", "GitSource syncs by result (success, failure)",
+              {{"result", "failure"}})
+        .RaiseTo(static_cast<double>(git_sources.syncs_failed()));
+    m.ResetGauges("sbx_gitsource_last_success_timestamp_seconds");  // a GitSource gone
+    for (const auto& [key, seconds] : git_sources.LastSuccess()) {
+      m.gauge("sbx_gitsource_last_success_timestamp_seconds",
+              "When each GitSource last applied its commit (seconds since the epoch)",
+              {{"namespace", key.first}, {"name", key.second}})
+          .Set(seconds);
     }
     m.ResetGauges("sbx_api_pacing_requests_per_second");  // a workspace gone reads 0
     m.ResetGauges("sbx_api_pacing_max_requests_per_second");

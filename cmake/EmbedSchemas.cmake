@@ -1,11 +1,11 @@
-# cmake -DOUTPUT=file.cc -DWORKSPACE=… -DSANDBOX=… -DAGENTWORKER=… -DAGENTTASK=… -P EmbedSchemas.cmake
+# cmake -DOUTPUT=file.cc -DWORKSPACE=… -DSANDBOX=… -DAGENTWORKER=… -DAGENTTASK=… -DGITSOURCE=… -P EmbedSchemas.cmake
 # Writes a C++ source defining sbx::cli::EmbeddedSchema (cli/commands/embedded_schemas.h) with
 # the JSON Schemas of manifests/schema/ as string literals: the files stay the one source, and
 # `sbxctl explain` needs no file at run time. Run by the build whenever a schema changes.
 cmake_minimum_required(VERSION 3.25)  # quoted if() arguments are not variables (CMP0054)
 set(delimiter "sbxschema")
 set(cases "")
-foreach(kind WORKSPACE SANDBOX AGENTWORKER AGENTTASK)
+foreach(kind WORKSPACE SANDBOX AGENTWORKER AGENTTASK GITSOURCE)
   file(READ "${${kind}}" text)
   string(FIND "${text}" ")${delimiter}\"" clash)
   if(NOT clash EQUAL -1)
@@ -17,8 +17,10 @@ foreach(kind WORKSPACE SANDBOX AGENTWORKER AGENTTASK)
     set(enumerator "kSandbox")
   elseif("${kind}" STREQUAL "AGENTWORKER")
     set(enumerator "kAgentWorker")
-  else()
+  elseif("${kind}" STREQUAL "AGENTTASK")
     set(enumerator "kAgentTask")
+  else()
+    set(enumerator "kGitSource")
   endif()
   string(APPEND cases "    case api::Kind::${enumerator}:\n      return R\"${delimiter}(${text})${delimiter}\";\n")
 endforeach()

@@ -19,6 +19,8 @@ packages=(
   libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   util-linux procps jq
+  # GitSource: sbxd fetches with the git CLI (git is above), over ssh for sshKeyFrom.
+  openssh-client
   clang-14 libclang-rt-14-dev
   # scripts/check-style.sh: clang-format and clang-tidy (run-clang-tidy comes with clang-tidy).
   clang-format clang-tidy

@@ -194,6 +194,8 @@ std::string TypeName(api::Kind kind) {
       return "agentworker";
     case api::Kind::kAgentTask:
       return "agenttask";
+    case api::Kind::kGitSource:
+      return "gitsource";
   }
   return "unknown";
 }
@@ -208,6 +210,8 @@ std::string ResourceName(api::Kind kind) {
       return "agentworkers";
     case api::Kind::kAgentTask:
       return "agenttasks";
+    case api::Kind::kGitSource:
+      return "gitsources";
   }
   return "unknown";
 }

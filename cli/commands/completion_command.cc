@@ -54,8 +54,9 @@ const std::set<std::string> kObjectVerbs = {"get",   "describe", "delete", "wait
                                             "label", "annotate", "patch",  "edit"};
 
 std::vector<std::string> KindWords() {
-  return {"sandbox",   "sandboxes",  "sb", "agentworker", "agentworkers", "aw",
-          "agenttask", "agenttasks", "at", "workspace",   "workspaces",   "ws"};
+  return {"sandbox",    "sandboxes", "sb",         "agentworker", "agentworkers",
+          "aw",         "agenttask", "agenttasks", "at",          "workspace",
+          "workspaces", "ws",        "gitsource",  "gitsources",  "gs"};
 }
 
 bool StartsWith(std::string_view s, std::string_view prefix) {

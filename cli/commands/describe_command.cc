@@ -154,6 +154,16 @@ void StatusFields(std::ostream& out, const api::Object& o,
     case api::Kind::kAgentTask:
       AgentTaskFields(out, o, now);
       break;
+    case api::Kind::kGitSource: {
+      const auto& s = o.git_source_status();
+      Field(out, "Revision", s.revision, 2);
+      Field(out, "Last Applied", s.last_applied_at, 2);
+      Field(out, "Objects", std::to_string(s.objects), 2);
+      Field(out, "Last Attempt", s.last_attempt_at, 2);
+      Field(out, "Attempted Rev", s.last_attempted_revision, 2);
+      Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
+      break;
+    }
   }
 }
 

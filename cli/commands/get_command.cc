@@ -45,8 +45,7 @@ api::StatusOr<Query> ParseQuery(const std::vector<std::string>& args, const std:
     const std::string_view one = kinds.substr(0, comma);
     kinds = comma == std::string_view::npos ? std::string_view() : kinds.substr(comma + 1);
     if (one == "all") {
-      q.kinds = {api::Kind::kWorkspace, api::Kind::kSandbox, api::Kind::kAgentWorker,
-                 api::Kind::kAgentTask};
+      q.kinds.assign(std::begin(api::kAllKinds), std::end(api::kAllKinds));
       continue;
     }
     ASSIGN_OR_RETURN(api::Kind kind, api::ParseKind(one));

@@ -285,6 +285,12 @@ std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_names
         h.insert(h.end(), {"PROFILE", "REASON", "MESSAGE"});
       }
       break;
+    case api::Kind::kGitSource:
+      h.insert(h.end(), {"URL", "REF", "REVISION", "READY", "AGE"});
+      if (wide) {
+        h.insert(h.end(), {"PATH", "OBJECTS", "REASON", "MESSAGE"});
+      }
+      break;
   }
   return h;
 }
@@ -346,6 +352,20 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
       if (wide) {
         r.insert(r.end(),
                  {OrNone(spec.databricks.profile), OrNone(ReadyReason(o)), ReadyMessage(o)});
+      }
+      break;
+    }
+    case api::Kind::kGitSource: {
+      const auto& spec = o.git_source_spec();
+      const auto& status = o.git_source_status();
+      const std::string ref = !spec.ref.branch.empty() ? spec.ref.branch
+                              : !spec.ref.tag.empty()  ? "tag:" + spec.ref.tag
+                                                       : spec.ref.commit.substr(0, 12);
+      r.insert(r.end(), {spec.url, ref, OrNone(status.revision.substr(0, 12)),
+                         ConditionCell(o, api::condition::kReady), age});
+      if (wide) {
+        r.insert(r.end(), {spec.path, std::to_string(status.objects), OrNone(ReadyReason(o)),
+                           ReadyMessage(o)});
       }
       break;
     }

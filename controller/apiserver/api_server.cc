@@ -360,7 +360,7 @@ class ApiServer::Impl {
     if (!kind) {
       x.Respond(ErrorReply(api::NotFoundError("unknown resource \"" + rest[i] +
                                               "\" (workspaces, sandboxes, agentworkers, "
-                                              "agenttasks)")));
+                                              "agenttasks, gitsources)")));
       return;
     }
     if (i + 1 == rest.size()) {

@@ -251,6 +251,8 @@ std::string_view PluralOf(api::Kind kind) {
       return "agentworkers";
     case api::Kind::kAgentTask:
       return "agenttasks";
+    case api::Kind::kGitSource:
+      return "gitsources";
   }
   return "sandboxes";
 }

@@ -99,6 +99,8 @@ void FillSecrets(Object& o) {
       }
     }
     o.agent_worker_spec().sandbox_ref = "also-set";
+  } else if (o.kind == Kind::kGitSource) {
+    o.git_source_spec().credentials = {both, both};
   }
 }
 
@@ -108,6 +110,7 @@ TEST_P(SchemaTest, PropertiesMatchTheCodec) {
   Object o = GetParam() == Kind::kWorkspace   ? test_objects::FullWorkspace()
              : GetParam() == Kind::kSandbox   ? test_objects::FullSandbox()
              : GetParam() == Kind::kAgentTask ? test_objects::FullTask()
+             : GetParam() == Kind::kGitSource ? test_objects::FullGitSource()
                                               : test_objects::FullWorker();
   FillSecrets(o);
   o.metadata = test_objects::FullSandbox().metadata;  // every metadata field set
@@ -157,7 +160,7 @@ TEST_P(SchemaTest, EnumValuesDecode) {
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, SchemaTest,
                          ::testing::Values(Kind::kWorkspace, Kind::kSandbox, Kind::kAgentWorker,
-                                           Kind::kAgentTask),
+                                           Kind::kAgentTask, Kind::kGitSource),
                          [](const ::testing::TestParamInfo<Kind>& info) {
                            return std::string(KindName(info.param));
                          });

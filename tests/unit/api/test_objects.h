@@ -124,4 +124,28 @@ inline Object FullTask() {
   return o;
 }
 
+inline Object FullGitSource() {
+  Object o = MakeObject(Kind::kGitSource, "apps", "team-a");
+  GitSourceSpec& s = o.git_source_spec();
+  s.url = "https://git.example.com/org/apps.git";
+  s.ref.branch = "main";
+  s.ref.tag = "v1";  // every field set (not a valid spec: the codec does not validate)
+  s.ref.commit = std::string(40, 'a');
+  s.path = "clusters/prod";
+  s.interval = std::chrono::seconds(90);
+  s.prune = {true, true};
+  s.applyset = "apps-prod";
+  s.credentials.token_from = {"SBX_SECRET_GIT_TOKEN", ""};
+  s.credentials.ssh_key_from = {"", "deploy-key"};
+  GitSourceStatus& st = o.git_source_status();
+  st.observed_generation = 2;
+  st.conditions = {{"Ready", ConditionStatus::kTrue, "Applied", "applied", "t", 2}};
+  st.revision = std::string(40, 'b');
+  st.last_applied_at = "2024-01-02T03:04:05Z";
+  st.objects = 7;
+  st.last_attempted_revision = std::string(40, 'c');
+  st.last_attempt_at = "2024-01-02T03:04:06Z";
+  return o;
+}
+
 }  // namespace sbx::api::test_objects

@@ -1,0 +1,257 @@
+#include "controller/gitops/process_runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+namespace sbx::controller::gitops {
+namespace {
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { Close(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void Close() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string Errno(std::string_view what) { return std::string(what) + ": " + std::strerror(errno); }
+
+// posix_spawn's attributes and file actions, destroyed on every path.
+struct SpawnSetup {
+  posix_spawnattr_t attr{};
+  posix_spawn_file_actions_t actions{};
+  bool attr_ok = false;
+  bool actions_ok = false;
+  ~SpawnSetup() {
+    if (attr_ok) {
+      posix_spawnattr_destroy(&attr);
+    }
+    if (actions_ok) {
+      posix_spawn_file_actions_destroy(&actions);
+    }
+  }
+};
+
+int ExitCodeOf(int wait_status) {
+  if (WIFEXITED(wait_status)) {
+    return WEXITSTATUS(wait_status);
+  }
+  if (WIFSIGNALED(wait_status)) {
+    return 128 + WTERMSIG(wait_status);
+  }
+  return -1;
+}
+
+// The value of PATH in `env`, or a default.
+std::string PathOf(const std::vector<std::string>& env) {
+  for (const std::string& e : env) {
+    if (e.starts_with("PATH=")) {
+      return e.substr(5);
+    }
+  }
+  return "/usr/local/bin:/usr/bin:/bin";
+}
+
+// argv[0] as an absolute path: posix_spawnp would search sbxd's PATH, not the child's.
+std::string Resolve(const std::string& program, const std::vector<std::string>& env) {
+  if (program.find('/') != std::string::npos) {
+    return program;
+  }
+  const std::string path = PathOf(env);
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t colon = path.find(':', start);
+    const std::string dir =
+        path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (!dir.empty()) {
+      std::string candidate = dir;
+      candidate += '/';
+      candidate += program;
+      if (::access(candidate.c_str(), X_OK) == 0) {
+        return candidate;
+      }
+    }
+    if (colon == std::string::npos) {
+      break;
+    }
+    start = colon + 1;
+  }
+  return "";
+}
+
+}  // namespace
+
+api::StatusOr<ProcessResult> PosixProcessRunner::Run(const ProcessSpec& spec,
+                                                     std::stop_token stop) {
+  if (spec.argv.empty()) {
+    return api::InvalidArgumentError("no program to run");
+  }
+  const std::string program = Resolve(spec.argv[0], spec.env);
+  if (program.empty()) {
+    return api::NotFoundError("program \"" + spec.argv[0] + "\" not found in PATH");
+  }
+  int out_pipe[2];
+  int err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    return api::InternalError(Errno("pipe"));
+  }
+  Fd out_read(out_pipe[0]);
+  Fd out_write(out_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    return api::InternalError(Errno("pipe"));
+  }
+  Fd err_read(err_pipe[0]);
+  Fd err_write(err_pipe[1]);
+
+  SpawnSetup setup;
+  if (posix_spawnattr_init(&setup.attr) != 0 ||
+      posix_spawn_file_actions_init(&setup.actions) != 0) {
+    return api::InternalError("posix_spawn setup failed");
+  }
+  setup.attr_ok = setup.actions_ok = true;
+  sigset_t none;
+  sigset_t defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGQUIT}) {
+    sigaddset(&defaults, sig);
+  }
+  posix_spawnattr_setsigmask(&setup.attr, &none);
+  posix_spawnattr_setsigdefault(&setup.attr, &defaults);
+  posix_spawnattr_setpgroup(&setup.attr, 0);
+  posix_spawnattr_setflags(&setup.attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&setup.actions, out_write.get(), 1);
+  posix_spawn_file_actions_adddup2(&setup.actions, err_write.get(), 2);
+  if (!spec.cwd.empty()) {
+    posix_spawn_file_actions_addchdir_np(&setup.actions, spec.cwd.c_str());
+  }
+
+  std::vector<char*> argv;
+  for (const std::string& a : spec.argv) {
+    argv.push_back(const_cast<char*>(a.c_str()));
+  }
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const std::string& e : spec.env) {
+    envp.push_back(const_cast<char*>(e.c_str()));
+  }
+  envp.push_back(nullptr);
+
+  pid_t pid = 0;
+  if (int rc =
+          posix_spawn(&pid, program.c_str(), &setup.actions, &setup.attr, argv.data(), envp.data());
+      rc != 0) {
+    return api::InternalError("cannot start " + spec.argv[0] + ": " + std::strerror(rc));
+  }
+  out_write.Close();
+  err_write.Close();
+
+  ProcessResult result;
+  const auto deadline = std::chrono::steady_clock::now() + spec.timeout;
+  bool out_open = true;
+  bool err_open = true;
+  std::optional<api::Status> abort;
+  char buffer[16 * 1024];
+  while (out_open || err_open) {
+    if (stop.stop_requested()) {
+      abort = api::CancelledError(spec.argv[0] + " stopped: sbxd is shutting down");
+      break;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      abort = api::DeadlineExceededError(spec.argv[0] + " did not finish within " +
+                                         std::to_string(spec.timeout.count() / 1000) + "s");
+      break;
+    }
+    pollfd fds[2];
+    int n = 0;
+    if (out_open) {
+      fds[n++] = {out_read.get(), POLLIN, 0};
+    }
+    if (err_open) {
+      fds[n++] = {err_read.get(), POLLIN, 0};
+    }
+    const int ready = ::poll(fds, n, static_cast<int>(std::min<int64_t>(left.count(), 100)));
+    if (ready < 0 && errno != EINTR) {
+      abort = api::InternalError(Errno("poll"));
+      break;
+    }
+    for (int i = 0; i < n && ready > 0; ++i) {
+      if (fds[i].revents == 0) {
+        continue;
+      }
+      const bool is_out = fds[i].fd == out_read.get();
+      const ssize_t got = ::read(fds[i].fd, buffer, sizeof(buffer));
+      if (got <= 0) {
+        if (got < 0 && (errno == EINTR || errno == EAGAIN)) {
+          continue;
+        }
+        (is_out ? out_open : err_open) = false;
+        continue;
+      }
+      std::string& into = is_out ? result.out : result.err;
+      const size_t room = spec.max_output_bytes - std::min(spec.max_output_bytes, into.size());
+      if (static_cast<size_t>(got) > room) {
+        result.truncated = true;
+      }
+      into.append(buffer, std::min(room, static_cast<size_t>(got)));
+    }
+  }
+  int wait_status = 0;
+  // A child that closed its output may still run: it gets the rest of the deadline too.
+  while (!abort) {
+    const pid_t done = ::waitpid(pid, &wait_status, WNOHANG);
+    if (done == pid) {
+      break;
+    }
+    if (done < 0 && errno != EINTR) {
+      return api::InternalError(Errno("waitpid"));
+    }
+    if (stop.stop_requested()) {
+      abort = api::CancelledError(spec.argv[0] + " stopped: sbxd is shutting down");
+    } else if (std::chrono::steady_clock::now() >= deadline) {
+      abort = api::DeadlineExceededError(spec.argv[0] + " did not finish within " +
+                                         std::to_string(spec.timeout.count() / 1000) + "s");
+    } else {
+      ::poll(nullptr, 0, 10);
+    }
+  }
+  if (abort) {
+    ::kill(-pid, SIGKILL);
+    while (::waitpid(pid, &wait_status, 0) < 0) {
+      if (errno != EINTR) {
+        return api::InternalError(Errno("waitpid"));
+      }
+    }
+  }
+  if (abort) {
+    return *abort;
+  }
+  result.exit_code = ExitCodeOf(wait_status);
+  return result;
+}
+
+}  // namespace sbx::controller::gitops
