@@ -219,7 +219,12 @@ PostgresServer* SharedPostgresServer(std::string* error) {
   std::lock_guard lock(shared_mu);
   if (!shared_tried) {
     shared_tried = true;
-    if (const char* url = std::getenv("SBX_TEST_POSTGRES_URL"); url != nullptr && *url != '\0') {
+    std::string url;
+    if (const char* state = std::getenv("SBX_TEST_POSTGRES_STATE"); state != nullptr) {
+      std::ifstream in(state);
+      std::getline(in, url);
+    }
+    if (!url.empty()) {
       shared_server = PostgresServer::Existing(url);
     } else {
       auto started = PostgresServer::Start();

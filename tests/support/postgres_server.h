@@ -8,8 +8,9 @@
 //
 // SharedPostgresServer() is the one server of a test binary, started on first use and stopped
 // by a GoogleTest Environment; a test gets a fresh database of its own from NewDatabaseUrl().
-// When $SBX_TEST_POSTGRES_URL names a running server (the CTest fixture
-// tests/support/postgres-fixture.sh starts one for a whole ctest run), that one is used instead.
+// Under ctest, the fixture tests/support/postgres-fixture.sh runs one server for the whole run
+// and writes its URL to the file $SBX_TEST_POSTGRES_STATE names; when that file exists, its
+// server is used instead.
 //
 // Test-only. A PostgresServer is thread-compatible; SharedPostgresServer is thread-safe.
 #pragma once
