@@ -133,12 +133,18 @@ std::string ConnectionMessage(pg_conn* conn) {
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
     message.pop_back();
   }
-  for (char& c : message) {
-    if (c == '\n') {
+  // One line: libpq puts a newline and a tab before its hints.
+  std::string line;
+  for (char c : message) {
+    if (c == '\n' || c == '\t') {
       c = ' ';
     }
+    if (c == ' ' && !line.empty() && line.back() == ' ') {
+      continue;
+    }
+    line.push_back(c);
   }
-  return message;
+  return line;
 }
 
 }  // namespace
