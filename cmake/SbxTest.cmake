@@ -26,8 +26,13 @@ function(sbx_add_test)
 endfunction()
 
 function(sbx_add_sbxd_test)
-  cmake_parse_arguments(T "" "NAME;LABEL" "SOURCES;LIBS" ${ARGN})
-  sbx_add_test(NAME ${T_NAME} LABEL ${T_LABEL} SOURCES ${T_SOURCES} LIBS sbx_test_harness ${T_LIBS})
+  cmake_parse_arguments(T "POSTGRES" "NAME;LABEL" "SOURCES;LIBS" ${ARGN})
+  set(postgres)
+  if(T_POSTGRES)
+    set(postgres POSTGRES)
+  endif()
+  sbx_add_test(NAME ${T_NAME} LABEL ${T_LABEL} ${postgres} SOURCES ${T_SOURCES}
+               LIBS sbx_test_harness ${T_LIBS})
   sbx_use_built_binaries(${T_NAME})
 endfunction()
 
