@@ -397,6 +397,7 @@ StatusOr<std::vector<Store::Artifact>> PostgresStore::ListArtifacts(const std::s
                                            "task_uid = $1 ORDER BY path COLLATE \"C\"",
                                            {P(task_uid)}));
   std::vector<Artifact> out;
+  out.reserve(static_cast<size_t>(r.Rows()));
   for (int i = 0; i < r.Rows(); ++i) {
     out.push_back(Artifact{r.Text(i, 0), r.Int(i, 1), r.Text(i, 2), ""});
   }

@@ -172,11 +172,20 @@ PostgresServer::~PostgresServer() {
   if (!root_.empty()) {
     std::error_code ec;
     fs::remove_all(root_, ec);
+  } else if (!databases_.empty()) {
+    PGconn* conn = PQconnectdb((base_url_ + "/postgres").c_str());
+    if (PQstatus(conn) == CONNECTION_OK) {
+      for (const std::string& name : databases_) {
+        PQclear(PQexec(conn, ("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)").c_str()));
+      }
+    }
+    PQfinish(conn);
   }
 }
 
 api::StatusOr<std::string> PostgresServer::NewDatabaseUrl() {
-  const std::string name = "t_" + std::to_string(::getpid()) + "_" + std::to_string(++databases_);
+  const std::string name =
+      "t_" + std::to_string(::getpid()) + "_" + std::to_string(databases_.size() + 1);
   PGconn* conn = PQconnectdb((base_url_ + "/postgres").c_str());
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string message = PQerrorMessage(conn);
@@ -191,6 +200,7 @@ api::StatusOr<std::string> PostgresServer::NewDatabaseUrl() {
   if (!ok) {
     return api::InternalError("CREATE DATABASE " + name + ": " + message);
   }
+  databases_.push_back(name);
   return base_url_ + "/" + name;
 }
 

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "api/status.h"
 #include "tests/support/process.h"
@@ -34,7 +35,9 @@ class PostgresServer {
   // Uses a server someone else runs (superuser URL without a database path, e.g.
   // postgres://postgres@127.0.0.1:5432); nothing is stopped at the end.
   static std::unique_ptr<PostgresServer> Existing(std::string base_url);
-  ~PostgresServer();  // fast shutdown (SIGINT), waits for it, removes the directory
+  // Started: fast shutdown (SIGINT), waits for it, removes the directory. Existing: drops the
+  // databases NewDatabaseUrl created (WITH (FORCE)), so a long ctest run does not fill the disk.
+  ~PostgresServer();
   PostgresServer(const PostgresServer&) = delete;
   PostgresServer& operator=(const PostgresServer&) = delete;
 
@@ -52,7 +55,7 @@ class PostgresServer {
   std::filesystem::path root_;  // temp dir: data/ and the logs; empty for Existing
   std::unique_ptr<Process> process_;
   std::chrono::milliseconds startup_time_{0};
-  int databases_ = 0;
+  std::vector<std::string> databases_;  // created by NewDatabaseUrl
 };
 
 // The test binary's server (see above); null, with the reason in `*error`, if it cannot start.
