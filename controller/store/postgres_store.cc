@@ -592,10 +592,10 @@ StatusOr<std::vector<Store::Change>> PostgresStore::WatchSince(int64_t since, in
   if (limit <= 0) {
     return out;
   }
-  {
-    // Drain the listener before reading: whatever commits after this point leaves a
-    // notification for WaitForChange.
-    std::lock_guard listen_lock(listen_mu_);
+  // Drain the listener before reading: whatever commits after this point leaves a notification
+  // for WaitForChange. Only an optimisation (fewer spurious wake-ups), so skipped while another
+  // thread waits on the listener rather than waiting for it.
+  if (std::unique_lock listen_lock(listen_mu_, std::try_to_lock); listen_lock.owns_lock()) {
     (void)DrainListenerLocked();
   }
   std::lock_guard lock(mu_);

@@ -136,6 +136,39 @@ TEST_F(PostgresStoreTest, WaitForChangeWakesOnAnotherStoresCommit) {
   EXPECT_EQ(changes->size(), 1u);
 }
 
+TEST_F(PostgresStoreTest, ReconnectsAfterTheServerDroppedItsConnections) {
+  auto store = MustOpen();
+  auto writer = MustOpen();
+  ASSERT_NE(store, nullptr);
+  ASSERT_NE(writer, nullptr);
+  ASSERT_TRUE(store->WatchSince(0).ok());  // opens the listening connection too
+  // What a PostgreSQL restart or failover does to the store's two connections.
+  const std::string db = url_.substr(url_.rfind('/') + 1);
+  ASSERT_NE(Query("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                  "datname = '" +
+                  db + "' AND pid <> pg_backend_pid()"),
+            "0");
+  // The first call may see the broken connection (kUnavailable, retryable); the next one works.
+  auto first = store->Apply({api::MakeObject(Kind::kWorkspace, "ws")}, {});
+  if (!first.ok()) {
+    EXPECT_EQ(first.status().code(), api::StatusCode::kUnavailable) << first.status();
+    ASSERT_TRUE(store->Apply({api::MakeObject(Kind::kWorkspace, "ws")}, {}).ok());
+  }
+  EXPECT_EQ(*store->CurrentRevision(), 1);
+  // The listener notices its loss ("may have changed"), listens again, and is woken by the
+  // next commit of another store.
+  EXPECT_TRUE(store->WaitForChange(std::chrono::seconds(5)));
+  EXPECT_FALSE(store->WaitForChange(std::chrono::milliseconds(50)));
+  auto second = writer->Apply({api::MakeObject(Kind::kWorkspace, "other")}, {});
+  if (!second.ok()) {
+    ASSERT_TRUE(writer->Apply({api::MakeObject(Kind::kWorkspace, "other")}, {}).ok());
+  }
+  EXPECT_TRUE(store->WaitForChange(std::chrono::seconds(10)));
+  auto changes = store->WatchSince(1);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  EXPECT_EQ(changes->size(), 1u);
+}
+
 TEST_F(PostgresStoreTest, MigrationsAreVersionedAndReopeningMigratesNothing) {
   ASSERT_NE(MustOpen(), nullptr);
   ASSERT_NE(MustOpen(), nullptr);
