@@ -56,7 +56,8 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   auto& global = ctx.options();
   app.add_option("--db", global.db_path,
-                 "database file (env SBX_DB; default $XDG_STATE_HOME/sbx/sbx.db)");
+                 "SQLite database file, or postgres://user@host:port/db (env SBX_DB; default "
+                 "$XDG_STATE_HOME/sbx/sbx.db)");
   app.add_option("-n,--namespace", global.namespace_, "namespace (default \"default\")");
   app.add_flag("-A,--all-namespaces", global.all_namespaces, "list across all namespaces");
   app.add_option("--max-manifest-bytes", global.max_manifest_bytes,

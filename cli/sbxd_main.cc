@@ -55,6 +55,7 @@
 #include "controller/server/log.h"
 #include "controller/server/metrics.h"
 #include "controller/server/reconcile_metrics.h"
+#include "controller/store/open_store.h"
 #include "controller/store/scrubbing_store.h"
 #include "controller/store/sqlite_store.h"
 #include "controller/webhook/webhook_receiver.h"
@@ -298,7 +299,9 @@ int Main(int argc, char** argv) {
   CLI::App app{
       "sbxd — the sbx controller: keeps Databricks sandboxes and agent workers "
       "converged to the manifests in the store"};
-  app.add_option("--db", flags.db, "SQLite store (env SBX_DB; default $XDG_STATE_HOME/sbx/sbx.db)");
+  app.add_option("--db", flags.db,
+                 "SQLite file, or postgres://user@host:port/db (env SBX_DB; default "
+                 "$XDG_STATE_HOME/sbx/sbx.db)");
   app.add_option("--workers", flags.workers, "concurrent reconciles")->check(CLI::Range(1, 256));
   app.add_option("--resync", flags.resync, "re-reconcile every object this often");
   app.add_option("--sweep-interval", flags.sweep_interval, "LIST each workspace this often");
@@ -438,17 +441,18 @@ int Main(int argc, char** argv) {
 
   SignalStop signals;  // first, so every thread below inherits the blocked mask
 
-  // Open creates the missing directories of the database 0700 and the file 0600.
+  // A postgres:// URL opens a PostgresStore; otherwise SqliteStore::Open creates the missing
+  // directories of the database 0700 and the file 0600.
   SqliteStore::Options store_options;
   store_options.max_events_per_object = flags.events_per_object;
-  auto opened = SqliteStore::Open(flags.db, store_options);
+  auto opened = OpenStore(flags.db, store_options);
   if (!opened.ok()) {
     log::Error("cannot open store", {{"error", opened.status().ToString()}});
     return 1;
   }
-  std::unique_ptr<SqliteStore> sqlite = *std::move(opened);
+  std::unique_ptr<Store> opened_store = *std::move(opened);
   // Everything sbxd writes where people look passes the logger's secret registry.
-  ScrubbingStore scrubbing(*sqlite, [](std::string_view text) { return log::Scrub(text); });
+  ScrubbingStore scrubbing(*opened_store, [](std::string_view text) { return log::Scrub(text); });
   Store* store = &scrubbing;
 
   SystemClock clock;
@@ -545,7 +549,8 @@ int Main(int argc, char** argv) {
       return 1;
     }
     if (!*held) {
-      std::cerr << LeaseHeldMessage(*store, elector_options.lease_name, flags.db, clock);
+      std::cerr << LeaseHeldMessage(*store, elector_options.lease_name, DisplayDatabase(flags.db),
+                                    clock);
       return kExitLeaseHeld;
     }
     log::Info("took the leader lease for one pass",
@@ -714,8 +719,8 @@ int Main(int argc, char** argv) {
 
   // The API server: its own connections to the store (one for requests, one for the watch
   // hub), so that reads neither wait for the controller's writes nor disturb its watch.
-  std::unique_ptr<SqliteStore> api_store;
-  std::unique_ptr<SqliteStore> api_watch_store;
+  std::unique_ptr<Store> api_store;
+  std::unique_ptr<Store> api_watch_store;
   std::optional<apiserver::TokenTable> tokens;
   CloudSandboxCommands sandbox_commands(clouds);
   std::unique_ptr<apiserver::ApiServer> api_server;
@@ -731,8 +736,8 @@ int Main(int argc, char** argv) {
       log::Warn("the tokens file has no tokens: every API request will be refused",
                 {{"file", flags.tokens_file}});
     }
-    auto a = SqliteStore::Open(flags.db, store_options);
-    auto w = a.ok() ? SqliteStore::Open(flags.db, store_options) : a.status();
+    auto a = OpenStore(flags.db, store_options);
+    auto w = a.ok() ? OpenStore(flags.db, store_options) : a.status();
     if (!a.ok() || !w.ok()) {
       log::Error("cannot open store for the API",
                  {{"error", (!a.ok() ? a.status() : w.status()).ToString()}});
@@ -779,7 +784,7 @@ int Main(int argc, char** argv) {
 
   std::stop_source stop;
   signals.Start(stop);
-  log::Info("starting", {{"db", flags.db},
+  log::Info("starting", {{"db", DisplayDatabase(flags.db)},
                          {"identity", elector.identity()},
                          {"workers", std::to_string(flags.workers)}});
   if (!elector.WaitUntilLeader(stop.get_token())) {

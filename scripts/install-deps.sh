@@ -16,6 +16,9 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git curl ca-certificates
   libcpprest-dev libssl-dev libboost-dev
   libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libsqlite3-dev sqlite3
+  # PostgreSQL 15: libpq for PostgresStore (always built), the server for its conformance tests
+  # (tests/support/postgres_server.h runs initdb/postgres from /usr/lib/postgresql/15/bin).
+  libpq-dev postgresql
   libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   util-linux procps jq

@@ -12,7 +12,7 @@
 #include "controller/apiclient/http_store.h"
 #include "controller/cloud/http/cpprest_tls.h"
 #include "controller/cloud/http/http_transport.h"
-#include "controller/store/sqlite_store.h"
+#include "controller/store/open_store.h"
 
 namespace sbx::cli {
 
@@ -136,14 +136,17 @@ api::StatusOr<controller::Store*> CommandContext::store() {
     return store_.get();
   }
   const std::string path = DbPath();
-  const auto annotate = [&path](const api::Status& s) {
-    if (s.message().find(path) != std::string::npos) {
+  // A postgres:// URL is shown with its password redacted (and PostgresStore's errors already
+  // name it so); a file path as it is.
+  const std::string shown = controller::DisplayDatabase(path);
+  const auto annotate = [&shown](const api::Status& s) {
+    if (s.message().find(shown) != std::string::npos) {
       return s;
     }
-    return s.Annotate("database \"" + path + "\"");
+    return s.Annotate("database \"" + shown + "\"");
   };
-  // The store creates missing directories itself, 0700 (and the file 0600).
-  auto opened = controller::SqliteStore::Open(path);
+  // SQLite: the store creates missing directories itself, 0700 (and the file 0600).
+  auto opened = controller::OpenStore(path);
   if (!opened.ok()) {
     return annotate(opened.status());
   }

@@ -83,8 +83,9 @@ class CommandContext {
 
   // The database path in effect: --db, else $SBX_DB, else DefaultDbPath().
   std::string DbPath() const;
-  // Opens the store once (creating the database, and its missing parent directories, for the
-  // user only: see SqliteStore::Open). Errors name the database path:
+  // Opens the store once through OpenStore: a postgres:// URL is a PostgresStore; a path is an
+  // SQLite file (created, with its missing parent directories, for the user only: see
+  // SqliteStore::Open). Errors name the database (a URL with its password redacted):
   // `database "/x/sbx.db": file is not a database`.
   api::StatusOr<controller::Store*> store();
   // Lets tests (and future verbs) supply a store instead of opening --db.

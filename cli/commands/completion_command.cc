@@ -7,6 +7,7 @@
 #include <set>
 
 #include "cli/commands/explain_command.h"
+#include "controller/store/postgres_store.h"
 
 namespace sbx::cli {
 namespace {
@@ -122,7 +123,7 @@ class StoreNames {
  private:
   controller::Store* Open() {
     std::error_code ec;
-    if (!std::filesystem::exists(ctx_.DbPath(), ec)) {
+    if (!controller::IsPostgresUrl(ctx_.DbPath()) && !std::filesystem::exists(ctx_.DbPath(), ec)) {
       return nullptr;
     }
     auto store = ctx_.store();

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "controller/store/postgres_store.h"
 #include "controller/store/sqlite_store.h"
 
 #ifndef SBX_VERSION
@@ -19,7 +20,10 @@ int RunVersion(CommandContext& ctx) {
   ctx.out() << "store schema: " << controller::SqliteStore::LatestSchemaVersion() << "\n";
   const std::string path = ctx.DbPath();
   std::error_code ec;
-  if (std::filesystem::exists(path, ec)) {
+  if (controller::IsPostgresUrl(path)) {
+    ctx.out() << "database: " << controller::RedactDatabaseUrl(path) << " (PostgreSQL, schema "
+              << controller::PostgresStore::LatestSchemaVersion() << ")\n";
+  } else if (std::filesystem::exists(path, ec)) {
     ctx.out() << "database: " << path << "\n";
   } else {
     ctx.out() << "database: " << path << " (not created yet)\n";

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/store/internal/object_row.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
 #include "controller/store/sqlite_store.h"
@@ -16,38 +17,8 @@ using api::KindName;
 
 // ---- AgentTask log and artifacts --------------------------------------------------------------
 
-namespace {
-
-std::string_view TaskLogKindName(Store::TaskLogKind kind) {
-  switch (kind) {
-    case Store::TaskLogKind::kAssistantDelta:
-      return "assistant.delta";
-    case Store::TaskLogKind::kAssistant:
-      return "assistant";
-    case Store::TaskLogKind::kCommand:
-      return "command";
-    case Store::TaskLogKind::kOutputDelta:
-      return "output.delta";
-    case Store::TaskLogKind::kCommandResult:
-      return "command.result";
-    case Store::TaskLogKind::kStatus:
-      return "status";
-  }
-  return "status";
-}
-
-Store::TaskLogKind ParseTaskLogKind(std::string_view name) {
-  for (Store::TaskLogKind k : {Store::TaskLogKind::kAssistantDelta, Store::TaskLogKind::kAssistant,
-                               Store::TaskLogKind::kCommand, Store::TaskLogKind::kOutputDelta,
-                               Store::TaskLogKind::kCommandResult}) {
-    if (TaskLogKindName(k) == name) {
-      return k;
-    }
-  }
-  return Store::TaskLogKind::kStatus;
-}
-
-}  // namespace
+using internal::ParseTaskLogKind;
+using internal::TaskLogKindName;
 
 StatusOr<int64_t> SqliteStore::AppendTaskLog(const ObjectKey& task, const std::string& task_uid,
                                              const std::vector<TaskLogEntry>& entries) {

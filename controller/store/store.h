@@ -1,14 +1,15 @@
 // Store: the source of truth for desired state, shared by sbxctl and sbxd (DESIGN §3).
 //
-// One SQLite file in WAL mode (SqliteStore); sbxctl writes spec/metadata, the controller writes
+// One SQLite file in WAL mode (SqliteStore, the default) or a PostgreSQL database (PostgresStore,
+// `--db postgres://…`; OpenStore picks one); sbxctl writes spec/metadata, the controller writes
 // status only. Every object write bumps one global, monotonic revision; an object's
 // resourceVersion is the revision of its last write. Events, inventory and leases are not
 // object writes and bump no revision (a lease renewal must not wake every watcher). Neither the
 // change log nor the events grow forever: CompactChanges trims the log (a watcher behind the
 // compaction point gets kOutOfRange and re-lists), ExpireEvents drops old events, and each object
 // keeps a bounded number of events. Implementations are safe to use from several threads and
-// several processes at once (each write is one transaction; a busy database is retried up to a
-// busy timeout, then kUnavailable naming the database path).
+// several processes at once (each write is one transaction; a busy or unreachable database gives
+// kUnavailable naming the database, never its password).
 #pragma once
 
 #include <chrono>
@@ -111,7 +112,8 @@ class Store {
   // Highest revision written so far (0 for a new store).
   virtual StatusOr<int64_t> CurrentRevision() = 0;
   // Blocks until the database may have changed (any process) or `timeout` passes; cheap
-  // (PRAGMA data_version). Returns true if a change may have happened.
+  // (SQLite: PRAGMA data_version; PostgreSQL: LISTEN/NOTIFY). Returns true if a change may have
+  // happened.
   virtual bool WaitForChange(std::chrono::milliseconds timeout) = 0;
   // Compaction, the Kubernetes way (etcd compaction + "410 Gone"): deletes every change with
   // revision <= `revision` (clamped to the current revision) from the change log, so that the

@@ -29,7 +29,7 @@ SbxdHarness::SbxdHarness(Options options) : options_(std::move(options)) {
   std::random_device rd;
   dir_ = fs::temp_directory_path() / (options_.dir_prefix + std::to_string(rd()));
   fs::create_directories(dir_ / "logs");
-  db_ = dir_ / "state" / "sbx.db";
+  db_ = options_.db.empty() ? dir_ / "state" / "sbx.db" : fs::path(options_.db);
 }
 
 SbxdHarness::~SbxdHarness() { Finish(/*keep_dir=*/false); }

@@ -1,10 +1,10 @@
 // SbxdHarness: one test's sbx installation on loopback, for the integration tests that drive the
-// BUILT binaries: a temp directory (logs/, state/sbx.db, manifests/, emu/), an sbx-emulator
-// process (the Databricks half, and the OpenAI half when an app key is given) with fast timings,
-// any number of sbxd processes on the test's store, and sbxctl runs with the same environment.
-// The environment of every child is hermetic: HOME is the temp directory (no ~/.databrickscfg of
-// the machine is read), Databricks profile variables and SBX_DB are removed, and DATABRICKS_* /
-// OPENAI_* point at the emulator once it runs.
+// BUILT binaries: a temp directory (logs/, state/sbx.db or Options::db, manifests/, emu/), an
+// sbx-emulator process (the Databricks half, and the OpenAI half when an app key is given) with
+// fast timings, any number of sbxd processes on the test's store, and sbxctl runs with the same
+// environment. The environment of every child is hermetic: HOME is the temp directory (no
+// ~/.databrickscfg of the machine is read), Databricks profile variables and SBX_DB are removed,
+// and DATABRICKS_* / OPENAI_* point at the emulator once it runs.
 //
 // Also here: ConditionOf, a condition of an object as `sbxctl get -o json` prints it.
 //
@@ -49,6 +49,7 @@ class SbxdHarness {
     std::string token{};                    // the emulator's Databricks token (required)
     std::string app_key{};       // OpenAI app key; empty = the emulator runs no OpenAI half
     std::string executor_key{};  // OpenAI executor key (with app_key)
+    std::string db{};            // the store: a postgres:// URL; empty = <dir>/state/sbx.db
   };
 
   // Creates the temp directory (and its logs/). Starts nothing.

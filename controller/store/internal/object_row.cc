@@ -70,6 +70,35 @@ std::optional<Store::InventoryState> ParseInventoryState(std::string_view text) 
   return std::nullopt;
 }
 
+std::string_view TaskLogKindName(Store::TaskLogKind kind) {
+  switch (kind) {
+    case Store::TaskLogKind::kAssistantDelta:
+      return "assistant.delta";
+    case Store::TaskLogKind::kAssistant:
+      return "assistant";
+    case Store::TaskLogKind::kCommand:
+      return "command";
+    case Store::TaskLogKind::kOutputDelta:
+      return "output.delta";
+    case Store::TaskLogKind::kCommandResult:
+      return "command.result";
+    case Store::TaskLogKind::kStatus:
+      return "status";
+  }
+  return "status";
+}
+
+Store::TaskLogKind ParseTaskLogKind(std::string_view name) {
+  for (Store::TaskLogKind k : {Store::TaskLogKind::kAssistantDelta, Store::TaskLogKind::kAssistant,
+                               Store::TaskLogKind::kCommand, Store::TaskLogKind::kOutputDelta,
+                               Store::TaskLogKind::kCommandResult}) {
+    if (TaskLogKindName(k) == name) {
+      return k;
+    }
+  }
+  return Store::TaskLogKind::kStatus;
+}
+
 std::string MapToJson(const std::map<std::string, std::string>& map) { return json(map).dump(); }
 
 std::string FinalizersToJson(const std::vector<std::string>& finalizers) {

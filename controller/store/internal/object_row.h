@@ -49,6 +49,11 @@ std::optional<Store::ChangeType> ParseChangeType(std::string_view text);
 std::string_view InventoryStateName(Store::InventoryState state);
 std::optional<Store::InventoryState> ParseInventoryState(std::string_view text);
 
+// "assistant.delta", "assistant", "command", "output.delta", "command.result", "status" (the task
+// log's kind column) and back; an unknown name reads as kStatus.
+std::string_view TaskLogKindName(Store::TaskLogKind kind);
+Store::TaskLogKind ParseTaskLogKind(std::string_view name);
+
 // Canonical JSON of the metadata the store keeps as JSON columns. std::map and nlohmann's
 // object are both sorted, so equal values give equal text and can be compared as strings.
 std::string MapToJson(const std::map<std::string, std::string>& map);

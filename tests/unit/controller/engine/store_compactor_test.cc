@@ -9,6 +9,7 @@
 
 #include "controller/store/sqlite_store.h"
 #include "tests/support/fake_clock.h"
+#include "tests/unit/controller/store/store_backends.h"
 
 namespace sbx::controller {
 namespace {
@@ -17,12 +18,11 @@ using namespace std::chrono_literals;
 using api::Kind;
 using api::StatusCode;
 
-class StoreCompactorTest : public ::testing::Test {
+// Against both stores (store_backends.h): compaction is part of the Store contract.
+class StoreCompactorTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    SqliteStore::Options options;
-    options.clock = &clock_;
-    auto store = SqliteStore::Open(":memory:", options);
+    auto store = OpenTestStore(GetParam(), TestStoreOptions{.clock = &clock_});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(store).value();
   }
@@ -55,16 +55,18 @@ class StoreCompactorTest : public ::testing::Test {
     return round.ok() ? *round : StoreCompactor::Round{};
   }
   SqliteStore::Stats Stats() {
-    auto stats = store_->ReadStats();
+    auto stats = ReadTestStoreStats(*store_);
     EXPECT_TRUE(stats.ok()) << stats.status();
     return stats.ok() ? *stats : SqliteStore::Stats{};
   }
 
   testing::FakeClock clock_;
-  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<Store> store_;
 };
 
-TEST_F(StoreCompactorTest, CompactsToTheRevisionThePreviousRoundReadNeverPastTheWatermark) {
+INSTANTIATE_TEST_SUITE_P(Backends, StoreCompactorTest, StoreBackends(), BackendName);
+
+TEST_P(StoreCompactorTest, CompactsToTheRevisionThePreviousRoundReadNeverPastTheWatermark) {
   int64_t watermark = 1000;
   StoreCompactor compactor(*store_, clock_,
                            StoreCompactorOptions{.watermark = [&] { return watermark; }});
@@ -99,11 +101,11 @@ TEST_F(StoreCompactorTest, CompactsToTheRevisionThePreviousRoundReadNeverPastThe
 // the change log holds one interval of writes and the events obey both bounds. A watcher that
 // reads once per interval never notices compaction; one that stalls for two intervals is told
 // it is behind (kOutOfRange) rather than skipping what it missed.
-TEST_F(StoreCompactorTest, BoundsTheChangeLogAndTheEventsOfABusyFleet) {
+TEST_P(StoreCompactorTest, BoundsTheChangeLogAndTheEventsOfABusyFleet) {
   constexpr int kObjects = 10;
   constexpr auto kInterval = 5min;
   constexpr auto kTtl = 20min;
-  constexpr int kPerObject = 100;  // SqliteStore's default
+  constexpr int kPerObject = 100;  // the stores' default
   std::vector<std::string> names;
   for (int i = 0; i < kObjects; ++i) {
     names.push_back("sb-" + std::to_string(i));

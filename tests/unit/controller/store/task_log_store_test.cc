@@ -1,12 +1,14 @@
-// The AgentTask log and artifacts of SqliteStore: sequence numbers, the per-task bound (deltas
-// dropped first, item results kept), the 16 MiB artifact cap, and deletion with the object.
+// The AgentTask log and artifacts of both stores (store_backends.h): sequence numbers, the per-task
+// bound (deltas dropped first, item results kept), the 16 MiB artifact cap, and deletion with the
+// object.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "controller/store/sqlite_store.h"
+#include "controller/store/store.h"
+#include "tests/unit/controller/store/store_backends.h"
 
 namespace sbx::controller {
 namespace {
@@ -23,12 +25,10 @@ Entry E(LogKind kind, std::string text, std::string item = "") {
   return e;
 }
 
-class TaskLogStoreTest : public ::testing::Test {
+class TaskLogStoreTest : public ::testing::TestWithParam<std::string> {
  protected:
   void Open(int64_t max_bytes) {
-    SqliteStore::Options options;
-    options.task_log_max_bytes = max_bytes;
-    auto store = SqliteStore::Open(":memory:", options);
+    auto store = OpenTestStore(GetParam(), TestStoreOptions{.task_log_max_bytes = max_bytes});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(store).value();
   }
@@ -54,10 +54,12 @@ class TaskLogStoreTest : public ::testing::Test {
   }
 
   const ObjectKey key_{Kind::kAgentTask, "default", "t"};
-  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<Store> store_;
 };
 
-TEST_F(TaskLogStoreTest, AppendsInOrderWithSequenceNumbersAndReadsAfterOne) {
+INSTANTIATE_TEST_SUITE_P(Backends, TaskLogStoreTest, StoreBackends(), BackendName);
+
+TEST_P(TaskLogStoreTest, AppendsInOrderWithSequenceNumbersAndReadsAfterOne) {
   const std::string uid = CreateTask("t");
   auto last = store_->AppendTaskLog(key_, uid, {E(LogKind::kCommand, "$ echo hi", "cmd_1")});
   ASSERT_TRUE(last.ok()) << last.status();
@@ -78,14 +80,14 @@ TEST_F(TaskLogStoreTest, AppendsInOrderWithSequenceNumbersAndReadsAfterOne) {
   EXPECT_EQ(store_->ReadTaskLog(uid, 0, 1)->entries.size(), 1u);
 }
 
-TEST_F(TaskLogStoreTest, AnUnknownTaskHasAnEmptyLog) {
+TEST_P(TaskLogStoreTest, AnUnknownTaskHasAnEmptyLog) {
   auto page = store_->ReadTaskLog("nobody");
   ASSERT_TRUE(page.ok());
   EXPECT_TRUE(page->entries.empty());
   EXPECT_EQ(page->last_seq, 0);
 }
 
-TEST_F(TaskLogStoreTest, TheBoundDropsTheOldestDeltasFirstAndKeepsItemResults) {
+TEST_P(TaskLogStoreTest, TheBoundDropsTheOldestDeltasFirstAndKeepsItemResults) {
   Open(20);
   const std::string uid = CreateTask("t");
   ASSERT_TRUE(store_
@@ -104,14 +106,14 @@ TEST_F(TaskLogStoreTest, TheBoundDropsTheOldestDeltasFirstAndKeepsItemResults) {
   EXPECT_EQ(Texts(uid), (std::vector<std::string>{"1234567890", "done!!!!"}));
 }
 
-TEST_F(TaskLogStoreTest, AnEntryLongerThanTheBoundIsCutToIt) {
+TEST_P(TaskLogStoreTest, AnEntryLongerThanTheBoundIsCutToIt) {
   Open(4);
   const std::string uid = CreateTask("t");
   ASSERT_TRUE(store_->AppendTaskLog(key_, uid, {E(LogKind::kAssistant, "abcdefgh")}).ok());
   EXPECT_EQ(Texts(uid), (std::vector<std::string>{"abcd"}));
 }
 
-TEST_F(TaskLogStoreTest, ArtifactsAreStoredListedAndCappedPerTask) {
+TEST_P(TaskLogStoreTest, ArtifactsAreStoredListedAndCappedPerTask) {
   const std::string uid = CreateTask("t");
   const std::string content = "hi\n";
   ASSERT_TRUE(store_->PutArtifact(key_, uid, {"out.txt", 3, "abc", content}).ok());
@@ -137,7 +139,7 @@ TEST_F(TaskLogStoreTest, ArtifactsAreStoredListedAndCappedPerTask) {
   EXPECT_TRUE(store_->PutArtifact(key_, uid, {"a.bin", int64_t{9} << 20, "s2", big}).ok());
 }
 
-TEST_F(TaskLogStoreTest, LogAndArtifactsAreDeletedWithTheObject) {
+TEST_P(TaskLogStoreTest, LogAndArtifactsAreDeletedWithTheObject) {
   const std::string uid = CreateTask("t");
   ASSERT_TRUE(store_->AppendTaskLog(key_, uid, {E(LogKind::kAssistant, "x")}).ok());
   ASSERT_TRUE(store_->PutArtifact(key_, uid, {"out.txt", 1, "s", "x"}).ok());
@@ -152,7 +154,7 @@ TEST_F(TaskLogStoreTest, LogAndArtifactsAreDeletedWithTheObject) {
 
 namespace sbx::controller {
 namespace {
-TEST_F(TaskLogStoreTest, LongTextsRoundTrip) {
+TEST_P(TaskLogStoreTest, LongTextsRoundTrip) {
   const std::string uid = CreateTask("t");
   const std::string long_text = "submitted to worker w (session sess_1) and more text";
   ASSERT_TRUE(store_->AppendTaskLog(key_, uid, {E(LogKind::kStatus, long_text)}).ok());

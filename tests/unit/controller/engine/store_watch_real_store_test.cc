@@ -1,5 +1,6 @@
-// The engine's sources and worker loop against the real SqliteStore (":memory:"): what the
-// fake store in store_watch_test.cc assumes about WatchSince/WaitForChange must hold for real.
+// The engine's sources and worker loop against the real stores — SqliteStore (":memory:") and
+// PostgresStore (a fresh database on a throwaway PostgreSQL 15): what the fake store in
+// store_watch_test.cc assumes about WatchSince/WaitForChange must hold for both.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -7,9 +8,9 @@
 
 #include "controller/engine/manager.h"
 #include "controller/engine/store_watch.h"
-#include "controller/store/sqlite_store.h"
 #include "tests/support/fake_clock.h"
 #include "tests/unit/controller/engine/poll.h"
+#include "tests/unit/controller/store/store_backends.h"
 
 namespace sbx::controller {
 namespace {
@@ -61,11 +62,14 @@ class ObservingReconciler final : public Reconciler {
   std::map<ObjectKey, int> gone_;   // Guarded by mu_.
 };
 
-TEST(StoreWatchSqliteTest, ManagerReconcilesWhatIsAppliedAndSettles) {
+class StoreWatchRealStoreTest : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Backends, StoreWatchRealStoreTest, StoreBackends(), BackendName);
+
+TEST_P(StoreWatchRealStoreTest, ManagerReconcilesWhatIsAppliedAndSettles) {
   testing::FakeClock clock;
-  auto opened = SqliteStore::Open(":memory:", SqliteStoreOptions{.clock = &clock});
+  auto opened = OpenTestStore(GetParam(), TestStoreOptions{.clock = &clock});
   ASSERT_TRUE(opened.ok()) << opened.status();
-  SqliteStore& store = **opened;
+  Store& store = **opened;
   ASSERT_TRUE(store.Apply({api::MakeObject(Kind::kSandbox, "a")}, {}).ok());
 
   ObservingReconciler reconciler(store);

@@ -1,4 +1,7 @@
-#include "controller/store/sqlite_store.h"
+// The Store contract, run against both backends (store_backends.h): SqliteStore and
+// PostgresStore must pass the same tests. SQLite-only behaviour (files, WAL, busy timeouts) is
+// tested in tests/integration.
+#include "controller/store/store.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,6 +12,7 @@
 #include <vector>
 
 #include "tests/support/fake_clock.h"
+#include "tests/unit/controller/store/store_backends.h"
 
 namespace sbx::controller {
 namespace {
@@ -31,12 +35,10 @@ ObjectKey Key(const std::string& name, Kind kind = Kind::kSandbox,
   return ObjectKey{kind, ns, name};
 }
 
-class SqliteStoreTest : public ::testing::Test {
+class StoreTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    SqliteStore::Options options;
-    options.clock = &clock_;
-    auto store = SqliteStore::Open(":memory:", options);
+    auto store = OpenTestStore(GetParam(), TestStoreOptions{.clock = &clock_});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(store).value();
   }
@@ -67,17 +69,19 @@ class SqliteStoreTest : public ::testing::Test {
   }
 
   testing::FakeClock clock_;
-  std::unique_ptr<SqliteStore> store_;
+  std::unique_ptr<Store> store_;
 };
 
-TEST_F(SqliteStoreTest, NewStoreIsAtRevisionZero) {
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, StoreBackends(), BackendName);
+
+TEST_P(StoreTest, NewStoreIsAtRevisionZero) {
   EXPECT_EQ(Revision(), 0);
   auto changes = store_->WatchSince(0);
   ASSERT_TRUE(changes.ok()) << changes.status();
   EXPECT_TRUE(changes->empty());
 }
 
-TEST_F(SqliteStoreTest, CreateSetsServerMetadata) {
+TEST_P(StoreTest, CreateSetsServerMetadata) {
   auto results = MustApply({Sandbox("a")});
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].action, ApplyAction::kCreated);
@@ -94,14 +98,14 @@ TEST_F(SqliteStoreTest, CreateSetsServerMetadata) {
   EXPECT_EQ(Revision(), 1);
 }
 
-TEST_F(SqliteStoreTest, UidsAreDistinct) {
+TEST_P(StoreTest, UidsAreDistinct) {
   auto results = MustApply({Sandbox("a"), Sandbox("b")});
   ASSERT_EQ(results.size(), 2u);
   EXPECT_NE(results[0].object.metadata.uid, results[1].object.metadata.uid);
   EXPECT_EQ(results[1].object.metadata.resource_version, 2);  // one revision per object
 }
 
-TEST_F(SqliteStoreTest, ReapplyingUnchangedManifestWritesNothing) {
+TEST_P(StoreTest, ReapplyingUnchangedManifestWritesNothing) {
   const Object first = MustApply({Sandbox("a")})[0].object;
   clock_.Advance(std::chrono::minutes(1));
   auto results = MustApply({Sandbox("a")});
@@ -114,7 +118,7 @@ TEST_F(SqliteStoreTest, ReapplyingUnchangedManifestWritesNothing) {
   EXPECT_TRUE(changes->empty());
 }
 
-TEST_F(SqliteStoreTest, ChangedSpecBumpsGenerationAndResourceVersion) {
+TEST_P(StoreTest, ChangedSpecBumpsGenerationAndResourceVersion) {
   MustApply({Sandbox("a")});
   auto results = MustApply({Sandbox("a", "python:3.13")});
   ASSERT_EQ(results.size(), 1u);
@@ -124,7 +128,7 @@ TEST_F(SqliteStoreTest, ChangedSpecBumpsGenerationAndResourceVersion) {
   EXPECT_EQ(MustGet(Key("a")).sandbox_spec().image, "python:3.13");
 }
 
-TEST_F(SqliteStoreTest, LabelOnlyChangeBumpsResourceVersionNotGeneration) {
+TEST_P(StoreTest, LabelOnlyChangeBumpsResourceVersionNotGeneration) {
   MustApply({Sandbox("a")});
   Object labelled = Sandbox("a");
   labelled.metadata.labels["team"] = "infra";
@@ -139,7 +143,7 @@ TEST_F(SqliteStoreTest, LabelOnlyChangeBumpsResourceVersionNotGeneration) {
   EXPECT_EQ(stored.metadata.annotations.at("note"), "hi");
 }
 
-TEST_F(SqliteStoreTest, IgnoresServerSetMetadataAndStatusInManifests) {
+TEST_P(StoreTest, IgnoresServerSetMetadataAndStatusInManifests) {
   Object object = Sandbox("a");
   object.metadata.uid = "not-a-uid";
   object.metadata.generation = 42;
@@ -154,7 +158,7 @@ TEST_F(SqliteStoreTest, IgnoresServerSetMetadataAndStatusInManifests) {
   EXPECT_EQ(stored.sandbox_status().state, "");
 }
 
-TEST_F(SqliteStoreTest, RequiredResourceVersionRefusesAChangeMadeSinceItWasRead) {
+TEST_P(StoreTest, RequiredResourceVersionRefusesAChangeMadeSinceItWasRead) {
   MustApply({Sandbox("a")});
   Object read = MustGet(Key("a"));           // as `sbxctl edit` reads it
   MustApply({Sandbox("a", "python:3.13")});  // someone else changes it meanwhile
@@ -180,7 +184,7 @@ TEST_F(SqliteStoreTest, RequiredResourceVersionRefusesAChangeMadeSinceItWasRead)
   EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
 }
 
-TEST_F(SqliteStoreTest, DuplicateKeyInOneApplyIsInvalidArgumentNamingIt) {
+TEST_P(StoreTest, DuplicateKeyInOneApplyIsInvalidArgumentNamingIt) {
   auto results = store_->Apply({Sandbox("a"), Sandbox("b"), Sandbox("a", "other")}, {});
   ASSERT_FALSE(results.ok());
   EXPECT_EQ(results.status().code(), StatusCode::kInvalidArgument);
@@ -188,14 +192,14 @@ TEST_F(SqliteStoreTest, DuplicateKeyInOneApplyIsInvalidArgumentNamingIt) {
   EXPECT_EQ(Revision(), 0);
 }
 
-TEST_F(SqliteStoreTest, SameNameInDifferentKindsOrNamespacesIsFine) {
+TEST_P(StoreTest, SameNameInDifferentKindsOrNamespacesIsFine) {
   Object worker = api::MakeObject(Kind::kAgentWorker, "a");
   worker.agent_worker_spec().sandbox_ref = "a";
   auto results = MustApply({Sandbox("a"), Sandbox("a", "img", "other"), worker});
   EXPECT_EQ(results.size(), 3u);
 }
 
-TEST_F(SqliteStoreTest, ApplyIsAllOrNothing) {
+TEST_P(StoreTest, ApplyIsAllOrNothing) {
   MustApply({Sandbox("doomed"), Sandbox("kept")});
   AddFinalizer(Key("doomed"));
   auto outcome = store_->Delete(Key("doomed"));
@@ -216,7 +220,7 @@ TEST_F(SqliteStoreTest, ApplyIsAllOrNothing) {
   EXPECT_TRUE(changes->empty());
 }
 
-TEST_F(SqliteStoreTest, UpdateStatusIsCompareAndSwap) {
+TEST_P(StoreTest, UpdateStatusIsCompareAndSwap) {
   Object object = MustApply({Sandbox("a")})[0].object;
   Object stale = object;
   object.sandbox_status().state = "PENDING";
@@ -233,7 +237,7 @@ TEST_F(SqliteStoreTest, UpdateStatusIsCompareAndSwap) {
   EXPECT_EQ(MustGet(Key("a")).sandbox_status().state, "PENDING");
 }
 
-TEST_F(SqliteStoreTest, UpdateStatusDoesNotTouchSpec) {
+TEST_P(StoreTest, UpdateStatusDoesNotTouchSpec) {
   Object object = MustApply({Sandbox("a")})[0].object;
   object.sandbox_spec().image = "sneaky";
   object.metadata.labels["x"] = "y";
@@ -245,7 +249,7 @@ TEST_F(SqliteStoreTest, UpdateStatusDoesNotTouchSpec) {
   EXPECT_EQ(stored.sandbox_status().state, "RUNNING");
 }
 
-TEST_F(SqliteStoreTest, UnchangedStatusWritesNothing) {
+TEST_P(StoreTest, UnchangedStatusWritesNothing) {
   Object object = MustApply({Sandbox("a")})[0].object;
   auto updated = store_->UpdateStatus(object);
   ASSERT_TRUE(updated.ok()) << updated.status();
@@ -253,7 +257,7 @@ TEST_F(SqliteStoreTest, UnchangedStatusWritesNothing) {
   EXPECT_EQ(Revision(), 1);
 }
 
-TEST_F(SqliteStoreTest, UpdateStatusOfMissingObjectIsNotFound) {
+TEST_P(StoreTest, UpdateStatusOfMissingObjectIsNotFound) {
   EXPECT_EQ(store_->UpdateStatus(Sandbox("ghost")).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(store_->UpdateControllerMetadata(Sandbox("ghost")).status().code(),
             StatusCode::kNotFound);
@@ -261,7 +265,7 @@ TEST_F(SqliteStoreTest, UpdateStatusOfMissingObjectIsNotFound) {
   EXPECT_EQ(store_->Get(Key("ghost")).status().code(), StatusCode::kNotFound);
 }
 
-TEST_F(SqliteStoreTest, ControllerMetadataUpdateIsCompareAndSwap) {
+TEST_P(StoreTest, ControllerMetadataUpdateIsCompareAndSwap) {
   Object object = MustApply({Sandbox("a")})[0].object;
   Object stale = object;
   object.metadata.owner_references.push_back({Kind::kAgentWorker, "w", "uid-1", true});
@@ -276,7 +280,7 @@ TEST_F(SqliteStoreTest, ControllerMetadataUpdateIsCompareAndSwap) {
   EXPECT_EQ(store_->UpdateControllerMetadata(stale).status().code(), StatusCode::kAborted);
 }
 
-TEST_F(SqliteStoreTest, DeleteWithoutFinalizersRemovesTheObject) {
+TEST_P(StoreTest, DeleteWithoutFinalizersRemovesTheObject) {
   MustApply({Sandbox("a")});
   auto outcome = store_->Delete(Key("a"));
   ASSERT_TRUE(outcome.ok()) << outcome.status();
@@ -291,7 +295,7 @@ TEST_F(SqliteStoreTest, DeleteWithoutFinalizersRemovesTheObject) {
   EXPECT_FALSE((*changes)[0].object.has_value());
 }
 
-TEST_F(SqliteStoreTest, DeleteWithFinalizersMarksUntilTheLastFinalizerGoes) {
+TEST_P(StoreTest, DeleteWithFinalizersMarksUntilTheLastFinalizerGoes) {
   MustApply({Sandbox("a")});
   AddFinalizer(Key("a"));
   clock_.Advance(std::chrono::seconds(5));
@@ -323,7 +327,7 @@ TEST_F(SqliteStoreTest, DeleteWithFinalizersMarksUntilTheLastFinalizerGoes) {
   EXPECT_EQ((*changes)[1].type, Store::ChangeType::kDeleted);
 }
 
-TEST_F(SqliteStoreTest, PruneDeletesMembersMissingFromTheApply) {
+TEST_P(StoreTest, PruneDeletesMembersMissingFromTheApply) {
   ApplyOptions with_set;
   with_set.applyset = "demo";
   MustApply({Sandbox("a"), Sandbox("b"), Sandbox("c")}, with_set);
@@ -351,7 +355,7 @@ TEST_F(SqliteStoreTest, PruneDeletesMembersMissingFromTheApply) {
   EXPECT_EQ(again.size(), 1u);
 }
 
-TEST_F(SqliteStoreTest, PruneWithoutApplysetIsInvalidArgument) {
+TEST_P(StoreTest, PruneWithoutApplysetIsInvalidArgument) {
   ApplyOptions options;
   options.prune = true;
   EXPECT_EQ(store_->Apply({Sandbox("a")}, options).status().code(), StatusCode::kInvalidArgument);
@@ -359,7 +363,7 @@ TEST_F(SqliteStoreTest, PruneWithoutApplysetIsInvalidArgument) {
 
 // An empty apply with prune would delete the whole set: the store refuses it for every client,
 // dry run included, unless asked to allow it.
-TEST_F(SqliteStoreTest, PruneWithNoObjectsIsRefusedUnlessAllowed) {
+TEST_P(StoreTest, PruneWithNoObjectsIsRefusedUnlessAllowed) {
   ApplyOptions with_set;
   with_set.applyset = "demo";
   MustApply({Sandbox("a"), Sandbox("b")}, with_set);
@@ -379,7 +383,7 @@ TEST_F(SqliteStoreTest, PruneWithNoObjectsIsRefusedUnlessAllowed) {
   EXPECT_EQ(store_->Get(Key("a")).status().code(), StatusCode::kNotFound);
 }
 
-TEST_F(SqliteStoreTest, DryRunComputesResultsAndWritesNothing) {
+TEST_P(StoreTest, DryRunComputesResultsAndWritesNothing) {
   ApplyOptions with_set;
   with_set.applyset = "demo";
   MustApply({Sandbox("a"), Sandbox("b")}, with_set);
@@ -401,7 +405,7 @@ TEST_F(SqliteStoreTest, DryRunComputesResultsAndWritesNothing) {
   EXPECT_EQ(store_->Get(Key("c")).status().code(), StatusCode::kNotFound);
 }
 
-TEST_F(SqliteStoreTest, ListFiltersAndSorts) {
+TEST_P(StoreTest, ListFiltersAndSorts) {
   Object worker = api::MakeObject(Kind::kAgentWorker, "w");
   worker.agent_worker_spec().sandbox_ref = "b";
   Object labelled = Sandbox("b");
@@ -439,7 +443,7 @@ TEST_F(SqliteStoreTest, ListFiltersAndSorts) {
   EXPECT_TRUE(store_->List(selector)->empty());
 }
 
-TEST_F(SqliteStoreTest, WatchReturnsEveryChangeInOrderWithTheObject) {
+TEST_P(StoreTest, WatchReturnsEveryChangeInOrderWithTheObject) {
   MustApply({Sandbox("a"), Sandbox("b")});
   Object a = MustGet(Key("a"));
   a.sandbox_status().state = "RUNNING";
@@ -468,7 +472,7 @@ TEST_F(SqliteStoreTest, WatchReturnsEveryChangeInOrderWithTheObject) {
   EXPECT_EQ((*limited)[1].revision, 3);
 }
 
-TEST_F(SqliteStoreTest, WaitForChangeWakesOnOwnWritesAndTimesOut) {
+TEST_P(StoreTest, WaitForChangeWakesOnOwnWritesAndTimesOut) {
   ASSERT_TRUE(store_->WatchSince(0).ok());
   EXPECT_FALSE(store_->WaitForChange(std::chrono::milliseconds(30)));
   MustApply({Sandbox("a")});
@@ -477,7 +481,7 @@ TEST_F(SqliteStoreTest, WaitForChangeWakesOnOwnWritesAndTimesOut) {
   EXPECT_FALSE(store_->WaitForChange(std::chrono::milliseconds(30)));
 }
 
-TEST_F(SqliteStoreTest, EventsAreDeduplicated) {
+TEST_P(StoreTest, EventsAreDeduplicated) {
   Store::Event event;
   event.involved = Key("a");
   event.type = "Warning";
@@ -509,7 +513,7 @@ TEST_F(SqliteStoreTest, EventsAreDeduplicated) {
   EXPECT_EQ(Revision(), 0);  // events are not object writes
 }
 
-TEST_F(SqliteStoreTest, InventoryKeepsAbandonedRecords) {
+TEST_P(StoreTest, InventoryKeepsAbandonedRecords) {
   Store::InventoryRecord record;
   record.workspace = "default/default";
   record.resource_type = "session";
@@ -525,7 +529,7 @@ TEST_F(SqliteStoreTest, InventoryKeepsAbandonedRecords) {
   EXPECT_EQ((*got)->owner.kind, api::Kind::kAgentWorker);
 }
 
-TEST_F(SqliteStoreTest, InventoryCrud) {
+TEST_P(StoreTest, InventoryCrud) {
   Store::InventoryRecord record;
   record.workspace = "default";
   record.resource_type = "sandbox";
@@ -571,7 +575,7 @@ TEST_F(SqliteStoreTest, InventoryCrud) {
   EXPECT_EQ(store_->ListInventory(std::nullopt)->size(), 1u);
 }
 
-TEST_F(SqliteStoreTest, LeaseAcquireRenewExpireAndTakeover) {
+TEST_P(StoreTest, LeaseAcquireRenewExpireAndTakeover) {
   using std::chrono::seconds;
   auto acquire = [&](const std::string& holder) {
     auto held = store_->TryAcquireLease("sbxd", holder, seconds(15));
@@ -596,7 +600,7 @@ TEST_F(SqliteStoreTest, LeaseAcquireRenewExpireAndTakeover) {
             StatusCode::kInvalidArgument);
 }
 
-TEST_F(SqliteStoreTest, AllKindsRoundTrip) {
+TEST_P(StoreTest, AllKindsRoundTrip) {
   Object workspace = api::MakeObject(Kind::kWorkspace, "default");
   workspace.workspace_spec().databricks.host = "https://example";
   workspace.workspace_spec().databricks.token_from.env = "DATABRICKS_TOKEN";
@@ -614,7 +618,7 @@ TEST_F(SqliteStoreTest, AllKindsRoundTrip) {
 // ---- bounded growth (issue #12) -------------------------------------------------------------
 
 // Writes a new status.state to `name`, returning the stored object.
-Object WriteState(SqliteStore& store, const ObjectKey& key, const std::string& state) {
+Object WriteState(Store& store, const ObjectKey& key, const std::string& state) {
   auto object = store.Get(key);
   EXPECT_TRUE(object.ok()) << object.status();
   if (!object.ok()) {
@@ -634,7 +638,7 @@ std::vector<int64_t> Revisions(const std::vector<Store::Change>& changes) {
   return out;
 }
 
-TEST_F(SqliteStoreTest, WatchingFromACompactedRevisionIsOutOfRangeNotASilentGap) {
+TEST_P(StoreTest, WatchingFromACompactedRevisionIsOutOfRangeNotASilentGap) {
   MustApply({Sandbox("a"), Sandbox("b"), Sandbox("c")});  // revisions 1-3
   WriteState(*store_, Key("a"), "PENDING");               // 4
   WriteState(*store_, Key("b"), "PENDING");               // 5
@@ -671,14 +675,14 @@ TEST_F(SqliteStoreTest, WatchingFromACompactedRevisionIsOutOfRangeNotASilentGap)
   EXPECT_THAT(Revisions(*after), ElementsAre(6));
   EXPECT_EQ(store_->WatchSince(4).status().code(), StatusCode::kOutOfRange);
 
-  auto stats = store_->ReadStats();
+  auto stats = ReadTestStoreStats(*store_);
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->revision, 6);
   EXPECT_EQ(stats->compacted_revision, 5);
   EXPECT_EQ(stats->changes, 1);
 }
 
-TEST_F(SqliteStoreTest, CompactingBelowTheCompactionPointDeletesNothing) {
+TEST_P(StoreTest, CompactingBelowTheCompactionPointDeletesNothing) {
   MustApply({Sandbox("a"), Sandbox("b")});
   ASSERT_TRUE(store_->CompactChanges(2).ok());
   WriteState(*store_, Key("a"), "PENDING");
@@ -690,12 +694,13 @@ TEST_F(SqliteStoreTest, CompactingBelowTheCompactionPointDeletesNothing) {
   EXPECT_THAT(Revisions(*changes), ElementsAre(3));
 }
 
-TEST(SqliteStoreEventBoundTest, KeepsOnlyTheNewestEventsOfEachObject) {
+class StoreEventBoundTest : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Backends, StoreEventBoundTest, StoreBackends(), BackendName);
+
+TEST_P(StoreEventBoundTest, KeepsOnlyTheNewestEventsOfEachObject) {
   testing::FakeClock clock;
-  SqliteStore::Options options;
-  options.clock = &clock;
-  options.max_events_per_object = 3;
-  auto store = SqliteStore::Open(":memory:", options);
+  auto store =
+      OpenTestStore(GetParam(), TestStoreOptions{.clock = &clock, .max_events_per_object = 3});
   ASSERT_TRUE(store.ok()) << store.status();
   auto record = [&](const std::string& name, const std::string& message) {
     Store::Event event;
@@ -724,7 +729,7 @@ TEST(SqliteStoreEventBoundTest, KeepsOnlyTheNewestEventsOfEachObject) {
   EXPECT_EQ(other->size(), 1u);
 }
 
-TEST_F(SqliteStoreTest, ExpireEventsDropsWhatWasLastSeenBeforeTheCutoff) {
+TEST_P(StoreTest, ExpireEventsDropsWhatWasLastSeenBeforeTheCutoff) {
   auto record = [&](const std::string& message) {
     Store::Event event;
     event.involved = Key("a");
@@ -751,7 +756,7 @@ TEST_F(SqliteStoreTest, ExpireEventsDropsWhatWasLastSeenBeforeTheCutoff) {
   EXPECT_EQ((*events)[1].message, "new");
 }
 
-TEST_F(SqliteStoreTest, GetLeaseNamesTheHolderUntilItIsReleased) {
+TEST_P(StoreTest, GetLeaseNamesTheHolderUntilItIsReleased) {
   auto none = store_->GetLease("sbxd");
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_FALSE(none->has_value());

@@ -1,0 +1,733 @@
+// PostgresStore: connecting and migrating, the plumbing every operation uses (the revision row,
+// object rows, the change log), the object operations and the watch. Events, inventory, leases,
+// task logs and artifacts are in postgres_store_records.cc.
+#include "controller/store/postgres_store.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <utility>
+
+#include "api/codec.h"
+#include "controller/store/internal/object_row.h"
+#include "controller/store/internal/postgres_connection.h"
+#include "controller/store/internal/postgres_schema.h"
+#include "controller/store/internal/sqlite_schema.h"
+
+namespace sbx::controller {
+
+using api::KindName;
+using api::OkStatus;
+using internal::DataLossError;
+using internal::kObjectColumns;
+using internal::NullIfEmpty;
+using internal::P;
+using internal::PgConnection;
+using internal::PgResult;
+using internal::PgTxn;
+
+namespace {
+
+const int kLatestSchemaVersion = static_cast<int>(internal::PostgresMigrations().size());
+
+// The NOTIFY channel WaitForChange listens on.
+constexpr std::string_view kChannel = "sbx_store";
+
+// Any key: serialises concurrent migrations (pg_advisory_xact_lock).
+constexpr int64_t kMigrationLockKey = 0x5b78'0017;
+
+}  // namespace
+
+bool IsPostgresUrl(std::string_view db) {
+  return db.starts_with("postgres://") || db.starts_with("postgresql://");
+}
+
+std::string RedactDatabaseUrl(std::string_view url) { return internal::RedactDatabaseUrl(url); }
+
+// ---- opening ----------------------------------------------------------------------------------
+
+PostgresStore::PostgresStore(std::string redacted_url, std::string url, Options options,
+                             std::unique_ptr<PgConnection> conn)
+    : redacted_url_(std::move(redacted_url)),
+      url_(std::move(url)),
+      options_(options),
+      clock_(options.clock != nullptr ? *options.clock : system_clock_),
+      conn_(std::move(conn)) {
+  std::random_device device;
+  std::seed_seq seed{device(), device(), device(), device(),
+                     device(), device(), device(), device()};
+  uid_random_.seed(seed);
+}
+
+PostgresStore::~PostgresStore() = default;
+
+int PostgresStore::LatestSchemaVersion() { return kLatestSchemaVersion; }
+
+StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& url,
+                                                             Options options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<PgConnection> conn, PgConnection::Connect(url));
+  std::string redacted = conn->redacted_url();
+  std::unique_ptr<PostgresStore> store(
+      new PostgresStore(std::move(redacted), url, options, std::move(conn)));
+  std::lock_guard lock(store->mu_);
+  RETURN_IF_ERROR(store->Migrate());
+  return store;
+}
+
+Status PostgresStore::Migrate() {
+  PgConnection& c = *conn_;
+  auto too_new = [&](int64_t version) {
+    return api::FailedPreconditionError("database " + redacted_url_ + " has schema version " +
+                                        std::to_string(version) +
+                                        ", newer than this sbx understands (" +
+                                        std::to_string(kLatestSchemaVersion) + "); upgrade sbx");
+  };
+  for (;;) {
+    PgTxn txn(c);
+    RETURN_IF_ERROR(txn.Begin());
+    RETURN_IF_ERROR(c.Exec("SELECT pg_advisory_xact_lock($1)", {P(kMigrationLockKey)}).status());
+    ASSIGN_OR_RETURN(PgResult has_table,
+                     c.Exec("SELECT to_regclass('schema_migrations') IS NOT NULL"));
+    int64_t version = 0;
+    if (has_table.Text(0, 0) == "t") {
+      ASSIGN_OR_RETURN(PgResult v, c.Exec("SELECT coalesce(max(version), 0) FROM "
+                                          "schema_migrations"));
+      version = v.Int(0, 0);
+    } else {
+      ASSIGN_OR_RETURN(PgResult tables,
+                       c.Exec("SELECT count(*) FROM information_schema.tables WHERE "
+                              "table_schema = current_schema()"));
+      if (tables.Int(0, 0) > 0) {
+        return api::FailedPreconditionError(
+            "database " + redacted_url_ +
+            " is a PostgreSQL database but not an sbx one (it has tables and no "
+            "schema_migrations)");
+      }
+      RETURN_IF_ERROR(c.Exec("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, "
+                             "applied_at TEXT NOT NULL)")
+                          .status());
+    }
+    if (version > kLatestSchemaVersion) {
+      return too_new(version);
+    }
+    if (version == kLatestSchemaVersion) {
+      return txn.Commit();
+    }
+    // One migration per transaction: a failure leaves the schema at the last complete version.
+    RETURN_IF_ERROR(c.Exec(internal::PostgresMigrations()[version]).status());
+    RETURN_IF_ERROR(c.Exec("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
+                           {P(version + 1), P(Now())})
+                        .status());
+    RETURN_IF_ERROR(txn.Commit());
+  }
+}
+
+// ---- plumbing ---------------------------------------------------------------------------------
+
+std::string PostgresStore::Now() const { return FormatRfc3339(clock_.Now()); }
+
+std::string PostgresStore::NewUid() { return internal::MakeUuidV4(uid_random_); }
+
+StatusOr<int64_t> PostgresStore::LockRevision() {
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT value FROM revision WHERE id = 1 FOR UPDATE"));
+  if (r.Rows() != 1) {
+    return DataLossError("database " + redacted_url_ + " has no revision row");
+  }
+  return r.Int(0, 0);
+}
+
+StatusOr<int64_t> PostgresStore::ReadRevision() {
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT value FROM revision WHERE id = 1"));
+  if (r.Rows() != 1) {
+    return DataLossError("database " + redacted_url_ + " has no revision row");
+  }
+  return r.Int(0, 0);
+}
+
+Status PostgresStore::WriteRevision(int64_t revision) {
+  return conn_->Exec("UPDATE revision SET value = $1 WHERE id = 1", {P(revision)}).status();
+}
+
+Status PostgresStore::Notify() { return conn_->Exec("NOTIFY " + std::string(kChannel)).status(); }
+
+namespace {
+
+StatusOr<internal::ObjectRow> ReadRowColumns(const std::string& db, const PgResult& r, int i) {
+  internal::ObjectRow row;
+  auto kind = api::ParseKind(r.Text(i, 0));
+  if (!kind.ok()) {
+    return DataLossError("database " + db + ": object with unknown kind '" + r.Text(i, 0) + "'");
+  }
+  row.key.kind = *kind;
+  row.key.namespace_ = r.Text(i, 1);
+  row.key.name = r.Text(i, 2);
+  row.uid = r.Text(i, 3);
+  row.generation = r.Int(i, 4);
+  row.resource_version = r.Int(i, 5);
+  row.spec = r.Text(i, 6);
+  row.status = r.Text(i, 7);
+  row.labels = r.Text(i, 8);
+  row.annotations = r.Text(i, 9);
+  row.owner_references = r.Text(i, 10);
+  row.finalizers = r.Text(i, 11);
+  row.deletion_timestamp = r.Text(i, 12);  // "" for NULL
+  row.applyset = r.Text(i, 13);
+  row.creation_timestamp = r.Text(i, 14);
+  row.update_timestamp = r.Text(i, 15);
+  return row;
+}
+
+// $1 … $16 in kObjectColumns order (INSERT and UPDATE).
+std::vector<internal::PgParam> RowParams(const internal::ObjectRow& row) {
+  return {P(KindName(row.key.kind)),
+          P(row.key.namespace_),
+          P(row.key.name),
+          P(row.uid),
+          P(row.generation),
+          P(row.resource_version),
+          P(row.spec),
+          P(row.status),
+          P(row.labels),
+          P(row.annotations),
+          P(row.owner_references),
+          P(row.finalizers),
+          NullIfEmpty(row.deletion_timestamp),
+          NullIfEmpty(row.applyset),
+          P(row.creation_timestamp),
+          P(row.update_timestamp)};
+}
+
+std::vector<internal::PgParam> KeyParams(const ObjectKey& key) {
+  return {P(KindName(key.kind)), P(key.namespace_), P(key.name)};
+}
+
+Status CheckUnchangedSince(std::string_view what, const ObjectKey& key, int64_t read,
+                           int64_t stored) {
+  if (read == stored) {
+    return OkStatus();
+  }
+  return api::AbortedError("conflict updating " + std::string(what) + " of " + key.ToString() +
+                           ": it changed (resourceVersion " + std::to_string(read) + " is now " +
+                           std::to_string(stored) + "); read it again");
+}
+
+}  // namespace
+
+StatusOr<std::optional<PostgresStore::Row>> PostgresStore::ReadRow(const ObjectKey& key) {
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT " + std::string(kObjectColumns) +
+                                               " FROM objects WHERE kind = $1 AND namespace = $2 "
+                                               "AND name = $3",
+                                           KeyParams(key)));
+  if (r.Rows() == 0) {
+    return std::optional<Row>();
+  }
+  ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, r, 0));
+  return std::optional<Row>(std::move(row));
+}
+
+StatusOr<Object> PostgresStore::RowToObject(const Row& row) const {
+  return internal::RowToObject(redacted_url_, row);
+}
+
+Status PostgresStore::InsertRow(const Row& row) {
+  return conn_
+      ->Exec("INSERT INTO objects (" + std::string(kObjectColumns) +
+                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+             RowParams(row))
+      .status();
+}
+
+Status PostgresStore::UpdateRow(const Row& row) {
+  return conn_
+      ->Exec(
+          "UPDATE objects SET uid = $4, generation = $5, resource_version = $6, spec = $7, "
+          "status = $8, labels = $9, annotations = $10, owner_references = $11, "
+          "finalizers = $12, deletion_timestamp = $13, applyset = $14, "
+          "creation_timestamp = $15, update_timestamp = $16 "
+          "WHERE kind = $1 AND namespace = $2 AND name = $3",
+          RowParams(row))
+      .status();
+}
+
+Status PostgresStore::DeleteRow(const ObjectKey& key) {
+  // What is kept beside an object goes with it (an AgentTask's log and artifacts).
+  for (std::string_view table : {"task_log", "task_log_heads", "artifacts"}) {
+    RETURN_IF_ERROR(conn_
+                        ->Exec("DELETE FROM " + std::string(table) +
+                                   " WHERE task_uid IN (SELECT uid FROM objects WHERE kind = $1 "
+                                   "AND namespace = $2 AND name = $3)",
+                               KeyParams(key))
+                        .status());
+  }
+  return conn_
+      ->Exec("DELETE FROM objects WHERE kind = $1 AND namespace = $2 AND name = $3", KeyParams(key))
+      .status();
+}
+
+Status PostgresStore::AppendChange(int64_t revision, ChangeType type, const ObjectKey& key,
+                                   const Row* row) {
+  return conn_
+      ->Exec(
+          "INSERT INTO changes (revision, type, kind, namespace, name, object) VALUES "
+          "($1, $2, $3, $4, $5, $6)",
+          {P(revision), P(internal::ChangeTypeName(type)), P(KindName(key.kind)), P(key.namespace_),
+           P(key.name), row != nullptr ? P(internal::EncodeChangeObject(*row)) : internal::Null()})
+      .status();
+}
+
+StatusOr<DeleteOutcome> PostgresStore::DeleteLocked(Row& row, int64_t& revision) {
+  if (!row.deletion_timestamp.empty()) {
+    return DeleteOutcome::kAlreadyDeleting;
+  }
+  if (row.finalizers != "[]") {
+    row.deletion_timestamp = Now();
+    row.update_timestamp = row.deletion_timestamp;
+    row.resource_version = ++revision;
+    RETURN_IF_ERROR(UpdateRow(row));
+    RETURN_IF_ERROR(AppendChange(row.resource_version, ChangeType::kModified, row.key, &row));
+    return DeleteOutcome::kMarkedForDeletion;
+  }
+  row.resource_version = ++revision;
+  RETURN_IF_ERROR(DeleteRow(row.key));
+  RETURN_IF_ERROR(AppendChange(row.resource_version, ChangeType::kDeleted, row.key, nullptr));
+  return DeleteOutcome::kDeleted;
+}
+
+// ---- objects ----------------------------------------------------------------------------------
+// Each write mirrors SqliteStore's (sqlite_store_objects.cc) step for step; the one difference
+// is LockRevision at the start, PostgreSQL's stand-in for SQLite's BEGIN IMMEDIATE.
+
+StatusOr<std::vector<ApplyResult>> PostgresStore::Apply(const std::vector<Object>& objects,
+                                                        const ApplyOptions& options) {
+  if (options.prune && options.applyset.empty()) {
+    return api::InvalidArgumentError("prune needs an applyset to know which objects to delete");
+  }
+  if (options.prune && objects.empty() && !options.prune_allow_empty) {
+    return api::FailedPreconditionError(
+        "no objects passed to apply; refusing to prune every "
+        "member of applyset \"" +
+        options.applyset + "\" (prune_allow_empty not set)");
+  }
+  struct Wanted {
+    ObjectKey key;
+    int64_t resource_version;
+    std::string spec;
+    std::string labels;
+    std::string annotations;
+  };
+  std::vector<Wanted> wanted;
+  wanted.reserve(objects.size());
+  std::set<ObjectKey> keys;
+  for (const Object& object : objects) {
+    ObjectKey key = api::KeyOf(object);
+    if (key.name.empty()) {
+      return api::InvalidArgumentError("a " + std::string(KindName(key.kind)) + " in namespace " +
+                                       key.namespace_ + " has no name");
+    }
+    if (!keys.insert(key).second) {
+      return api::InvalidArgumentError(key.ToString() + " appears more than once in one apply");
+    }
+    wanted.push_back({std::move(key), object.metadata.resource_version, api::EncodeSpecJson(object),
+                      internal::MapToJson(object.metadata.labels),
+                      internal::MapToJson(object.metadata.annotations)});
+  }
+
+  std::lock_guard lock(mu_);
+  PgTxn txn(*conn_);
+  RETURN_IF_ERROR(txn.Begin());
+  ASSIGN_OR_RETURN(const int64_t start, LockRevision());
+  int64_t revision = start;
+  const std::string now = Now();
+  std::vector<ApplyResult> results;
+  results.reserve(wanted.size());
+
+  for (Wanted& w : wanted) {
+    ASSIGN_OR_RETURN(std::optional<Row> existing, ReadRow(w.key));
+    ApplyResult result;
+    result.key = w.key;
+    Row row;
+    if (options.require_resource_version) {
+      if (!existing) {
+        return api::NotFoundError(w.key.ToString() + " not found");
+      }
+      if (existing->resource_version != w.resource_version) {
+        return api::AbortedError("conflict updating " + w.key.ToString() +
+                                 ": it changed (resourceVersion " +
+                                 std::to_string(w.resource_version) + " is now " +
+                                 std::to_string(existing->resource_version) + "); read it again");
+      }
+    }
+    if (!existing) {
+      row.key = w.key;
+      row.uid = NewUid();
+      row.generation = 1;
+      row.resource_version = ++revision;
+      row.spec = std::move(w.spec);
+      row.status = api::EncodeStatusJson(api::MakeObject(w.key.kind, w.key.name));
+      row.labels = std::move(w.labels);
+      row.annotations = std::move(w.annotations);
+      row.applyset = options.applyset;
+      row.creation_timestamp = now;
+      row.update_timestamp = now;
+      RETURN_IF_ERROR(InsertRow(row));
+      RETURN_IF_ERROR(AppendChange(row.resource_version, ChangeType::kAdded, row.key, &row));
+      result.action = ApplyAction::kCreated;
+    } else {
+      row = std::move(*existing);
+      if (!row.deletion_timestamp.empty()) {
+        return api::FailedPreconditionError(w.key.ToString() + " is being deleted (since " +
+                                            row.deletion_timestamp +
+                                            "); wait until it is gone, then apply again");
+      }
+      const bool spec_changed = row.spec != w.spec;
+      const bool meta_changed = row.labels != w.labels || row.annotations != w.annotations;
+      const bool applyset_changed = !options.applyset.empty() && row.applyset != options.applyset;
+      if (spec_changed || meta_changed) {
+        if (spec_changed) {
+          ++row.generation;
+        }
+        row.spec = std::move(w.spec);
+        row.labels = std::move(w.labels);
+        row.annotations = std::move(w.annotations);
+        if (!options.applyset.empty()) {
+          row.applyset = options.applyset;
+        }
+        row.resource_version = ++revision;
+        row.update_timestamp = now;
+        RETURN_IF_ERROR(UpdateRow(row));
+        RETURN_IF_ERROR(AppendChange(row.resource_version, ChangeType::kModified, row.key, &row));
+        result.action = ApplyAction::kConfigured;
+      } else {
+        if (applyset_changed) {
+          row.applyset = options.applyset;
+          RETURN_IF_ERROR(UpdateRow(row));
+        }
+        result.action = ApplyAction::kUnchanged;
+      }
+    }
+    ASSIGN_OR_RETURN(result.object, RowToObject(row));
+    results.push_back(std::move(result));
+  }
+
+  if (options.prune) {
+    std::vector<ObjectKey> members;
+    {
+      ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT kind, namespace, name FROM objects WHERE "
+                                               "applyset = $1",
+                                               {P(options.applyset)}));
+      for (int i = 0; i < r.Rows(); ++i) {
+        auto kind = api::ParseKind(r.Text(i, 0));
+        if (!kind.ok()) {
+          return DataLossError("database " + redacted_url_ + ": object with unknown kind '" +
+                               r.Text(i, 0) + "'");
+        }
+        ObjectKey key{*kind, r.Text(i, 1), r.Text(i, 2)};
+        if (!keys.contains(key)) {
+          members.push_back(std::move(key));
+        }
+      }
+    }
+    std::sort(members.begin(), members.end());
+    for (const ObjectKey& key : members) {
+      ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
+      if (!row || !row->deletion_timestamp.empty()) {
+        continue;
+      }
+      ApplyResult result;
+      result.key = key;
+      result.action = ApplyAction::kPruned;
+      ASSIGN_OR_RETURN(DeleteOutcome outcome, DeleteLocked(*row, revision));
+      (void)outcome;
+      ASSIGN_OR_RETURN(result.object, RowToObject(*row));
+      results.push_back(std::move(result));
+    }
+  }
+
+  if (options.dry_run) {
+    txn.Rollback();
+    return results;
+  }
+  if (revision != start) {
+    RETURN_IF_ERROR(WriteRevision(revision));
+    RETURN_IF_ERROR(Notify());
+  }
+  RETURN_IF_ERROR(txn.Commit());
+  return results;
+}
+
+StatusOr<Object> PostgresStore::Get(const ObjectKey& key) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
+  if (!row) {
+    return api::NotFoundError(key.ToString() + " not found");
+  }
+  return RowToObject(*row);
+}
+
+StatusOr<std::vector<Object>> PostgresStore::List(const ListOptions& options) {
+  std::string sql = "SELECT " + std::string(kObjectColumns) + " FROM objects";
+  std::vector<internal::PgParam> params;
+  if (options.kind) {
+    params.push_back(P(KindName(*options.kind)));
+    sql += " WHERE kind = $1";
+  }
+  if (options.namespace_) {
+    params.push_back(P(*options.namespace_));
+    sql += std::string(options.kind ? " AND" : " WHERE") + " namespace = $" +
+           std::to_string(params.size());
+  }
+  std::vector<Object> out;
+  {
+    std::lock_guard lock(mu_);
+    ASSIGN_OR_RETURN(PgResult r, conn_->Exec(sql, params));
+    for (int i = 0; i < r.Rows(); ++i) {
+      ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, r, i));
+      ASSIGN_OR_RETURN(Object object, RowToObject(row));
+      bool match = true;
+      for (const auto& [label, value] : options.label_selector) {
+        auto it = object.metadata.labels.find(label);
+        if (it == object.metadata.labels.end() || it->second != value) {
+          match = false;
+          break;
+        }
+      }
+      if (match) {
+        out.push_back(std::move(object));
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Object& a, const Object& b) { return api::KeyOf(a) < api::KeyOf(b); });
+  return out;
+}
+
+StatusOr<Object> PostgresStore::UpdateStatus(const Object& object) {
+  const ObjectKey key = api::KeyOf(object);
+  std::string status = api::EncodeStatusJson(object);
+  std::lock_guard lock(mu_);
+  PgTxn txn(*conn_);
+  RETURN_IF_ERROR(txn.Begin());
+  ASSIGN_OR_RETURN(int64_t revision, LockRevision());
+  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
+  if (!row) {
+    return api::NotFoundError(key.ToString() + " not found");
+  }
+  RETURN_IF_ERROR(
+      CheckUnchangedSince("status", key, object.metadata.resource_version, row->resource_version));
+  if (row->status == status) {
+    return RowToObject(*row);
+  }
+  row->status = std::move(status);
+  row->resource_version = ++revision;
+  row->update_timestamp = Now();
+  RETURN_IF_ERROR(UpdateRow(*row));
+  RETURN_IF_ERROR(AppendChange(revision, ChangeType::kModified, key, &*row));
+  RETURN_IF_ERROR(WriteRevision(revision));
+  RETURN_IF_ERROR(Notify());
+  RETURN_IF_ERROR(txn.Commit());
+  return RowToObject(*row);
+}
+
+StatusOr<Object> PostgresStore::UpdateControllerMetadata(const Object& object) {
+  const ObjectKey key = api::KeyOf(object);
+  std::string finalizers = internal::FinalizersToJson(object.metadata.finalizers);
+  std::string owners = internal::OwnersToJson(object.metadata.owner_references);
+  std::lock_guard lock(mu_);
+  PgTxn txn(*conn_);
+  RETURN_IF_ERROR(txn.Begin());
+  ASSIGN_OR_RETURN(int64_t revision, LockRevision());
+  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
+  if (!row) {
+    return api::NotFoundError(key.ToString() + " not found");
+  }
+  RETURN_IF_ERROR(CheckUnchangedSince("metadata", key, object.metadata.resource_version,
+                                      row->resource_version));
+  if (row->finalizers == finalizers && row->owner_references == owners) {
+    return RowToObject(*row);
+  }
+  row->finalizers = std::move(finalizers);
+  row->owner_references = std::move(owners);
+  row->resource_version = ++revision;
+  row->update_timestamp = Now();
+  if (!row->deletion_timestamp.empty() && row->finalizers == "[]") {
+    RETURN_IF_ERROR(DeleteRow(key));
+    RETURN_IF_ERROR(AppendChange(revision, ChangeType::kDeleted, key, nullptr));
+  } else {
+    RETURN_IF_ERROR(UpdateRow(*row));
+    RETURN_IF_ERROR(AppendChange(revision, ChangeType::kModified, key, &*row));
+  }
+  RETURN_IF_ERROR(WriteRevision(revision));
+  RETURN_IF_ERROR(Notify());
+  RETURN_IF_ERROR(txn.Commit());
+  return RowToObject(*row);
+}
+
+StatusOr<DeleteOutcome> PostgresStore::Delete(const ObjectKey& key) {
+  std::lock_guard lock(mu_);
+  PgTxn txn(*conn_);
+  RETURN_IF_ERROR(txn.Begin());
+  ASSIGN_OR_RETURN(const int64_t start, LockRevision());
+  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
+  if (!row) {
+    return api::NotFoundError(key.ToString() + " not found");
+  }
+  int64_t revision = start;
+  ASSIGN_OR_RETURN(DeleteOutcome outcome, DeleteLocked(*row, revision));
+  if (revision == start) {
+    return outcome;
+  }
+  RETURN_IF_ERROR(WriteRevision(revision));
+  RETURN_IF_ERROR(Notify());
+  RETURN_IF_ERROR(txn.Commit());
+  return outcome;
+}
+
+// ---- watch ------------------------------------------------------------------------------------
+
+StatusOr<std::vector<Store::Change>> PostgresStore::WatchSince(int64_t since, int limit) {
+  std::vector<Change> out;
+  since = std::max<int64_t>(since, 0);
+  if (limit <= 0) {
+    return out;
+  }
+  // Drain the listener before reading: whatever commits after this point leaves a notification
+  // for WaitForChange. Only an optimisation (fewer spurious wake-ups), so skipped while another
+  // thread waits on the listener rather than waiting for it.
+  if (std::unique_lock listen_lock(listen_mu_, std::try_to_lock); listen_lock.owns_lock()) {
+    (void)DrainListenerLocked();
+  }
+  std::lock_guard lock(mu_);
+  // The revision first, then the rows, each statement with its own snapshot (READ COMMITTED):
+  // every revision up to `current` was committed before the second snapshot, so a revision
+  // since + 1 <= current missing from the rows was compacted (as in SqliteStore::WatchSince).
+  ASSIGN_OR_RETURN(const int64_t current, ReadRevision());
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT revision, type, kind, namespace, name, object "
+                                           "FROM changes WHERE revision > $1 ORDER BY revision "
+                                           "LIMIT $2",
+                                           {P(since), P(int64_t{limit})}));
+  for (int i = 0; i < r.Rows(); ++i) {
+    Change change;
+    change.revision = r.Int(i, 0);
+    const std::string where =
+        "database " + redacted_url_ + ": change " + std::to_string(change.revision);
+    auto type = internal::ParseChangeType(r.Text(i, 1));
+    auto kind = api::ParseKind(r.Text(i, 2));
+    if (!type || !kind.ok()) {
+      return DataLossError(where + ": bad type or kind");
+    }
+    change.type = *type;
+    change.key = ObjectKey{*kind, r.Text(i, 3), r.Text(i, 4)};
+    if (!r.IsNull(i, 5)) {
+      auto row = internal::DecodeChangeObject(change.key, r.Text(i, 5));
+      if (!row.ok()) {
+        return DataLossError(where + ": " + row.status().message());
+      }
+      auto object = RowToObject(*row);
+      if (!object.ok()) {
+        return DataLossError(where + ": " + object.status().message());
+      }
+      change.object = std::move(object).value();
+    }
+    out.push_back(std::move(change));
+  }
+  const bool gap = out.empty() ? since < current : out.front().revision != since + 1;
+  if (gap) {
+    ASSIGN_OR_RETURN(const int64_t compacted, ReadCompactedRevision());
+    return Status(
+        api::StatusCode::kOutOfRange,
+        "database " + redacted_url_ + ": cannot watch from revision " + std::to_string(since) +
+            ": resourceVersion too old, the change log was compacted up to revision " +
+            std::to_string(compacted) + "; list again and watch from the revision read before");
+  }
+  return out;
+}
+
+StatusOr<int64_t> PostgresStore::ReadCompactedRevision() {
+  ASSIGN_OR_RETURN(const int64_t current, ReadRevision());
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT min(revision) FROM changes"));
+  if (r.Rows() == 0 || r.IsNull(0, 0)) {
+    return current;
+  }
+  return r.Int(0, 0) - 1;
+}
+
+StatusOr<int64_t> PostgresStore::CompactChanges(int64_t revision) {
+  std::lock_guard lock(mu_);
+  PgTxn txn(*conn_);
+  RETURN_IF_ERROR(txn.Begin());
+  ASSIGN_OR_RETURN(const int64_t current, ReadRevision());
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("DELETE FROM changes WHERE revision <= $1",
+                                           {P(std::min(revision, current))}));
+  RETURN_IF_ERROR(txn.Commit());
+  return r.Affected();
+}
+
+StatusOr<int64_t> PostgresStore::CurrentRevision() {
+  std::lock_guard lock(mu_);
+  return ReadRevision();
+}
+
+StatusOr<int> PostgresStore::DrainListenerLocked() {
+  if (listener_ == nullptr) {
+    ASSIGN_OR_RETURN(listener_, PgConnection::Connect(url_));
+    auto listening = listener_->Exec("LISTEN " + std::string(kChannel));
+    if (!listening.ok()) {
+      listener_.reset();
+      return listening.status();
+    }
+    return 0;
+  }
+  auto drained = listener_->DrainNotifications();
+  if (!drained.ok()) {
+    listener_.reset();  // reconnect (and LISTEN again) on the next call
+  }
+  return drained;
+}
+
+bool PostgresStore::WaitForChange(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::lock_guard lock(listen_mu_);
+  for (;;) {
+    auto drained = DrainListenerLocked();
+    if (!drained.ok()) {
+      // Notifications may have been lost with the connection: let the caller read (and see any
+      // error there), which costs one read of the change log.
+      return true;
+    }
+    if (*drained > 0) {
+      return true;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return false;
+    }
+    const auto slice =
+        std::min<std::chrono::steady_clock::duration>(options_.poll_interval, deadline - now);
+    pollfd fd{listener_->Socket(), POLLIN, 0};
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(slice).count();
+    (void)::poll(&fd, 1, static_cast<int>(std::max<int64_t>(ms, 1)));
+  }
+}
+
+// ---- statistics -------------------------------------------------------------------------------
+
+StatusOr<PostgresStore::Stats> PostgresStore::ReadStats() {
+  std::lock_guard lock(mu_);
+  PgTxn txn(*conn_);
+  RETURN_IF_ERROR(txn.Begin());
+  // One snapshot, so the numbers belong together.
+  RETURN_IF_ERROR(conn_->Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").status());
+  Stats stats;
+  ASSIGN_OR_RETURN(stats.revision, ReadRevision());
+  ASSIGN_OR_RETURN(stats.compacted_revision, ReadCompactedRevision());
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT (SELECT count(*) FROM changes), "
+                                           "(SELECT count(*) FROM events)"));
+  stats.changes = r.Int(0, 0);
+  stats.events = r.Int(0, 0 + 1);
+  RETURN_IF_ERROR(txn.Commit());
+  return stats;
+}
+
+}  // namespace sbx::controller

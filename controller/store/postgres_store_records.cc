@@ -1,0 +1,419 @@
+// PostgresStore's records beside the objects: events (deduplicated, bounded per object),
+// the inventory of external resources, leases, and the AgentTask log and artifacts. None bumps
+// the revision; each write is one transaction and sends NOTIFY, so that WaitForChange wakes the
+// followers of a task log as SqliteStore's data_version does.
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "controller/store/internal/object_row.h"
+#include "controller/store/internal/postgres_connection.h"
+#include "controller/store/internal/sqlite_schema.h"
+#include "controller/store/postgres_store.h"
+
+namespace sbx::controller {
+
+using api::KindName;
+using api::OkStatus;
+using internal::DataLossError;
+using internal::kInventoryColumns;
+using internal::P;
+using internal::PgResult;
+using internal::PgTxn;
+
+// ---- events -----------------------------------------------------------------------------------
+
+Status PostgresStore::RecordEvent(const Event& event) {
+  std::lock_guard lock(mu_);
+  const std::string now = Now();
+  PgTxn txn(*conn_);
+  RETURN_IF_ERROR(txn.Begin());
+  RETURN_IF_ERROR(
+      conn_
+          ->Exec("INSERT INTO events (kind, namespace, name, type, reason, message, count, "
+                 "first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+                 "ON CONFLICT (kind, namespace, name, type, reason, md5(message)) DO UPDATE SET "
+                 "count = events.count + excluded.count, last_seen = excluded.last_seen",
+                 {P(KindName(event.involved.kind)), P(event.involved.namespace_),
+                  P(event.involved.name), P(event.type), P(event.reason),
+                  internal::Bytes(event.message), P(std::max<int64_t>(event.count, 1)),
+                  P(event.first_seen.empty() ? now : event.first_seen),
+                  P(event.last_seen.empty() ? now : event.last_seen)})
+          .status());
+  if (options_.max_events_per_object > 0) {
+    RETURN_IF_ERROR(conn_
+                        ->Exec("DELETE FROM events WHERE kind = $1 AND namespace = $2 AND "
+                               "name = $3 AND id NOT IN (SELECT id FROM events WHERE kind = $1 "
+                               "AND namespace = $2 AND name = $3 ORDER BY last_seen DESC, id DESC "
+                               "LIMIT $4)",
+                               {P(KindName(event.involved.kind)), P(event.involved.namespace_),
+                                P(event.involved.name),
+                                P(static_cast<int64_t>(options_.max_events_per_object))})
+                        .status());
+  }
+  RETURN_IF_ERROR(Notify());
+  return txn.Commit();
+}
+
+StatusOr<int64_t> PostgresStore::ExpireEvents(std::chrono::system_clock::time_point cutoff) {
+  // last_seen is RFC 3339 UTC with second precision, so text order is time order ("C"-like
+  // comparison of ASCII digits holds in every collation).
+  const std::string before = FormatRfc3339(cutoff);
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("DELETE FROM events WHERE last_seen < $1", {P(before)}));
+  return r.Affected();
+}
+
+StatusOr<std::vector<Store::Event>> PostgresStore::ListEvents(
+    const std::optional<ObjectKey>& involved) {
+  std::string sql =
+      "SELECT kind, namespace, name, type, reason, message, count, first_seen, last_seen "
+      "FROM events";
+  std::vector<internal::PgParam> params;
+  if (involved) {
+    sql += " WHERE kind = $1 AND namespace = $2 AND name = $3";
+    params = {P(KindName(involved->kind)), P(involved->namespace_), P(involved->name)};
+  }
+  sql += " ORDER BY last_seen, id";
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec(sql, params));
+  std::vector<Event> out;
+  for (int i = 0; i < r.Rows(); ++i) {
+    auto kind = api::ParseKind(r.Text(i, 0));
+    if (!kind.ok()) {
+      return DataLossError("database " + redacted_url_ + ": event with unknown kind '" +
+                           r.Text(i, 0) + "'");
+    }
+    Event event;
+    event.involved = ObjectKey{*kind, r.Text(i, 1), r.Text(i, 2)};
+    event.type = r.Text(i, 3);
+    event.reason = r.Text(i, 4);
+    event.message = r.Bytes(i, 5);
+    event.count = r.Int(i, 6);
+    event.first_seen = r.Text(i, 7);
+    event.last_seen = r.Text(i, 8);
+    out.push_back(std::move(event));
+  }
+  return out;
+}
+
+// ---- inventory --------------------------------------------------------------------------------
+
+Status PostgresStore::PutInventory(const InventoryRecord& record) {
+  std::lock_guard lock(mu_);
+  const std::string now = Now();
+  return conn_
+      ->Exec("INSERT INTO inventory (" + std::string(kInventoryColumns) +
+                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
+                 "ON CONFLICT (workspace, resource_type, external_id) DO UPDATE SET "
+                 "state = excluded.state, owner_kind = excluded.owner_kind, "
+                 "owner_namespace = excluded.owner_namespace, owner_name = excluded.owner_name, "
+                 "owner_uid = excluded.owner_uid, updated_at = excluded.updated_at",
+             {P(record.workspace), P(record.resource_type), P(record.external_id),
+              P(internal::InventoryStateName(record.state)), P(KindName(record.owner.kind)),
+              P(record.owner.namespace_), P(record.owner.name), P(record.owner_uid),
+              P(record.created_at.empty() ? now : record.created_at),
+              P(record.updated_at.empty() ? now : record.updated_at)})
+      .status();
+}
+
+namespace {
+
+StatusOr<Store::InventoryRecord> ReadInventoryColumns(const std::string& db, const PgResult& r,
+                                                      int i) {
+  Store::InventoryRecord record;
+  record.workspace = r.Text(i, 0);
+  record.resource_type = r.Text(i, 1);
+  record.external_id = r.Text(i, 2);
+  auto state = internal::ParseInventoryState(r.Text(i, 3));
+  auto kind = api::ParseKind(r.Text(i, 4));
+  if (!state || !kind.ok()) {
+    return DataLossError("database " + db + ": inventory record " + record.workspace + "/" +
+                         record.resource_type + "/" + record.external_id +
+                         " has a bad state or owner kind");
+  }
+  record.state = *state;
+  record.owner = ObjectKey{*kind, r.Text(i, 5), r.Text(i, 6)};
+  record.owner_uid = r.Text(i, 7);
+  record.created_at = r.Text(i, 8);
+  record.updated_at = r.Text(i, 9);
+  return record;
+}
+
+}  // namespace
+
+StatusOr<std::optional<Store::InventoryRecord>> PostgresStore::GetInventory(
+    const std::string& workspace, const std::string& resource_type,
+    const std::string& external_id) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT " + std::string(kInventoryColumns) +
+                                               " FROM inventory WHERE workspace = $1 AND "
+                                               "resource_type = $2 AND external_id = $3",
+                                           {P(workspace), P(resource_type), P(external_id)}));
+  if (r.Rows() == 0) {
+    return std::optional<InventoryRecord>();
+  }
+  ASSIGN_OR_RETURN(InventoryRecord record, ReadInventoryColumns(redacted_url_, r, 0));
+  return std::optional<InventoryRecord>(std::move(record));
+}
+
+StatusOr<std::vector<Store::InventoryRecord>> PostgresStore::ListInventory(
+    const std::optional<std::string>& workspace) {
+  std::string sql = "SELECT " + std::string(kInventoryColumns) + " FROM inventory";
+  std::vector<internal::PgParam> params;
+  if (workspace) {
+    sql += " WHERE workspace = $1";
+    params.push_back(P(*workspace));
+  }
+  // COLLATE "C": byte order, as SQLite sorts, whatever the database's collation.
+  sql +=
+      " ORDER BY workspace COLLATE \"C\", resource_type COLLATE \"C\", external_id COLLATE "
+      "\"C\"";
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec(sql, params));
+  std::vector<InventoryRecord> out;
+  for (int i = 0; i < r.Rows(); ++i) {
+    ASSIGN_OR_RETURN(InventoryRecord record, ReadInventoryColumns(redacted_url_, r, i));
+    out.push_back(std::move(record));
+  }
+  return out;
+}
+
+Status PostgresStore::DeleteInventory(const std::string& workspace,
+                                      const std::string& resource_type,
+                                      const std::string& external_id) {
+  std::lock_guard lock(mu_);
+  return conn_
+      ->Exec(
+          "DELETE FROM inventory WHERE workspace = $1 AND resource_type = $2 AND "
+          "external_id = $3",
+          {P(workspace), P(resource_type), P(external_id)})
+      .status();
+}
+
+// ---- leases -----------------------------------------------------------------------------------
+
+StatusOr<bool> PostgresStore::TryAcquireLease(const std::string& name, const std::string& holder,
+                                              std::chrono::milliseconds ttl) {
+  if (holder.empty()) {
+    return api::InvalidArgumentError("lease " + name + ": empty holder");
+  }
+  const auto now = clock_.Now();
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  std::lock_guard lock(mu_);
+  // One statement: take the row if it is free, expired or ours. Concurrent callers serialise on
+  // the row, and the WHERE of the update is evaluated against the latest committed holder.
+  ASSIGN_OR_RETURN(
+      PgResult r,
+      conn_->Exec("INSERT INTO leases (name, holder, expires_at_ms, renewed_at) VALUES ($1, $2, "
+                  "$3, $4) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
+                  "expires_at_ms = excluded.expires_at_ms, renewed_at = excluded.renewed_at "
+                  "WHERE leases.holder = excluded.holder OR leases.expires_at_ms <= $5 "
+                  "RETURNING holder",
+                  {P(name), P(holder), P(now_ms + ttl.count()), P(FormatRfc3339(now)), P(now_ms)}));
+  return r.Rows() == 1;
+}
+
+Status PostgresStore::ReleaseLease(const std::string& name, const std::string& holder) {
+  std::lock_guard lock(mu_);
+  return conn_->Exec("DELETE FROM leases WHERE name = $1 AND holder = $2", {P(name), P(holder)})
+      .status();
+}
+
+StatusOr<std::optional<Store::Lease>> PostgresStore::GetLease(const std::string& name) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT holder, expires_at_ms, renewed_at FROM leases "
+                                           "WHERE name = $1",
+                                           {P(name)}));
+  if (r.Rows() == 0) {
+    return std::optional<Lease>();
+  }
+  Lease lease;
+  lease.name = name;
+  lease.holder = r.Text(0, 0);
+  lease.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(r.Int(0, 1)));
+  lease.renewed_at = r.Text(0, 2);
+  return std::optional<Lease>(std::move(lease));
+}
+
+// ---- AgentTask log and artifacts --------------------------------------------------------------
+
+StatusOr<int64_t> PostgresStore::AppendTaskLog(const ObjectKey& task, const std::string& task_uid,
+                                               const std::vector<TaskLogEntry>& entries) {
+  std::lock_guard lock(mu_);
+  const std::string now = Now();
+  PgTxn txn(*conn_);
+  RETURN_IF_ERROR(txn.Begin());
+  // Appenders of one task (in any process) take turns: seq is read, then written.
+  RETURN_IF_ERROR(
+      conn_->Exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", {P(task_uid)}).status());
+  int64_t seq = 0;
+  {
+    ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT last_seq FROM task_log_heads WHERE "
+                                             "task_uid = $1",
+                                             {P(task_uid)}));
+    seq = r.Rows() > 0 ? r.Int(0, 0) : 0;
+  }
+  const int64_t bound = std::max<int64_t>(options_.task_log_max_bytes, 1);
+  for (const TaskLogEntry& e : entries) {
+    ++seq;
+    const std::string_view text = std::string_view(e.text).substr(0, static_cast<size_t>(bound));
+    RETURN_IF_ERROR(
+        conn_
+            ->Exec("INSERT INTO task_log (task_uid, seq, kind, item_id, text, "
+                   "exit_code, at, bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                   {P(task_uid), P(seq), P(internal::TaskLogKindName(e.kind)), P(e.item_id),
+                    internal::Bytes(text), e.exit_code ? P(*e.exit_code) : internal::Null(), P(now),
+                    P(static_cast<int64_t>(text.size()))})
+            .status());
+  }
+  RETURN_IF_ERROR(
+      conn_
+          ->Exec("INSERT INTO task_log_heads (task_uid, kind, namespace, name, "
+                 "last_seq, dropped) VALUES ($1, $2, $3, $4, $5, 0) ON CONFLICT "
+                 "(task_uid) DO UPDATE SET last_seq = excluded.last_seq",
+                 {P(task_uid), P(KindName(task.kind)), P(task.namespace_), P(task.name), P(seq)})
+          .status());
+  // The bound, as SqliteStore::AppendTaskLog: the oldest deltas first, then the oldest entries.
+  for (std::string_view kinds : {"kind IN ('assistant.delta', 'output.delta')", "true"}) {
+    for (;;) {
+      ASSIGN_OR_RETURN(PgResult sum, conn_->Exec("SELECT coalesce(sum(bytes), 0) FROM task_log "
+                                                 "WHERE task_uid = $1",
+                                                 {P(task_uid)}));
+      const int64_t total = sum.Int(0, 0);
+      if (total <= bound) {
+        break;
+      }
+      ASSIGN_OR_RETURN(PgResult pick,
+                       conn_->Exec("SELECT seq, bytes FROM task_log WHERE "
+                                   "task_uid = $1 AND " +
+                                       std::string(kinds) + " ORDER BY seq LIMIT 256",
+                                   {P(task_uid)}));
+      std::vector<int64_t> doomed;
+      int64_t freed = 0;
+      for (int i = 0; i < pick.Rows() && freed < total - bound; ++i) {
+        doomed.push_back(pick.Int(i, 0));
+        freed += pick.Int(i, 1);
+      }
+      if (doomed.empty()) {
+        break;
+      }
+      RETURN_IF_ERROR(conn_
+                          ->Exec("DELETE FROM task_log WHERE task_uid = $1 AND seq >= $2 AND "
+                                 "seq <= $3 AND " +
+                                     std::string(kinds),
+                                 {P(task_uid), P(doomed.front()), P(doomed.back())})
+                          .status());
+      RETURN_IF_ERROR(conn_
+                          ->Exec("UPDATE task_log_heads SET dropped = dropped + $1 WHERE "
+                                 "task_uid = $2",
+                                 {P(static_cast<int64_t>(doomed.size())), P(task_uid)})
+                          .status());
+    }
+  }
+  RETURN_IF_ERROR(Notify());
+  RETURN_IF_ERROR(txn.Commit());
+  return seq;
+}
+
+StatusOr<Store::TaskLogPage> PostgresStore::ReadTaskLog(const std::string& task_uid,
+                                                        int64_t after_seq, int limit) {
+  std::lock_guard lock(mu_);
+  PgTxn txn(*conn_);
+  RETURN_IF_ERROR(txn.Begin());
+  // One snapshot: the head and the entries belong together.
+  RETURN_IF_ERROR(conn_->Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").status());
+  TaskLogPage page;
+  {
+    ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT last_seq, dropped FROM task_log_heads "
+                                             "WHERE task_uid = $1",
+                                             {P(task_uid)}));
+    if (r.Rows() > 0) {
+      page.last_seq = r.Int(0, 0);
+      page.dropped = r.Int(0, 1);
+    }
+  }
+  ASSIGN_OR_RETURN(
+      PgResult r,
+      conn_->Exec("SELECT seq, kind, item_id, text, exit_code, at FROM task_log "
+                  "WHERE task_uid = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                  {P(task_uid), P(after_seq), limit > 0 ? P(int64_t{limit}) : internal::Null()}));
+  for (int i = 0; i < r.Rows(); ++i) {
+    TaskLogEntry e;
+    e.seq = r.Int(i, 0);
+    e.kind = internal::ParseTaskLogKind(r.Text(i, 1));
+    e.item_id = r.Text(i, 2);
+    e.text = r.Bytes(i, 3);
+    if (!r.IsNull(i, 4)) {
+      e.exit_code = r.Int(i, 4);
+    }
+    e.at = r.Text(i, 5);
+    page.entries.push_back(std::move(e));
+  }
+  RETURN_IF_ERROR(txn.Commit());
+  return page;
+}
+
+Status PostgresStore::PutArtifact(const ObjectKey& task, const std::string& task_uid,
+                                  const Artifact& artifact) {
+  if (artifact.bytes != static_cast<int64_t>(artifact.content.size())) {
+    return api::InvalidArgumentError("artifact " + artifact.path + ": bytes " +
+                                     std::to_string(artifact.bytes) + " but " +
+                                     std::to_string(artifact.content.size()) + " bytes of content");
+  }
+  std::lock_guard lock(mu_);
+  PgTxn txn(*conn_);
+  RETURN_IF_ERROR(txn.Begin());
+  // The 16 MiB check and the write must not interleave with another put of the same task.
+  RETURN_IF_ERROR(
+      conn_->Exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", {P(task_uid)}).status());
+  ASSIGN_OR_RETURN(PgResult others, conn_->Exec("SELECT coalesce(sum(bytes), 0) FROM artifacts "
+                                                "WHERE task_uid = $1 AND path != $2",
+                                                {P(task_uid), P(artifact.path)}));
+  if (others.Int(0, 0) + artifact.bytes > kMaxTaskArtifactBytes) {
+    return api::ResourceExhaustedError("artifact " + artifact.path + " (" +
+                                       std::to_string(artifact.bytes) + " bytes) would take task " +
+                                       task.ToString() + " past 16 MiB of artifacts");
+  }
+  RETURN_IF_ERROR(conn_
+                      ->Exec("INSERT INTO artifacts (task_uid, kind, namespace, name, path, bytes, "
+                             "sha256, content) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON "
+                             "CONFLICT (task_uid, path) DO UPDATE SET bytes = excluded.bytes, "
+                             "sha256 = excluded.sha256, content = excluded.content",
+                             {P(task_uid), P(KindName(task.kind)), P(task.namespace_), P(task.name),
+                              P(artifact.path), P(artifact.bytes), P(artifact.sha256),
+                              internal::Bytes(artifact.content)})
+                      .status());
+  RETURN_IF_ERROR(Notify());
+  return txn.Commit();
+}
+
+StatusOr<std::vector<Store::Artifact>> PostgresStore::ListArtifacts(const std::string& task_uid) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT path, bytes, sha256 FROM artifacts WHERE "
+                                           "task_uid = $1 ORDER BY path COLLATE \"C\"",
+                                           {P(task_uid)}));
+  std::vector<Artifact> out;
+  out.reserve(static_cast<size_t>(r.Rows()));
+  for (int i = 0; i < r.Rows(); ++i) {
+    out.push_back(Artifact{r.Text(i, 0), r.Int(i, 1), r.Text(i, 2), ""});
+  }
+  return out;
+}
+
+StatusOr<Store::Artifact> PostgresStore::GetArtifact(const std::string& task_uid,
+                                                     const std::string& path) {
+  std::lock_guard lock(mu_);
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT path, bytes, sha256, content FROM artifacts "
+                                           "WHERE task_uid = $1 AND path = $2",
+                                           {P(task_uid), P(path)}));
+  if (r.Rows() == 0) {
+    return api::NotFoundError("no artifact " + path + " for task uid " + task_uid);
+  }
+  return Artifact{r.Text(0, 0), r.Int(0, 1), r.Text(0, 2), r.Bytes(0, 3)};
+}
+
+}  // namespace sbx::controller

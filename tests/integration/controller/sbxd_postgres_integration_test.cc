@@ -1,0 +1,190 @@
+// sbxd and sbxctl on PostgreSQL (issue #17): the BUILT binaries with `--db postgres://…` against
+// the emulator, each test on a fresh database of the throwaway PostgreSQL 15
+// (tests/support/postgres_server.h). A Sandbox converges to Ready and is deleted in the cloud,
+// `sbxctl get -w` sees the controller's status writes (the watch over the change log, woken by
+// NOTIFY), and a standby sbxd takes over the leader lease when the leader dies, with no sandbox
+// created twice. The password of the URL never reaches sbxd's log.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "controller/store/open_store.h"
+#include "tests/support/http_test_client.h"
+#include "tests/support/postgres_server.h"
+#include "tests/support/process.h"
+#include "tests/support/sbxd_harness.h"
+
+namespace {
+
+using json = nlohmann::json;
+using sbx::testing::ConditionOf;
+using sbx::testing::HttpResult;
+using sbx::testing::HttpTestClient;
+using sbx::testing::In;
+using sbx::testing::PollUntil;
+using sbx::testing::Process;
+using sbx::testing::RunResult;
+using sbx::testing::SbxdHarness;
+using std::chrono::milliseconds;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr milliseconds kConverge{30'000};
+
+std::string SandboxYaml(const std::string& name) {
+  return "apiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata:\n  name: " + name +
+         "\nspec:\n  displayName: \"" + name + "\"\n  deletionPolicy: Delete\n";
+}
+
+// A fresh database on the shared server; "" (and a failure) when there is none.
+std::string NewDatabase() {
+  std::string error;
+  sbx::testing::PostgresServer* server = sbx::testing::SharedPostgresServer(&error);
+  EXPECT_NE(server, nullptr) << error;
+  if (server == nullptr) {
+    return "";
+  }
+  auto url = server->NewDatabaseUrl();
+  EXPECT_TRUE(url.ok()) << url.status();
+  return url.ok() ? *url : "";
+}
+
+class SbxdPostgresTest : public ::testing::Test {
+ protected:
+  SbxdPostgresTest()
+      : db_(NewDatabase()),
+        harness_({.binaries = {SBXD_PATH, SBXCTL_PATH, SBX_EMULATOR_PATH},
+                  .dir_prefix = "sbxd-pg-itest-",
+                  .token = "dapi-itest-" + std::to_string(std::random_device{}()),
+                  .db = db_}) {}
+
+  void SetUp() override {
+    ASSERT_FALSE(db_.empty());
+    const sbx::api::Status started = harness_.StartEmulator();
+    ASSERT_TRUE(started.ok()) << started;
+    // sbxctl creates the schema before any sbxd starts.
+    RunResult init = harness_.Sbxctl({"get", "sandboxes"});
+    ASSERT_EQ(init.exit_code, 0) << init.err;
+  }
+  void TearDown() override { harness_.Finish(/*keep_dir=*/HasFailure()); }
+
+  Process* StartSbxd(const std::string& identity) {
+    auto p = harness_.StartSbxd(identity, {"--workers", "4", "--identity", identity});
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *p : nullptr;
+  }
+
+  bool WaitReady(const std::string& name) {
+    return PollUntil(
+        [&] {
+          last_ = harness_.Get("sandbox", name);
+          return last_.is_object() && ConditionOf(last_, "Ready").first == "True" &&
+                 last_["status"].value("state", "") == "RUNNING";
+        },
+        In(kConverge), milliseconds(100));
+  }
+
+  std::set<std::string> SandboxIds() {
+    HttpResult r = harness_.databricks().Get("/api/2.0/sandboxes?page_size=100");
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::set<std::string> ids;
+    for (const json& s : json::parse(r.body).value("sandboxes", json::array())) {
+      ids.insert(s["name"].get<std::string>().substr(std::string("sandboxes/").size()));
+    }
+    return ids;
+  }
+
+  int HealthStatus(int port, const std::string& path) {
+    try {
+      return HttpTestClient("http://127.0.0.1:" + std::to_string(port)).Get(path).status;
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+
+  std::string db_;
+  SbxdHarness harness_;
+  json last_;
+};
+
+TEST_F(SbxdPostgresTest, ConvergesASandboxAndDeletesItInTheCloud) {
+  Process* sbxd = StartSbxd("sbxd-pg");
+  ASSERT_NE(sbxd, nullptr);
+  // `sbxctl get -w` on the same database: it must see the controller's status writes.
+  Process* watch = nullptr;
+  {
+    auto started = Process::Start(
+        SBXCTL_PATH, harness_.ChildOptions("get-w", {"--db", db_, "get", "sandboxes", "-w"}));
+    ASSERT_TRUE(started.ok()) << started.status();
+    watch = started->release();
+  }
+  std::unique_ptr<Process> watch_owner(watch);
+
+  RunResult applied = harness_.Apply("one", SandboxYaml("one"));
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  ASSERT_TRUE(WaitReady("one")) << last_.dump(2);
+  EXPECT_EQ(SandboxIds(), std::set<std::string>{"default-one"});
+  EXPECT_TRUE(watch->WaitForLine(std::regex("one .*True"), In(kConverge)).has_value())
+      << watch->Stdout();
+
+  RunResult deleted = harness_.Sbxctl({"delete", "sandbox", "one"});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.err;
+  ASSERT_TRUE(PollUntil([&] { return harness_.Get("sandbox", "one").is_null(); }, In(kConverge),
+                        milliseconds(100)));
+  EXPECT_TRUE(SandboxIds().empty());
+}
+
+TEST_F(SbxdPostgresTest, AStandbyTakesOverWhenTheLeaderDiesAndNothingIsCreatedTwice) {
+  Process* a = StartSbxd("sbxd-a");
+  ASSERT_NE(a, nullptr);
+  const int port_a = SbxdHarness::MetricsPort(*a, kConverge);
+  ASSERT_TRUE(PollUntil([&] { return HealthStatus(port_a, "/readyz") == 200; }, In(kConverge)));
+  Process* b = StartSbxd("sbxd-b");
+  ASSERT_NE(b, nullptr);
+  const int port_b = SbxdHarness::MetricsPort(*b, kConverge);
+  ASSERT_TRUE(PollUntil([&] { return HealthStatus(port_b, "/healthz") == 200; }, In(kConverge)));
+  EXPECT_EQ(HealthStatus(port_b, "/readyz"), 503);
+
+  ASSERT_EQ(harness_.Apply("before", SandboxYaml("before")).exit_code, 0);
+  ASSERT_TRUE(WaitReady("before")) << last_.dump(2);
+
+  a->Kill();
+  ASSERT_TRUE(PollUntil([&] { return HealthStatus(port_b, "/readyz") == 200; }, In(kConverge),
+                        milliseconds(50)));
+  ASSERT_EQ(harness_.Apply("after", SandboxYaml("after")).exit_code, 0);
+  ASSERT_TRUE(WaitReady("after")) << last_.dump(2);
+  EXPECT_EQ(SandboxIds(), (std::set<std::string>{"default-before", "default-after"}));
+  HttpResult counters = harness_.databricks().Get("/_emulator/counters");
+  ASSERT_EQ(counters.status, 200);
+  EXPECT_EQ(json::parse(counters.body).value("databricks.create", int64_t{-1}), 2) << counters.body;
+}
+
+TEST_F(SbxdPostgresTest, ThePasswordOfTheUrlNeverReachesTheLog) {
+  // The throwaway server trusts loopback, so any password is accepted and must stay hidden.
+  const std::string with_password = "postgres://postgres:pw-" +
+                                    std::to_string(std::random_device{}()) + "@" +
+                                    db_.substr(db_.find('@') + 1);
+  const std::string password = with_password.substr(
+      with_password.find(":pw-") + 1, with_password.find('@') - with_password.find(":pw-") - 1);
+  auto p = Process::Start(
+      SBXD_PATH, harness_.ChildOptions("sbxd-secret", {"--db", with_password, "--metrics-addr",
+                                                       "127.0.0.1:0", "--identity", "s"}));
+  ASSERT_TRUE(p.ok()) << p.status();
+  Process& sbxd = **p;
+  ASSERT_TRUE(PollUntil(
+      [&] { return (sbxd.Stdout() + sbxd.Stderr()).find("became leader") != std::string::npos; },
+      In(kConverge)))
+      << sbxd.Stderr();
+  const std::string log = sbxd.Stdout() + sbxd.Stderr();
+  EXPECT_THAT(log, HasSubstr("postgres:***@127.0.0.1"));
+  EXPECT_THAT(log, Not(HasSubstr(password)));
+}
+
+}  // namespace
