@@ -6,13 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <memory>
 #include <string>
 
 #include "api/conditions.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
+#include "tests/fakes/recording_enqueuer.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/poll.h"
 
@@ -186,19 +186,14 @@ TEST_F(AgentTaskReconcilerTest, ALostPostIsRepeatedWithTheSameKeyAndStartsOneTur
   EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kRunning);
 }
 
-class CountingEnqueuer final : public Enqueuer {
- public:
-  void Enqueue(const api::ObjectKey&) override { ++count; }
-  void EnqueueDependents(const api::ObjectKey&) override {}
-  std::atomic<int> count{0};
-};
+;
 
 // With an enqueuer the input POST runs in the background: a POST the service holds (no executor
 // connected) returns the reconcile at once, the task says WaitingForExecutor while the worker's
 // executor is gone, and a delete waits for the POST's answer, then cancels the turn it started
 // (a turn left behind would be taken by the worker's next task for its own).
 TEST_F(AgentTaskReconcilerTest, AHeldInputPostHoldsNoReconcileAndADeleteWaitsForItsAnswer) {
-  CountingEnqueuer enqueuer;
+  testing::RecordingEnqueuer enqueuer;
   AgentTaskReconcilerOptions options;
   options.enqueuer = &enqueuer;
   reconciler_ = std::make_unique<AgentTaskReconciler>(*store_, clouds_, clock_, nullptr, options);
@@ -224,7 +219,7 @@ TEST_F(AgentTaskReconcilerTest, AHeldInputPostHoldsNoReconcileAndADeleteWaitsFor
   EXPECT_FALSE(t.metadata.deletion_timestamp.empty());
 
   clouds_.agents().ReleaseSends();  // accepted: a turn starts
-  ASSERT_TRUE(testing::PollUntil([&] { return enqueuer.count.load() > 0; },
+  ASSERT_TRUE(testing::PollUntil([&] { return enqueuer.count() > 0; },
                                  testing::In(std::chrono::milliseconds(10'000))));
   EXPECT_EQ(clouds_.agents().AcceptedInputs(session_), 1);
   for (int pass = 0; pass < 3 && store_->Get({Kind::kAgentTask, "default", "t1"}).ok(); ++pass) {

@@ -10,32 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "tests/fakes/recording_enqueuer.h"
 #include "tests/support/poll.h"
 
 namespace sbx::controller {
 namespace {
 
+using sbx::testing::RecordingEnqueuer;
+
 using sbx::testing::In;
 using sbx::testing::PollUntil;
 using State = InputSubmitter::State;
 using std::chrono::milliseconds;
-
-class RecordingEnqueuer final : public Enqueuer {
- public:
-  void Enqueue(const api::ObjectKey& key) override {
-    std::lock_guard lock(mu_);
-    keys_.push_back(key.name);
-  }
-  void EnqueueDependents(const api::ObjectKey&) override {}
-  size_t count() const {
-    std::lock_guard lock(mu_);
-    return keys_.size();
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<std::string> keys_;
-};
 
 // A POST the test holds, as the service holds one while no executor is connected.
 class HeldPost {

@@ -7,29 +7,15 @@
 
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
+#include "tests/fakes/recording_enqueuer.h"
 #include "tests/support/fake_clock.h"
 
 namespace sbx::controller {
 namespace {
 
+using sbx::testing::RecordingEnqueuer;
+
 using namespace std::chrono_literals;
-
-class RecordingEnqueuer final : public Enqueuer {
- public:
-  void Enqueue(const api::ObjectKey& key) override {
-    std::lock_guard lock(mu_);
-    keys_.push_back(key);
-  }
-  void EnqueueDependents(const api::ObjectKey&) override {}
-  std::vector<api::ObjectKey> Take() {
-    std::lock_guard lock(mu_);
-    return std::exchange(keys_, {});
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<api::ObjectKey> keys_;
-};
 
 class SandboxSweeperTest : public ::testing::Test {
  protected:

@@ -16,11 +16,14 @@
 #include "controller/reconcilers/agent_task_reconciler.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
+#include "tests/fakes/recording_enqueuer.h"
 #include "tests/support/fake_clock.h"
 #include "tests/support/poll.h"
 
 namespace sbx::controller {
 namespace {
+
+using sbx::testing::RecordingEnqueuer;
 
 using api::Kind;
 using LogKind = Store::TaskLogKind;
@@ -28,23 +31,6 @@ using sbx::testing::In;
 using sbx::testing::PollUntil;
 using std::chrono::milliseconds;
 namespace oa = openai;
-
-class RecordingEnqueuer final : public Enqueuer {
- public:
-  void Enqueue(const api::ObjectKey& key) override {
-    std::lock_guard lock(mu_);
-    keys_.push_back(key.name);
-  }
-  void EnqueueDependents(const api::ObjectKey&) override {}
-  int Count(const std::string& name) const {
-    std::lock_guard lock(mu_);
-    return static_cast<int>(std::count(keys_.begin(), keys_.end(), name));
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<std::string> keys_;
-};
 
 class SessionEventStreamsTest : public ::testing::Test {
  protected:
