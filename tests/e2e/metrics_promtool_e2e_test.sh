@@ -82,7 +82,7 @@ OPENAI_WEBHOOK_SECRET="whsec_$(printf 'metrics-e2e-webhook-key-0123456' | base64
 export OPENAI_WEBHOOK_SECRET
 
 "$bin/sbxd" --metrics-addr 127.0.0.1:0 --sweep-interval 1s --gc-grace 2s --resync 30s \
-  --webhook-addr 127.0.0.1:0 >"$tmp/sbxd.log" 2>&1 &
+  --webhook-addr 127.0.0.1:0 --git-allow-file-urls >"$tmp/sbxd.log" 2>&1 &
 pids+=($!)
 wait_for 30 grep -q 'serving health and metrics.*port=' "$tmp/sbxd.log" ||
   fail "sbxd did not serve metrics: $(cat "$tmp/sbxd.log")"
@@ -95,6 +95,22 @@ webhook_port=$(sed -n 's/.*serving webhooks.*port=\([0-9]*\).*/\1/p' "$tmp/sbxd.
 "$bin/sbxctl" apply -f "$root/manifests/examples/sandbox-dev.yaml" >/dev/null
 "$bin/sbxctl" wait sandbox/dev --for=condition=Ready --timeout 2m >/dev/null ||
   fail "sandbox/dev did not become Ready: $(tail -n 30 "$tmp/sbxd.log")"
+
+# A GitSource that syncs once (a local bare repository over file://): its last-success gauge.
+command -v git >/dev/null || fail "git not found (scripts/install-deps.sh)"
+git init -q --bare "$tmp/repo.git"
+git init -q "$tmp/work"
+mkdir -p "$tmp/work/deploy"
+printf 'apiVersion: sbx.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: from-git\n' \
+  >"$tmp/work/deploy/workspace.yaml"
+git -C "$tmp/work" add -A
+git -C "$tmp/work" -c user.name=e2e -c user.email=e2e@example.invalid commit -q -m one
+git -C "$tmp/work" push -q "$tmp/repo.git" HEAD:refs/heads/main
+printf 'apiVersion: sbx.dev/v1alpha1\nkind: GitSource\nmetadata:\n  name: repo\nspec:\n  url: file://%s\n  ref:\n    branch: main\n  path: deploy\n  interval: 1m\n' \
+  "$tmp/repo.git" >"$tmp/gitsource.yaml"
+"$bin/sbxctl" apply -f "$tmp/gitsource.yaml" >/dev/null
+"$bin/sbxctl" wait gitsource/repo --for=condition=Ready --timeout 1m >/dev/null ||
+  fail "gitsource/repo did not become Ready: $("$bin/sbxctl" describe gitsource/repo)"
 
 swept() {
   curl -sf "$url" | awk '$1 == "sbx_sweeps_total" && $2 >= 1 { found = 1 } END { exit !found }'
