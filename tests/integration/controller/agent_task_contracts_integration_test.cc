@@ -358,7 +358,8 @@ TEST_F(AgentTaskContractTest, ARunningTaskWaitsForAKilledExecutorAndContinuesInT
 // The executor killed while the task's input POST is held by the service (hold_inputs: as when no
 // executor is connected): the POST runs in the background, so the task shows WaitingForExecutor
 // (Submitted) while the relaunch is gated; the worker relaunches the executor before the hold
-// ends, the input is accepted once and the task Succeeds with one turn.
+// ends (40 s: room for the kill, the gate, the relaunch and the connect on a slow CI machine),
+// the input is accepted once and the task Succeeds with one turn.
 TEST_F(AgentTaskContractTest, ASubmittedTaskSurvivesAKilledExecutorAndStartsOneTurn) {
   ASSERT_NO_FATAL_FAILURE(StartAll());
   const json w = Worker("fixer", {}, /*gated=*/true);
@@ -367,7 +368,7 @@ TEST_F(AgentTaskContractTest, ASubmittedTaskSurvivesAKilledExecutorAndStartsOneT
   ASSERT_NO_FATAL_FAILURE(CloseGate("fixer"));  // the running executor is past its gate
 
   HttpResult hold = harness_.openai().Post("/_emulator/openai/sessions/" + session + "/hold_inputs",
-                                           R"({"count":1,"release_after_ms":20000})");
+                                           R"({"count":1,"release_after_ms":40000})");
   ASSERT_EQ(hold.status, 200) << hold.body;
   ASSERT_NO_FATAL_FAILURE(Task("held", "workerRef: fixer", "$ echo held > held.txt",
                                "  collect:\n    - path: held.txt\n"));
