@@ -143,6 +143,7 @@ api::StatusOr<ProcessResult> GitClient::Git(const std::string& key, std::vector<
                                             std::vector<std::string> extra_env,
                                             std::chrono::milliseconds timeout, const GitAuth& auth,
                                             std::stop_token stop) {
+  const std::string command = args.empty() ? "" : args.front();  // for messages; args move
   ProcessSpec spec;
   spec.argv = {
       "git",
@@ -173,6 +174,11 @@ api::StatusOr<ProcessResult> GitClient::Git(const std::string& key, std::vector<
   api::StatusOr<ProcessResult> result = runner_.Run(spec, stop);
   if (!result.ok()) {
     return api::Status(result.status().code(), Tail(result.status().message(), auth));
+  }
+  if (result->truncated) {
+    // A cut listing would drop files, and a prune would then delete their objects.
+    return api::ResourceExhaustedError("git " + command + " wrote more than " +
+                                       std::to_string(spec.max_output_bytes) + " bytes");
   }
   return result;
 }
@@ -336,6 +342,16 @@ api::StatusOr<std::vector<GitFile>> GitClient::ReadFiles(const std::string& key,
   }
   std::sort(entries.begin(), entries.end(),
             [](const Entry& a, const Entry& b) { return a.path < b.path; });
+  size_t total = 0;
+  for (const Entry& e : entries) {
+    total += e.size;
+  }
+  if (total > options_.max_total_bytes) {
+    return api::InvalidArgumentError(
+        "the manifests under \"" + (prefix.empty() ? std::string(".") : prefix) + "\" are " +
+        std::to_string(total) + " bytes together, more than the limit of " +
+        std::to_string(options_.max_total_bytes) + " bytes");
+  }
   std::vector<GitFile> files;
   for (const Entry& e : entries) {
     if (e.size > max_file_bytes) {

@@ -40,6 +40,9 @@ struct GitClientOptions {
   std::chrono::milliseconds fetch_timeout{std::chrono::minutes(2)};
   std::chrono::milliseconds command_timeout{std::chrono::seconds(30)};
   bool allow_file_urls = false;  // file:// repositories (tests, local mirrors)
+  // The most the manifests of one commit's path may hold together (ReadFiles refuses more
+  // before it reads any): a repository must not make sbxd hold gigabytes.
+  size_t max_total_bytes = size_t{64} << 20;
   // Variables of sbxd's environment passed to git: PATH and the proxy settings.
   std::vector<std::string> environment;
 };
@@ -69,7 +72,7 @@ class GitClient {
   // The *.yaml, *.yml and *.json files under `path` (a directory, recursively, or one file) of
   // `commit`, sorted by path. Symlinks and submodules are skipped. kNotFound when `path` is not
   // in the commit; a file larger than `max_file_bytes` is kInvalidArgument naming it and its
-  // size (it is not read).
+  // size (it is not read), and so are files larger than options.max_total_bytes together.
   [[nodiscard]] api::StatusOr<std::vector<GitFile>> ReadFiles(const std::string& key,
                                                               const std::string& commit,
                                                               const std::string& path,

@@ -95,10 +95,18 @@ class FakeRunner final : public ProcessRunner {
       r.err = fetch_err;
     } else if (std::find(spec.argv.begin(), spec.argv.end(), "rev-parse") != spec.argv.end()) {
       r.out = std::string(40, 'f') + "\n";
+    } else if (std::find(spec.argv.begin(), spec.argv.end(), "ls-tree") != spec.argv.end()) {
+      r.out = "100644 blob " + std::string(40, 'a') + "      5\tdeploy/a.yaml";
+      r.out.push_back('\0');
+      r.truncated = truncate_listing;
+    } else if (std::find(spec.argv.begin(), spec.argv.end(), "cat-file") != spec.argv.end()) {
+      const bool type = std::find(spec.argv.begin(), spec.argv.end(), "-t") != spec.argv.end();
+      r.out = type ? "tree\n" : "a: 1\n";
     }
     return r;
   }
   std::vector<ProcessSpec> specs;
+  bool truncate_listing = false;
   std::string fetch_err;
   std::string key_path;
   unsigned key_mode = 0;
@@ -120,6 +128,23 @@ std::string Joined(const std::vector<std::string>& v) {
     out += s + "\n";
   }
   return out;
+}
+
+// A listing git cut at the output bound would drop files, which a prune would then delete: it
+// is an error, not a shorter list.
+TEST(GitClientTest, ACutListingIsAnErrorNotFewerFiles) {
+  TempDir dir;
+  FakeRunner runner;
+  GitClient git(runner, Options(dir.path()));
+  api::StatusOr<std::vector<GitFile>> whole =
+      git.ReadFiles("ns_a", std::string(40, 'f'), "deploy", 1024, {});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->size(), 1u);
+  runner.truncate_listing = true;
+  api::StatusOr<std::vector<GitFile>> cut =
+      git.ReadFiles("ns_a", std::string(40, 'f'), "deploy", 1024, {});
+  EXPECT_EQ(cut.status().code(), api::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(cut.status().message()), HasSubstr("git ls-tree wrote more than"));
 }
 
 TEST(GitClientTest, TheTokenGoesInAnEnvironmentHeaderNeverArgvOrMessages) {
@@ -291,6 +316,16 @@ TEST_F(RealGitTest, ReadsManifestsOfTheCommitTreeSkippingSymlinksAndRefusingLarg
   EXPECT_EQ(small.status().code(), api::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(small.status().message()),
               HasSubstr("deploy/a.yaml: manifest is 5 bytes, more than the limit of 3 bytes"));
+
+  // Each file within its limit, together over the commit's: refused before anything is read.
+  GitClientOptions tight = Options(dir_.path() / "cache", /*allow_file_urls=*/true);
+  tight.max_total_bytes = 9;  // a.yaml and b.yml are 5 bytes each
+  GitClient bounded(runner_, tight);
+  api::StatusOr<std::vector<GitFile>> both = bounded.ReadFiles("ns_a", *commit, "deploy", 1024, {});
+  EXPECT_EQ(both.status().code(), api::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(both.status().message()),
+              HasSubstr("under \"deploy\" are 10 bytes together, more than the limit of 9"));
+  EXPECT_TRUE(bounded.ReadFiles("ns_a", *commit, "deploy/a.yaml", 1024, {}).ok());
 }
 
 }  // namespace
