@@ -53,7 +53,12 @@ std::string GitCacheKey(const api::ObjectKey& key) { return key.namespace_ + "_"
 
 GitSourceReconciler::GitSourceReconciler(Store& store, CloudClients& clouds, gitops::GitClient& git,
                                          Clock& clock, GitSourceReconcilerOptions options)
-    : store_(store), clouds_(clouds), git_(git), clock_(clock), options_(std::move(options)) {}
+    : store_(store),
+      clouds_(clouds),
+      git_(git),
+      clock_(clock),
+      events_(store, clock),
+      options_(std::move(options)) {}
 
 std::map<std::pair<std::string, std::string>, double> GitSourceReconciler::LastSuccess() const {
   std::lock_guard lock(mu_);
@@ -121,8 +126,7 @@ void GitSourceReconciler::Fail(api::Object& source, std::string_view why, std::s
   internal::SetCondition(source, condition::kReady, ConditionStatus::kFalse, why, message, clock_);
   internal::SetCondition(source, condition::kSynced, ConditionStatus::kFalse, why, message, clock_);
   failed_.fetch_add(1);
-  (void)store_.RecordEvent(
-      {api::KeyOf(source), "Warning", std::string(why), std::move(message), 1, "", ""});
+  events_.Warning(api::KeyOf(source), std::string(why), std::move(message));
 }
 
 bool GitSourceReconciler::Sync(api::Object& source, std::stop_token stop) {
@@ -254,8 +258,7 @@ bool GitSourceReconciler::Sync(api::Object& source, std::stop_token stop) {
     last_success_[{ns, source.metadata.name}] = EpochSeconds(now);
   }
   if (created + configured + pruned > 0) {
-    (void)store_.RecordEvent(
-        {api::KeyOf(source), "Normal", std::string(reason::kApplied), message, 1, "", ""});
+    events_.Normal(api::KeyOf(source), std::string(reason::kApplied), message);
   }
   return true;
 }

@@ -46,6 +46,7 @@
 #include "api/validation.h"
 #include "controller/cloud/cloud_clients.h"
 #include "controller/engine/clock.h"
+#include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
 #include "controller/gitops/git_client.h"
 #include "controller/store/store.h"
@@ -92,6 +93,7 @@ class GitSourceReconciler final : public Reconciler {
   CloudClients& clouds_;
   gitops::GitClient& git_;
   Clock& clock_;
+  EventRecorder events_;
   const GitSourceReconcilerOptions options_;
   std::atomic<int64_t> succeeded_{0};
   std::atomic<int64_t> failed_{0};
