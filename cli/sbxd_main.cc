@@ -56,6 +56,7 @@
 #include "controller/server/metrics.h"
 #include "controller/server/reconcile_metrics.h"
 #include "controller/store/open_store.h"
+#include "controller/store/postgres_store.h"
 #include "controller/store/scrubbing_store.h"
 #include "controller/store/sqlite_store.h"
 #include "controller/webhook/webhook_receiver.h"
@@ -123,10 +124,8 @@ struct Flags {
 // `sbxd --once` found the leader lease held by another sbxd: nothing was done.
 constexpr int kExitLeaseHeld = 3;
 
-std::string DefaultDbPath() {
-  if (const char* env = std::getenv("SBX_DB"); env != nullptr && *env != '\0') {
-    return env;
-  }
+// $XDG_STATE_HOME/sbx (else ~/.local/state/sbx): where sbxd keeps what it writes to disk.
+std::filesystem::path StateDir() {
   std::filesystem::path base;
   if (const char* state = std::getenv("XDG_STATE_HOME"); state != nullptr && *state != '\0') {
     base = state;
@@ -135,7 +134,14 @@ std::string DefaultDbPath() {
   } else {
     base = ".";
   }
-  return (base / "sbx" / "sbx.db").string();
+  return base / "sbx";
+}
+
+std::string DefaultDbPath() {
+  if (const char* env = std::getenv("SBX_DB"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  return (StateDir() / "sbx.db").string();
 }
 
 milliseconds ParseFlagDuration(const std::string& flag, const std::string& text) {
@@ -362,7 +368,8 @@ int Main(int argc, char** argv) {
                  "concurrent API watches and log follows (default 1000)")
       ->check(CLI::Range(size_t{1}, size_t{100000}));
   app.add_option("--git-cache-dir", flags.git_cache_dir,
-                 "where GitSources' repositories are fetched (default: git-cache next to --db)");
+                 "where GitSources' repositories are fetched (default: git-cache next to an "
+                 "SQLite --db, else $XDG_STATE_HOME/sbx/git-cache)");
   app.add_option("--git-timeout", flags.git_timeout, "how long one git fetch may take");
   app.add_flag("--git-allow-file-urls", flags.git_allow_file_urls,
                "let GitSources name file:// repositories on this host");
@@ -398,8 +405,11 @@ int Main(int argc, char** argv) {
   const milliseconds event_ttl = ParseFlagDuration("event-ttl", flags.event_ttl);
   const milliseconds git_timeout = ParseFlagDuration("git-timeout", flags.git_timeout);
   if (flags.git_cache_dir.empty()) {
-    flags.git_cache_dir =
-        (std::filesystem::path(flags.db).parent_path() / "git-cache").lexically_normal().string();
+    // Next to an SQLite file; a PostgreSQL URL is no directory (its parent would be
+    // "postgres:/user@host"), so the state directory then.
+    const std::filesystem::path dir =
+        IsPostgresUrl(flags.db) ? StateDir() : std::filesystem::path(flags.db).parent_path();
+    flags.git_cache_dir = (dir / "git-cache").lexically_normal().string();
   }
   if (event_ttl.count() <= 0) {
     std::cerr << "sbxd: error: --event-ttl must be positive\n";
