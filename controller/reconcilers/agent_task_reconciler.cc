@@ -347,8 +347,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
   // service: Follow re-POSTs with the same key if no turn appears. With the stream open,
   // turn.created wakes the task.
   if (std::optional<Status> refused = Refused(submitter_.Take(t.object.metadata.uid))) {
-    st.result.error = {std::string(ClassifyError(*refused).reason), refused->message()};
-    return Finish(t, TaskPhase::kFailed);
+    return FailRefused(t, *refused);
   }
   return ReconcileResult::RequeueAfter(streaming ? options_.stream_check : options_.poll_interval);
 }
@@ -399,8 +398,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
     // service while it waits for an executor (no re-POST meanwhile: reference §2.2).
     const InputSubmitter::Outcome post = submitter_.Take(uid);
     if (std::optional<Status> refused = Refused(post)) {
-      st.result.error = {std::string(ClassifyError(*refused).reason), refused->message()};
-      return Finish(t, TaskPhase::kFailed);
+      return FailRefused(t, *refused);
     }
     const bool posting = post.state == InputSubmitter::State::kInFlight;
     std::string ours = view ? view->turn_id : "";
@@ -422,8 +420,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
         r.last = now;
       }
       if (std::optional<Status> refused = Refused(submitter_.Take(uid))) {
-        st.result.error = {std::string(ClassifyError(*refused).reason), refused->message()};
-        return Finish(t, TaskPhase::kFailed);
+        return FailRefused(t, *refused);
       }
       SetWaitingCondition(t);
       return next_look(NextResubmit(t));
@@ -500,6 +497,12 @@ void AgentTaskReconciler::SetWaitingCondition(Target& t) {
                            st.turn_id.empty() ? reason::kSubmittedReason : reason::kTurnRunning, "",
                            clock_);
   }
+}
+
+// The service refused the input: the task fails with the refusal as its error.
+StatusOr<ReconcileResult> AgentTaskReconciler::FailRefused(Target& t, const Status& refused) {
+  t.status().result.error = {std::string(ClassifyError(refused).reason), refused.message()};
+  return Finish(t, TaskPhase::kFailed);
 }
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase,

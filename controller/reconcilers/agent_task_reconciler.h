@@ -116,6 +116,7 @@ class AgentTaskReconciler final : public Reconciler {
   // `usage`: the terminal turn's, when known (else the turn is read for it).
   api::StatusOr<ReconcileResult> Finish(Target& t, api::TaskPhase phase,
                                         std::optional<openai::Usage> usage = std::nullopt);
+  api::StatusOr<ReconcileResult> FailRefused(Target& t, const api::Status& refused);
   api::StatusOr<ReconcileResult> Expire(Target& t);
   api::StatusOr<std::optional<ReconcileResult>> Finalize(Target& t);
   // Loads the worker, its sandbox and the Agents API into `t`.
