@@ -258,8 +258,8 @@ Status HttpStore::DeleteInventory(const std::string&, const std::string&, const 
   return NotForClients("writing the inventory");
 }
 
-StatusOr<bool> HttpStore::TryAcquireLease(const std::string&, const std::string&,
-                                          std::chrono::milliseconds) {
+StatusOr<std::optional<int64_t>> HttpStore::AcquireLease(const std::string&, const std::string&,
+                                                         std::chrono::milliseconds) {
   return NotForClients("leases");
 }
 
@@ -268,6 +268,10 @@ Status HttpStore::ReleaseLease(const std::string&, const std::string&) {
 }
 
 StatusOr<std::optional<Store::Lease>> HttpStore::GetLease(const std::string&) {
+  return NotForClients("leases");
+}
+
+StatusOr<std::vector<Store::Lease>> HttpStore::ListLeases(const std::string&) {
   return NotForClients("leases");
 }
 

@@ -107,10 +107,12 @@ class PostgresStore final : public Store {
   Status DeleteInventory(const std::string& workspace, const std::string& resource_type,
                          const std::string& external_id) override;
 
-  StatusOr<bool> TryAcquireLease(const std::string& name, const std::string& holder,
-                                 std::chrono::milliseconds ttl) override;
+  using Store::TryAcquireLease;
+  StatusOr<std::optional<int64_t>> AcquireLease(const std::string& name, const std::string& holder,
+                                                std::chrono::milliseconds ttl) override;
   Status ReleaseLease(const std::string& name, const std::string& holder) override;
   StatusOr<std::optional<Lease>> GetLease(const std::string& name) override;
+  StatusOr<std::vector<Lease>> ListLeases(const std::string& prefix) override;
 
   StatusOr<int64_t> AppendTaskLog(const ObjectKey& task, const std::string& task_uid,
                                   const std::vector<TaskLogEntry>& entries) override;

@@ -195,8 +195,9 @@ Status PostgresStore::DeleteInventory(const std::string& workspace,
 
 // ---- leases -----------------------------------------------------------------------------------
 
-StatusOr<bool> PostgresStore::TryAcquireLease(const std::string& name, const std::string& holder,
-                                              std::chrono::milliseconds ttl) {
+StatusOr<std::optional<int64_t>> PostgresStore::AcquireLease(const std::string& name,
+                                                             const std::string& holder,
+                                                             std::chrono::milliseconds ttl) {
   if (holder.empty()) {
     return api::InvalidArgumentError("lease " + name + ": empty holder");
   }
@@ -205,38 +206,72 @@ StatusOr<bool> PostgresStore::TryAcquireLease(const std::string& name, const std
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
   std::lock_guard lock(mu_);
   // One statement: take the row if it is free, expired or ours. Concurrent callers serialise on
-  // the row, and the WHERE of the update is evaluated against the latest committed holder.
+  // the row, and the WHERE of the update is evaluated against the latest committed holder. A
+  // renewal keeps the tenure's token; a lease taken anew (released, expired) gets the next one.
   ASSIGN_OR_RETURN(
       PgResult r,
-      conn_->Exec("INSERT INTO leases (name, holder, expires_at_ms, renewed_at) VALUES ($1, $2, "
-                  "$3, $4) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
-                  "expires_at_ms = excluded.expires_at_ms, renewed_at = excluded.renewed_at "
+      conn_->Exec("INSERT INTO leases (name, holder, expires_at_ms, renewed_at, token) VALUES "
+                  "($1, $2, $3, $4, 1) ON CONFLICT (name) DO UPDATE SET holder = "
+                  "excluded.holder, expires_at_ms = excluded.expires_at_ms, renewed_at = "
+                  "excluded.renewed_at, token = CASE WHEN leases.expires_at_ms > $5 THEN "
+                  "leases.token ELSE leases.token + 1 END "
                   "WHERE leases.holder = excluded.holder OR leases.expires_at_ms <= $5 "
-                  "RETURNING holder",
+                  "RETURNING token",
                   {P(name), P(holder), P(now_ms + ttl.count()), P(FormatRfc3339(now)), P(now_ms)}));
-  return r.Rows() == 1;
+  if (r.Rows() != 1) {
+    return std::optional<int64_t>();
+  }
+  return std::optional<int64_t>(r.Int(0, 0));
 }
 
 Status PostgresStore::ReleaseLease(const std::string& name, const std::string& holder) {
   std::lock_guard lock(mu_);
-  return conn_->Exec("DELETE FROM leases WHERE name = $1 AND holder = $2", {P(name), P(holder)})
+  return conn_
+      ->Exec("UPDATE leases SET holder = '', expires_at_ms = 0 WHERE name = $1 AND holder = $2",
+             {P(name), P(holder)})
       .status();
 }
 
+namespace {
+
+Store::Lease LeaseFrom(const PgResult& r, int row) {
+  Store::Lease lease;
+  lease.name = r.Text(row, 0);
+  lease.holder = r.Text(row, 1);
+  lease.expires_at =
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(r.Int(row, 2)));
+  lease.renewed_at = r.Text(row, 3);
+  lease.token = r.Int(row, 4);
+  return lease;
+}
+
+}  // namespace
+
 StatusOr<std::optional<Store::Lease>> PostgresStore::GetLease(const std::string& name) {
   std::lock_guard lock(mu_);
-  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT holder, expires_at_ms, renewed_at FROM leases "
-                                           "WHERE name = $1",
-                                           {P(name)}));
+  ASSIGN_OR_RETURN(PgResult r,
+                   conn_->Exec("SELECT name, holder, expires_at_ms, renewed_at, token FROM leases "
+                               "WHERE name = $1 AND holder <> ''",
+                               {P(name)}));
   if (r.Rows() == 0) {
     return std::optional<Lease>();
   }
-  Lease lease;
-  lease.name = name;
-  lease.holder = r.Text(0, 0);
-  lease.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(r.Int(0, 1)));
-  lease.renewed_at = r.Text(0, 2);
-  return std::optional<Lease>(std::move(lease));
+  return std::optional<Lease>(LeaseFrom(r, 0));
+}
+
+StatusOr<std::vector<Store::Lease>> PostgresStore::ListLeases(const std::string& prefix) {
+  std::lock_guard lock(mu_);
+  // starts_with, not LIKE: a prefix may hold '%' or '_'. COLLATE "C": byte order, as SQLite.
+  ASSIGN_OR_RETURN(PgResult r,
+                   conn_->Exec("SELECT name, holder, expires_at_ms, renewed_at, token FROM leases "
+                               "WHERE starts_with(name, $1) AND holder <> '' "
+                               "ORDER BY name COLLATE \"C\"",
+                               {P(prefix)}));
+  std::vector<Lease> leases;
+  for (int row = 0; row < r.Rows(); ++row) {
+    leases.push_back(LeaseFrom(r, row));
+  }
+  return leases;
 }
 
 // ---- AgentTask log and artifacts --------------------------------------------------------------

@@ -70,15 +70,19 @@ class ScrubbingStore final : public Store {
                          const std::string& external_id) override {
     return store_.DeleteInventory(workspace, resource_type, external_id);
   }
-  StatusOr<bool> TryAcquireLease(const std::string& name, const std::string& holder,
-                                 std::chrono::milliseconds ttl) override {
-    return store_.TryAcquireLease(name, holder, ttl);
+  using Store::TryAcquireLease;
+  StatusOr<std::optional<int64_t>> AcquireLease(const std::string& name, const std::string& holder,
+                                                std::chrono::milliseconds ttl) override {
+    return store_.AcquireLease(name, holder, ttl);
   }
   Status ReleaseLease(const std::string& name, const std::string& holder) override {
     return store_.ReleaseLease(name, holder);
   }
   StatusOr<std::optional<Lease>> GetLease(const std::string& name) override {
     return store_.GetLease(name);
+  }
+  StatusOr<std::vector<Lease>> ListLeases(const std::string& prefix) override {
+    return store_.ListLeases(prefix);
   }
 
   // The entries with their text scrubbed.

@@ -119,10 +119,12 @@ class SqliteStore final : public Store {
   Status DeleteInventory(const std::string& workspace, const std::string& resource_type,
                          const std::string& external_id) override;
 
-  StatusOr<bool> TryAcquireLease(const std::string& name, const std::string& holder,
-                                 std::chrono::milliseconds ttl) override;
+  using Store::TryAcquireLease;
+  StatusOr<std::optional<int64_t>> AcquireLease(const std::string& name, const std::string& holder,
+                                                std::chrono::milliseconds ttl) override;
   Status ReleaseLease(const std::string& name, const std::string& holder) override;
   StatusOr<std::optional<Lease>> GetLease(const std::string& name) override;
+  StatusOr<std::vector<Lease>> ListLeases(const std::string& prefix) override;
 
   // What the bounds act on, for tests, benchmarks and logs.
   struct Stats {
@@ -150,6 +152,9 @@ class SqliteStore final : public Store {
   class Stmt;
   class Txn;
   using Row = internal::ObjectRow;
+
+  // A lease from the columns name, holder, expires_at_ms, renewed_at, token.
+  static Lease LeaseFrom(Stmt& stmt);
 
   SqliteStore(std::string path, Options options, sqlite3* db);
 

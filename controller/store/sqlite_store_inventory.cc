@@ -121,8 +121,9 @@ Status SqliteStore::DeleteInventory(const std::string& workspace, const std::str
 
 // ---- leases -----------------------------------------------------------------------------------
 
-StatusOr<bool> SqliteStore::TryAcquireLease(const std::string& name, const std::string& holder,
-                                            std::chrono::milliseconds ttl) {
+StatusOr<std::optional<int64_t>> SqliteStore::AcquireLease(const std::string& name,
+                                                           const std::string& holder,
+                                                           std::chrono::milliseconds ttl) {
   if (holder.empty()) {
     return api::InvalidArgumentError("lease " + name + ": empty holder");
   }
@@ -132,51 +133,85 @@ StatusOr<bool> SqliteStore::TryAcquireLease(const std::string& name, const std::
   std::lock_guard lock(mu_);
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
+  int64_t token = 1;  // a lease never taken before
   {
-    ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT holder, expires_at_ms FROM leases WHERE name = ?"));
+    ASSIGN_OR_RETURN(Stmt stmt,
+                     Prepare("SELECT holder, expires_at_ms, token FROM leases WHERE name = ?"));
     stmt.Bind(1, name);
     ASSIGN_OR_RETURN(bool found, stmt.Step());
-    if (found && stmt.Text(0) != holder && stmt.Int(1) > now_ms) {
-      return false;  // held by someone else and not expired
+    if (found) {
+      const bool live = stmt.Int(1) > now_ms;
+      if (live && stmt.Text(0) != holder) {
+        return std::optional<int64_t>();  // held by someone else and not expired
+      }
+      // A renewal keeps the tenure's token; a lease taken anew (free, released, expired) gets
+      // the next one.
+      token = live ? stmt.Int(2) : stmt.Int(2) + 1;
     }
   }
   ASSIGN_OR_RETURN(Stmt stmt, Prepare("INSERT INTO leases (name, holder, expires_at_ms, "
-                                      "renewed_at) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO "
-                                      "UPDATE SET holder = excluded.holder, expires_at_ms = "
-                                      "excluded.expires_at_ms, renewed_at = excluded.renewed_at"));
+                                      "renewed_at, token) VALUES (?, ?, ?, ?, ?) ON CONFLICT "
+                                      "(name) DO UPDATE SET holder = excluded.holder, "
+                                      "expires_at_ms = excluded.expires_at_ms, renewed_at = "
+                                      "excluded.renewed_at, token = excluded.token"));
   RETURN_IF_ERROR(stmt.Bind(1, name)
                       .Bind(2, holder)
                       .Bind(3, now_ms + ttl.count())
                       .Bind(4, FormatRfc3339(now))
+                      .Bind(5, token)
                       .Run());
   RETURN_IF_ERROR(txn.Commit());
-  return true;
+  return std::optional<int64_t>(token);
 }
 
 Status SqliteStore::ReleaseLease(const std::string& name, const std::string& holder) {
   std::lock_guard lock(mu_);
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(Stmt stmt, Prepare("DELETE FROM leases WHERE name = ? AND holder = ?"));
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("UPDATE leases SET holder = '', expires_at_ms = 0 WHERE "
+                                      "name = ? AND holder = ?"));
   RETURN_IF_ERROR(stmt.Bind(1, name).Bind(2, holder).Run());
   return txn.Commit();
 }
 
+Store::Lease SqliteStore::LeaseFrom(Stmt& stmt) {
+  Store::Lease lease;
+  lease.name = stmt.Text(0);
+  lease.holder = stmt.Text(1);
+  lease.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(stmt.Int(2)));
+  lease.renewed_at = stmt.Text(3);
+  lease.token = stmt.Int(4);
+  return lease;
+}
+
 StatusOr<std::optional<Store::Lease>> SqliteStore::GetLease(const std::string& name) {
   std::lock_guard lock(mu_);
-  ASSIGN_OR_RETURN(Stmt stmt,
-                   Prepare("SELECT holder, expires_at_ms, renewed_at FROM leases WHERE name = ?"));
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT name, holder, expires_at_ms, renewed_at, token FROM "
+                                      "leases WHERE name = ? AND holder != ''"));
   stmt.Bind(1, name);
   ASSIGN_OR_RETURN(bool found, stmt.Step());
   if (!found) {
     return std::optional<Lease>();
   }
-  Lease lease;
-  lease.name = name;
-  lease.holder = stmt.Text(0);
-  lease.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(stmt.Int(1)));
-  lease.renewed_at = stmt.Text(2);
-  return std::optional<Lease>(std::move(lease));
+  return std::optional<Lease>(LeaseFrom(stmt));
+}
+
+StatusOr<std::vector<Store::Lease>> SqliteStore::ListLeases(const std::string& prefix) {
+  std::lock_guard lock(mu_);
+  // Bytes compared, not LIKE: a prefix may hold '%' or '_'.
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT name, holder, expires_at_ms, renewed_at, token FROM "
+                                      "leases WHERE substr(CAST(name AS BLOB), 1, ?) = CAST(? AS "
+                                      "BLOB) AND holder != '' ORDER BY name"));
+  stmt.Bind(1, static_cast<int64_t>(prefix.size())).Bind(2, prefix);
+  std::vector<Lease> leases;
+  while (true) {
+    ASSIGN_OR_RETURN(bool found, stmt.Step());
+    if (!found) {
+      break;
+    }
+    leases.push_back(LeaseFrom(stmt));
+  }
+  return leases;
 }
 
 }  // namespace sbx::controller

@@ -170,12 +170,24 @@ class Store {
   virtual Status DeleteInventory(const std::string& workspace, const std::string& resource_type,
                                  const std::string& external_id) = 0;
 
-  // ---- leader lease -------------------------------------------------------------------------
+  // ---- leases (the leader lease, per-workspace leases, replica membership) -------------------
 
-  // Takes or renews lease `name` for `holder` if it is free, expired, or already held by
-  // `holder`. Returns whether `holder` holds it afterwards.
-  virtual StatusOr<bool> TryAcquireLease(const std::string& name, const std::string& holder,
-                                         std::chrono::milliseconds ttl) = 0;
+  // Takes or renews lease `name` for `holder` if it is free, expired, released, or already held
+  // by `holder`. Returns the lease's fencing token when `holder` holds it afterwards, nullopt
+  // when someone else does. The token is the same across renewals and grows by one each time a
+  // holder takes the lease anew (also the same holder after its lease expired), so a token names
+  // one tenure: whoever acts under a token older than the lease's current one has lost it.
+  virtual StatusOr<std::optional<int64_t>> AcquireLease(const std::string& name,
+                                                        const std::string& holder,
+                                                        std::chrono::milliseconds ttl) = 0;
+  // AcquireLease, answering only whether `holder` holds the lease.
+  StatusOr<bool> TryAcquireLease(const std::string& name, const std::string& holder,
+                                 std::chrono::milliseconds ttl) {
+    ASSIGN_OR_RETURN(std::optional<int64_t> token, AcquireLease(name, holder, ttl));
+    return token.has_value();
+  }
+  // Gives the lease up if `holder` holds it. The row stays (holder empty, expired), so the next
+  // holder's token is still greater than every earlier one.
   virtual Status ReleaseLease(const std::string& name, const std::string& holder) = 0;
 
   struct Lease {
@@ -183,10 +195,14 @@ class Store {
     std::string holder;
     std::string renewed_at;  // RFC 3339
     std::chrono::system_clock::time_point expires_at;
+    int64_t token = 0;  // the fencing token (AcquireLease)
   };
   // Lease `name` as last written, expired or not (nullopt when nobody holds or held it since
-  // its last release): for naming the holder in an error message.
+  // its last release): for naming the holder in an error message, and for a fencing check.
   virtual StatusOr<std::optional<Lease>> GetLease(const std::string& name) = 0;
+  // Every lease whose name starts with `prefix` and that somebody holds or held since its last
+  // release, expired or not, by name.
+  virtual StatusOr<std::vector<Lease>> ListLeases(const std::string& prefix) = 0;
 
   // ---- AgentTask log and artifacts (DESIGN §7.1) ---------------------------------------------
   // Both are keyed by the task's uid (a task deleted and created again under the same name

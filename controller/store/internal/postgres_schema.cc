@@ -110,6 +110,11 @@ CREATE TABLE artifacts (
   PRIMARY KEY (task_uid, path)
 );
 )sql",
+    // 2: fencing tokens (DESIGN §7.4): a lease's token grows by one whenever a holder takes it
+    // anew, and a released lease keeps its row (holder '') so the token never goes back.
+    R"sql(
+ALTER TABLE leases ADD COLUMN token BIGINT NOT NULL DEFAULT 0;
+)sql",
 };
 
 }  // namespace

@@ -125,12 +125,13 @@ class FakeWatchStore final : public Store {
   Status DeleteInventory(const std::string&, const std::string&, const std::string&) override {
     return Unimplemented();
   }
-  StatusOr<bool> TryAcquireLease(const std::string&, const std::string&,
-                                 std::chrono::milliseconds) override {
+  StatusOr<std::optional<int64_t>> AcquireLease(const std::string&, const std::string&,
+                                                std::chrono::milliseconds) override {
     return Unimplemented();
   }
   Status ReleaseLease(const std::string&, const std::string&) override { return Unimplemented(); }
   StatusOr<std::optional<Lease>> GetLease(const std::string&) override { return Unimplemented(); }
+  StatusOr<std::vector<Lease>> ListLeases(const std::string&) override { return Unimplemented(); }
   StatusOr<int64_t> AppendTaskLog(const ObjectKey&, const std::string&,
                                   const std::vector<TaskLogEntry>&) override {
     return Unimplemented();

@@ -600,6 +600,50 @@ TEST_P(StoreTest, LeaseAcquireRenewExpireAndTakeover) {
             StatusCode::kInvalidArgument);
 }
 
+// Fencing tokens (DESIGN §7.4): one token per tenure, never reused — not after an expiry, not
+// after a release (the row stays), not by the same holder coming back.
+TEST_P(StoreTest, LeaseTokensGrowWithEveryNewTenureAndSurviveRelease) {
+  using std::chrono::seconds;
+  auto acquire = [&](const std::string& holder) -> std::optional<int64_t> {
+    auto token = store_->AcquireLease("workspace/team/w1", holder, seconds(15));
+    EXPECT_TRUE(token.ok()) << token.status();
+    return token.ok() ? *token : std::nullopt;
+  };
+  EXPECT_EQ(acquire("a"), 1);
+  EXPECT_EQ(acquire("a"), 1);  // a renewal keeps the tenure
+  EXPECT_EQ(acquire("b"), std::nullopt);
+  clock_.Advance(seconds(16));
+  EXPECT_EQ(acquire("b"), 2);  // taken over after expiry
+  ASSERT_TRUE(store_->ReleaseLease("workspace/team/w1", "b").ok());
+  EXPECT_EQ(acquire("b"), 3);  // the same holder after a release: a new tenure
+  clock_.Advance(seconds(16));
+  EXPECT_EQ(acquire("b"), 4);  // the same holder after its own expiry: a new tenure
+  auto lease = store_->GetLease("workspace/team/w1");
+  ASSERT_TRUE(lease.ok() && lease->has_value());
+  EXPECT_EQ((*lease)->token, 4);
+  EXPECT_EQ((*lease)->holder, "b");
+}
+
+TEST_P(StoreTest, ListLeasesByPrefixSkipsReleasedOnesAndTakesThePrefixLiterally) {
+  using std::chrono::seconds;
+  for (const char* name : {"member/r1", "member/r2", "members", "workspace/a/w", "member%/x"}) {
+    ASSERT_TRUE(store_->TryAcquireLease(name, "r1", seconds(15)).ok());
+  }
+  ASSERT_TRUE(store_->ReleaseLease("member/r2", "r1").ok());
+  clock_.Advance(seconds(20));  // expired leases are still listed (the caller judges expiry)
+  auto members = store_->ListLeases("member/");
+  ASSERT_TRUE(members.ok()) << members.status();
+  ASSERT_EQ(members->size(), 1u);
+  EXPECT_EQ((*members)[0].name, "member/r1");
+  EXPECT_EQ((*members)[0].holder, "r1");
+  EXPECT_EQ((*members)[0].token, 1);
+  auto literal = store_->ListLeases("member%");
+  ASSERT_TRUE(literal.ok()) << literal.status();
+  ASSERT_EQ(literal->size(), 1u);
+  EXPECT_EQ((*literal)[0].name, "member%/x");
+  EXPECT_EQ(store_->ListLeases("")->size(), 4u);
+}
+
 TEST_P(StoreTest, AllKindsRoundTrip) {
   Object workspace = api::MakeObject(Kind::kWorkspace, "default");
   workspace.workspace_spec().databricks.host = "https://example";
