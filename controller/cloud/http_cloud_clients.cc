@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "api/validation.h"
+#include "controller/cloud/fenced_transport.h"
 
 namespace sbx::controller {
 
@@ -154,9 +155,19 @@ api::StatusOr<C*> HttpCloudClients::Cached(std::map<std::string, std::unique_ptr
   return out;
 }
 
+http::HttpTransport& HttpCloudClients::TransportFor(const std::string& id,
+                                                    std::unique_ptr<http::HttpTransport>& fenced) {
+  if (options_.fence == nullptr) {
+    return transport_;
+  }
+  fenced = std::make_unique<FencedTransport>(transport_, *options_.fence, id);
+  return *fenced;
+}
+
 api::StatusOr<databricks::SandboxApi*> HttpCloudClients::Sandboxes(
     const std::string& namespace_, const std::string& workspace_ref) {
   std::lock_guard lock(mu_);
+  const std::string id = WorkspaceId(namespace_, workspace_ref);
   auto build = [&](const Resolved& resolved) -> api::StatusOr<std::unique_ptr<Client>> {
     auto client = std::make_unique<Client>();
     ASSIGN_OR_RETURN(client->credentials,
@@ -170,11 +181,12 @@ api::StatusOr<databricks::SandboxApi*> HttpCloudClients::Sandboxes(
     api_options.workspace_id = resolved.config.workspace_id;
     api_options.retry = options_.retry;
     client->api = std::make_unique<databricks::HttpSandboxApi>(api_options, *client->credentials,
-                                                               *client->bucket, clock_, transport_);
+                                                               *client->bucket, clock_,
+                                                               TransportFor(id, client->fenced));
     return client;
   };
   ASSIGN_OR_RETURN(Client * client, Cached(
-                                        clients_, retired_, WorkspaceId(namespace_, workspace_ref),
+                                        clients_, retired_, id,
                                         [&] { return Resolve(namespace_, workspace_ref); }, build));
   return static_cast<databricks::SandboxApi*>(client->api.get());
 }
@@ -225,6 +237,7 @@ api::StatusOr<HttpCloudClients::ResolvedOpenAi> HttpCloudClients::ResolveOpenAi(
 api::StatusOr<openai::AgentsApi*> HttpCloudClients::Agents(const std::string& namespace_,
                                                            const std::string& workspace_ref) {
   std::lock_guard lock(mu_);
+  const std::string id = WorkspaceId(namespace_, workspace_ref);
   auto build = [&](const ResolvedOpenAi& resolved) -> api::StatusOr<std::unique_ptr<AgentsClient>> {
     auto client = std::make_unique<AgentsClient>();
     AimdPolicy aimd;
@@ -234,12 +247,13 @@ api::StatusOr<openai::AgentsApi*> HttpCloudClients::Agents(const std::string& na
     openai::HttpAgentsApiOptions api_options;
     api_options.base_url = resolved.base_url;
     client->api = std::make_unique<openai::HttpAgentsApi>(
-        api_options, resolved.api_key, *client->bucket, clock_, transport_, streaming_);
+        api_options, resolved.api_key, *client->bucket, clock_, TransportFor(id, client->fenced),
+        streaming_);
     return client;
   };
   ASSIGN_OR_RETURN(AgentsClient * client,
                    Cached(
-                       agents_, retired_agents_, WorkspaceId(namespace_, workspace_ref),
+                       agents_, retired_agents_, id,
                        [&] { return ResolveOpenAi(namespace_, workspace_ref); }, build));
   return static_cast<openai::AgentsApi*>(client->api.get());
 }

@@ -33,6 +33,7 @@
 #include "controller/cloud/secret_resolver.h"
 #include "controller/engine/clock.h"
 #include "controller/engine/token_bucket.h"
+#include "controller/engine/workspace_leases.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
@@ -53,6 +54,9 @@ struct HttpCloudClientsOptions {
   SecretPolicy secrets;
   // Told every secret value once resolved (sbxd registers them with the log redactor).
   std::function<void(const std::string&)> on_secret;
+  // When replicas split the workspaces: every workspace's Sandbox and Agents API requests go
+  // through a FencedTransport (fenced_transport.h) on it. nullptr: requests go out as they are.
+  WorkspaceFence* fence = nullptr;
 };
 
 class HttpCloudClients final : public CloudClients {
@@ -88,12 +92,14 @@ class HttpCloudClients final : public CloudClients {
     Clock::SteadyTime resolved_at;
     std::unique_ptr<databricks::CredentialsProvider> credentials;
     std::unique_ptr<TokenBucket> bucket;
+    std::unique_ptr<http::HttpTransport> fenced;  // when options_.fence is set
     std::unique_ptr<databricks::HttpSandboxApi> api;
   };
   struct AgentsClient {
     std::string fingerprint;
     Clock::SteadyTime resolved_at;
     std::unique_ptr<TokenBucket> bucket;
+    std::unique_ptr<http::HttpTransport> fenced;  // when options_.fence is set
     std::unique_ptr<openai::HttpAgentsApi> api;
   };
   struct Resolved {
@@ -122,6 +128,11 @@ class HttpCloudClients final : public CloudClients {
   api::StatusOr<C*> Cached(std::map<std::string, std::unique_ptr<C>>& cache,
                            std::vector<std::unique_ptr<C>>& retired, const std::string& id,
                            ResolveFn resolve, BuildFn build);
+
+  // The transport of workspace `id`'s API clients: transport_, or a FencedTransport over it
+  // (stored in `fenced`) when options_.fence is set.
+  http::HttpTransport& TransportFor(const std::string& id,
+                                    std::unique_ptr<http::HttpTransport>& fenced);
 
   // OPENAI_BASE_URL, else the public API: where the controller's OpenAI keys belong.
   std::string ControllerOpenAiUrl() const;

@@ -163,6 +163,9 @@ bool ErrorTable::Retryable(const http::AttemptFailure& failure,
   if (failure.should_retry == false) {
     return false;
   }
+  if (!failure.maybe_sent && failure.status.code() == StatusCode::kAborted) {
+    return false;  // refused before sending: this replica lost the workspace (FencedTransport)
+  }
   if (!failure.maybe_sent || failure.should_retry == true) {
     return true;
   }

@@ -69,9 +69,10 @@ class HttpCloudClientsTest : public ::testing::Test {
       std::filesystem::remove_all(dir_);
     }
   }
-  HttpCloudClients Make() {
+  HttpCloudClients Make(WorkspaceFence* fence = nullptr) {
     HttpCloudClientsOptions options;
     options.secrets.secrets_dir = secrets_dir_;
+    options.fence = fence;
     return HttpCloudClients(
         *store_, clock_, transport_, streaming_,
         [this](std::string_view n) -> std::optional<std::string> {
@@ -121,6 +122,65 @@ TEST_F(HttpCloudClientsTest, DefaultWorkspaceFallsBackToTheControllerEnvironment
   auto b = clients.Sandboxes("default", "default");
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(*a, *b);  // one client per workspace
+}
+
+// A fence that refuses while `refuse` is set, and counts its checks.
+class ScriptedFence final : public WorkspaceFence {
+ public:
+  api::Status CheckMutation(const std::string& workspace_id) override {
+    checked.push_back(workspace_id);
+    return refuse ? api::AbortedError("lost the lease of workspace " + workspace_id)
+                  : api::OkStatus();
+  }
+  std::optional<int64_t> Token(const std::string&) const override {
+    return refuse ? std::nullopt : std::optional<int64_t>(7);
+  }
+  const std::string& identity() const override { return identity_; }
+  bool refuse = false;
+  std::vector<std::string> checked;
+
+ private:
+  std::string identity_ = "replica-a";
+};
+
+std::string HeaderOf(const http::HttpRequest& r, const std::string& name) {
+  for (const auto& [n, v] : r.headers) {
+    if (n == name) {
+      return v;
+    }
+  }
+  return "<none>";
+}
+
+// Replicas splitting workspaces: a mutation is sent only under the workspace's lease, and
+// every request says which replica sent it under which token (what sbx-emulator records).
+TEST_F(HttpCloudClientsTest, AFencedWorkspaceSendsMutationsOnlyUnderItsLease) {
+  env_ = {{"DATABRICKS_HOST", "http://127.0.0.1:1"},
+          {"DATABRICKS_TOKEN", "dapi-env"},
+          {"HOME", "/nonexistent"}};
+  ScriptedFence fence;
+  auto clients = Make(&fence);
+  auto api = clients.Sandboxes("team", "default");
+  ASSERT_TRUE(api.ok()) << api.status();
+
+  (void)(*api)->Get("sb-1");  // a read: not checked
+  EXPECT_TRUE(fence.checked.empty());
+  ASSERT_EQ(transport_.requests().size(), 1u);
+  EXPECT_EQ(HeaderOf(transport_.requests()[0], "X-Sbx-Replica"), "replica-a");
+  EXPECT_EQ(HeaderOf(transport_.requests()[0], "X-Sbx-Workspace"), "team/default");
+  EXPECT_EQ(HeaderOf(transport_.requests()[0], "X-Sbx-Fence"), "7");
+
+  (void)(*api)->Delete("sb-1");  // a mutation under the lease: checked, then sent
+  EXPECT_EQ(fence.checked, std::vector<std::string>{"team/default"});
+  ASSERT_EQ(transport_.requests().size(), 2u);
+  EXPECT_EQ(transport_.requests()[1].method, "DELETE");
+
+  fence.refuse = true;  // the lease moved to another replica
+  api::Status refused = (*api)->Delete("sb-1");
+  EXPECT_EQ(refused.code(), api::StatusCode::kAborted) << refused;
+  EXPECT_EQ(Reason(refused), "Conflict");  // transient: the key is retried, not parked
+  EXPECT_EQ(transport_.requests().size(), 2u) << "nothing may be sent without the lease";
+  EXPECT_EQ(fence.checked.size(), 2u) << "refused once, not retried inside the call";
 }
 
 TEST_F(HttpCloudClientsTest, UnknownWorkspaceIsNotFound) {

@@ -1,0 +1,36 @@
+// FencedTransport: the HttpTransport of one workspace's cloud clients when replicas split the
+// workspaces (DESIGN §7.4, controller/engine/workspace_leases.h). Before every request that
+// changes something (any method but GET and HEAD) it asks the fence whether this replica still
+// holds the workspace's lease with its token; if not, nothing is sent and the call fails with
+// kAborted (transient: the work moved to another replica). Every request carries
+//   X-Sbx-Replica: <identity>      which sbxd sent it
+//   X-Sbx-Workspace: <ns>/<name>   for which workspace
+//   X-Sbx-Fence: <token>           the lease tenure it acted under (when held)
+// The clouds ignore them; sbx-emulator records them, so a test can show that each workspace was
+// served by one replica at a time. None is a secret.
+//
+// Thread-safety: as the inner transport. Ownership: inner and fence outlive this.
+#pragma once
+
+#include <stop_token>
+#include <string>
+
+#include "controller/cloud/http/http_transport.h"
+#include "controller/engine/workspace_leases.h"
+
+namespace sbx::controller {
+
+class FencedTransport final : public http::HttpTransport {
+ public:
+  FencedTransport(http::HttpTransport& inner, WorkspaceFence& fence, std::string workspace_id)
+      : inner_(inner), fence_(fence), workspace_id_(std::move(workspace_id)) {}
+
+  http::HttpResult Send(const http::HttpRequest& request, std::stop_token stop) override;
+
+ private:
+  http::HttpTransport& inner_;
+  WorkspaceFence& fence_;
+  const std::string workspace_id_;
+};
+
+}  // namespace sbx::controller
