@@ -37,6 +37,7 @@
 #include "controller/engine/store_compactor.h"
 #include "controller/engine/store_watch.h"
 #include "controller/engine/wake_hints.h"
+#include "controller/engine/workspace_leases.h"
 #include "controller/gitops/git_client.h"
 #include "controller/gitops/process_runner.h"
 #include "controller/reconcilers/agent_task_reconciler.h"
@@ -49,6 +50,7 @@
 #include "controller/reconcilers/sandbox_sweeper.h"
 #include "controller/reconcilers/session_event_streams.h"
 #include "controller/reconcilers/task_log_writer.h"
+#include "controller/reconcilers/workspace_of.h"
 #include "controller/reconcilers/workspace_reconciler.h"
 #include "controller/server/counting_transport.h"
 #include "controller/server/health_server.h"
@@ -83,6 +85,10 @@ struct Flags {
   std::string log_level = "info";
   std::string identity;
   std::string lease_duration = "15s";
+  // How replicas sharing one store divide the work (DESIGN §7.4): "workspace" (per-workspace
+  // leases: every replica reconciles its share), "leader" (one global lease: one active sbxd,
+  // the others stand by), "auto" (workspace for a PostgreSQL store, leader for SQLite).
+  std::string work_split = "auto";
   std::string secret_env_prefix = std::string(api::kDefaultSecretEnvPrefix);
   std::string secrets_dir;
   bool once = false;
@@ -249,6 +255,20 @@ std::string LeaseHeldMessage(Store& store, const std::string& lease, const std::
          "let it do the work)\n";
 }
 
+// A replica splitting workspaces that is alive now (its member lease unexpired), if any.
+std::optional<std::string> LiveReplica(Store& store, Clock& clock) {
+  api::StatusOr<std::vector<Store::Lease>> members =
+      store.ListLeases(std::string(WorkspaceLeases::kMemberPrefix));
+  if (members.ok()) {
+    for (const Store::Lease& m : *members) {
+      if (m.expires_at > clock.Now()) {
+        return m.holder;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 // The program itself; main (at the end) runs it behind a catch-all.
 // `sbxd hash-token NAME ROLE`: reads a token on stdin (its first line) and prints its line for
 // --tokens-file. The token itself is never printed.
@@ -318,7 +338,13 @@ int Main(int argc, char** argv) {
   app.add_option("--log-format", flags.log_format, "text|json");
   app.add_option("--log-level", flags.log_level, "debug|info|warn|error");
   app.add_option("--identity", flags.identity, "leader lease holder name (default <host>-<pid>)");
-  app.add_option("--lease-duration", flags.lease_duration, "leader lease duration");
+  app.add_option("--lease-duration", flags.lease_duration,
+                 "leader and workspace lease duration (a dead replica's work moves after this)");
+  app.add_option("--work-split", flags.work_split,
+                 "how replicas on one store share the work: workspace (each reconciles its share "
+                 "of the workspaces), leader (one active, the others stand by), auto (workspace "
+                 "for postgres://, leader for SQLite)")
+      ->check(CLI::IsMember({"auto", "workspace", "leader"}));
   app.add_flag("--once", flags.once,
                "run one full pass and exit (non-zero if anything failed; 3 if a running sbxd "
                "holds the leader lease)");
@@ -467,6 +493,25 @@ int Main(int argc, char** argv) {
 
   SystemClock clock;
   Metrics metrics;
+  // Replicas splitting workspaces (DESIGN §7.4): this replica's workspace leases. Its fence
+  // guards every mutating cloud request; the Manager and the sweeper act only on its share.
+  const bool split_by_workspace =
+      flags.work_split == "workspace" || (flags.work_split == "auto" && IsPostgresUrl(flags.db));
+  const std::string identity =
+      flags.identity.empty() ? LeaderElector::DefaultIdentity() : flags.identity;
+  const auto on_lease_error = [](std::string_view operation, const api::Status& error) {
+    log::Warn("lease store error",
+              {{"operation", std::string(operation)}, {"error", error.ToString()}});
+  };
+  std::optional<WorkspaceLeases> leases;
+  if (split_by_workspace && !flags.once) {
+    WorkspaceLeasesOptions lease_options;
+    lease_options.identity = identity;
+    lease_options.lease_duration = lease;
+    lease_options.renew_interval = lease / 3;
+    lease_options.on_store_error = on_lease_error;
+    leases.emplace(*store, clock, lease_options);
+  }
   std::unique_ptr<http::HttpTransport> plain = http::MakeCppRestTransport();
   CountingTransport transport(*plain, metrics, CloudApiOf);
   std::unique_ptr<http::StreamingTransport> streaming = http::MakeCppRestStreamingTransport();
@@ -476,6 +521,7 @@ int Main(int argc, char** argv) {
   cloud_options.databricks_max_requests_per_second = flags.databricks_max_requests_per_second;
   cloud_options.on_secret = [](const std::string& secret) { log::RegisterSecret(secret); };
   cloud_options.secrets = secrets;
+  cloud_options.fence = leases ? &*leases : nullptr;
   HttpCloudClients clouds(*store, clock, transport, *streaming, databricks::ProcessEnv(),
                           cloud_options);
   SandboxCache cache;
@@ -497,6 +543,12 @@ int Main(int argc, char** argv) {
   SandboxSweeperOptions sweeper_options;
   sweeper_options.period = sweep;
   sweeper_options.page_size = flags.page_size;
+  if (leases) {
+    sweeper_options.owns_workspace = [&leases](const std::string& workspace) {
+      api::StatusOr<bool> owned = leases->Owns(workspace);
+      return owned.ok() && *owned;
+    };
+  }
   SandboxSweeper sweeper(*store, clouds, cache, &gc, clock, sweeper_options);
 
   ManagerOptions manager_options;
@@ -545,11 +597,21 @@ int Main(int argc, char** argv) {
   power.Attach([&manager](const api::ObjectKey& key) { manager.queue().Add(key); },
                &manager.dependencies());
 
+  // The global lease: with --work-split leader, the one active sbxd; with workspace, the
+  // replica that also does what belongs to no workspace (GitSources, objects whose references
+  // do not exist yet) and compacts the change log.
   LeaderElectorOptions elector_options;
-  elector_options.identity = flags.identity;
+  elector_options.identity = identity;
   elector_options.lease_duration = lease;
   elector_options.renew_interval = lease / 3;
+  elector_options.on_store_error = on_lease_error;
   LeaderElector elector(*store, clock, elector_options);
+  if (leases) {
+    manager.SetOwnership([&](const api::ObjectKey& key) -> api::StatusOr<bool> {
+      ASSIGN_OR_RETURN(std::optional<std::string> workspace, WorkspaceOf(*store, key));
+      return workspace ? leases->Owns(*workspace) : api::StatusOr<bool>(elector.is_leader());
+    });
+  }
 
   if (flags.once) {
     // The pass acts like a leader, so it holds the leader's lease — never next to a running sbxd.
@@ -561,6 +623,13 @@ int Main(int argc, char** argv) {
     if (!*held) {
       std::cerr << LeaseHeldMessage(*store, elector_options.lease_name, DisplayDatabase(flags.db),
                                     clock);
+      return kExitLeaseHeld;
+    }
+    // Replicas splitting workspaces hold member leases; a pass must not run next to them.
+    if (std::optional<std::string> replica = LiveReplica(*store, clock)) {
+      elector.Release();
+      std::cerr << "sbxd: error: --once: sbxd replica \"" << *replica << "\" is reconciling "
+                << DisplayDatabase(flags.db) << ", so no pass was run\n";
       return kExitLeaseHeld;
     }
     log::Info("took the leader lease for one pass",
@@ -648,6 +717,13 @@ int Main(int argc, char** argv) {
     }
     m.gauge("sbx_leader", "1 while this sbxd holds the leader lease", {})
         .Set(elector.is_leader() ? 1 : 0);
+    if (leases) {
+      m.gauge("sbx_workspace_leases_held", "Workspaces this replica reconciles now", {})
+          .Set(static_cast<double>(leases->Held().size()));
+      m.counter("sbx_reconciles_not_owned_total",
+                "Queued keys dropped because another replica owns their workspace", {})
+          .RaiseTo(static_cast<double>(s.not_owned_total));
+    }
     m.counter("sbx_sweeps_total", "Completed LIST sweeps", {})
         .RaiseTo(static_cast<double>(sweeper.sweeps_total()));
     for (const auto& [workspace, failed] : sweeper.SweepErrorsByWorkspace()) {
@@ -709,7 +785,7 @@ int Main(int argc, char** argv) {
     }
   });
   HealthServer health(metrics, [&]() -> std::pair<bool, std::string> {
-    if (!elector.is_leader()) {
+    if (!leases && !elector.is_leader()) {
       return {false, "standby: another sbxd holds the lease"};
     }
     if (watch.last_revision() < 0) {
@@ -796,31 +872,79 @@ int Main(int argc, char** argv) {
   signals.Start(stop);
   log::Info("starting", {{"db", DisplayDatabase(flags.db)},
                          {"identity", elector.identity()},
+                         {"work_split", leases ? "workspace" : "leader"},
                          {"workers", std::to_string(flags.workers)}});
-  if (!elector.WaitUntilLeader(stop.get_token())) {
-    if (webhook_server) {
-      webhook_server->Stop();
+  // What a replica that just took work over must look at: everything (the gate drops the rest).
+  const auto enqueue_all = [&] {
+    api::StatusOr<std::vector<api::Object>> all = store->List(ListOptions{});
+    if (!all.ok()) {
+      log::Warn("cannot list objects to enqueue", {{"error", all.status().ToString()}});
+      return;
     }
-    stop_api();
-    health.Stop();
-    log::Info("stopped while standby");
-    return 0;
-  }
-  log::Info("became leader", {{"lease", elector_options.lease_name}});
-  manager.Start();
+    for (const api::Object& o : *all) {
+      manager.queue().Add(api::KeyOf(o));
+    }
+  };
   std::atomic<bool> lost{false};
-  std::jthread renewals([&](std::stop_token own) {
-    elector.RunRenewals(own, [&] {
-      lost = true;
-      log::Error("lost the leader lease; stopping");
-      stop.request_stop();
+  std::jthread renewals;
+  std::jthread workspace_rounds;
+  if (leases) {
+    // Every replica works from the start on its share; the global lease moves between them.
+    manager.Start();
+    renewals = std::jthread([&](std::stop_token own) {
+      while (elector.WaitUntilLeader(own)) {
+        log::Info("took the global lease", {{"lease", elector_options.lease_name}});
+        enqueue_all();
+        elector.RunRenewals(own, [] { log::Warn("lost the global lease"); });
+      }
     });
-  });
+    workspace_rounds = std::jthread([&](std::stop_token own) {
+      leases->Run(own, [&](const WorkspaceLeases::Round& round) {
+        for (const std::string& w : round.lost) {
+          log::Warn("lost a workspace lease", {{"workspace", w}});
+        }
+        for (const std::string& w : round.released) {
+          log::Info("gave a workspace up",
+                    {{"workspace", w}, {"replicas", std::to_string(round.members)}});
+        }
+        for (const std::string& w : round.acquired) {
+          log::Info("took a workspace", {{"workspace", w},
+                                         {"token", std::to_string(leases->Token(w).value_or(0))},
+                                         {"replicas", std::to_string(round.members)}});
+        }
+        if (!round.acquired.empty()) {
+          enqueue_all();
+        }
+      });
+    });
+  } else {
+    if (!elector.WaitUntilLeader(stop.get_token())) {
+      if (webhook_server) {
+        webhook_server->Stop();
+      }
+      stop_api();
+      health.Stop();
+      log::Info("stopped while standby");
+      return 0;
+    }
+    log::Info("became leader", {{"lease", elector_options.lease_name}});
+    manager.Start();
+    renewals = std::jthread([&](std::stop_token own) {
+      elector.RunRenewals(own, [&] {
+        lost = true;
+        log::Error("lost the leader lease; stopping");
+        stop.request_stop();
+      });
+    });
+  }
   // Only the leader compacts; never past its own watch, so it never has to re-list for it.
   StoreCompactorOptions compactor_options;
   compactor_options.interval = compaction_interval;
   compactor_options.event_ttl = event_ttl;
-  compactor_options.watermark = [&watch] { return watch.last_revision(); };
+  // Split by workspace: only the global lease's holder compacts (the others expire events).
+  compactor_options.watermark = [&] {
+    return !leases || elector.is_leader() ? watch.last_revision() : -1;
+  };
   std::jthread compaction;
   if (compaction_interval.count() > 0) {
     compaction = std::jthread([&](std::stop_token own) {
@@ -846,8 +970,11 @@ int Main(int argc, char** argv) {
   stop_api();
   manager.Stop();
   compaction = {};  // stops and joins
-  renewals.request_stop();
-  renewals.join();
+  workspace_rounds = {};
+  renewals = {};
+  if (leases) {
+    leases->ReleaseAll();  // the others take over at their next round, not after an expiry
+  }
   if (!lost) {
     elector.Release();
   }

@@ -48,6 +48,13 @@ void Manager::SetObserver(ReconcileObserver* observer) {
   observer_ = observer;
 }
 
+void Manager::SetOwnership(OwnershipFn owns) {
+  if (started_) {
+    Die("SetOwnership after Start");
+  }
+  owns_ = std::move(owns);
+}
+
 void Manager::Start() {
   if (started_) {
     Die("Start called twice");
@@ -106,6 +113,7 @@ ManagerStats Manager::Stats() const {
   s.terminal_errors_total = terminal_errors_.load();
   s.exceptions_total = exceptions_.load();
   s.unhandled_kind_total = unhandled_kind_.load();
+  s.not_owned_total = not_owned_.load();
   s.queue = queue_.Stats();
   return s;
 }
@@ -123,6 +131,19 @@ void Manager::ProcessOne(const api::ObjectKey& key, std::stop_token stop) {
     ++unhandled_kind_;
     queue_.Forget(key);
     return;
+  }
+  if (owns_) {
+    api::StatusOr<bool> mine = owns_(key);
+    if (!mine.ok()) {
+      ++transient_errors_;
+      queue_.AddRateLimited(key, ClassifyError(mine.status()).retry_after);
+      return;
+    }
+    if (!*mine) {
+      ++not_owned_;
+      queue_.Forget(key);
+      return;
+    }
   }
   ReconcileRecord record;
   record.key = key;

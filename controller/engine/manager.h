@@ -13,7 +13,10 @@
 //                         rotated credential, is picked up within minutes);
 //   exception escaping  → treated as kInternal (transient).
 // A key whose kind has no reconciler is dropped. The queue guarantees no key is reconciled by two
-// workers at once.
+// workers at once. With SetOwnership (replicas splitting workspaces, DESIGN §7.4), a
+// key this replica does not own is dropped before its reconciler sees it (whoever owns it
+// reconciles it; when this replica takes a workspace over, sbxd enqueues everything again); a
+// store error while deciding is a transient error.
 //
 // Lifecycle: construct → Register/AddSource/SetObserver → Start() → … → Stop(). Stop() stops the
 // sources (no new intake), shuts the queue down, waits for in-flight reconciles to finish
@@ -30,6 +33,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stop_token>
@@ -85,12 +89,16 @@ struct ManagerOptions {
   BackoffPolicy terminal_backoff{std::chrono::seconds(30), std::chrono::minutes(10), 0.1};
 };
 
+// Whether this replica reconciles `key` now (see Manager). Called from the workers.
+using OwnershipFn = std::function<api::StatusOr<bool>(const api::ObjectKey& key)>;
+
 struct ManagerStats {
   int64_t reconciles_total = 0;
   int64_t transient_errors_total = 0;
   int64_t terminal_errors_total = 0;
   int64_t exceptions_total = 0;      // also counted as transient errors
   int64_t unhandled_kind_total = 0;  // keys dropped for want of a reconciler
+  int64_t not_owned_total = 0;       // keys dropped: another replica owns their workspace
   WorkQueueStats queue;
 };
 
@@ -107,6 +115,8 @@ class Manager final : public Enqueuer {
   void AddSource(Source& source);
   // Before Start(); optional (nullptr = none).
   void SetObserver(ReconcileObserver* observer);
+  // Before Start(); optional (unset: every key is this replica's).
+  void SetOwnership(OwnershipFn owns);
 
   void Start();
   void Stop(std::stop_token cancel = {});
@@ -131,12 +141,14 @@ class Manager final : public Enqueuer {
   std::map<api::Kind, Reconciler*> reconcilers_;  // Set before Start, read-only after.
   std::vector<Source*> sources_;                  // Set before Start, read-only after.
   ReconcileObserver* observer_ = nullptr;         // Set before Start, read-only after.
+  OwnershipFn owns_;                              // Set before Start, read-only after.
 
   std::atomic<int64_t> reconciles_{0};
   std::atomic<int64_t> transient_errors_{0};
   std::atomic<int64_t> terminal_errors_{0};
   std::atomic<int64_t> exceptions_{0};
   std::atomic<int64_t> unhandled_kind_{0};
+  std::atomic<int64_t> not_owned_{0};
 
   bool started_ = false;  // Owning thread only.
   bool stopped_ = false;  // Owning thread only.

@@ -112,6 +112,9 @@ api::Status SandboxSweeper::SweepAll(Enqueuer& out, std::stop_token stop) {
   ASSIGN_OR_RETURN(Known known, Discover());
   api::Status first;
   for (const auto& [ws, ref] : known.workspaces) {
+    if (options_.owns_workspace && !options_.owns_workspace(ws)) {
+      continue;
+    }
     api::Status s = SweepOne(ws, ref, known, /*collect=*/true, out, stop).status();
     if (!s.ok()) {
       CountError(ws);
@@ -146,6 +149,10 @@ void SandboxSweeper::Run(Enqueuer& out, std::stop_token stop) {
     }
     if (known) {
       for (const auto& [ws, ref] : known->workspaces) {
+        if (options_.owns_workspace && !options_.owns_workspace(ws)) {
+          schedule.erase(ws);  // swept at once if this replica takes it (over)
+          continue;
+        }
         const Clock::SteadyTime now = clock_.Steady();
         auto it = schedule.find(ws);
         const bool regular = it == schedule.end() || now >= it->second.next;

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -48,6 +49,10 @@ struct SandboxSweeperOptions {
   std::chrono::milliseconds fast_period{std::chrono::seconds(1)};
   int page_size = 100;
   double fast_pages_per_second = 2;
+  // Replicas splitting workspaces (WorkspaceLeases::Owns): only the workspaces this replica
+  // reconciles are swept (and garbage-collected); one it takes over is swept at once. Unset:
+  // every workspace.
+  std::function<bool(const std::string& workspace_id)> owns_workspace;
 };
 
 class SandboxSweeper final : public Source {

@@ -87,10 +87,14 @@ class RecordingObserver final : public ReconcileObserver {
 
 class ManagerTest : public ::testing::Test {
  protected:
-  void StartWith(ScriptedReconciler::Behaviour behaviour, int workers = 2) {
+  void StartWith(ScriptedReconciler::Behaviour behaviour, int workers = 2,
+                 std::function<StatusOr<bool>(const ObjectKey&)> owns = nullptr) {
     reconciler_ = std::make_unique<ScriptedReconciler>(Kind::kSandbox, std::move(behaviour));
     manager_ = std::make_unique<Manager>(
         clock_, ManagerOptions{.workers = workers, .backoff = {}, .random = [] { return 0.5; }});
+    if (owns) {
+      manager_->SetOwnership(std::move(owns));
+    }
     manager_->Register(*reconciler_);
     manager_->SetObserver(&observer_);
     manager_->Start();
@@ -124,6 +128,37 @@ TEST_F(ManagerTest, ReconcilesAnEnqueuedKeyOnce) {
   ASSERT_EQ(observer_.records().size(), 1u);
   EXPECT_TRUE(observer_.records()[0].status.ok());
   EXPECT_EQ(observer_.records()[0].result, ReconcileResult::Done());
+}
+
+// Replicas splitting workspaces: a key another replica owns never reaches the reconciler, and
+// a store error while deciding is retried like any transient error.
+TEST_F(ManagerTest, KeysThisReplicaDoesNotOwnAreDroppedBeforeTheReconciler) {
+  const ObjectKey mine = Key(Kind::kSandbox, "mine");
+  const ObjectKey theirs = Key(Kind::kSandbox, "theirs");
+  const ObjectKey unsure = Key(Kind::kSandbox, "unsure");
+  std::atomic<int> asked_unsure{0};
+  StartWith([](auto&, int, auto) { return ReconcileResult::Done(); }, 2,
+            [&](const ObjectKey& key) -> StatusOr<bool> {
+              if (key == unsure && asked_unsure.fetch_add(1) == 0) {
+                return api::UnavailableError("store restarting");
+              }
+              return key.name != "theirs";
+            });
+  manager_->Enqueue(theirs);
+  manager_->Enqueue(mine);
+  manager_->Enqueue(unsure);
+  ASSERT_TRUE(PollUntil([&] { return manager_->Stats().not_owned_total == 1; }, 10s));
+  ASSERT_TRUE(WaitForReconciles(1));
+  EXPECT_EQ(reconciler_->calls(mine), 1);
+  EXPECT_EQ(reconciler_->calls(theirs), 0);
+  EXPECT_EQ(manager_->queue().NumRequeues(theirs), 0);
+  // The unsure key waits on the backoff, then is reconciled.
+  ASSERT_TRUE(PollUntil([&] { return manager_->Stats().queue.waiting == 1; }, 10s));
+  EXPECT_EQ(reconciler_->calls(unsure), 0);
+  clock_.Advance(2s);
+  ASSERT_TRUE(WaitForReconciles(2));
+  EXPECT_EQ(reconciler_->calls(unsure), 1);
+  EXPECT_EQ(manager_->Stats().transient_errors_total, 1);
 }
 
 TEST_F(ManagerTest, TransientErrorIsRequeuedWithBackoff) {

@@ -1,0 +1,73 @@
+#include "controller/reconcilers/workspace_of.h"
+
+#include "controller/cloud/cloud_clients.h"
+
+namespace sbx::controller {
+
+namespace {
+
+using Answer = api::StatusOr<std::optional<std::string>>;
+
+// The object, nullopt when it is not there.
+api::StatusOr<std::optional<api::Object>> Find(Store& store, const api::ObjectKey& key) {
+  api::StatusOr<api::Object> object = store.Get(key);
+  if (object.status().code() == api::StatusCode::kNotFound) {
+    return std::optional<api::Object>();
+  }
+  ASSIGN_OR_RETURN(api::Object found, std::move(object));
+  return std::optional<api::Object>(std::move(found));
+}
+
+Answer OfSandbox(Store& store, const std::string& namespace_, const std::string& name) {
+  ASSIGN_OR_RETURN(std::optional<api::Object> sandbox,
+                   Find(store, api::ObjectKey{api::Kind::kSandbox, namespace_, name}));
+  if (!sandbox) {
+    return std::optional<std::string>();
+  }
+  return std::optional<std::string>(WorkspaceId(namespace_, sandbox->sandbox_spec().workspace_ref));
+}
+
+Answer OfWorker(Store& store, const std::string& namespace_, const std::string& name) {
+  ASSIGN_OR_RETURN(std::optional<api::Object> worker,
+                   Find(store, api::ObjectKey{api::Kind::kAgentWorker, namespace_, name}));
+  if (!worker) {
+    return std::optional<std::string>();
+  }
+  const api::AgentWorkerSpec& spec = worker->agent_worker_spec();
+  if (spec.sandbox) {
+    return std::optional<std::string>(WorkspaceId(namespace_, spec.sandbox->workspace_ref));
+  }
+  return OfSandbox(store, namespace_, spec.sandbox_ref);
+}
+
+}  // namespace
+
+Answer WorkspaceOf(Store& store, const api::ObjectKey& key) {
+  switch (key.kind) {
+    case api::Kind::kWorkspace:
+      return std::optional<std::string>(WorkspaceId(key.namespace_, key.name));
+    case api::Kind::kSandbox:
+      return OfSandbox(store, key.namespace_, key.name);
+    case api::Kind::kAgentWorker:
+      return OfWorker(store, key.namespace_, key.name);
+    case api::Kind::kAgentTask: {
+      ASSIGN_OR_RETURN(std::optional<api::Object> task, Find(store, key));
+      if (!task) {
+        return std::optional<std::string>();
+      }
+      std::string worker = task->agent_task_spec().worker_ref;
+      if (worker.empty()) {
+        worker = task->agent_task_status().worker;
+      }
+      if (worker.empty()) {
+        return std::optional<std::string>();
+      }
+      return OfWorker(store, key.namespace_, worker);
+    }
+    case api::Kind::kGitSource:
+      return std::optional<std::string>();
+  }
+  return std::optional<std::string>();
+}
+
+}  // namespace sbx::controller
