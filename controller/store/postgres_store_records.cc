@@ -10,6 +10,7 @@
 
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/postgres_connection.h"
+#include "controller/store/internal/postgres_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/postgres_store.h"
 
@@ -119,10 +120,8 @@ Status PostgresStore::PutInventory(const InventoryRecord& record) {
       .status();
 }
 
-namespace {
-
-StatusOr<Store::InventoryRecord> ReadInventoryColumns(const std::string& db, const PgResult& r,
-                                                      int i) {
+StatusOr<Store::InventoryRecord> internal::ReadInventoryColumns(const std::string& db,
+                                                                const PgResult& r, int i) {
   Store::InventoryRecord record;
   record.workspace = r.Text(i, 0);
   record.resource_type = r.Text(i, 1);
@@ -142,7 +141,7 @@ StatusOr<Store::InventoryRecord> ReadInventoryColumns(const std::string& db, con
   return record;
 }
 
-}  // namespace
+using internal::ReadInventoryColumns;
 
 StatusOr<std::optional<Store::InventoryRecord>> PostgresStore::GetInventory(
     const std::string& workspace, const std::string& resource_type,
