@@ -103,12 +103,19 @@ StatusOr<CopyCounts> CopyStore(Store& from, Store& to, const CopyOptions& option
   }
   RETURN_IF_ERROR(CheckSourceLease(from, options, clock));
   CopyCounts counts;
-  RETURN_IF_ERROR(to.ImportFrom([&](StoreSink& destination) -> Status {
+  bool copied = false;
+  const Status status = to.ImportFrom([&](StoreSink& destination) -> Status {
     CountingSink counter(&destination);
     RETURN_IF_ERROR(from.ExportTo(counter));
     counts = counter.counts();
-    return OkStatus();
-  }));
+    copied = true;
+    // An error is the one way to have ImportFrom roll back.
+    return options.dry_run ? api::AbortedError("dry run: rolled back") : OkStatus();
+  });
+  if (options.dry_run && copied && status.code() == api::StatusCode::kAborted) {
+    return counts;
+  }
+  RETURN_IF_ERROR(status);
   return counts;
 }
 

@@ -72,6 +72,9 @@ struct CopyCounts {
 std::string FormatCopyCounts(const CopyCounts& counts);
 
 struct CopyOptions {
+  // The whole copy, rolled back at the end instead of committed: checks everything a real copy
+  // checks (the lease, an empty destination, every record's insert) and writes nothing.
+  bool dry_run = false;
   // Copy although an sbxd holds the source's lease: a running controller keeps writing to the
   // source, and what it writes after the copy is lost.
   bool ignore_lease = false;
@@ -87,8 +90,9 @@ Status CheckSourceLease(Store& from, const CopyOptions& options, const Clock& cl
 StatusOr<CopyCounts> CountStore(Store& from);
 
 // CheckSourceLease, then copies everything `from` holds into `to` in one transaction of `to`
-// (Store::ImportFrom): on any error `to` is left as it was. `from` is only read. Errors of the
-// stores as they come (kFailedPrecondition when `to` is not empty, naming what it holds).
+// (Store::ImportFrom): on any error (and with options.dry_run) `to` is left as it was. `from` is
+// only read. kInvalidArgument if `from` and `to` are one object; errors of the stores as they
+// come (kFailedPrecondition when `to` is not empty, naming what it holds).
 StatusOr<CopyCounts> CopyStore(Store& from, Store& to, const CopyOptions& options,
                                const Clock& clock);
 
