@@ -23,6 +23,7 @@ using internal::kInventoryColumns;
 using internal::P;
 using internal::PgResult;
 using internal::PgTxn;
+using internal::ReadInventoryColumns;
 
 // ---- events -----------------------------------------------------------------------------------
 
@@ -140,8 +141,6 @@ StatusOr<Store::InventoryRecord> internal::ReadInventoryColumns(const std::strin
   record.updated_at = r.Text(i, 9);
   return record;
 }
-
-using internal::ReadInventoryColumns;
 
 StatusOr<std::optional<Store::InventoryRecord>> PostgresStore::GetInventory(
     const std::string& workspace, const std::string& resource_type,

@@ -15,6 +15,7 @@ using api::KindName;
 using api::OkStatus;
 using internal::DataLossError;
 using internal::kInventoryColumns;
+using internal::ReadInventoryColumns;
 
 // ---- inventory --------------------------------------------------------------------------------
 
@@ -44,8 +45,6 @@ Status SqliteStore::PutInventory(const InventoryRecord& record) {
   RETURN_IF_ERROR(stmt.Run());
   return txn.Commit();
 }
-
-using internal::ReadInventoryColumns;
 
 StatusOr<std::optional<Store::InventoryRecord>> SqliteStore::GetInventory(
     const std::string& workspace, const std::string& resource_type,

@@ -14,6 +14,8 @@
 
 namespace sbx::controller::internal {
 
+// The object row at the statement's current step (columns in kObjectColumns order); kDataLoss
+// naming `path` for a kind this build does not know.
 StatusOr<ObjectRow> ReadRowColumns(const std::string& path, const auto& stmt) {
   ObjectRow row;
   auto kind = api::ParseKind(stmt.Text(0));
@@ -59,6 +61,8 @@ void BindRowColumns(auto& stmt, const ObjectRow& row) {
       .Bind(16, row.update_timestamp);
 }
 
+// The inventory record at the statement's current step (columns in kInventoryColumns order);
+// kDataLoss naming `path` for a bad state or owner kind.
 StatusOr<Store::InventoryRecord> ReadInventoryColumns(const std::string& path, const auto& stmt) {
   Store::InventoryRecord record;
   record.workspace = stmt.Text(0);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,11 +29,13 @@ using api::StatusCode;
 using ::testing::HasSubstr;
 using LogKind = Store::TaskLogKind;
 
-// "sqlite>postgres": source backend, destination backend.
+// Source backend, destination backend (store_backends.h names).
 struct Pair {
   std::string from;
   std::string to;
 };
+
+void PrintTo(const Pair& pair, std::ostream* os) { *os << pair.from << " -> " << pair.to; }
 
 std::string PairName(const ::testing::TestParamInfo<Pair>& info) {
   return info.param.from + "_to_" + info.param.to;
