@@ -28,6 +28,7 @@
 #include "cli/commands/get_command.h"
 #include "cli/commands/label_command.h"
 #include "cli/commands/logs_command.h"
+#include "cli/commands/migrate_command.h"
 #include "cli/commands/patch_command.h"
 #include "cli/commands/run_command.h"
 #include "cli/commands/version_command.h"
@@ -91,6 +92,7 @@ int Main(int argc, char** argv) {
   sbx::cli::AddRunCommand(app, ctx);
   sbx::cli::AddCancelCommand(app, ctx);
   sbx::cli::AddArtifactsCommand(app, ctx);
+  sbx::cli::AddMigrateCommand(app, ctx);
   sbx::cli::AddVersionCommand(app, ctx);
   sbx::cli::AddCompletionCommand(app, ctx);
   sbx::cli::AddConfigCommand(app, ctx);

@@ -13,6 +13,7 @@
 #include "api/codec.h"
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/postgres_connection.h"
+#include "controller/store/internal/postgres_rows.h"
 #include "controller/store/internal/postgres_schema.h"
 #include "controller/store/internal/sqlite_schema.h"
 
@@ -27,6 +28,8 @@ using internal::P;
 using internal::PgConnection;
 using internal::PgResult;
 using internal::PgTxn;
+using internal::ReadRowColumns;
+using internal::RowParams;
 
 namespace {
 
@@ -152,9 +155,8 @@ Status PostgresStore::WriteRevision(int64_t revision) {
 
 Status PostgresStore::Notify() { return conn_->Exec("NOTIFY " + std::string(kChannel)).status(); }
 
-namespace {
-
-StatusOr<internal::ObjectRow> ReadRowColumns(const std::string& db, const PgResult& r, int i) {
+StatusOr<internal::ObjectRow> internal::ReadRowColumns(const std::string& db, const PgResult& r,
+                                                       int i) {
   internal::ObjectRow row;
   auto kind = api::ParseKind(r.Text(i, 0));
   if (!kind.ok()) {
@@ -179,8 +181,7 @@ StatusOr<internal::ObjectRow> ReadRowColumns(const std::string& db, const PgResu
   return row;
 }
 
-// $1 … $16 in kObjectColumns order (INSERT and UPDATE).
-std::vector<internal::PgParam> RowParams(const internal::ObjectRow& row) {
+std::vector<internal::PgParam> internal::RowParams(const internal::ObjectRow& row) {
   return {P(KindName(row.key.kind)),
           P(row.key.namespace_),
           P(row.key.name),
@@ -198,6 +199,8 @@ std::vector<internal::PgParam> RowParams(const internal::ObjectRow& row) {
           P(row.creation_timestamp),
           P(row.update_timestamp)};
 }
+
+namespace {
 
 std::vector<internal::PgParam> KeyParams(const ObjectKey& key) {
   return {P(KindName(key.kind)), P(key.namespace_), P(key.name)};

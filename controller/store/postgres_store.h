@@ -123,6 +123,11 @@ class PostgresStore final : public Store {
   StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& task_uid) override;
   StatusOr<Artifact> GetArtifact(const std::string& task_uid, const std::string& path) override;
 
+  // postgres_store_copy.cc. ExportTo reads in one REPEATABLE READ, READ ONLY transaction (one
+  // snapshot); ImportFrom writes in one transaction holding the revision row's lock.
+  Status ExportTo(StoreSink& sink) override;
+  Status ImportFrom(const std::function<Status(StoreSink&)>& fill) override;
+
   // As SqliteStore::Stats.
   struct Stats {
     int64_t revision = 0;
@@ -134,6 +139,7 @@ class PostgresStore final : public Store {
 
  private:
   using Row = internal::ObjectRow;
+  class ImportSink;
 
   PostgresStore(std::string redacted_url, std::string url, Options options,
                 std::unique_ptr<internal::PgConnection> conn);
@@ -152,6 +158,7 @@ class PostgresStore final : public Store {
   Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row);
   StatusOr<DeleteOutcome> DeleteLocked(Row& row, int64_t& revision);
   StatusOr<int64_t> ReadCompactedRevision();
+  Status ExportLocked(StoreSink& sink);
   // NOTIFY the listeners of WaitForChange (delivered at commit).
   Status Notify();
   std::string Now() const;

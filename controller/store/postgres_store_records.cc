@@ -10,6 +10,7 @@
 
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/postgres_connection.h"
+#include "controller/store/internal/postgres_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/postgres_store.h"
 
@@ -22,6 +23,7 @@ using internal::kInventoryColumns;
 using internal::P;
 using internal::PgResult;
 using internal::PgTxn;
+using internal::ReadInventoryColumns;
 
 // ---- events -----------------------------------------------------------------------------------
 
@@ -119,10 +121,8 @@ Status PostgresStore::PutInventory(const InventoryRecord& record) {
       .status();
 }
 
-namespace {
-
-StatusOr<Store::InventoryRecord> ReadInventoryColumns(const std::string& db, const PgResult& r,
-                                                      int i) {
+StatusOr<Store::InventoryRecord> internal::ReadInventoryColumns(const std::string& db,
+                                                                const PgResult& r, int i) {
   Store::InventoryRecord record;
   record.workspace = r.Text(i, 0);
   record.resource_type = r.Text(i, 1);
@@ -141,8 +141,6 @@ StatusOr<Store::InventoryRecord> ReadInventoryColumns(const std::string& db, con
   record.updated_at = r.Text(i, 9);
   return record;
 }
-
-}  // namespace
 
 StatusOr<std::optional<Store::InventoryRecord>> PostgresStore::GetInventory(
     const std::string& workspace, const std::string& resource_type,

@@ -24,10 +24,10 @@
 // Ownership: the store owns its connection; the optional Clock must outlive it.
 //
 // Layout: sqlite_store.cc opens and migrates the file and holds the SQLite plumbing;
-// sqlite_store_objects.cc, _watch.cc, _events.cc and _inventory.cc (inventory and leases)
-// implement the Store operations; internal/ holds the schema (sqlite_schema), the statement and
-// transaction handles (sqlite_statement) and the dialect-neutral row, change-log JSON and
-// decoding (object_row) that a store on another database can reuse.
+// sqlite_store_objects.cc, _watch.cc, _events.cc, _inventory.cc (inventory and leases), _tasks.cc
+// and _copy.cc (export and import) implement the Store operations; internal/ holds the schema
+// (sqlite_schema), the statement and transaction handles (sqlite_statement) and the dialect-neutral
+// row, change-log JSON and decoding (object_row) that a store on another database can reuse.
 #pragma once
 
 #include <chrono>
@@ -148,9 +148,15 @@ class SqliteStore final : public Store {
   StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& task_uid) override;
   StatusOr<Artifact> GetArtifact(const std::string& task_uid, const std::string& path) override;
 
+  // sqlite_store_copy.cc. ExportTo reads in one deferred read transaction (a WAL snapshot);
+  // ImportFrom writes in one BEGIN IMMEDIATE transaction.
+  Status ExportTo(StoreSink& sink) override;
+  Status ImportFrom(const std::function<Status(StoreSink&)>& fill) override;
+
  private:
   class Stmt;
   class Txn;
+  class ImportSink;
   using Row = internal::ObjectRow;
 
   // A lease from the columns name, holder, expires_at_ms, renewed_at, token.
@@ -177,6 +183,7 @@ class SqliteStore final : public Store {
   StatusOr<int64_t> DataVersion();
   // Revisions <= this are no longer in the change log.
   StatusOr<int64_t> ReadCompactedRevision();
+  Status ExportLocked(StoreSink& sink);
   std::string Now() const;
   std::string NewUid();
 

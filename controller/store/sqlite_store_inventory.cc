@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "controller/store/internal/object_row.h"
+#include "controller/store/internal/sqlite_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
 #include "controller/store/sqlite_store.h"
@@ -14,6 +15,7 @@ using api::KindName;
 using api::OkStatus;
 using internal::DataLossError;
 using internal::kInventoryColumns;
+using internal::ReadInventoryColumns;
 
 // ---- inventory --------------------------------------------------------------------------------
 
@@ -43,30 +45,6 @@ Status SqliteStore::PutInventory(const InventoryRecord& record) {
   RETURN_IF_ERROR(stmt.Run());
   return txn.Commit();
 }
-
-namespace {
-
-StatusOr<Store::InventoryRecord> ReadInventoryColumns(const std::string& path, const auto& stmt) {
-  Store::InventoryRecord record;
-  record.workspace = stmt.Text(0);
-  record.resource_type = stmt.Text(1);
-  record.external_id = stmt.Text(2);
-  auto state = internal::ParseInventoryState(stmt.Text(3));
-  auto kind = api::ParseKind(stmt.Text(4));
-  if (!state || !kind.ok()) {
-    return DataLossError("database " + path + ": inventory record " + record.workspace + "/" +
-                         record.resource_type + "/" + record.external_id +
-                         " has a bad state or owner kind");
-  }
-  record.state = *state;
-  record.owner = ObjectKey{*kind, stmt.Text(5), stmt.Text(6)};
-  record.owner_uid = stmt.Text(7);
-  record.created_at = stmt.Text(8);
-  record.updated_at = stmt.Text(9);
-  return record;
-}
-
-}  // namespace
 
 StatusOr<std::optional<Store::InventoryRecord>> SqliteStore::GetInventory(
     const std::string& workspace, const std::string& resource_type,

@@ -7,6 +7,7 @@
 
 #include "api/codec.h"
 #include "controller/store/internal/object_row.h"
+#include "controller/store/internal/sqlite_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
 #include "controller/store/sqlite_store.h"
@@ -15,58 +16,15 @@ namespace sbx::controller {
 
 using api::KindName;
 using api::OkStatus;
+using internal::BindRowColumns;
 using internal::DataLossError;
 using internal::kObjectColumns;
 using internal::ObjectRow;
+using internal::ReadRowColumns;
 
 // ---- rows -------------------------------------------------------------------------------------
 
 namespace {
-
-StatusOr<ObjectRow> ReadRowColumns(const std::string& path, const auto& stmt) {
-  ObjectRow row;
-  auto kind = api::ParseKind(stmt.Text(0));
-  if (!kind.ok()) {
-    return DataLossError("database " + path + ": object with unknown kind '" + stmt.Text(0) + "'");
-  }
-  row.key.kind = *kind;
-  row.key.namespace_ = stmt.Text(1);
-  row.key.name = stmt.Text(2);
-  row.uid = stmt.Text(3);
-  row.generation = stmt.Int(4);
-  row.resource_version = stmt.Int(5);
-  row.spec = stmt.Text(6);
-  row.status = stmt.Text(7);
-  row.labels = stmt.Text(8);
-  row.annotations = stmt.Text(9);
-  row.owner_references = stmt.Text(10);
-  row.finalizers = stmt.Text(11);
-  row.deletion_timestamp = stmt.Text(12);
-  row.applyset = stmt.Text(13);
-  row.creation_timestamp = stmt.Text(14);
-  row.update_timestamp = stmt.Text(15);
-  return row;
-}
-
-// Binds parameters 1 to 16 to the row's columns in kObjectColumns order (INSERT and UPDATE).
-void BindRowColumns(auto& stmt, const ObjectRow& row) {
-  stmt.Bind(1, KindName(row.key.kind))
-      .Bind(2, row.key.namespace_)
-      .Bind(3, row.key.name)
-      .Bind(4, row.uid)
-      .Bind(5, row.generation)
-      .Bind(6, row.resource_version)
-      .Bind(7, row.spec)
-      .Bind(8, row.status)
-      .Bind(9, row.labels)
-      .Bind(10, row.annotations)
-      .Bind(11, row.owner_references)
-      .Bind(12, row.finalizers)
-      .BindOrNull(13, row.deletion_timestamp)
-      .BindOrNull(14, row.applyset)
-      .Bind(15, row.creation_timestamp)
-      .Bind(16, row.update_timestamp);
-}
 
 // The compare-and-swap of the controller's writes: kAborted unless the caller read the object
 // at the revision it still has.

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -61,6 +62,8 @@ enum class DeleteOutcome { kDeleted, kMarkedForDeletion, kAlreadyDeleting };
 
 // The most a task's collected artifacts may hold in total (DESIGN §7.1).
 inline constexpr int64_t kMaxTaskArtifactBytes = api::kMaxCollectBytes;
+
+class StoreSink;  // store_copy.h
 
 class Store {
  public:
@@ -257,6 +260,27 @@ class Store {
   virtual StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& task_uid) = 0;
   // One artifact with its content; kNotFound if absent.
   virtual StatusOr<Artifact> GetArtifact(const std::string& task_uid, const std::string& path) = 0;
+
+  // ---- copying a whole store (sbxctl migrate; store_copy.h) ---------------------------------
+  // Only the SQL stores implement these; others answer kUnimplemented.
+
+  // Hands `sink` the current revision, then every object as stored (uid, resourceVersion, … and
+  // its applyset), inventory record, event, task log and artifact, all read in ONE read
+  // transaction: a consistent snapshot. Leases and the change log are not exported. Writes
+  // nothing. The first error of `sink` stops the export and is returned.
+  virtual Status ExportTo(StoreSink& sink) {
+    (void)sink;
+    return api::UnimplementedError("this store cannot export");
+  }
+  // Runs `fill` with a sink that writes what it is given into this store as is (uids and
+  // resourceVersions kept) in ONE transaction, committed iff `fill` returns OK: all or nothing.
+  // kFailedPrecondition naming what the store holds unless it has no objects, inventory,
+  // events, task logs or artifacts. On commit the revision is above every imported
+  // resourceVersion and the change log is empty (a watcher re-lists).
+  virtual Status ImportFrom(const std::function<Status(StoreSink&)>& fill) {
+    (void)fill;
+    return api::UnimplementedError("this store cannot import");
+  }
 };
 
 }  // namespace sbx::controller

@@ -184,6 +184,26 @@ StatusOr<ObjectRow> DecodeChangeObject(const ObjectKey& key, std::string_view te
   return row;
 }
 
+ObjectRow ObjectToRow(const Object& object, std::string applyset, std::string update_timestamp) {
+  const api::ObjectMeta& meta = object.metadata;
+  ObjectRow row;
+  row.key = api::KeyOf(object);
+  row.uid = meta.uid;
+  row.generation = meta.generation;
+  row.resource_version = meta.resource_version;
+  row.spec = api::EncodeSpecJson(object);
+  row.status = api::EncodeStatusJson(object);
+  row.labels = MapToJson(meta.labels);
+  row.annotations = MapToJson(meta.annotations);
+  row.owner_references = OwnersToJson(meta.owner_references);
+  row.finalizers = FinalizersToJson(meta.finalizers);
+  row.deletion_timestamp = meta.deletion_timestamp;
+  row.applyset = std::move(applyset);
+  row.creation_timestamp = meta.creation_timestamp;
+  row.update_timestamp = std::move(update_timestamp);
+  return row;
+}
+
 StatusOr<Object> RowToObject(std::string_view database, const ObjectRow& row) {
   const std::string where = "database " + std::string(database) + ": " + row.key.ToString() + ": ";
   Object object = api::MakeObject(row.key.kind, row.key.name, row.key.namespace_);

@@ -70,6 +70,10 @@ std::string EncodeChangeObject(const ObjectRow& row);
 // the API shape); kDataLoss if `text` is not such JSON.
 StatusOr<ObjectRow> DecodeChangeObject(const ObjectKey& key, std::string_view text);
 
+// The row that stores `object` as it is (uid, resourceVersion, timestamps … taken from its
+// metadata, not assigned), with `applyset` and `update_timestamp`: an imported object.
+ObjectRow ObjectToRow(const Object& object, std::string applyset, std::string update_timestamp);
+
 // The api::Object a row stores; kDataLoss naming `database` and the object if a column does not
 // decode.
 StatusOr<Object> RowToObject(std::string_view database, const ObjectRow& row);

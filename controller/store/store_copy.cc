@@ -1,0 +1,180 @@
+#include "controller/store/store_copy.h"
+
+#include <utility>
+#include <vector>
+
+namespace sbx::controller {
+
+using api::OkStatus;
+
+namespace {
+
+// "4100" → "4,100".
+std::string WithThousands(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) {
+      out.push_back(',');
+    }
+    out.push_back(digits[i]);
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string Counted(int64_t n, std::string_view one, std::string_view many) {
+  return WithThousands(n) + " " + std::string(n == 1 ? one : many);
+}
+
+// Counts what passes through; forwards to `next` when given.
+class CountingSink final : public StoreSink {
+ public:
+  explicit CountingSink(StoreSink* next) : next_(next) {}
+  const CopyCounts& counts() const { return counts_; }
+
+  Status Revision(int64_t revision) override {
+    counts_.revision = revision;
+    return next_ != nullptr ? next_->Revision(revision) : OkStatus();
+  }
+  Status PutObject(const StoredObject& object) override {
+    ++counts_.objects;
+    return next_ != nullptr ? next_->PutObject(object) : OkStatus();
+  }
+  Status PutInventory(const Store::InventoryRecord& record) override {
+    ++counts_.inventory;
+    return next_ != nullptr ? next_->PutInventory(record) : OkStatus();
+  }
+  Status PutEvent(const Store::Event& event) override {
+    ++counts_.events;
+    return next_ != nullptr ? next_->PutEvent(event) : OkStatus();
+  }
+  Status PutTaskLog(const StoredTaskLog& log) override {
+    ++counts_.task_logs;
+    counts_.task_log_lines += static_cast<int64_t>(log.entries.size());
+    return next_ != nullptr ? next_->PutTaskLog(log) : OkStatus();
+  }
+  Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
+                     const Store::Artifact& artifact) override {
+    ++counts_.artifacts;
+    return next_ != nullptr ? next_->PutArtifact(task, task_uid, artifact) : OkStatus();
+  }
+
+ private:
+  StoreSink* next_;
+  CopyCounts counts_;
+};
+
+}  // namespace
+
+std::string FormatCopyCounts(const CopyCounts& c) {
+  return Counted(c.objects, "object", "objects") + ", " +
+         Counted(c.inventory, "inventory record", "inventory records") + ", " +
+         Counted(c.events, "event", "events") + ", " +
+         Counted(c.task_logs, "task log", "task logs") + " (" +
+         Counted(c.task_log_lines, "line", "lines") + "), " +
+         Counted(c.artifacts, "artifact", "artifacts");
+}
+
+Status CheckSourceLease(Store& from, const CopyOptions& options, const Clock& clock) {
+  if (options.ignore_lease) {
+    return OkStatus();
+  }
+  ASSIGN_OR_RETURN(std::optional<Store::Lease> lease, from.GetLease(options.lease_name));
+  if (!lease.has_value() || lease->expires_at <= clock.Now()) {
+    return OkStatus();
+  }
+  return api::FailedPreconditionError(
+      "the source store is in use: " + lease->holder + " holds its \"" + lease->name +
+      "\" lease until " + FormatRfc3339(lease->expires_at) +
+      " (stop that sbxd first, or pass --ignore-lease to copy anyway and lose what it writes "
+      "after the copy)");
+}
+
+StatusOr<CopyCounts> CountStore(Store& from) {
+  CountingSink counter(nullptr);
+  RETURN_IF_ERROR(from.ExportTo(counter));
+  return counter.counts();
+}
+
+StatusOr<CopyCounts> CopyStore(Store& from, Store& to, const CopyOptions& options,
+                               const Clock& clock) {
+  if (&from == &to) {
+    return api::InvalidArgumentError("cannot copy a store into itself");
+  }
+  RETURN_IF_ERROR(CheckSourceLease(from, options, clock));
+  CopyCounts counts;
+  bool copied = false;
+  const Status status = to.ImportFrom([&](StoreSink& destination) -> Status {
+    CountingSink counter(&destination);
+    RETURN_IF_ERROR(from.ExportTo(counter));
+    counts = counter.counts();
+    copied = true;
+    // An error is the one way to have ImportFrom roll back.
+    return options.dry_run ? api::AbortedError("dry run: rolled back") : OkStatus();
+  });
+  if (options.dry_run && copied && status.code() == api::StatusCode::kAborted) {
+    return counts;
+  }
+  RETURN_IF_ERROR(status);
+  return counts;
+}
+
+Status CheckEmptyForImport(std::string_view database, const CopyCounts& held) {
+  std::vector<std::string> what;
+  if (held.objects > 0) {
+    what.push_back(Counted(held.objects, "object", "objects"));
+  }
+  if (held.inventory > 0) {
+    what.push_back(Counted(held.inventory, "inventory record", "inventory records"));
+  }
+  if (held.events > 0) {
+    what.push_back(Counted(held.events, "event", "events"));
+  }
+  if (held.task_logs > 0 || held.task_log_lines > 0) {
+    what.push_back(Counted(held.task_logs, "task log", "task logs") + " (" +
+                   Counted(held.task_log_lines, "line", "lines") + ")");
+  }
+  if (held.artifacts > 0) {
+    what.push_back(Counted(held.artifacts, "artifact", "artifacts"));
+  }
+  if (what.empty()) {
+    return OkStatus();
+  }
+  std::string list;
+  for (const std::string& w : what) {
+    list += (list.empty() ? "" : ", ") + w;
+  }
+  return api::FailedPreconditionError("database " + std::string(database) +
+                                      " is not empty (it holds " + list +
+                                      "); a store is only copied into an empty one");
+}
+
+Status CheckImportedObject(std::string_view database, const StoredObject& stored) {
+  const api::ObjectMeta& meta = stored.object.metadata;
+  std::string missing;
+  if (meta.uid.empty()) {
+    missing = "uid";
+  } else if (meta.resource_version <= 0) {
+    missing = "resourceVersion";
+  } else if (meta.generation <= 0) {
+    missing = "generation";
+  } else if (meta.creation_timestamp.empty()) {
+    missing = "creationTimestamp";
+  }
+  if (missing.empty()) {
+    return OkStatus();
+  }
+  return api::InvalidArgumentError("importing into database " + std::string(database) + ": " +
+                                   api::KeyOf(stored.object).ToString() + " has no " + missing);
+}
+
+Status CheckImportedArtifact(const ObjectKey& task, const Store::Artifact& artifact) {
+  if (artifact.bytes == static_cast<int64_t>(artifact.content.size())) {
+    return OkStatus();
+  }
+  return api::InvalidArgumentError("artifact " + artifact.path + " of task " + task.ToString() +
+                                   ": bytes " + std::to_string(artifact.bytes) + " but " +
+                                   std::to_string(artifact.content.size()) + " bytes of content");
+}
+
+}  // namespace sbx::controller

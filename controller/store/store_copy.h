@@ -1,0 +1,110 @@
+// Copying a whole store into another one, for `sbxctl migrate` (issue #17): moving an
+// installation from SQLite to PostgreSQL (or back) with every object's identity kept — uid,
+// resourceVersion, generation, timestamps, finalizers, deletionTimestamp, applyset — and the
+// inventory of external resources (without it garbage collection would be unsafe), the events,
+// and the AgentTask logs and artifacts (keyed by task uid, hence the kept uids). Leases and the
+// change log are not copied: the destination's revision ends above every copied resourceVersion
+// with an empty change log, so a watcher re-lists and compare-and-swap keeps working.
+//
+// The backend-neutral part lives here: StoreSink (what Store::ExportTo hands records to and
+// Store::ImportFrom writes from), and CopyStore, which checks the source's lease, exports the
+// source straight into the destination's one import transaction, and counts what it copied.
+// The per-backend SQL is in sqlite_store_copy.cc and postgres_store_copy.cc.
+//
+// Thread-safety: CopyStore is a free function; the stores it is given are as thread-safe as
+// their types say. A sink is used by one thread, for the duration of one export or import.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "controller/engine/clock.h"
+#include "controller/store/store.h"
+
+namespace sbx::controller {
+
+// One object as the store keeps it: the API object with all its metadata, plus what only the
+// store knows.
+struct StoredObject {
+  Object object;
+  std::string applyset;          // "" when in no applyset (ApplyOptions::applyset)
+  std::string update_timestamp;  // RFC 3339, the last write of the row
+};
+
+// One task's whole log, as ReadTaskLog(uid) would show it.
+struct StoredTaskLog {
+  ObjectKey task;
+  std::string task_uid;
+  int64_t last_seq = 0;
+  int64_t dropped = 0;
+  std::vector<Store::TaskLogEntry> entries;  // ascending seq, with their seq and `at` kept
+};
+
+// Receives a store's records. Store::ExportTo calls Revision once, first; then the objects, the
+// inventory, the events (oldest first), the task logs and the artifacts (one at a time, with
+// their content). Any error stops the export and is returned by ExportTo.
+class StoreSink {
+ public:
+  virtual ~StoreSink() = default;
+  virtual Status Revision(int64_t revision) = 0;
+  virtual Status PutObject(const StoredObject& object) = 0;
+  virtual Status PutInventory(const Store::InventoryRecord& record) = 0;
+  virtual Status PutEvent(const Store::Event& event) = 0;
+  virtual Status PutTaskLog(const StoredTaskLog& log) = 0;
+  virtual Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
+                             const Store::Artifact& artifact) = 0;
+};
+
+// What a copy copied.
+struct CopyCounts {
+  int64_t objects = 0;
+  int64_t inventory = 0;
+  int64_t events = 0;
+  int64_t task_logs = 0;
+  int64_t task_log_lines = 0;
+  int64_t artifacts = 0;
+  int64_t revision = 0;  // the source's revision
+};
+
+// "120 objects, 80 inventory records, 340 events, 12 task logs (4,100 lines), 3 artifacts".
+std::string FormatCopyCounts(const CopyCounts& counts);
+
+struct CopyOptions {
+  // The whole copy, rolled back at the end instead of committed: checks everything a real copy
+  // checks (the lease, an empty destination, every record's insert) and writes nothing.
+  bool dry_run = false;
+  // Copy although an sbxd holds the source's lease: a running controller keeps writing to the
+  // source, and what it writes after the copy is lost.
+  bool ignore_lease = false;
+  // The leader lease sbxd takes (LeaderElector's lease_name).
+  std::string lease_name = "sbxd";
+};
+
+// Refuses (kFailedPrecondition naming the holder and when the lease expires) if the source's
+// lease is held and not expired at clock.Now(), unless options.ignore_lease.
+Status CheckSourceLease(Store& from, const CopyOptions& options, const Clock& clock);
+
+// Counts what `from` holds (an export into a counting sink); writes nothing.
+StatusOr<CopyCounts> CountStore(Store& from);
+
+// CheckSourceLease, then copies everything `from` holds into `to` in one transaction of `to`
+// (Store::ImportFrom): on any error (and with options.dry_run) `to` is left as it was. `from` is
+// only read. kInvalidArgument if `from` and `to` are one object; errors of the stores as they
+// come (kFailedPrecondition when `to` is not empty, naming what it holds).
+StatusOr<CopyCounts> CopyStore(Store& from, Store& to, const CopyOptions& options,
+                               const Clock& clock);
+
+// ---- for ImportFrom implementations ----------------------------------------------------------
+
+// kFailedPrecondition naming `database` and what it holds, unless `held` (counted in the import
+// transaction) is all zero: an import never merges into existing state.
+Status CheckEmptyForImport(std::string_view database, const CopyCounts& held);
+// kInvalidArgument naming the object if it lacks what its identity needs (uid, a positive
+// resourceVersion and generation, creationTimestamp).
+Status CheckImportedObject(std::string_view database, const StoredObject& object);
+// kInvalidArgument unless `artifact.bytes` is the size of its content.
+Status CheckImportedArtifact(const ObjectKey& task, const Store::Artifact& artifact);
+
+}  // namespace sbx::controller
