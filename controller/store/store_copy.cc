@@ -79,15 +79,20 @@ Status CheckSourceLease(Store& from, const CopyOptions& options, const Clock& cl
   if (options.ignore_lease) {
     return OkStatus();
   }
-  ASSIGN_OR_RETURN(std::optional<Store::Lease> lease, from.GetLease(options.lease_name));
-  if (!lease.has_value() || lease->expires_at <= clock.Now()) {
-    return OkStatus();
+  // Any live lease: the leader's, or a replica's membership or workspace (--work-split
+  // workspace), is a running sbxd writing to the source.
+  ASSIGN_OR_RETURN(std::vector<Store::Lease> leases, from.ListLeases(""));
+  for (const Store::Lease& lease : leases) {
+    if (lease.expires_at <= clock.Now()) {
+      continue;
+    }
+    return api::FailedPreconditionError(
+        "the source store is in use: " + lease.holder + " holds its \"" + lease.name +
+        "\" lease until " + FormatRfc3339(lease.expires_at) +
+        " (stop that sbxd first, or pass --ignore-lease to copy anyway and lose what it writes "
+        "after the copy)");
   }
-  return api::FailedPreconditionError(
-      "the source store is in use: " + lease->holder + " holds its \"" + lease->name +
-      "\" lease until " + FormatRfc3339(lease->expires_at) +
-      " (stop that sbxd first, or pass --ignore-lease to copy anyway and lose what it writes "
-      "after the copy)");
+  return OkStatus();
 }
 
 StatusOr<CopyCounts> CountStore(Store& from) {

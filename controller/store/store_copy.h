@@ -78,12 +78,11 @@ struct CopyOptions {
   // Copy although an sbxd holds the source's lease: a running controller keeps writing to the
   // source, and what it writes after the copy is lost.
   bool ignore_lease = false;
-  // The leader lease sbxd takes (LeaderElector's lease_name).
-  std::string lease_name = "sbxd";
 };
 
-// Refuses (kFailedPrecondition naming the holder and when the lease expires) if the source's
-// lease is held and not expired at clock.Now(), unless options.ignore_lease.
+// Refuses (kFailedPrecondition naming the holder and when the lease expires) if any lease of
+// the source (the leader's, a replica's member or workspace lease) is held and not expired at
+// clock.Now(), unless options.ignore_lease.
 Status CheckSourceLease(Store& from, const CopyOptions& options, const Clock& clock);
 
 // Counts what `from` holds (an export into a counting sink); writes nothing.

@@ -166,6 +166,13 @@ CREATE TABLE inventory (
 );
 INSERT INTO inventory VALUES ('default/default', 'session', 'sess_1', 'live', 'AgentWorker',
   'default', 'w', 'uid-w', '2026-09-01T12:00:00Z', '2026-09-01T12:00:00Z');
+CREATE TABLE leases (
+  name TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  expires_at_ms INTEGER NOT NULL,
+  renewed_at TEXT NOT NULL
+);
+INSERT INTO leases VALUES ('sbxd', 'old-host-1', 0, '2026-09-01T12:00:00Z');
 PRAGMA user_version = 1;
 )sql";
   ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
@@ -178,6 +185,10 @@ PRAGMA user_version = 1;
   ASSERT_TRUE(row.ok()) << row.status();
   ASSERT_TRUE(row->has_value());
   EXPECT_EQ((*row)->state, Store::InventoryState::kLive);
+  // Leases gained fencing tokens (schema 4): an old row starts at 0, its next tenure is 1.
+  auto token = store->AcquireLease("sbxd", "new-host-2", std::chrono::seconds(15));
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(*token, std::optional<int64_t>(1));
   EXPECT_EQ((*row)->owner_uid, "uid-w");
   Store::InventoryRecord abandoned = **row;
   abandoned.state = Store::InventoryState::kAbandoned;

@@ -435,6 +435,14 @@ TEST_P(StoreCopyTest, RefusesWhileAnSbxdHoldsTheSourceLease) {
   EXPECT_THAT(counts.status().message(), HasSubstr("--ignore-lease"));
   EXPECT_TRUE(to_->List({})->empty());
 
+  // A replica splitting workspaces (no leader lease, a member lease) counts the same.
+  ASSERT_TRUE(from_->ReleaseLease("sbxd", "host-2/pid-9").ok());
+  ASSERT_TRUE(*from_->TryAcquireLease("member/host-3-11", "host-3-11", std::chrono::seconds(15)));
+  counts = CopyStore(*from_, *to_, {}, clock_);
+  ASSERT_EQ(counts.status().code(), StatusCode::kFailedPrecondition) << counts.status();
+  EXPECT_THAT(counts.status().message(), HasSubstr("host-3-11 holds its \"member/host-3-11\""));
+  EXPECT_TRUE(to_->List({})->empty());
+
   // Once it expired, or when told to, the copy goes ahead.
   CopyOptions ignore;
   ignore.ignore_lease = true;
