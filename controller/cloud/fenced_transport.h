@@ -1,8 +1,9 @@
 // FencedTransport: the HttpTransport of one workspace's cloud clients when replicas split the
-// workspaces (DESIGN §7.4, controller/engine/workspace_leases.h). Before every request that
-// changes something (any method but GET and HEAD) it asks the fence whether this replica still
-// holds the workspace's lease with its token; if not, nothing is sent and the call fails with
-// kAborted (transient: the work moved to another replica). Every request carries
+// workspaces (DESIGN §7.4, controller/engine/workspace_leases.h). No request goes out unless
+// this replica holds the workspace's lease (its own view); before every request that changes
+// something (any method but GET and HEAD) it also asks the fence to read the lease row and
+// compare its token. Otherwise nothing is sent and the call fails with kAborted (transient: the
+// work moved to another replica). Every request carries
 //   X-Sbx-Replica: <identity>      which sbxd sent it
 //   X-Sbx-Workspace: <ns>/<name>   for which workspace
 //   X-Sbx-Fence: <token>           the lease tenure it acted under (when held)

@@ -1,7 +1,7 @@
 // AdminApi: the Databricks emulator's test-control endpoints under /_emulator/ (info, exec log,
-// reset, per-sandbox state, stop behind the client's back, kill or list its processes, its
-// egress address, injected provisioning failures) and,
-// through the FaultInjector, the shared /_emulator/counters|latency|faults|rate_limit. See
+// the log of requests that named an sbxd replica, reset, per-sandbox state, stop behind the
+// client's back, kill or list its processes, its egress address, injected provisioning failures)
+// and, through the FaultInjector, the shared /_emulator/counters|latency|faults|rate_limit. See
 // emulator/README.md.
 //
 // Thread-safety: thread-safe. Borrows the State and the FaultInjector, which must outlive it.

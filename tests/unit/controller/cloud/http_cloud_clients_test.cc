@@ -124,19 +124,21 @@ TEST_F(HttpCloudClientsTest, DefaultWorkspaceFallsBackToTheControllerEnvironment
   EXPECT_EQ(*a, *b);  // one client per workspace
 }
 
-// A fence that refuses while `refuse` is set, and counts its checks.
+// A fence over a lease this replica holds (`held`, token 7) whose row may have moved behind
+// its back (`row_moved`: the local view is still fresh, the store says otherwise).
 class ScriptedFence final : public WorkspaceFence {
  public:
   api::Status CheckMutation(const std::string& workspace_id) override {
     checked.push_back(workspace_id);
-    return refuse ? api::AbortedError("lost the lease of workspace " + workspace_id)
-                  : api::OkStatus();
+    return held && !row_moved ? api::OkStatus()
+                              : api::AbortedError("lost the lease of workspace " + workspace_id);
   }
   std::optional<int64_t> Token(const std::string&) const override {
-    return refuse ? std::nullopt : std::optional<int64_t>(7);
+    return held ? std::optional<int64_t>(7) : std::nullopt;
   }
   const std::string& identity() const override { return identity_; }
-  bool refuse = false;
+  bool held = true;
+  bool row_moved = false;
   std::vector<std::string> checked;
 
  private:
@@ -152,9 +154,10 @@ std::string HeaderOf(const http::HttpRequest& r, const std::string& name) {
   return "<none>";
 }
 
-// Replicas splitting workspaces: a mutation is sent only under the workspace's lease, and
-// every request says which replica sent it under which token (what sbx-emulator records).
-TEST_F(HttpCloudClientsTest, AFencedWorkspaceSendsMutationsOnlyUnderItsLease) {
+// Replicas splitting workspaces: nothing is sent without the workspace's lease, a mutation only
+// after the lease row was checked, and every request says which replica sent it under which
+// token (what sbx-emulator records).
+TEST_F(HttpCloudClientsTest, AFencedWorkspaceSendsOnlyUnderItsLease) {
   env_ = {{"DATABRICKS_HOST", "http://127.0.0.1:1"},
           {"DATABRICKS_TOKEN", "dapi-env"},
           {"HOME", "/nonexistent"}};
@@ -163,24 +166,28 @@ TEST_F(HttpCloudClientsTest, AFencedWorkspaceSendsMutationsOnlyUnderItsLease) {
   auto api = clients.Sandboxes("team", "default");
   ASSERT_TRUE(api.ok()) << api.status();
 
-  (void)(*api)->Get("sb-1");  // a read: not checked
+  (void)(*api)->Get("sb-1");  // a read: the local view suffices
   EXPECT_TRUE(fence.checked.empty());
   ASSERT_EQ(transport_.requests().size(), 1u);
   EXPECT_EQ(HeaderOf(transport_.requests()[0], "X-Sbx-Replica"), "replica-a");
   EXPECT_EQ(HeaderOf(transport_.requests()[0], "X-Sbx-Workspace"), "team/default");
   EXPECT_EQ(HeaderOf(transport_.requests()[0], "X-Sbx-Fence"), "7");
 
-  (void)(*api)->Delete("sb-1");  // a mutation under the lease: checked, then sent
+  (void)(*api)->Delete("sb-1");  // a mutation: the row is checked, then it is sent
   EXPECT_EQ(fence.checked, std::vector<std::string>{"team/default"});
   ASSERT_EQ(transport_.requests().size(), 2u);
   EXPECT_EQ(transport_.requests()[1].method, "DELETE");
 
-  fence.refuse = true;  // the lease moved to another replica
+  fence.row_moved = true;  // another replica took the lease; this one has not noticed yet
   api::Status refused = (*api)->Delete("sb-1");
   EXPECT_EQ(refused.code(), api::StatusCode::kAborted) << refused;
   EXPECT_EQ(Reason(refused), "Conflict");  // transient: the key is retried, not parked
   EXPECT_EQ(transport_.requests().size(), 2u) << "nothing may be sent without the lease";
   EXPECT_EQ(fence.checked.size(), 2u) << "refused once, not retried inside the call";
+
+  fence.held = false;  // it noticed: not even a read goes out
+  EXPECT_EQ((*api)->Get("sb-1").status().code(), api::StatusCode::kAborted);
+  EXPECT_EQ(transport_.requests().size(), 2u);
 }
 
 TEST_F(HttpCloudClientsTest, UnknownWorkspaceIsNotFound) {
