@@ -2,8 +2,9 @@
 // the emulator, each test on a fresh database of the throwaway PostgreSQL 15
 // (tests/support/postgres_server.h). A Sandbox converges to Ready and is deleted in the cloud,
 // `sbxctl get -w` sees the controller's status writes (the watch over the change log, woken by
-// NOTIFY), and a standby sbxd takes over the leader lease when the leader dies, with no sandbox
-// created twice. The password of the URL never reaches sbxd's log.
+// NOTIFY), and when two replicas split the work and the one holding the workspace dies, the
+// other takes it over, with no sandbox created twice. The password of the URL never reaches
+// sbxd's log.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -101,6 +102,20 @@ class SbxdPostgresTest : public ::testing::Test {
     return ids;
   }
 
+  // An unlabelled metric of the sbxd serving metrics on `port` (-1 when absent).
+  int Metric(int port, const std::string& name) {
+    try {
+      const std::string text =
+          HttpTestClient("http://127.0.0.1:" + std::to_string(port)).Get("/metrics").body;
+      std::smatch m;
+      if (std::regex_search(text, m, std::regex("\\n" + name + " ([0-9.]+)"))) {
+        return static_cast<int>(std::stod(m[1].str()));
+      }
+    } catch (const std::exception&) {
+    }
+    return -1;
+  }
+
   int HealthStatus(int port, const std::string& path) {
     try {
       return HttpTestClient("http://127.0.0.1:" + std::to_string(port)).Get(path).status;
@@ -141,25 +156,33 @@ TEST_F(SbxdPostgresTest, ConvergesASandboxAndDeletesItInTheCloud) {
   EXPECT_TRUE(SandboxIds().empty());
 }
 
-TEST_F(SbxdPostgresTest, AStandbyTakesOverWhenTheLeaderDiesAndNothingIsCreatedTwice) {
-  Process* a = StartSbxd("sbxd-a");
+// With PostgreSQL, replicas split the workspaces (--work-split auto → workspace): both are
+// ready and reconcile; the env-backed "default" workspace is held by one of them; kill -9 that
+// one and the other takes the workspace over, with nothing created twice.
+TEST_F(SbxdPostgresTest, AReplicaTakesAWorkspaceOverWhenItsHolderDiesAndNothingIsCreatedTwice) {
+  Process* a = StartSbxd("sbxd-a");  // the harness gives --lease-duration 3s
   ASSERT_NE(a, nullptr);
   const int port_a = SbxdHarness::MetricsPort(*a, kConverge);
-  ASSERT_TRUE(PollUntil([&] { return HealthStatus(port_a, "/readyz") == 200; }, In(kConverge)));
   Process* b = StartSbxd("sbxd-b");
   ASSERT_NE(b, nullptr);
   const int port_b = SbxdHarness::MetricsPort(*b, kConverge);
-  ASSERT_TRUE(PollUntil([&] { return HealthStatus(port_b, "/healthz") == 200; }, In(kConverge)));
-  EXPECT_EQ(HealthStatus(port_b, "/readyz"), 503);
+  for (int port : {port_a, port_b}) {
+    ASSERT_TRUE(PollUntil([&] { return HealthStatus(port, "/readyz") == 200; }, In(kConverge)))
+        << "every replica is ready: each reconciles its share";
+  }
 
   ASSERT_EQ(harness_.Apply("before", SandboxYaml("before")).exit_code, 0);
   ASSERT_TRUE(WaitReady("before")) << last_.dump(2);
+  const int held_a = Metric(port_a, "sbx_workspace_leases_held");
+  const int held_b = Metric(port_b, "sbx_workspace_leases_held");
+  ASSERT_EQ(held_a + held_b, 1) << "one workspace, one holder";
 
-  a->Kill();
-  ASSERT_TRUE(PollUntil([&] { return HealthStatus(port_b, "/readyz") == 200; }, In(kConverge),
-                        milliseconds(50)));
+  Process* holder = held_a == 1 ? a : b;
+  const int survivor_port = held_a == 1 ? port_b : port_a;
+  holder->Kill();
   ASSERT_EQ(harness_.Apply("after", SandboxYaml("after")).exit_code, 0);
   ASSERT_TRUE(WaitReady("after")) << last_.dump(2);
+  EXPECT_EQ(Metric(survivor_port, "sbx_workspace_leases_held"), 1);
   EXPECT_EQ(SandboxIds(), (std::set<std::string>{"default-before", "default-after"}));
   HttpResult counters = harness_.databricks().Get("/_emulator/counters");
   ASSERT_EQ(counters.status, 200);
@@ -179,7 +202,9 @@ TEST_F(SbxdPostgresTest, ThePasswordOfTheUrlNeverReachesTheLog) {
   ASSERT_TRUE(p.ok()) << p.status();
   Process& sbxd = **p;
   ASSERT_TRUE(PollUntil(
-      [&] { return (sbxd.Stdout() + sbxd.Stderr()).find("became leader") != std::string::npos; },
+      [&] {
+        return (sbxd.Stdout() + sbxd.Stderr()).find("took the global lease") != std::string::npos;
+      },
       In(kConverge)))
       << sbxd.Stderr();
   const std::string log = sbxd.Stdout() + sbxd.Stderr();
