@@ -5,19 +5,34 @@
 # binary starts a server of its own.
 #   postgres-fixture.sh start STATE_FILE   # initdb in a temp dir, start on a free loopback port
 #   postgres-fixture.sh stop STATE_FILE    # fast shutdown, remove the temp dir and STATE_FILE
+#   postgres-fixture.sh restart STATE_FILE # crash it (immediate shutdown: every connection cut,
+#                                          # recovery from the WAL at start) and start it again
+#                                          # on the same port (the chaos tests)
 # STATE_FILE holds two lines: the superuser URL (postgres://postgres@127.0.0.1:PORT) and the
 # temp dir. As root, initdb and postgres run as Debian's postgres user. Binaries: $SBX_PG_BIN,
 # default /usr/lib/postgresql/15/bin.
 set -euo pipefail
 
-action=${1:?usage: postgres-fixture.sh start|stop STATE_FILE}
-state=${2:?usage: postgres-fixture.sh start|stop STATE_FILE}
+action=${1:?usage: postgres-fixture.sh start|stop|restart STATE_FILE}
+state=${2:?usage: postgres-fixture.sh start|stop|restart STATE_FILE}
 bin=${SBX_PG_BIN:-/usr/lib/postgresql/15/bin}
 
 as_postgres=()
 if [[ $(id -u) -eq 0 ]]; then
   as_postgres=(runuser -u postgres --)
 fi
+
+# start_server PORT — starts the server of $root on PORT, waiting until it accepts connections.
+# Built for speed: no fsync (a crash of the server process loses nothing, one of the machine
+# would), and commits acknowledged before their WAL is written unless SBX_PG_SYNCHRONOUS_COMMIT=on
+# (the chaos tests: a crash then loses no acknowledged commit, as in production).
+start_server() {
+  "${as_postgres[@]}" "$bin/pg_ctl" -D "$root/data" -l "$root/postgres.log" -w -t 60 \
+    -o "-k $root/data -p $1 -c listen_addresses=127.0.0.1 -c fsync=off \
+        -c synchronous_commit=${SBX_PG_SYNCHRONOUS_COMMIT:-off} -c full_page_writes=off \
+        -c max_connections=300" \
+    start </dev/null >"$root/pg_ctl.log" 2>&1
+}
 
 stop() {
   [[ -f "$state" ]] || return 0
@@ -35,6 +50,15 @@ stop() {
 case "$action" in
   stop)
     stop
+    ;;
+  restart)
+    root=$(sed -n 2p "$state")
+    port=$(sed -n 1p "$state" | sed 's/.*://')
+    "${as_postgres[@]}" "$bin/pg_ctl" -D "$root/data" -m immediate -w stop >/dev/null
+    start_server "$port" || {
+      cat "$root/pg_ctl.log" "$root/postgres.log" >&2
+      exit 1
+    }
     ;;
   start)
     stop  # a state file left by an interrupted run
@@ -56,10 +80,7 @@ case "$action" in
     fi
     for _ in 1 2 3 4 5; do
       port=$((20000 + RANDOM % 30000))
-      if "${as_postgres[@]}" "$bin/pg_ctl" -D "$root/data" -l "$root/postgres.log" -w -t 60 \
-        -o "-k $root/data -p $port -c listen_addresses=127.0.0.1 -c fsync=off \
-            -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
-        start </dev/null >"$root/pg_ctl.log" 2>&1; then
+      if start_server "$port"; then
         printf 'postgres://postgres@127.0.0.1:%s\n%s\n' "$port" "$root" >"$state"
         exit 0
       fi
@@ -69,7 +90,7 @@ case "$action" in
     exit 1
     ;;
   *)
-    echo "usage: postgres-fixture.sh start|stop STATE_FILE" >&2
+    echo "usage: postgres-fixture.sh start|stop|restart STATE_FILE" >&2
     exit 2
     ;;
 esac
