@@ -80,6 +80,31 @@ TEST_F(SandboxSweeperTest, ListsInPagesAndEnqueuesOnlyWhatChanged) {
   EXPECT_EQ(clouds_.api().Calls("get"), 0);
 }
 
+// Replicas splitting workspaces: a workspace another replica holds is neither listed nor
+// garbage-collected here.
+TEST_F(SandboxSweeperTest, SweepsOnlyTheWorkspacesThisReplicaOwns) {
+  bool owned = false;
+  SandboxSweeperOptions options{60s, 0.1, 2s, 2};
+  std::vector<std::string> asked;
+  options.owns_workspace = [&](const std::string& workspace) {
+    asked.push_back(workspace);
+    return owned;
+  };
+  SandboxSweeper sweeper(*store_, clouds_, cache_, gc_.get(), clock_, options);
+  AddSandbox("a", databricks::SandboxState::kRunning);
+  AddOrphan("default-orphan", clock_.Now() - 2min);
+  ASSERT_TRUE(sweeper.SweepAll(out_, {}).ok());
+  EXPECT_EQ(asked, std::vector<std::string>{"default/default"});
+  EXPECT_EQ(clouds_.api().Calls("list"), 0);
+  EXPECT_EQ(clouds_.api().Calls("delete"), 0);
+  EXPECT_TRUE(out_.Take().empty());
+
+  owned = true;  // taken over
+  ASSERT_TRUE(sweeper.SweepAll(out_, {}).ok());
+  EXPECT_GT(clouds_.api().Calls("list"), 0);
+  EXPECT_EQ(clouds_.api().Calls("delete"), 1);  // the orphan, now that this replica owns it
+}
+
 TEST_F(SandboxSweeperTest, AFailedListChangesNothingAndSkipsGarbageCollection) {
   AddSandbox("a", databricks::SandboxState::kRunning);
   AddOrphan("default-orphan", clock_.Now());
