@@ -3,11 +3,13 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
+#include <chrono>
 #include <exception>
 #include <list>
 #include <mutex>
@@ -210,6 +212,22 @@ class WebhookServer::Impl {
     }
   }
 
+  // After an answer sent before the body was read (413): read and drop what the peer still sends
+  // (at most 64 MiB, for at most read_timeout) before closing. Closing with unread bytes makes
+  // the kernel reset the connection, and the reset can destroy the answer before the peer reads
+  // it: the sender would see "connection reset" instead of 413.
+  void DrainBeforeClose(tcp::socket& socket) const {
+    constexpr size_t kMaxDrainBytes = size_t{64} << 20;
+    beast::error_code ec;
+    socket.shutdown(tcp::socket::shutdown_send, ec);
+    const auto deadline = std::chrono::steady_clock::now() + options_.read_timeout;
+    std::array<char, 16384> scratch{};
+    size_t drained = 0;
+    while (!ec && drained < kMaxDrainBytes && std::chrono::steady_clock::now() < deadline) {
+      drained += socket.read_some(asio::buffer(scratch), ec);
+    }
+  }
+
   void Serve(tcp::socket& socket) {
     beast::flat_buffer buffer;
     while (!stopped_) {
@@ -251,6 +269,9 @@ class WebhookServer::Impl {
       if (too_large) {
         request.body_too_large = true;
         Reply(socket, version, /*keep_alive=*/false, Call(request), ec);
+        if (!ec) {
+          DrainBeforeClose(socket);
+        }
         return;
       }
       const bool keep_alive = parser.get().keep_alive();
