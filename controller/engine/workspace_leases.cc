@@ -293,7 +293,8 @@ api::Status WorkspaceLeases::CheckMutation(const std::string& workspace_id) {
 std::optional<int64_t> WorkspaceLeases::Token(const std::string& workspace_id) const {
   std::lock_guard lock(mu_);
   auto it = held_.find(workspace_id);
-  if (it == held_.end() || it->second.releasing) {
+  // Not fresh: a replica that was paused past its lease must not act before its next round.
+  if (it == held_.end() || it->second.releasing || !Fresh(it->second, clock_.Steady())) {
     return std::nullopt;
   }
   return it->second.token;

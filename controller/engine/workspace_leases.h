@@ -59,7 +59,8 @@ class WorkspaceFence {
   // OK when this replica may change things in workspace `workspace_id` ("<ns>/<name>") now;
   // kAborted (transient: the work moved) otherwise. Reads the lease row.
   virtual api::Status CheckMutation(const std::string& workspace_id) = 0;
-  // The fencing token this replica holds for the workspace, if it holds it.
+  // The fencing token this replica holds for the workspace, if it holds it and its last renewal
+  // is less than the lease duration ago by this replica's own clock (no store read).
   virtual std::optional<int64_t> Token(const std::string& workspace_id) const = 0;
   virtual const std::string& identity() const = 0;
 };

@@ -3,7 +3,9 @@
 # split W workspaces of S Sandboxes each (--work-split workspace). In K rounds a random replica
 # is SIGKILLed at a random moment and started again (a new identity, as a new process would
 # have); in the middle round PostgreSQL itself crashes (immediate shutdown: every connection
-# cut) and starts again. Afterwards, checked against the emulator's records, not sbxd's word:
+# cut) and starts again. With --pauses P, P of the rounds also freeze another replica (SIGSTOP)
+# for longer than the lease and then let it go on (SIGCONT): its workspaces move meanwhile, and
+# when it wakes it must act on none of them (what fencing is for; kill -9 alone never tests it). Afterwards, checked against the emulator's records, not sbxd's word:
 #   creates    the create counter == W × S and no DELETE was ever sent (nothing created twice);
 #   leaks      the Databricks LIST holds exactly the W × S expected ids, all RUNNING;
 #   ready      every Sandbox Ready=True in the store;
@@ -15,7 +17,7 @@
 #              N ≤ W): the work is divided, not taken by one.
 # Usage:
 #   tests/chaos/replicas_chaos.sh BIN_DIR [--replicas N] [--workspaces W] [--sandboxes S]
-#       [--rounds K] [--kill-window SECONDS] [--timeout SECONDS] [--inject-overlap]
+#       [--rounds K] [--kill-window SECONDS] [--pauses P] [--timeout SECONDS] [--inject-overlap]
 # --inject-overlap proves the one-at-a-time check can fail: before the checks it sends the
 # emulator one request for a workspace under an old token from a replica that never held it.
 # BIN_DIR holds sbxd, sbxctl, sbx-emulator. Needs bash, curl, jq and PostgreSQL 15's server
@@ -24,7 +26,8 @@ set -euo pipefail
 SBX_BENCH_BIN=$(cd "$1" && pwd)
 export SBX_BENCH_BIN
 shift
-replicas=3 workspaces=5 per_workspace=20 rounds=4 kill_window=4 timeout=240 inject_overlap=""
+replicas=3 workspaces=5 per_workspace=20 rounds=4 kill_window=4 pauses=0 timeout=240
+inject_overlap=""
 while (($#)); do
   case "$1" in
     --replicas) replicas=$2 && shift ;;
@@ -32,6 +35,7 @@ while (($#)); do
     --sandboxes) per_workspace=$2 && shift ;;
     --rounds) rounds=$2 && shift ;;
     --kill-window) kill_window=$2 && shift ;;
+    --pauses) pauses=$2 && shift ;;
     --timeout) timeout=$2 && shift ;;
     --inject-overlap) inject_overlap=1 ;;
     *) echo "unknown argument $1" >&2 && exit 2 ;;
@@ -141,6 +145,9 @@ converge_start=$(now)
 
 # ---- kill rounds -----------------------------------------------------------------------------
 pg_round=$(((rounds + 1) / 2))
+# The lease the replicas run with (--lease-duration Ns in sbxd_flags), and a pause past it.
+lease_seconds=$(sed -n 's/.*--lease-duration \([0-9][0-9]*\)s.*/\1/p' <<<"${sbxd_flags[*]}")
+pause_seconds=$((${lease_seconds:-15} + 2))
 for r in $(seq 1 "$rounds"); do
   sleep "$(rand_between 0.5 "$kill_window")"
   victim=$((1 + RANDOM % replicas))
@@ -151,6 +158,13 @@ for r in $(seq 1 "$rounds"); do
     log "round $r: PostgreSQL crashed (immediate shutdown) and started again"
   fi
   start_replica "$victim"
+  if ((r <= pauses && replicas > 1)); then
+    frozen=$((1 + (victim + RANDOM % (replicas - 1)) % replicas))  # another one
+    kill -STOP "${pids[$frozen]}"
+    log "round $r: SIGSTOP replica $frozen for ${pause_seconds}s (lease ${lease_seconds}s)"
+    sleep "$pause_seconds"
+    kill -CONT "${pids[$frozen]}"
+  fi
 done
 
 ready_sandboxes() {

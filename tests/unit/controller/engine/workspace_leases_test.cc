@@ -142,6 +142,18 @@ TEST_F(WorkspaceLeasesTest, ADeadReplicasWorkspacesAreTakenOverWithNewTokensAndI
   EXPECT_FALSE(Replica("r3").Held().contains(id));
 }
 
+// A replica paused past its lease (SIGSTOP, a long GC pause, a frozen VM) acts on nothing when it
+// resumes, before its next round: its own clock says the lease may be gone.
+TEST_F(WorkspaceLeasesTest, APausedReplicaHasNoTokenWhenItResumes) {
+  AddWorkspaces(1);
+  Rounds({"r1"}, 1);
+  ASSERT_EQ(Replica("r1").Token("team/w0"), std::optional<int64_t>(1));
+  clock_.Advance(11s);  // 16 s since the renewal: past the 15 s lease
+  EXPECT_EQ(Replica("r1").Token("team/w0"), std::nullopt);
+  EXPECT_FALSE(*Replica("r1").Owns("team/w0"));
+  EXPECT_EQ(Replica("r1").CheckMutation("team/w0").code(), api::StatusCode::kAborted);
+}
+
 TEST_F(WorkspaceLeasesTest, FenceRefusesWhenTheRowMovedEvenIfTheLocalViewIsFresh) {
   AddWorkspaces(1);
   Rounds({"r1"}, 1);
