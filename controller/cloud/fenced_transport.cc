@@ -4,25 +4,56 @@
 
 namespace sbx::controller {
 
+namespace {
+
+http::HttpResult NotHeld(const WorkspaceFence& fence, const std::string& workspace_id) {
+  return http::HttpResult{
+      .status =
+          api::AbortedError("sbxd " + fence.identity() + " does not hold the lease of workspace " +
+                            workspace_id + " (another replica reconciles it); nothing was sent"),
+      .maybe_sent = false};
+}
+
+// The request with the headers that say who sends it under which tenure.
+http::HttpRequest Stamped(const http::HttpRequest& request, const WorkspaceFence& fence,
+                          const std::string& workspace_id, int64_t token) {
+  http::HttpRequest stamped = request;
+  stamped.headers.emplace_back("X-Sbx-Replica", fence.identity());
+  stamped.headers.emplace_back("X-Sbx-Workspace", workspace_id);
+  stamped.headers.emplace_back("X-Sbx-Fence", std::to_string(token));
+  return stamped;
+}
+
+}  // namespace
+
 http::HttpResult FencedTransport::Send(const http::HttpRequest& request, std::stop_token stop) {
   const std::optional<int64_t> token = fence_.Token(workspace_id_);
   if (!token) {
-    return http::HttpResult{
-        .status = api::AbortedError("sbxd " + fence_.identity() +
-                                    " does not hold the lease of workspace " + workspace_id_ +
-                                    " (another replica reconciles it); nothing was sent"),
-        .maybe_sent = false};
+    return NotHeld(fence_, workspace_id_);
   }
   if (request.method != "GET" && request.method != "HEAD") {
     if (api::Status fenced = fence_.CheckMutation(workspace_id_); !fenced.ok()) {
       return http::HttpResult{.status = fenced, .maybe_sent = false};
     }
   }
-  http::HttpRequest fenced = request;
-  fenced.headers.emplace_back("X-Sbx-Replica", fence_.identity());
-  fenced.headers.emplace_back("X-Sbx-Workspace", workspace_id_);
-  fenced.headers.emplace_back("X-Sbx-Fence", std::to_string(*token));
-  return inner_.Send(fenced, stop);
+  return inner_.Send(Stamped(request, fence_, workspace_id_, *token), stop);
+}
+
+http::HttpResult FencedStreamingTransport::Stream(const http::HttpRequest& request,
+                                                  const http::StreamHandlers& handlers,
+                                                  std::stop_token stop) {
+  const std::optional<int64_t> token = fence_.Token(workspace_id_);
+  if (!token) {
+    return NotHeld(fence_, workspace_id_);
+  }
+  http::StreamHandlers fenced = handlers;
+  fenced.on_data = [this, held = *token, &handlers](std::string_view chunk) {
+    if (fence_.Token(workspace_id_) != held) {
+      return false;  // the lease moved on: the rest of the stream is the new holder's
+    }
+    return handlers.on_data ? handlers.on_data(chunk) : true;
+  };
+  return inner_.Stream(Stamped(request, fence_, workspace_id_, *token), fenced, stop);
 }
 
 }  // namespace sbx::controller

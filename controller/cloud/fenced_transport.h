@@ -10,6 +10,10 @@
 // The clouds ignore them; sbx-emulator records them, so a test can show that each workspace was
 // served by one replica at a time. None is a secret.
 //
+// FencedStreamingTransport does the same for event streams (SSE), which are reads: a stream
+// opens only under the lease, and an open one is closed at its next chunk once the lease is gone
+// (its events are then the new holder's to log, not this replica's).
+//
 // Thread-safety: as the inner transport. Ownership: inner and fence outlive this.
 #pragma once
 
@@ -30,6 +34,21 @@ class FencedTransport final : public http::HttpTransport {
 
  private:
   http::HttpTransport& inner_;
+  WorkspaceFence& fence_;
+  const std::string workspace_id_;
+};
+
+class FencedStreamingTransport final : public http::StreamingTransport {
+ public:
+  FencedStreamingTransport(http::StreamingTransport& inner, WorkspaceFence& fence,
+                           std::string workspace_id)
+      : inner_(inner), fence_(fence), workspace_id_(std::move(workspace_id)) {}
+
+  http::HttpResult Stream(const http::HttpRequest& request, const http::StreamHandlers& handlers,
+                          std::stop_token stop) override;
+
+ private:
+  http::StreamingTransport& inner_;
   WorkspaceFence& fence_;
   const std::string workspace_id_;
 };

@@ -164,6 +164,15 @@ http::HttpTransport& HttpCloudClients::TransportFor(const std::string& id,
   return *fenced;
 }
 
+http::StreamingTransport& HttpCloudClients::StreamingFor(
+    const std::string& id, std::unique_ptr<http::StreamingTransport>& fenced) {
+  if (options_.fence == nullptr) {
+    return streaming_;
+  }
+  fenced = std::make_unique<FencedStreamingTransport>(streaming_, *options_.fence, id);
+  return *fenced;
+}
+
 api::StatusOr<databricks::SandboxApi*> HttpCloudClients::Sandboxes(
     const std::string& namespace_, const std::string& workspace_ref) {
   std::lock_guard lock(mu_);
@@ -248,7 +257,7 @@ api::StatusOr<openai::AgentsApi*> HttpCloudClients::Agents(const std::string& na
     api_options.base_url = resolved.base_url;
     client->api = std::make_unique<openai::HttpAgentsApi>(
         api_options, resolved.api_key, *client->bucket, clock_, TransportFor(id, client->fenced),
-        streaming_);
+        StreamingFor(id, client->fenced_streaming));
     return client;
   };
   ASSIGN_OR_RETURN(AgentsClient * client,

@@ -99,7 +99,8 @@ class HttpCloudClients final : public CloudClients {
     std::string fingerprint;
     Clock::SteadyTime resolved_at;
     std::unique_ptr<TokenBucket> bucket;
-    std::unique_ptr<http::HttpTransport> fenced;  // when options_.fence is set
+    std::unique_ptr<http::HttpTransport> fenced;                 // when options_.fence is set
+    std::unique_ptr<http::StreamingTransport> fenced_streaming;  // when options_.fence is set
     std::unique_ptr<openai::HttpAgentsApi> api;
   };
   struct Resolved {
@@ -133,6 +134,8 @@ class HttpCloudClients final : public CloudClients {
   // (stored in `fenced`) when options_.fence is set.
   http::HttpTransport& TransportFor(const std::string& id,
                                     std::unique_ptr<http::HttpTransport>& fenced);
+  http::StreamingTransport& StreamingFor(const std::string& id,
+                                         std::unique_ptr<http::StreamingTransport>& fenced);
 
   // OPENAI_BASE_URL, else the public API: where the controller's OpenAI keys belong.
   std::string ControllerOpenAiUrl() const;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "controller/cloud/fenced_transport.h"
 #include "controller/engine/classify_error.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/support/fake_clock.h"
@@ -188,6 +189,48 @@ TEST_F(HttpCloudClientsTest, AFencedWorkspaceSendsOnlyUnderItsLease) {
   fence.held = false;  // it noticed: not even a read goes out
   EXPECT_EQ((*api)->Get("sb-1").status().code(), api::StatusCode::kAborted);
   EXPECT_EQ(transport_.requests().size(), 2u);
+}
+
+// An event stream is a read: it opens only under the lease, and one already open stops at its
+// next chunk once the lease is gone (the new holder logs those events, not this replica).
+TEST(FencedStreamingTransportTest, OpensUnderTheLeaseAndStopsWhenItMoves) {
+  class ThreeChunks final : public http::StreamingTransport {
+   public:
+    http::HttpResult Stream(const http::HttpRequest& request, const http::StreamHandlers& handlers,
+                            std::stop_token) override {
+      sent.push_back(request);
+      for (int i = 0; i < 3; ++i) {
+        if (!handlers.on_data("chunk")) {
+          break;
+        }
+        ++delivered;
+      }
+      return {};
+    }
+    std::vector<http::HttpRequest> sent;
+    int delivered = 0;
+  } inner;
+  ScriptedFence fence;
+  FencedStreamingTransport stream(inner, fence, "team/w1");
+  int seen = 0;
+  http::StreamHandlers handlers;
+  handlers.on_data = [&](std::string_view) {
+    if (++seen == 1) {
+      fence.held = false;  // the lease moves while the stream is open
+    }
+    return true;
+  };
+  ASSERT_TRUE(stream.Stream({.method = "GET", .url = "http://x/events"}, handlers, {}).status.ok());
+  ASSERT_EQ(inner.sent.size(), 1u);
+  EXPECT_EQ(HeaderOf(inner.sent[0], "X-Sbx-Fence"), "7");
+  EXPECT_EQ(seen, 1) << "nothing after the lease moved";
+  EXPECT_EQ(inner.delivered, 1);
+  // Not held: not even opened.
+  http::HttpResult refused =
+      stream.Stream({.method = "GET", .url = "http://x/events"}, handlers, {});
+  EXPECT_EQ(refused.status.code(), api::StatusCode::kAborted);
+  EXPECT_FALSE(refused.maybe_sent);
+  EXPECT_EQ(inner.sent.size(), 1u);
 }
 
 TEST_F(HttpCloudClientsTest, UnknownWorkspaceIsNotFound) {
