@@ -3,12 +3,15 @@
 # split W workspaces of S Sandboxes each (--work-split workspace). In K rounds a random replica
 # is SIGKILLed at a random moment and started again (a new identity, as a new process would
 # have); in the middle round PostgreSQL itself crashes (immediate shutdown: every connection
-# cut) and starts again. With --pauses P, P of the rounds also freeze another replica (SIGSTOP)
+# cut) and starts again. With --workers A, each workspace also runs A AgentWorkers with an inline
+# sandbox (an executor in it, a session at the OpenAI emulator). With --pauses P, P of the rounds also freeze another replica (SIGSTOP)
 # for longer than the lease and then let it go on (SIGCONT): its workspaces move meanwhile, and
 # when it wakes it must act on none of them (what fencing is for; kill -9 alone never tests it). Afterwards, checked against the emulator's records, not sbxd's word:
-#   creates    the create counter == W × S and no DELETE was ever sent (nothing created twice);
-#   leaks      the Databricks LIST holds exactly the W × S expected ids, all RUNNING;
-#   ready      every Sandbox Ready=True in the store;
+#   creates    the create counter == W × (S + A) and no DELETE was ever sent (nothing created
+#              twice); the sessions.create counter == W × A;
+#   leaks      the Databricks LIST holds exactly the W × (S + A) expected ids, all RUNNING;
+#   ready      every Sandbox Ready=True in the store, every AgentWorker Ready with its executor
+#              connected;
 #   one at a time  every request a replica sent for a workspace carries its lease's fencing token
 #              (X-Sbx-Fence; /_emulator/replica_log); per workspace, in arrival order, the tokens
 #              never go back and each token was used by one replica only: one tenure ends before
@@ -17,7 +20,8 @@
 #              N ≤ W): the work is divided, not taken by one.
 # Usage:
 #   tests/chaos/replicas_chaos.sh BIN_DIR [--replicas N] [--workspaces W] [--sandboxes S]
-#       [--rounds K] [--kill-window SECONDS] [--pauses P] [--timeout SECONDS] [--inject-overlap]
+#       [--workers A] [--rounds K] [--kill-window SECONDS] [--pauses P] [--timeout SECONDS]
+#       [--inject-overlap]
 # --inject-overlap proves the one-at-a-time check can fail: before the checks it sends the
 # emulator one request for a workspace under an old token from a replica that never held it.
 # BIN_DIR holds sbxd, sbxctl, sbx-emulator. Needs bash, curl, jq and PostgreSQL 15's server
@@ -26,13 +30,14 @@ set -euo pipefail
 SBX_BENCH_BIN=$(cd "$1" && pwd)
 export SBX_BENCH_BIN
 shift
-replicas=3 workspaces=5 per_workspace=20 rounds=4 kill_window=4 pauses=0 timeout=240
+replicas=3 workspaces=5 per_workspace=20 workers=0 rounds=4 kill_window=4 pauses=0 timeout=240
 inject_overlap=""
 while (($#)); do
   case "$1" in
     --replicas) replicas=$2 && shift ;;
     --workspaces) workspaces=$2 && shift ;;
     --sandboxes) per_workspace=$2 && shift ;;
+    --workers) workers=$2 && shift ;;
     --rounds) rounds=$2 && shift ;;
     --kill-window) kill_window=$2 && shift ;;
     --pauses) pauses=$2 && shift ;;
@@ -63,7 +68,8 @@ cleanup() {
   bench_cleanup
 }
 trap cleanup EXIT
-total=$((workspaces * per_workspace))
+total=$((workspaces * (per_workspace + workers)))
+total_workers=$((workspaces * workers))
 t0=$(now)
 auth=(-H "Authorization: Bearer dapi-bench")
 log() { echo "[$(since "$t0")s] $*"; }
@@ -82,7 +88,10 @@ rand_between() { awk -v a="$1" -v b="$2" -v r="$RANDOM" 'BEGIN { printf "%.2f", 
 
 # ---- PostgreSQL, the emulator, the replicas ---------------------------------------------------
 "$here/../support/postgres-fixture.sh" start "$pg_state" || fail "PostgreSQL did not start"
-bench_start_emulator
+# One emulator serves every workspace (each Workspace names its host); no quota.
+bench_start_emulator --openai-port 0 --pending-delay 1s --stopping-delay 1s --max-sandboxes 0 \
+  --disconnected-after 1s
+[[ -n "$openai_url" ]] || fail "the emulator did not start its OpenAI half"
 SBX_DB="$(sed -n 1p "$pg_state")/postgres"
 export SBX_DB
 
@@ -110,6 +119,7 @@ expected_ids() {
   local w i
   for w in $(seq 1 "$workspaces"); do
     for i in $(seq 1 "$per_workspace"); do printf 'default-w%d-sb-%03d\n' "$w" "$i"; done
+    for i in $(seq 1 "$workers"); do printf 'default-w%d-aw-%03d\n' "$w" "$i"; done
   done
 }
 for w in $(seq 1 "$workspaces"); do
@@ -133,6 +143,26 @@ metadata:
 spec:
   workspaceRef: w$w
   inactivityTimeout: 1h
+EOM
+    done
+    for i in $(seq 1 "$workers"); do
+      cat <<EOM
+---
+apiVersion: sbx.dev/v1alpha1
+kind: AgentWorker
+metadata:
+  name: $(printf 'w%d-aw-%03d' "$w" "$i")
+spec:
+  sandbox:
+    workspaceRef: w$w
+    inactivityTimeout: 1h
+    setup:
+      - name: workspace
+        run: mkdir -p /home/sandbox-agent/workspace
+  agent:
+    model: gpt-5-codex
+    instructions: replicas chaos worker
+  workspaceDirectory: /home/sandbox-agent/workspace
 EOM
     done
   } >"$bench_tmp/manifests/w$w.yaml"
@@ -171,17 +201,26 @@ ready_sandboxes() {
   sbxctl get sandboxes -o json | jq '[.items[] | select(any(.status.conditions[]?;
       .type == "Ready" and .status == "True") and .status.state == "RUNNING")] | length'
 }
+ready_workers() {
+  sbxctl get agentworkers -o json | jq '[.items[] | select(
+      any(.status.conditions[]?; .type == "Ready" and .status == "True") and
+      any(.status.conditions[]?; .type == "ExecutorConnected" and .status == "True"))] | length'
+}
+converged() {
+  [[ "$(ready_sandboxes 2>/dev/null || echo 0)" == "$total" &&
+    "$(ready_workers 2>/dev/null || echo 0)" == "$total_workers" ]]
+}
 deadline=$((SECONDS + timeout))
 last_report=$SECONDS
-until [[ "$(ready_sandboxes 2>/dev/null || echo 0)" == "$total" ]]; do
-  ((SECONDS < deadline)) || fail "timeout: $(ready_sandboxes 2>/dev/null || echo '?')/$total Sandboxes Ready"
+until converged; do
+  ((SECONDS < deadline)) || fail "timeout: $(ready_sandboxes 2>/dev/null || echo '?')/$total Sandboxes and $(ready_workers 2>/dev/null || echo '?')/$total_workers AgentWorkers Ready"
   if ((SECONDS - last_report >= 15)); then
     last_report=$SECONDS
-    log "… $(ready_sandboxes 2>/dev/null || echo '?')/$total Ready"
+    log "… $(ready_sandboxes 2>/dev/null || echo '?')/$total Sandboxes, $(ready_workers 2>/dev/null || echo '?')/$total_workers AgentWorkers Ready"
   fi
   sleep 0.5
 done
-log "converged: $total Sandboxes Ready $(since "$converge_start")s after apply (load $(cut -d' ' -f1-3 /proc/loadavg))"
+log "converged: $total Sandboxes and $total_workers AgentWorkers Ready $(since "$converge_start")s after apply (load $(cut -d' ' -f1-3 /proc/loadavg))"
 
 # ---- the division of the work afterwards -------------------------------------------------------
 split_ok() {
@@ -207,6 +246,8 @@ creates=$(counter "$c" databricks.create)
 deletes=$(counter "$c" databricks.delete)
 ((creates == total)) || fail "duplicate creates: $creates create calls for $total sandboxes"
 ((deletes == 0)) || fail "$deletes DELETE calls (nothing was to be deleted)"
+sessions=$(counter "$c" openai.sessions.create)
+((sessions == total_workers)) || fail "duplicate sessions: $sessions session creates for $total_workers AgentWorkers"
 listed=$(curl -sf "${auth[@]}" "$emu_url/api/2.0/sandboxes?page_size=1000" |
   jq -r '.sandboxes[]? | select(.status.state == "SANDBOX_STATE_RUNNING") | .name | sub("^sandboxes/"; "")' | sort)
 [[ "$listed" == "$(expected_ids | sort)" ]] ||
