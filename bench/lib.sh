@@ -64,7 +64,9 @@ bench_start_emulator() {
     export OPENAI_BASE_URL="$openai_url" OPENAI_API_KEY=sk-bench-app
     export OPENAI_EXECUTOR_API_KEY=sk-bench-executor
   fi
-  export SBX_DB="$bench_tmp/sbx.db"
+  # SBX_BENCH_DB: the store sbxd and sbxctl use instead of a new SQLite file in $bench_tmp, e.g.
+  # an empty PostgreSQL database (bench/store_backends.sh); one run (one size) per database.
+  export SBX_DB="${SBX_BENCH_DB:-$bench_tmp/sbx.db}"
 }
 
 # bench_start_sbxd ARGS… — starts sbxd against the emulator (env from bench_start_emulator).
