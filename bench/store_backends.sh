@@ -13,11 +13,12 @@
 # stopped and removed on exit. The micro benchmark also runs on PostgreSQL with
 # synchronous_commit=off (SQLite's synchronous=NORMAL in WAL mode likewise does not wait for
 # the disk at commit) to show what the commit flush costs.
-#   bench/store_backends.sh 1000          # N = 1000 (default); about 6 minutes
+#   bench/store_backends.sh 1000          # N = 1000 (default); about 10 minutes
 #   SBX_BENCH_BIN=build/bench-rel/cli bench/store_backends.sh 20
 # Env: SBX_BENCH_BIN (binaries, else build/bench-rel is built), SBX_PG_BIN (default
 # /usr/lib/postgresql/15/bin), SBX_BENCH_SAMPLES (watch samples, default 200), SBX_BENCH_ROUNDS
-# (batch rounds, default 3), SBX_BENCH_CONVERGE=0 (micro benchmark and connections only).
+# (batch rounds, default 3), SBX_BENCH_CONVERGE=0 (micro benchmark and connections only),
+# SBX_BENCH_CONVERGE_BACKENDS (default "sqlite postgres postgres_async").
 # Prints JSON lines, then the Markdown table; everything also goes to bench/out/.
 source "$(dirname "$0")/lib.sh"
 
@@ -26,6 +27,7 @@ pg_bin=${SBX_PG_BIN:-/usr/lib/postgresql/15/bin}
 samples=${SBX_BENCH_SAMPLES:-200}
 rounds=${SBX_BENCH_ROUNDS:-3}
 converge=${SBX_BENCH_CONVERGE:-1}
+converge_backends=${SBX_BENCH_CONVERGE_BACKENDS:-sqlite postgres postgres_async}
 micro_bin="$bench_bin/../bench/store_backend_bench"
 
 if [[ -z "${SBX_BENCH_BIN:-}" ]]; then
@@ -128,16 +130,28 @@ micro postgres_async "$(new_db micro_async)?options=-c%20synchronous_commit%3Dof
 rm -rf "$micro_tmp"
 
 # 2. Convergence at N, each backend (converge.sh starts and stops its own emulator and sbxd).
+# postgres_async: the same with synchronous_commit=off for sbx's sessions (one flag changed).
 if ((converge)); then
-  for backend in sqlite postgres; do
+  for backend in $converge_backends; do
     db=""
-    [[ "$backend" == postgres ]] && db=$(new_db "converge_$n")
+    case "$backend" in
+      postgres) db=$(new_db "converge_$n") ;;
+      postgres_async) db="$(new_db "converge_async_$n")?options=-c%20synchronous_commit%3Doff" ;;
+    esac
     cpu_before=$(pg_cpu)
+    syncs_before=$(psql_q "SELECT wal_sync FROM pg_stat_wal")
     line=$(SBX_BENCH_DB="$db" SBX_BENCH_IDLE=0 SBX_BENCH_IDEAL=0 "$bench_root/bench/converge.sh" "$n" |
       grep '"flow":"sbxd"' || true)
     cpu_after=$(pg_cpu)
     [[ -n "$line" ]] || line="{\"n\":$n,\"error\":\"converge.sh printed no result\"}"
-    echo "{\"phase\":\"converge\",\"backend\":\"$backend\",\"postgres_cpu_seconds\":$(awk -v a="$cpu_before" -v b="$cpu_after" 'BEGIN { printf "%.2f", b - a }'),\"result\":$line}" |
+    # WAL flushes to disk (each synchronous commit of a write waits for one) and transactions
+    # (reads included: every statement outside BEGIN is one), from the server's statistics.
+    syncs=$(($(psql_q "SELECT wal_sync FROM pg_stat_wal") - syncs_before))
+    xacts=0
+    if [[ -n "$db" ]]; then
+      xacts=$(psql_q "SELECT xact_commit FROM pg_stat_database WHERE datname = '$(sed 's|.*/||; s|?.*||' <<<"$db")'")
+    fi
+    echo "{\"phase\":\"converge\",\"backend\":\"$backend\",\"postgres_cpu_seconds\":$(awk -v a="$cpu_before" -v b="$cpu_after" 'BEGIN { printf "%.2f", b - a }'),\"postgres_wal_syncs\":$syncs,\"postgres_transactions\":$xacts,\"result\":$line}" |
       tee -a "$out"
   done
 fi
@@ -186,9 +200,10 @@ pg=$(micro_line postgres)
 pa=$(micro_line postgres_async)
 conv_sq=$(grep '"phase":"converge","backend":"sqlite"' "$out" || true)
 conv_pg=$(grep '"phase":"converge","backend":"postgres"' "$out" || true)
+conv_pa=$(grep '"phase":"converge","backend":"postgres_async"' "$out" || true)
 row() {  # LABEL SQLITE POSTGRES [POSTGRES_ASYNC]
   awk -v l="$1" -v s="$2" -v p="$3" -v a="${4:-–}" 'BEGIN {
-    r = (s > 0 && p != "") ? sprintf("%.2f", p / s) : "–"
+    r = (s + 0 > 0 && p != "") ? sprintf("%.2f", p / s) : "–"
     printf "| %s | %s | %s | **%s** | %s |\n", l, s, p, r, a }'
 }
 echo
@@ -205,9 +220,11 @@ for m in apply_batch_objects_per_s reapply_unchanged_objects_per_s apply_single_
 done
 if [[ -n "$conv_sq" && -n "$conv_pg" ]]; then
   for m in seconds_to_all_ready sbxd_cpu_seconds sbxd_peak_rss_kib databricks_calls; do
-    row "converge N=$n: $m" "$(field "$m" "$conv_sq")" "$(field "$m" "$conv_pg")"
+    row "converge N=$n: $m" "$(field "$m" "$conv_sq")" "$(field "$m" "$conv_pg")" "$(field "$m" "$conv_pa")"
   done
-  row "converge N=$n: postgres_cpu_seconds" "0" "$(field postgres_cpu_seconds "$conv_pg")"
+  for m in postgres_cpu_seconds postgres_wal_syncs postgres_transactions; do
+    row "converge N=$n: $m" "–" "$(field "$m" "$conv_pg")" "$(field "$m" "$conv_pa")"
+  done
 fi
 for l in no yes; do
   echo "| PostgreSQL connections of one sbxd (--listen: $l) | – | $(field max_connections "$(grep "\"listen\":\"$l\"" "$out")") | | |"
