@@ -29,6 +29,8 @@
 # Compare with bench/baseline_script.sh (sequential curl flow) for the speed-up.
 #   bench/converge.sh 10 100 1000
 #   SBX_BENCH_IDLE=0 bench/converge.sh 100       # convergence only
+#   SBX_BENCH_DB=postgres://…/empty_db bench/converge.sh 1000   # sbxd and sbxctl on that store
+#   (one size per empty database; bench/store_backends.sh compares the backends)
 # Prints JSON lines. A benchmark, not a test: needs curl and awk.
 source "$(dirname "$0")/lib.sh"
 
