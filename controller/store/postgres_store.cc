@@ -16,6 +16,7 @@
 #include "controller/store/internal/postgres_rows.h"
 #include "controller/store/internal/postgres_schema.h"
 #include "controller/store/internal/sqlite_schema.h"
+#include "controller/store/internal/store_rows.h"
 
 namespace sbx::controller {
 
@@ -27,6 +28,7 @@ using internal::NullIfEmpty;
 using internal::P;
 using internal::PgConnection;
 using internal::PgResult;
+using internal::PgRow;
 using internal::PgTxn;
 using internal::ReadRowColumns;
 using internal::RowParams;
@@ -155,32 +157,6 @@ Status PostgresStore::WriteRevision(int64_t revision) {
 
 Status PostgresStore::Notify() { return conn_->Exec("NOTIFY " + std::string(kChannel)).status(); }
 
-StatusOr<internal::ObjectRow> internal::ReadRowColumns(const std::string& db, const PgResult& r,
-                                                       int i) {
-  internal::ObjectRow row;
-  auto kind = api::ParseKind(r.Text(i, 0));
-  if (!kind.ok()) {
-    return DataLossError("database " + db + ": object with unknown kind '" + r.Text(i, 0) + "'");
-  }
-  row.key.kind = *kind;
-  row.key.namespace_ = r.Text(i, 1);
-  row.key.name = r.Text(i, 2);
-  row.uid = r.Text(i, 3);
-  row.generation = r.Int(i, 4);
-  row.resource_version = r.Int(i, 5);
-  row.spec = r.Text(i, 6);
-  row.status = r.Text(i, 7);
-  row.labels = r.Text(i, 8);
-  row.annotations = r.Text(i, 9);
-  row.owner_references = r.Text(i, 10);
-  row.finalizers = r.Text(i, 11);
-  row.deletion_timestamp = r.Text(i, 12);  // "" for NULL
-  row.applyset = r.Text(i, 13);
-  row.creation_timestamp = r.Text(i, 14);
-  row.update_timestamp = r.Text(i, 15);
-  return row;
-}
-
 std::vector<internal::PgParam> internal::RowParams(const internal::ObjectRow& row) {
   return {P(KindName(row.key.kind)),
           P(row.key.namespace_),
@@ -226,7 +202,7 @@ StatusOr<std::optional<PostgresStore::Row>> PostgresStore::ReadRow(const ObjectK
   if (r.Rows() == 0) {
     return std::optional<Row>();
   }
-  ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, r, 0));
+  ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, PgRow(r, 0)));
   return std::optional<Row>(std::move(row));
 }
 
@@ -486,7 +462,7 @@ StatusOr<std::vector<Object>> PostgresStore::List(const ListOptions& options) {
     std::lock_guard lock(mu_);
     ASSIGN_OR_RETURN(PgResult r, conn_->Exec(sql, params));
     for (int i = 0; i < r.Rows(); ++i) {
-      ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, r, i));
+      ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, PgRow(r, i)));
       ASSIGN_OR_RETURN(Object object, RowToObject(row));
       bool match = true;
       for (const auto& [label, value] : options.label_selector) {

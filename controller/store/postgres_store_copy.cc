@@ -11,6 +11,7 @@
 #include "controller/store/internal/postgres_connection.h"
 #include "controller/store/internal/postgres_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
+#include "controller/store/internal/store_rows.h"
 #include "controller/store/postgres_store.h"
 #include "controller/store/store_copy.h"
 
@@ -19,10 +20,13 @@ namespace sbx::controller {
 using api::KindName;
 using api::OkStatus;
 using internal::DataLossError;
+using internal::kEventColumns;
 using internal::kInventoryColumns;
 using internal::kObjectColumns;
+using internal::kTaskLogEntryColumns;
 using internal::P;
 using internal::PgResult;
+using internal::PgRow;
 using internal::PgTxn;
 
 // ---- export -----------------------------------------------------------------------------------
@@ -45,7 +49,7 @@ Status PostgresStore::ExportLocked(StoreSink& sink) {
     ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT " + std::string(kObjectColumns) +
                                              " FROM objects ORDER BY kind, namespace, name"));
     for (int i = 0; i < r.Rows(); ++i) {
-      ASSIGN_OR_RETURN(Row row, internal::ReadRowColumns(redacted_url_, r, i));
+      ASSIGN_OR_RETURN(Row row, internal::ReadRowColumns(redacted_url_, PgRow(r, i)));
       ASSIGN_OR_RETURN(Object object, RowToObject(row));
       RETURN_IF_ERROR(sink.PutObject(StoredObject{std::move(object), std::move(row.applyset),
                                                   std::move(row.update_timestamp)}));
@@ -56,28 +60,16 @@ Status PostgresStore::ExportLocked(StoreSink& sink) {
                                              " FROM inventory ORDER BY workspace, resource_type, "
                                              "external_id"));
     for (int i = 0; i < r.Rows(); ++i) {
-      ASSIGN_OR_RETURN(InventoryRecord record, internal::ReadInventoryColumns(redacted_url_, r, i));
+      ASSIGN_OR_RETURN(InventoryRecord record,
+                       internal::ReadInventoryColumns(redacted_url_, PgRow(r, i)));
       RETURN_IF_ERROR(sink.PutInventory(record));
     }
   }
   {
-    ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT kind, namespace, name, type, reason, message, "
-                                             "count, first_seen, last_seen FROM events ORDER BY "
-                                             "id"));
+    ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT " + std::string(kEventColumns) +
+                                             " FROM events ORDER BY id"));
     for (int i = 0; i < r.Rows(); ++i) {
-      auto kind = api::ParseKind(r.Text(i, 0));
-      if (!kind.ok()) {
-        return DataLossError("database " + redacted_url_ + ": event with unknown kind '" +
-                             r.Text(i, 0) + "'");
-      }
-      Event event;
-      event.involved = ObjectKey{*kind, r.Text(i, 1), r.Text(i, 2)};
-      event.type = r.Text(i, 3);
-      event.reason = r.Text(i, 4);
-      event.message = r.Bytes(i, 5);
-      event.count = r.Int(i, 6);
-      event.first_seen = r.Text(i, 7);
-      event.last_seen = r.Text(i, 8);
+      ASSIGN_OR_RETURN(Event event, internal::ReadEventColumns(redacted_url_, PgRow(r, i)));
       RETURN_IF_ERROR(sink.PutEvent(event));
     }
   }
@@ -97,20 +89,12 @@ Status PostgresStore::ExportLocked(StoreSink& sink) {
       log.last_seq = heads.Int(h, 4);
       log.dropped = heads.Int(h, 5);
       // One task's log at a time (bounded by task_log_max_bytes).
-      ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT seq, kind, item_id, text, exit_code, at "
-                                               "FROM task_log WHERE task_uid = $1 ORDER BY seq",
-                                               {P(log.task_uid)}));
+      ASSIGN_OR_RETURN(PgResult r,
+                       conn_->Exec("SELECT " + std::string(kTaskLogEntryColumns) +
+                                       " FROM task_log WHERE task_uid = $1 ORDER BY seq",
+                                   {P(log.task_uid)}));
       for (int i = 0; i < r.Rows(); ++i) {
-        TaskLogEntry e;
-        e.seq = r.Int(i, 0);
-        e.kind = internal::ParseTaskLogKind(r.Text(i, 1));
-        e.item_id = r.Text(i, 2);
-        e.text = r.Bytes(i, 3);
-        if (!r.IsNull(i, 4)) {
-          e.exit_code = r.Int(i, 4);
-        }
-        e.at = r.Text(i, 5);
-        log.entries.push_back(std::move(e));
+        log.entries.push_back(internal::ReadTaskLogEntryColumns(PgRow(r, i)));
       }
       RETURN_IF_ERROR(sink.PutTaskLog(log));
     }

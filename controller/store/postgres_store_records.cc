@@ -12,6 +12,7 @@
 #include "controller/store/internal/postgres_connection.h"
 #include "controller/store/internal/postgres_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
+#include "controller/store/internal/store_rows.h"
 #include "controller/store/postgres_store.h"
 
 namespace sbx::controller {
@@ -19,11 +20,16 @@ namespace sbx::controller {
 using api::KindName;
 using api::OkStatus;
 using internal::DataLossError;
+using internal::kEventColumns;
 using internal::kInventoryColumns;
+using internal::kTaskLogEntryColumns;
 using internal::P;
 using internal::PgResult;
+using internal::PgRow;
 using internal::PgTxn;
+using internal::ReadEventColumns;
 using internal::ReadInventoryColumns;
+using internal::ReadTaskLogEntryColumns;
 
 // ---- events -----------------------------------------------------------------------------------
 
@@ -70,9 +76,7 @@ StatusOr<int64_t> PostgresStore::ExpireEvents(std::chrono::system_clock::time_po
 
 StatusOr<std::vector<Store::Event>> PostgresStore::ListEvents(
     const std::optional<ObjectKey>& involved) {
-  std::string sql =
-      "SELECT kind, namespace, name, type, reason, message, count, first_seen, last_seen "
-      "FROM events";
+  std::string sql = "SELECT " + std::string(kEventColumns) + " FROM events";
   std::vector<internal::PgParam> params;
   if (involved) {
     sql += " WHERE kind = $1 AND namespace = $2 AND name = $3";
@@ -83,19 +87,7 @@ StatusOr<std::vector<Store::Event>> PostgresStore::ListEvents(
   ASSIGN_OR_RETURN(PgResult r, conn_->Exec(sql, params));
   std::vector<Event> out;
   for (int i = 0; i < r.Rows(); ++i) {
-    auto kind = api::ParseKind(r.Text(i, 0));
-    if (!kind.ok()) {
-      return DataLossError("database " + redacted_url_ + ": event with unknown kind '" +
-                           r.Text(i, 0) + "'");
-    }
-    Event event;
-    event.involved = ObjectKey{*kind, r.Text(i, 1), r.Text(i, 2)};
-    event.type = r.Text(i, 3);
-    event.reason = r.Text(i, 4);
-    event.message = r.Bytes(i, 5);
-    event.count = r.Int(i, 6);
-    event.first_seen = r.Text(i, 7);
-    event.last_seen = r.Text(i, 8);
+    ASSIGN_OR_RETURN(Event event, ReadEventColumns(redacted_url_, PgRow(r, i)));
     out.push_back(std::move(event));
   }
   return out;
@@ -121,27 +113,6 @@ Status PostgresStore::PutInventory(const InventoryRecord& record) {
       .status();
 }
 
-StatusOr<Store::InventoryRecord> internal::ReadInventoryColumns(const std::string& db,
-                                                                const PgResult& r, int i) {
-  Store::InventoryRecord record;
-  record.workspace = r.Text(i, 0);
-  record.resource_type = r.Text(i, 1);
-  record.external_id = r.Text(i, 2);
-  auto state = internal::ParseInventoryState(r.Text(i, 3));
-  auto kind = api::ParseKind(r.Text(i, 4));
-  if (!state || !kind.ok()) {
-    return DataLossError("database " + db + ": inventory record " + record.workspace + "/" +
-                         record.resource_type + "/" + record.external_id +
-                         " has a bad state or owner kind");
-  }
-  record.state = *state;
-  record.owner = ObjectKey{*kind, r.Text(i, 5), r.Text(i, 6)};
-  record.owner_uid = r.Text(i, 7);
-  record.created_at = r.Text(i, 8);
-  record.updated_at = r.Text(i, 9);
-  return record;
-}
-
 StatusOr<std::optional<Store::InventoryRecord>> PostgresStore::GetInventory(
     const std::string& workspace, const std::string& resource_type,
     const std::string& external_id) {
@@ -153,7 +124,7 @@ StatusOr<std::optional<Store::InventoryRecord>> PostgresStore::GetInventory(
   if (r.Rows() == 0) {
     return std::optional<InventoryRecord>();
   }
-  ASSIGN_OR_RETURN(InventoryRecord record, ReadInventoryColumns(redacted_url_, r, 0));
+  ASSIGN_OR_RETURN(InventoryRecord record, ReadInventoryColumns(redacted_url_, PgRow(r, 0)));
   return std::optional<InventoryRecord>(std::move(record));
 }
 
@@ -173,7 +144,7 @@ StatusOr<std::vector<Store::InventoryRecord>> PostgresStore::ListInventory(
   ASSIGN_OR_RETURN(PgResult r, conn_->Exec(sql, params));
   std::vector<InventoryRecord> out;
   for (int i = 0; i < r.Rows(); ++i) {
-    ASSIGN_OR_RETURN(InventoryRecord record, ReadInventoryColumns(redacted_url_, r, i));
+    ASSIGN_OR_RETURN(InventoryRecord record, ReadInventoryColumns(redacted_url_, PgRow(r, i)));
     out.push_back(std::move(record));
   }
   return out;
@@ -371,20 +342,11 @@ StatusOr<Store::TaskLogPage> PostgresStore::ReadTaskLog(const std::string& task_
   }
   ASSIGN_OR_RETURN(
       PgResult r,
-      conn_->Exec("SELECT seq, kind, item_id, text, exit_code, at FROM task_log "
-                  "WHERE task_uid = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+      conn_->Exec("SELECT " + std::string(kTaskLogEntryColumns) +
+                      " FROM task_log WHERE task_uid = $1 AND seq > $2 ORDER BY seq LIMIT $3",
                   {P(task_uid), P(after_seq), limit > 0 ? P(int64_t{limit}) : internal::Null()}));
   for (int i = 0; i < r.Rows(); ++i) {
-    TaskLogEntry e;
-    e.seq = r.Int(i, 0);
-    e.kind = internal::ParseTaskLogKind(r.Text(i, 1));
-    e.item_id = r.Text(i, 2);
-    e.text = r.Bytes(i, 3);
-    if (!r.IsNull(i, 4)) {
-      e.exit_code = r.Int(i, 4);
-    }
-    e.at = r.Text(i, 5);
-    page.entries.push_back(std::move(e));
+    page.entries.push_back(ReadTaskLogEntryColumns(PgRow(r, i)));
   }
   RETURN_IF_ERROR(txn.Commit());
   return page;

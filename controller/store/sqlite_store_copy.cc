@@ -6,9 +6,9 @@
 #include <string>
 
 #include "controller/store/internal/object_row.h"
-#include "controller/store/internal/sqlite_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
+#include "controller/store/internal/store_rows.h"
 #include "controller/store/sqlite_store.h"
 #include "controller/store/store_copy.h"
 
@@ -17,8 +17,10 @@ namespace sbx::controller {
 using api::KindName;
 using api::OkStatus;
 using internal::DataLossError;
+using internal::kEventColumns;
 using internal::kInventoryColumns;
 using internal::kObjectColumns;
+using internal::kTaskLogEntryColumns;
 
 // ---- export -----------------------------------------------------------------------------------
 
@@ -62,26 +64,14 @@ Status SqliteStore::ExportLocked(StoreSink& sink) {
     }
   }
   {
-    ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT kind, namespace, name, type, reason, message, "
-                                        "count, first_seen, last_seen FROM events ORDER BY id"));
+    ASSIGN_OR_RETURN(Stmt stmt,
+                     Prepare("SELECT " + std::string(kEventColumns) + " FROM events ORDER BY id"));
     for (;;) {
       ASSIGN_OR_RETURN(bool more, stmt.Step());
       if (!more) {
         break;
       }
-      auto kind = api::ParseKind(stmt.Text(0));
-      if (!kind.ok()) {
-        return DataLossError("database " + path_ + ": event with unknown kind '" + stmt.Text(0) +
-                             "'");
-      }
-      Event event;
-      event.involved = ObjectKey{*kind, stmt.Text(1), stmt.Text(2)};
-      event.type = stmt.Text(3);
-      event.reason = stmt.Text(4);
-      event.message = stmt.Text(5);
-      event.count = stmt.Int(6);
-      event.first_seen = stmt.Text(7);
-      event.last_seen = stmt.Text(8);
+      ASSIGN_OR_RETURN(Event event, internal::ReadEventColumns(path_, stmt));
       RETURN_IF_ERROR(sink.PutEvent(event));
     }
   }
@@ -103,24 +93,15 @@ Status SqliteStore::ExportLocked(StoreSink& sink) {
       log.task = ObjectKey{*kind, heads.Text(2), heads.Text(3)};
       log.last_seq = heads.Int(4);
       log.dropped = heads.Int(5);
-      ASSIGN_OR_RETURN(Stmt entries, Prepare("SELECT seq, kind, item_id, text, exit_code, at FROM "
-                                             "task_log WHERE task_uid = ? ORDER BY seq"));
+      ASSIGN_OR_RETURN(Stmt entries, Prepare("SELECT " + std::string(kTaskLogEntryColumns) +
+                                             " FROM task_log WHERE task_uid = ? ORDER BY seq"));
       entries.Bind(1, log.task_uid);
       for (;;) {
         ASSIGN_OR_RETURN(bool row, entries.Step());
         if (!row) {
           break;
         }
-        TaskLogEntry e;
-        e.seq = entries.Int(0);
-        e.kind = internal::ParseTaskLogKind(entries.Text(1));
-        e.item_id = entries.Text(2);
-        e.text = entries.Text(3);
-        if (!entries.IsNull(4)) {
-          e.exit_code = entries.Int(4);
-        }
-        e.at = entries.Text(5);
-        log.entries.push_back(std::move(e));
+        log.entries.push_back(internal::ReadTaskLogEntryColumns(entries));
       }
       RETURN_IF_ERROR(sink.PutTaskLog(log));
     }

@@ -4,14 +4,17 @@
 #include <utility>
 
 #include "controller/store/internal/object_row.h"
+#include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
+#include "controller/store/internal/store_rows.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::controller {
 
 using api::KindName;
 using api::OkStatus;
-using internal::DataLossError;
+using internal::kEventColumns;
+using internal::ReadEventColumns;
 
 // ---- events -----------------------------------------------------------------------------------
 
@@ -65,9 +68,7 @@ StatusOr<int64_t> SqliteStore::ExpireEvents(std::chrono::system_clock::time_poin
 
 StatusOr<std::vector<Store::Event>> SqliteStore::ListEvents(
     const std::optional<ObjectKey>& involved) {
-  std::string sql =
-      "SELECT kind, namespace, name, type, reason, message, count, first_seen, last_seen "
-      "FROM events";
+  std::string sql = "SELECT " + std::string(kEventColumns) + " FROM events";
   if (involved) {
     sql += " WHERE kind = ? AND namespace = ? AND name = ?";
   }
@@ -83,19 +84,7 @@ StatusOr<std::vector<Store::Event>> SqliteStore::ListEvents(
     if (!more) {
       break;
     }
-    auto kind = api::ParseKind(stmt.Text(0));
-    if (!kind.ok()) {
-      return DataLossError("database " + path_ + ": event with unknown kind '" + stmt.Text(0) +
-                           "'");
-    }
-    Event event;
-    event.involved = ObjectKey{*kind, stmt.Text(1), stmt.Text(2)};
-    event.type = stmt.Text(3);
-    event.reason = stmt.Text(4);
-    event.message = stmt.Text(5);
-    event.count = stmt.Int(6);
-    event.first_seen = stmt.Text(7);
-    event.last_seen = stmt.Text(8);
+    ASSIGN_OR_RETURN(Event event, ReadEventColumns(path_, stmt));
     out.push_back(std::move(event));
   }
   return out;

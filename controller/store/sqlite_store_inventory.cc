@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "controller/store/internal/object_row.h"
-#include "controller/store/internal/sqlite_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
+#include "controller/store/internal/store_rows.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::controller {

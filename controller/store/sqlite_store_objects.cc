@@ -10,6 +10,7 @@
 #include "controller/store/internal/sqlite_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
+#include "controller/store/internal/store_rows.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::controller {

@@ -9,6 +9,7 @@
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
+#include "controller/store/internal/store_rows.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::controller {
@@ -17,7 +18,8 @@ using api::KindName;
 
 // ---- AgentTask log and artifacts --------------------------------------------------------------
 
-using internal::ParseTaskLogKind;
+using internal::kTaskLogEntryColumns;
+using internal::ReadTaskLogEntryColumns;
 using internal::TaskLogKindName;
 
 StatusOr<int64_t> SqliteStore::AppendTaskLog(const ObjectKey& task, const std::string& task_uid,
@@ -128,25 +130,16 @@ StatusOr<Store::TaskLogPage> SqliteStore::ReadTaskLog(const std::string& task_ui
         page.dropped = stmt.Int(1);
       }
     }
-    ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT seq, kind, item_id, text, exit_code, at FROM "
-                                        "task_log WHERE task_uid = ? AND seq > ? ORDER BY seq "
-                                        "LIMIT ?"));
+    ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT " + std::string(kTaskLogEntryColumns) +
+                                        " FROM task_log WHERE task_uid = ? AND seq > ? ORDER BY "
+                                        "seq LIMIT ?"));
     stmt.Bind(1, task_uid).Bind(2, after_seq).Bind(3, limit > 0 ? int64_t{limit} : int64_t{-1});
     for (;;) {
       ASSIGN_OR_RETURN(bool row, stmt.Step());
       if (!row) {
         break;
       }
-      TaskLogEntry e;
-      e.seq = stmt.Int(0);
-      e.kind = ParseTaskLogKind(stmt.Text(1));
-      e.item_id = stmt.Text(2);
-      e.text = stmt.Text(3);
-      if (!stmt.IsNull(4)) {
-        e.exit_code = stmt.Int(4);
-      }
-      e.at = stmt.Text(5);
-      page.entries.push_back(std::move(e));
+      page.entries.push_back(ReadTaskLogEntryColumns(stmt));
     }
     return page;
   };
