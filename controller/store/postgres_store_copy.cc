@@ -149,52 +149,23 @@ class PostgresStore::ImportSink final : public StoreSink {
         internal::ObjectToRow(object.object, object.applyset, object.update_timestamp));
   }
   Status PutInventory(const InventoryRecord& record) override {
-    return Exec("INSERT INTO inventory (" + std::string(kInventoryColumns) +
-                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                {P(record.workspace), P(record.resource_type), P(record.external_id),
-                 P(internal::InventoryStateName(record.state)), P(KindName(record.owner.kind)),
-                 P(record.owner.namespace_), P(record.owner.name), P(record.owner_uid),
-                 P(record.created_at), P(record.updated_at)});
+    return store_.InsertInventory(record);
   }
-  Status PutEvent(const Event& event) override {
-    return Exec(
-        "INSERT INTO events (kind, namespace, name, type, reason, message, count, "
-        "first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        {P(KindName(event.involved.kind)), P(event.involved.namespace_), P(event.involved.name),
-         P(event.type), P(event.reason), internal::Bytes(event.message), P(event.count),
-         P(event.first_seen), P(event.last_seen)});
-  }
+  Status PutEvent(const Event& event) override { return store_.InsertEvent(event); }
   Status PutTaskLog(const StoredTaskLog& log) override {
-    RETURN_IF_ERROR(
-        Exec("INSERT INTO task_log_heads (task_uid, kind, namespace, name, last_seq, "
-             "dropped) VALUES ($1, $2, $3, $4, $5, $6)",
-             {P(log.task_uid), P(KindName(log.task.kind)), P(log.task.namespace_), P(log.task.name),
-              P(log.last_seq), P(log.dropped)}));
-    for (const TaskLogEntry& e : log.entries) {
-      RETURN_IF_ERROR(Exec(
-          "INSERT INTO task_log (task_uid, seq, kind, item_id, text, exit_code, "
-          "at, bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-          {P(log.task_uid), P(e.seq), P(internal::TaskLogKindName(e.kind)), P(e.item_id),
-           internal::Bytes(e.text), e.exit_code.has_value() ? P(*e.exit_code) : internal::Null(),
-           P(e.at), P(static_cast<int64_t>(e.text.size()))}));
+    RETURN_IF_ERROR(store_.InsertTaskLogHead(log.task, log.task_uid, log.last_seq, log.dropped));
+    for (const TaskLogEntry& entry : log.entries) {
+      RETURN_IF_ERROR(store_.InsertTaskLogEntry(log.task_uid, entry));
     }
     return OkStatus();
   }
   Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
                      const Artifact& artifact) override {
     RETURN_IF_ERROR(CheckImportedArtifact(task, artifact));
-    return Exec(
-        "INSERT INTO artifacts (task_uid, kind, namespace, name, path, bytes, sha256, "
-        "content) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        {P(task_uid), P(KindName(task.kind)), P(task.namespace_), P(task.name), P(artifact.path),
-         P(artifact.bytes), P(artifact.sha256), internal::Bytes(artifact.content)});
+    return store_.InsertArtifact(task, task_uid, artifact);
   }
 
  private:
-  Status Exec(const std::string& sql, const std::vector<internal::PgParam>& params) {
-    return store_.conn_->Exec(sql, params).status();
-  }
-
   PostgresStore& store_;
   int64_t source_revision_ = 0;
   int64_t max_resource_version_ = 0;

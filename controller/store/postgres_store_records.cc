@@ -38,18 +38,14 @@ Status PostgresStore::RecordEvent(const Event& event) {
   const std::string now = Now();
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
-  RETURN_IF_ERROR(
-      conn_
-          ->Exec("INSERT INTO events (kind, namespace, name, type, reason, message, count, "
-                 "first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
-                 "ON CONFLICT (kind, namespace, name, type, reason, md5(message)) DO UPDATE SET "
-                 "count = events.count + excluded.count, last_seen = excluded.last_seen",
-                 {P(KindName(event.involved.kind)), P(event.involved.namespace_),
-                  P(event.involved.name), P(event.type), P(event.reason),
-                  internal::Bytes(event.message), P(std::max<int64_t>(event.count, 1)),
-                  P(event.first_seen.empty() ? now : event.first_seen),
-                  P(event.last_seen.empty() ? now : event.last_seen)})
-          .status());
+  Event row = event;
+  row.count = std::max<int64_t>(event.count, 1);
+  row.first_seen = event.first_seen.empty() ? now : event.first_seen;
+  row.last_seen = event.last_seen.empty() ? now : event.last_seen;
+  RETURN_IF_ERROR(InsertEvent(row,
+                              " ON CONFLICT (kind, namespace, name, type, reason, md5(message)) "
+                              "DO UPDATE SET count = events.count + excluded.count, last_seen = "
+                              "excluded.last_seen"));
   if (options_.max_events_per_object > 0) {
     RETURN_IF_ERROR(conn_
                         ->Exec("DELETE FROM events WHERE kind = $1 AND namespace = $2 AND "
@@ -63,6 +59,17 @@ Status PostgresStore::RecordEvent(const Event& event) {
   }
   RETURN_IF_ERROR(Notify());
   return txn.Commit();
+}
+
+Status PostgresStore::InsertEvent(const Event& event, std::string_view on_conflict) {
+  return conn_
+      ->Exec(
+          "INSERT INTO events (" + std::string(kEventColumns) +
+              ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)" + std::string(on_conflict),
+          {P(KindName(event.involved.kind)), P(event.involved.namespace_), P(event.involved.name),
+           P(event.type), P(event.reason), internal::Bytes(event.message), P(event.count),
+           P(event.first_seen), P(event.last_seen)})
+      .status();
 }
 
 StatusOr<int64_t> PostgresStore::ExpireEvents(std::chrono::system_clock::time_point cutoff) {
@@ -98,18 +105,25 @@ StatusOr<std::vector<Store::Event>> PostgresStore::ListEvents(
 Status PostgresStore::PutInventory(const InventoryRecord& record) {
   std::lock_guard lock(mu_);
   const std::string now = Now();
+  InventoryRecord row = record;
+  row.created_at = record.created_at.empty() ? now : record.created_at;
+  row.updated_at = record.updated_at.empty() ? now : record.updated_at;
+  return InsertInventory(row,
+                         " ON CONFLICT (workspace, resource_type, external_id) DO UPDATE SET "
+                         "state = excluded.state, owner_kind = excluded.owner_kind, "
+                         "owner_namespace = excluded.owner_namespace, owner_name = "
+                         "excluded.owner_name, owner_uid = excluded.owner_uid, updated_at = "
+                         "excluded.updated_at");
+}
+
+Status PostgresStore::InsertInventory(const InventoryRecord& record, std::string_view on_conflict) {
   return conn_
       ->Exec("INSERT INTO inventory (" + std::string(kInventoryColumns) +
-                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
-                 "ON CONFLICT (workspace, resource_type, external_id) DO UPDATE SET "
-                 "state = excluded.state, owner_kind = excluded.owner_kind, "
-                 "owner_namespace = excluded.owner_namespace, owner_name = excluded.owner_name, "
-                 "owner_uid = excluded.owner_uid, updated_at = excluded.updated_at",
+                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)" + std::string(on_conflict),
              {P(record.workspace), P(record.resource_type), P(record.external_id),
               P(internal::InventoryStateName(record.state)), P(KindName(record.owner.kind)),
               P(record.owner.namespace_), P(record.owner.name), P(record.owner_uid),
-              P(record.created_at.empty() ? now : record.created_at),
-              P(record.updated_at.empty() ? now : record.updated_at)})
+              P(record.created_at), P(record.updated_at)})
       .status();
 }
 
@@ -264,23 +278,11 @@ StatusOr<int64_t> PostgresStore::AppendTaskLog(const ObjectKey& task, const std:
   const int64_t bound = std::max<int64_t>(options_.task_log_max_bytes, 1);
   for (const TaskLogEntry& e : entries) {
     ++seq;
-    const std::string_view text = std::string_view(e.text).substr(0, static_cast<size_t>(bound));
-    RETURN_IF_ERROR(
-        conn_
-            ->Exec("INSERT INTO task_log (task_uid, seq, kind, item_id, text, "
-                   "exit_code, at, bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                   {P(task_uid), P(seq), P(internal::TaskLogKindName(e.kind)), P(e.item_id),
-                    internal::Bytes(text), e.exit_code ? P(*e.exit_code) : internal::Null(), P(now),
-                    P(static_cast<int64_t>(text.size()))})
-            .status());
+    RETURN_IF_ERROR(InsertTaskLogEntry(task_uid, internal::StoredTaskLogEntry(e, seq, bound, now)));
   }
-  RETURN_IF_ERROR(
-      conn_
-          ->Exec("INSERT INTO task_log_heads (task_uid, kind, namespace, name, "
-                 "last_seq, dropped) VALUES ($1, $2, $3, $4, $5, 0) ON CONFLICT "
-                 "(task_uid) DO UPDATE SET last_seq = excluded.last_seq",
-                 {P(task_uid), P(KindName(task.kind)), P(task.namespace_), P(task.name), P(seq)})
-          .status());
+  RETURN_IF_ERROR(InsertTaskLogHead(task, task_uid, seq, 0,
+                                    " ON CONFLICT (task_uid) DO UPDATE SET last_seq = "
+                                    "excluded.last_seq"));
   // The bound, as SqliteStore::AppendTaskLog: the oldest deltas first, then the oldest entries.
   for (std::string_view kinds : {"kind IN ('assistant.delta', 'output.delta')", "true"}) {
     for (;;) {
@@ -321,6 +323,30 @@ StatusOr<int64_t> PostgresStore::AppendTaskLog(const ObjectKey& task, const std:
   RETURN_IF_ERROR(Notify());
   RETURN_IF_ERROR(txn.Commit());
   return seq;
+}
+
+Status PostgresStore::InsertTaskLogHead(const ObjectKey& task, const std::string& task_uid,
+                                        int64_t last_seq, int64_t dropped,
+                                        std::string_view on_conflict) {
+  return conn_
+      ->Exec(
+          "INSERT INTO task_log_heads (task_uid, kind, namespace, name, last_seq, dropped) "
+          "VALUES ($1, $2, $3, $4, $5, $6)" +
+              std::string(on_conflict),
+          {P(task_uid), P(KindName(task.kind)), P(task.namespace_), P(task.name), P(last_seq),
+           P(dropped)})
+      .status();
+}
+
+Status PostgresStore::InsertTaskLogEntry(const std::string& task_uid, const TaskLogEntry& entry) {
+  return conn_
+      ->Exec("INSERT INTO task_log (task_uid, " + std::string(kTaskLogEntryColumns) +
+                 ", bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+             {P(task_uid), P(entry.seq), P(internal::TaskLogKindName(entry.kind)), P(entry.item_id),
+              internal::Bytes(entry.text),
+              entry.exit_code.has_value() ? P(*entry.exit_code) : internal::Null(), P(entry.at),
+              P(static_cast<int64_t>(entry.text.size()))})
+      .status();
 }
 
 StatusOr<Store::TaskLogPage> PostgresStore::ReadTaskLog(const std::string& task_uid,
@@ -373,17 +399,24 @@ Status PostgresStore::PutArtifact(const ObjectKey& task, const std::string& task
                                        std::to_string(artifact.bytes) + " bytes) would take task " +
                                        task.ToString() + " past 16 MiB of artifacts");
   }
-  RETURN_IF_ERROR(conn_
-                      ->Exec("INSERT INTO artifacts (task_uid, kind, namespace, name, path, bytes, "
-                             "sha256, content) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON "
-                             "CONFLICT (task_uid, path) DO UPDATE SET bytes = excluded.bytes, "
-                             "sha256 = excluded.sha256, content = excluded.content",
-                             {P(task_uid), P(KindName(task.kind)), P(task.namespace_), P(task.name),
-                              P(artifact.path), P(artifact.bytes), P(artifact.sha256),
-                              internal::Bytes(artifact.content)})
-                      .status());
+  RETURN_IF_ERROR(InsertArtifact(task, task_uid, artifact,
+                                 " ON CONFLICT (task_uid, path) DO UPDATE SET bytes = "
+                                 "excluded.bytes, sha256 = excluded.sha256, content = "
+                                 "excluded.content"));
   RETURN_IF_ERROR(Notify());
   return txn.Commit();
+}
+
+Status PostgresStore::InsertArtifact(const ObjectKey& task, const std::string& task_uid,
+                                     const Artifact& artifact, std::string_view on_conflict) {
+  return conn_
+      ->Exec(
+          "INSERT INTO artifacts (task_uid, kind, namespace, name, path, bytes, sha256, "
+          "content) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)" +
+              std::string(on_conflict),
+          {P(task_uid), P(KindName(task.kind)), P(task.namespace_), P(task.name), P(artifact.path),
+           P(artifact.bytes), P(artifact.sha256), internal::Bytes(artifact.content)})
+      .status();
 }
 
 StatusOr<std::vector<Store::Artifact>> PostgresStore::ListArtifacts(const std::string& task_uid) {

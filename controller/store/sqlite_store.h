@@ -178,6 +178,17 @@ class SqliteStore final : public Store {
   Status UpdateRow(const Row& row);
   Status DeleteRow(const ObjectKey& key);
   Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row);
+  // The one INSERT of each table beside the objects (InsertRow is the objects'), shared by the
+  // Store operations, which pass their upsert as `on_conflict` (" ON CONFLICT …"), and
+  // ImportFrom, which writes records as they are and fails on a duplicate.
+  Status InsertEvent(const Event& event, std::string_view on_conflict = "");
+  Status InsertInventory(const InventoryRecord& record, std::string_view on_conflict = "");
+  Status InsertTaskLogHead(const ObjectKey& task, const std::string& task_uid, int64_t last_seq,
+                           int64_t dropped, std::string_view on_conflict = "");
+  // bytes is entry.text's size.
+  Status InsertTaskLogEntry(const std::string& task_uid, const TaskLogEntry& entry);
+  Status InsertArtifact(const ObjectKey& task, const std::string& task_uid,
+                        const Artifact& artifact, std::string_view on_conflict = "");
   // Delete semantics shared by Delete, prune and finalizer removal; bumps `*revision`.
   StatusOr<DeleteOutcome> DeleteLocked(Row& row, int64_t& revision);
   StatusOr<int64_t> DataVersion();

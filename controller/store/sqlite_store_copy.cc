@@ -151,83 +151,20 @@ class SqliteStore::ImportSink final : public StoreSink {
         internal::ObjectToRow(object.object, object.applyset, object.update_timestamp));
   }
   Status PutInventory(const InventoryRecord& record) override {
-    ASSIGN_OR_RETURN(Stmt stmt,
-                     store_.Prepare("INSERT INTO inventory (" + std::string(kInventoryColumns) +
-                                    ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
-    return stmt.Bind(1, record.workspace)
-        .Bind(2, record.resource_type)
-        .Bind(3, record.external_id)
-        .Bind(4, internal::InventoryStateName(record.state))
-        .Bind(5, KindName(record.owner.kind))
-        .Bind(6, record.owner.namespace_)
-        .Bind(7, record.owner.name)
-        .Bind(8, record.owner_uid)
-        .Bind(9, record.created_at)
-        .Bind(10, record.updated_at)
-        .Run();
+    return store_.InsertInventory(record);
   }
-  Status PutEvent(const Event& event) override {
-    ASSIGN_OR_RETURN(Stmt stmt,
-                     store_.Prepare("INSERT INTO events (kind, namespace, name, type, reason, "
-                                    "message, count, first_seen, last_seen) VALUES (?, ?, ?, ?, "
-                                    "?, ?, ?, ?, ?)"));
-    return stmt.Bind(1, KindName(event.involved.kind))
-        .Bind(2, event.involved.namespace_)
-        .Bind(3, event.involved.name)
-        .Bind(4, event.type)
-        .Bind(5, event.reason)
-        .Bind(6, event.message)
-        .Bind(7, event.count)
-        .Bind(8, event.first_seen)
-        .Bind(9, event.last_seen)
-        .Run();
-  }
+  Status PutEvent(const Event& event) override { return store_.InsertEvent(event); }
   Status PutTaskLog(const StoredTaskLog& log) override {
-    {
-      ASSIGN_OR_RETURN(Stmt stmt, store_.Prepare("INSERT INTO task_log_heads (task_uid, kind, "
-                                                 "namespace, name, last_seq, dropped) VALUES (?, "
-                                                 "?, ?, ?, ?, ?)"));
-      RETURN_IF_ERROR(stmt.Bind(1, log.task_uid)
-                          .Bind(2, KindName(log.task.kind))
-                          .Bind(3, log.task.namespace_)
-                          .Bind(4, log.task.name)
-                          .Bind(5, log.last_seq)
-                          .Bind(6, log.dropped)
-                          .Run());
-    }
-    for (const TaskLogEntry& e : log.entries) {
-      ASSIGN_OR_RETURN(Stmt stmt, store_.Prepare("INSERT INTO task_log (task_uid, seq, kind, "
-                                                 "item_id, text, exit_code, at, bytes) VALUES (?, "
-                                                 "?, ?, ?, ?, ?, ?, ?)"));
-      stmt.Bind(1, log.task_uid)
-          .Bind(2, e.seq)
-          .Bind(3, internal::TaskLogKindName(e.kind))
-          .Bind(4, e.item_id)
-          .Bind(5, e.text)
-          .Bind(7, e.at)
-          .Bind(8, static_cast<int64_t>(e.text.size()));
-      if (e.exit_code.has_value()) {
-        stmt.Bind(6, *e.exit_code);
-      }
-      RETURN_IF_ERROR(stmt.Run());
+    RETURN_IF_ERROR(store_.InsertTaskLogHead(log.task, log.task_uid, log.last_seq, log.dropped));
+    for (const TaskLogEntry& entry : log.entries) {
+      RETURN_IF_ERROR(store_.InsertTaskLogEntry(log.task_uid, entry));
     }
     return OkStatus();
   }
   Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
                      const Artifact& artifact) override {
     RETURN_IF_ERROR(CheckImportedArtifact(task, artifact));
-    ASSIGN_OR_RETURN(Stmt stmt, store_.Prepare("INSERT INTO artifacts (task_uid, kind, namespace, "
-                                               "name, path, bytes, sha256, content) VALUES (?, "
-                                               "?, ?, ?, ?, ?, ?, ?)"));
-    return stmt.Bind(1, task_uid)
-        .Bind(2, KindName(task.kind))
-        .Bind(3, task.namespace_)
-        .Bind(4, task.name)
-        .Bind(5, artifact.path)
-        .Bind(6, artifact.bytes)
-        .Bind(7, artifact.sha256)
-        .BindBlob(8, artifact.content)
-        .Run();
+    return store_.InsertArtifact(task, task_uid, artifact);
   }
 
  private:

@@ -23,21 +23,14 @@ Status SqliteStore::RecordEvent(const Event& event) {
   const std::string now = Now();
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(
-      Stmt stmt, Prepare("INSERT INTO events (kind, namespace, name, type, reason, message, count, "
-                         "first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                         "ON CONFLICT (kind, namespace, name, type, reason, message) DO UPDATE SET "
-                         "count = count + excluded.count, last_seen = excluded.last_seen"));
-  stmt.Bind(1, KindName(event.involved.kind))
-      .Bind(2, event.involved.namespace_)
-      .Bind(3, event.involved.name)
-      .Bind(4, event.type)
-      .Bind(5, event.reason)
-      .Bind(6, event.message)
-      .Bind(7, std::max<int64_t>(event.count, 1))
-      .Bind(8, event.first_seen.empty() ? now : event.first_seen)
-      .Bind(9, event.last_seen.empty() ? now : event.last_seen);
-  RETURN_IF_ERROR(stmt.Run());
+  Event row = event;
+  row.count = std::max<int64_t>(event.count, 1);
+  row.first_seen = event.first_seen.empty() ? now : event.first_seen;
+  row.last_seen = event.last_seen.empty() ? now : event.last_seen;
+  RETURN_IF_ERROR(InsertEvent(row,
+                              " ON CONFLICT (kind, namespace, name, type, reason, message) DO "
+                              "UPDATE SET count = count + excluded.count, last_seen = "
+                              "excluded.last_seen"));
   if (options_.max_events_per_object > 0) {
     // Both lookups use the unique index, whose prefix is the involved object.
     ASSIGN_OR_RETURN(Stmt trim, Prepare("DELETE FROM events WHERE kind = ?1 AND namespace = ?2 AND "
@@ -51,6 +44,22 @@ Status SqliteStore::RecordEvent(const Event& event) {
                         .Run());
   }
   return txn.Commit();
+}
+
+Status SqliteStore::InsertEvent(const Event& event, std::string_view on_conflict) {
+  ASSIGN_OR_RETURN(Stmt stmt,
+                   Prepare("INSERT INTO events (" + std::string(kEventColumns) +
+                           ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)" + std::string(on_conflict)));
+  return stmt.Bind(1, KindName(event.involved.kind))
+      .Bind(2, event.involved.namespace_)
+      .Bind(3, event.involved.name)
+      .Bind(4, event.type)
+      .Bind(5, event.reason)
+      .Bind(6, event.message)
+      .Bind(7, event.count)
+      .Bind(8, event.first_seen)
+      .Bind(9, event.last_seen)
+      .Run();
 }
 
 StatusOr<int64_t> SqliteStore::ExpireEvents(std::chrono::system_clock::time_point cutoff) {

@@ -1,5 +1,6 @@
 #include "controller/store/internal/object_row.h"
 
+#include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -97,6 +98,18 @@ Store::TaskLogKind ParseTaskLogKind(std::string_view name) {
     }
   }
   return Store::TaskLogKind::kStatus;
+}
+
+Store::TaskLogEntry StoredTaskLogEntry(const Store::TaskLogEntry& entry, int64_t seq,
+                                       int64_t max_bytes, std::string at) {
+  Store::TaskLogEntry stored;
+  stored.seq = seq;
+  stored.kind = entry.kind;
+  stored.item_id = entry.item_id;
+  stored.text = entry.text.substr(0, static_cast<size_t>(std::max<int64_t>(max_bytes, 0)));
+  stored.exit_code = entry.exit_code;
+  stored.at = std::move(at);
+  return stored;
 }
 
 std::string MapToJson(const std::map<std::string, std::string>& map) { return json(map).dump(); }

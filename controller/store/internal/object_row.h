@@ -54,6 +54,11 @@ std::optional<Store::InventoryState> ParseInventoryState(std::string_view text);
 std::string_view TaskLogKindName(Store::TaskLogKind kind);
 Store::TaskLogKind ParseTaskLogKind(std::string_view name);
 
+// An appended entry as AppendTaskLog stores it: numbered `seq`, stamped `at`, its text cut to
+// `max_bytes`.
+Store::TaskLogEntry StoredTaskLogEntry(const Store::TaskLogEntry& entry, int64_t seq,
+                                       int64_t max_bytes, std::string at);
+
 // Canonical JSON of the metadata the store keeps as JSON columns. std::map and nlohmann's
 // object are both sorted, so equal values give equal text and can be compared as strings.
 std::string MapToJson(const std::map<std::string, std::string>& map);
