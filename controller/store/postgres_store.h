@@ -44,7 +44,10 @@ namespace sbx::controller {
 
 namespace internal {
 class PgConnection;
+class PgRow;
 struct ObjectRow;
+template <typename Db>
+class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
 }  // namespace internal
 
 struct PostgresStoreOptions {
@@ -139,7 +142,11 @@ class PostgresStore final : public Store {
 
  private:
   using Row = internal::ObjectRow;
-  class ImportSink;
+  // What internal::StoreCopier uses: the rows of Query, its placeholders ($1, $2, …).
+  template <typename Db>
+  friend class internal::StoreCopier;
+  using CopyRow = internal::PgRow;
+  static constexpr char kParam = '$';
 
   PostgresStore(std::string redacted_url, std::string url, Options options,
                 std::unique_ptr<internal::PgConnection> conn);
@@ -169,7 +176,10 @@ class PostgresStore final : public Store {
                         const Artifact& artifact, std::string_view on_conflict = "");
   StatusOr<DeleteOutcome> DeleteLocked(Row& row, int64_t& revision);
   StatusOr<int64_t> ReadCompactedRevision();
-  Status ExportLocked(StoreSink& sink);
+  // Runs `sql` with `params` as $1, $2, … and calls `each_row` (when not null) on each row,
+  // stopping at its first error.
+  Status Query(std::string_view sql, const std::vector<std::string>& params,
+               const std::function<Status(const internal::PgRow&)>& each_row);
   // NOTIFY the listeners of WaitForChange (delivered at commit).
   Status Notify();
   std::string Now() const;

@@ -27,7 +27,8 @@
 // sqlite_store_objects.cc, _watch.cc, _events.cc, _inventory.cc (inventory and leases), _tasks.cc
 // and _copy.cc (export and import) implement the Store operations; internal/ holds the schema
 // (sqlite_schema), the statement and transaction handles (sqlite_statement) and the dialect-neutral
-// row, change-log JSON and decoding (object_row) that a store on another database can reuse.
+// row, change-log JSON and decoding (object_row), row readers (store_rows) and export/import
+// (store_copier) that PostgresStore shares.
 #pragma once
 
 #include <chrono>
@@ -51,6 +52,8 @@ namespace sbx::controller {
 
 namespace internal {
 struct ObjectRow;  // one row of the objects table; internal/object_row.h
+template <typename Db>
+class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
 }  // namespace internal
 
 struct SqliteStoreOptions {
@@ -156,8 +159,12 @@ class SqliteStore final : public Store {
  private:
   class Stmt;
   class Txn;
-  class ImportSink;
   using Row = internal::ObjectRow;
+  // What internal::StoreCopier uses: the rows of Query, its placeholders (?1, ?2, …).
+  template <typename Db>
+  friend class internal::StoreCopier;
+  using CopyRow = Stmt;
+  static constexpr char kParam = '?';
 
   // A lease from the columns name, holder, expires_at_ms, renewed_at, token.
   static Lease LeaseFrom(Stmt& stmt);
@@ -194,7 +201,10 @@ class SqliteStore final : public Store {
   StatusOr<int64_t> DataVersion();
   // Revisions <= this are no longer in the change log.
   StatusOr<int64_t> ReadCompactedRevision();
-  Status ExportLocked(StoreSink& sink);
+  // Runs `sql` with `params` bound to ?1, ?2, … and calls `each_row` (when not null) on each
+  // row, stopping at its first error.
+  Status Query(std::string_view sql, const std::vector<std::string>& params,
+               const std::function<Status(const Stmt&)>& each_row);
   std::string Now() const;
   std::string NewUid();
 
