@@ -48,6 +48,8 @@ class PgRow;
 struct ObjectRow;
 template <typename Db>
 class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
+template <typename Db>
+class ObjectWrites;  // Apply's and Delete's rows; internal/object_writes.h
 }  // namespace internal
 
 struct PostgresStoreOptions {
@@ -145,6 +147,8 @@ class PostgresStore final : public Store {
   // What internal::StoreCopier uses: the rows of Query, its placeholders ($1, $2, …).
   template <typename Db>
   friend class internal::StoreCopier;
+  template <typename Db>
+  friend class internal::ObjectWrites;
   using CopyRow = internal::PgRow;
   static constexpr char kParam = '$';
 
@@ -174,7 +178,6 @@ class PostgresStore final : public Store {
   Status InsertTaskLogEntry(const std::string& task_uid, const TaskLogEntry& entry);
   Status InsertArtifact(const ObjectKey& task, const std::string& task_uid,
                         const Artifact& artifact, std::string_view on_conflict = "");
-  StatusOr<DeleteOutcome> DeleteLocked(Row& row, int64_t& revision);
   StatusOr<int64_t> ReadCompactedRevision();
   // Runs `sql` with `params` as $1, $2, … and calls `each_row` (when not null) on each row,
   // stopping at its first error.

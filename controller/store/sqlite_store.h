@@ -54,6 +54,8 @@ namespace internal {
 struct ObjectRow;  // one row of the objects table; internal/object_row.h
 template <typename Db>
 class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
+template <typename Db>
+class ObjectWrites;  // Apply's and Delete's rows; internal/object_writes.h
 }  // namespace internal
 
 struct SqliteStoreOptions {
@@ -163,6 +165,8 @@ class SqliteStore final : public Store {
   // What internal::StoreCopier uses: the rows of Query, its placeholders (?1, ?2, …).
   template <typename Db>
   friend class internal::StoreCopier;
+  template <typename Db>
+  friend class internal::ObjectWrites;
   using CopyRow = Stmt;
   static constexpr char kParam = '?';
 
@@ -196,8 +200,6 @@ class SqliteStore final : public Store {
   Status InsertTaskLogEntry(const std::string& task_uid, const TaskLogEntry& entry);
   Status InsertArtifact(const ObjectKey& task, const std::string& task_uid,
                         const Artifact& artifact, std::string_view on_conflict = "");
-  // Delete semantics shared by Delete, prune and finalizer removal; bumps `*revision`.
-  StatusOr<DeleteOutcome> DeleteLocked(Row& row, int64_t& revision);
   StatusOr<int64_t> DataVersion();
   // Revisions <= this are no longer in the change log.
   StatusOr<int64_t> ReadCompactedRevision();

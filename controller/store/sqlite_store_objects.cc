@@ -7,6 +7,7 @@
 
 #include "api/codec.h"
 #include "controller/store/internal/object_row.h"
+#include "controller/store/internal/object_writes.h"
 #include "controller/store/internal/sqlite_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
@@ -18,28 +19,13 @@ namespace sbx::controller {
 using api::KindName;
 using api::OkStatus;
 using internal::BindRowColumns;
+using internal::CheckUnchangedSince;
 using internal::DataLossError;
 using internal::kObjectColumns;
 using internal::ObjectRow;
 using internal::ReadRowColumns;
 
 // ---- rows -------------------------------------------------------------------------------------
-
-namespace {
-
-// The compare-and-swap of the controller's writes: kAborted unless the caller read the object
-// at the revision it still has.
-Status CheckUnchangedSince(std::string_view what, const ObjectKey& key, int64_t read,
-                           int64_t stored) {
-  if (read == stored) {
-    return OkStatus();
-  }
-  return api::AbortedError("conflict updating " + std::string(what) + " of " + key.ToString() +
-                           ": it changed (resourceVersion " + std::to_string(read) + " is now " +
-                           std::to_string(stored) + "); read it again");
-}
-
-}  // namespace
 
 StatusOr<std::optional<SqliteStore::Row>> SqliteStore::ReadRow(const ObjectKey& key) {
   ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT " + std::string(kObjectColumns) +
@@ -107,180 +93,18 @@ Status SqliteStore::AppendChange(int64_t revision, ChangeType type, const Object
   return stmt.Run();
 }
 
-StatusOr<DeleteOutcome> SqliteStore::DeleteLocked(Row& row, int64_t& revision) {
-  if (!row.deletion_timestamp.empty()) {
-    return DeleteOutcome::kAlreadyDeleting;
-  }
-  if (row.finalizers != "[]") {
-    row.deletion_timestamp = Now();
-    row.update_timestamp = row.deletion_timestamp;
-    row.resource_version = ++revision;
-    RETURN_IF_ERROR(UpdateRow(row));
-    RETURN_IF_ERROR(AppendChange(row.resource_version, ChangeType::kModified, row.key, &row));
-    return DeleteOutcome::kMarkedForDeletion;
-  }
-  row.resource_version = ++revision;
-  RETURN_IF_ERROR(DeleteRow(row.key));
-  RETURN_IF_ERROR(AppendChange(row.resource_version, ChangeType::kDeleted, row.key, nullptr));
-  return DeleteOutcome::kDeleted;
-}
-
 // ---- objects ----------------------------------------------------------------------------------
 
 StatusOr<std::vector<ApplyResult>> SqliteStore::Apply(const std::vector<Object>& objects,
                                                       const ApplyOptions& options) {
-  if (options.prune && options.applyset.empty()) {
-    return api::InvalidArgumentError("prune needs an applyset to know which objects to delete");
-  }
-  // Whatever the client (sbxctl, a GitOps pull, an API server), an empty apply with prune would
-  // delete the whole set, and deletionPolicy Delete then the sandboxes.
-  if (options.prune && objects.empty() && !options.prune_allow_empty) {
-    return api::FailedPreconditionError(
-        "no objects passed to apply; refusing to prune every "
-        "member of applyset \"" +
-        options.applyset + "\" (prune_allow_empty not set)");
-  }
-  // Validate and encode before taking the lock: pure work.
-  struct Wanted {
-    ObjectKey key;
-    int64_t resource_version;
-    std::string spec;
-    std::string labels;
-    std::string annotations;
-  };
-  std::vector<Wanted> wanted;
-  wanted.reserve(objects.size());
-  std::set<ObjectKey> keys;
-  for (const Object& object : objects) {
-    ObjectKey key = api::KeyOf(object);
-    if (key.name.empty()) {
-      return api::InvalidArgumentError("a " + std::string(KindName(key.kind)) + " in namespace " +
-                                       key.namespace_ + " has no name");
-    }
-    if (!keys.insert(key).second) {
-      return api::InvalidArgumentError(key.ToString() + " appears more than once in one apply");
-    }
-    wanted.push_back({std::move(key), object.metadata.resource_version, api::EncodeSpecJson(object),
-                      internal::MapToJson(object.metadata.labels),
-                      internal::MapToJson(object.metadata.annotations)});
-  }
-
-  std::unique_lock lock(mu_);
+  ASSIGN_OR_RETURN(internal::ApplyPlan plan, internal::PlanApply(objects, options));
+  std::lock_guard lock(mu_);
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
   ASSIGN_OR_RETURN(const int64_t start, ReadRevision());
   int64_t revision = start;
-  const std::string now = Now();
-  std::vector<ApplyResult> results;
-  results.reserve(wanted.size());
-
-  for (Wanted& w : wanted) {
-    ASSIGN_OR_RETURN(std::optional<Row> existing, ReadRow(w.key));
-    ApplyResult result;
-    result.key = w.key;
-    Row row;
-    if (options.require_resource_version) {
-      if (!existing) {
-        return api::NotFoundError(w.key.ToString() + " not found");
-      }
-      if (existing->resource_version != w.resource_version) {
-        return api::AbortedError("conflict updating " + w.key.ToString() +
-                                 ": it changed (resourceVersion " +
-                                 std::to_string(w.resource_version) + " is now " +
-                                 std::to_string(existing->resource_version) + "); read it again");
-      }
-    }
-    if (!existing) {
-      row.key = w.key;
-      row.uid = NewUid();
-      row.generation = 1;
-      row.resource_version = ++revision;
-      row.spec = std::move(w.spec);
-      row.status = api::EncodeStatusJson(api::MakeObject(w.key.kind, w.key.name));
-      row.labels = std::move(w.labels);
-      row.annotations = std::move(w.annotations);
-      row.applyset = options.applyset;
-      row.creation_timestamp = now;
-      row.update_timestamp = now;
-      RETURN_IF_ERROR(InsertRow(row));
-      RETURN_IF_ERROR(AppendChange(row.resource_version, ChangeType::kAdded, row.key, &row));
-      result.action = ApplyAction::kCreated;
-    } else {
-      row = std::move(*existing);
-      if (!row.deletion_timestamp.empty()) {
-        return api::FailedPreconditionError(w.key.ToString() + " is being deleted (since " +
-                                            row.deletion_timestamp +
-                                            "); wait until it is gone, then apply again");
-      }
-      const bool spec_changed = row.spec != w.spec;
-      const bool meta_changed = row.labels != w.labels || row.annotations != w.annotations;
-      const bool applyset_changed = !options.applyset.empty() && row.applyset != options.applyset;
-      if (spec_changed || meta_changed) {
-        if (spec_changed) {
-          ++row.generation;
-        }
-        row.spec = std::move(w.spec);
-        row.labels = std::move(w.labels);
-        row.annotations = std::move(w.annotations);
-        if (!options.applyset.empty()) {
-          row.applyset = options.applyset;
-        }
-        row.resource_version = ++revision;
-        row.update_timestamp = now;
-        RETURN_IF_ERROR(UpdateRow(row));
-        RETURN_IF_ERROR(AppendChange(row.resource_version, ChangeType::kModified, row.key, &row));
-        result.action = ApplyAction::kConfigured;
-      } else {
-        if (applyset_changed) {
-          // Membership is bookkeeping of ours, not part of the object: no revision, no change.
-          row.applyset = options.applyset;
-          RETURN_IF_ERROR(UpdateRow(row));
-        }
-        result.action = ApplyAction::kUnchanged;
-      }
-    }
-    ASSIGN_OR_RETURN(result.object, RowToObject(row));
-    results.push_back(std::move(result));
-  }
-
-  if (options.prune) {
-    std::vector<ObjectKey> members;
-    {
-      ASSIGN_OR_RETURN(Stmt stmt,
-                       Prepare("SELECT kind, namespace, name FROM objects WHERE applyset = ?"));
-      stmt.Bind(1, options.applyset);
-      for (;;) {
-        ASSIGN_OR_RETURN(bool more, stmt.Step());
-        if (!more) {
-          break;
-        }
-        auto kind = api::ParseKind(stmt.Text(0));
-        if (!kind.ok()) {
-          return DataLossError("database " + path_ + ": object with unknown kind '" + stmt.Text(0) +
-                               "'");
-        }
-        ObjectKey key{*kind, stmt.Text(1), stmt.Text(2)};
-        if (!keys.contains(key)) {
-          members.push_back(std::move(key));
-        }
-      }
-    }
-    std::sort(members.begin(), members.end());
-    for (const ObjectKey& key : members) {
-      ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-      if (!row || !row->deletion_timestamp.empty()) {
-        continue;  // already on its way out
-      }
-      ApplyResult result;
-      result.key = key;
-      result.action = ApplyAction::kPruned;
-      ASSIGN_OR_RETURN(DeleteOutcome outcome, DeleteLocked(*row, revision));
-      (void)outcome;
-      ASSIGN_OR_RETURN(result.object, RowToObject(*row));
-      results.push_back(std::move(result));
-    }
-  }
-
+  ASSIGN_OR_RETURN(std::vector<ApplyResult> results, internal::ObjectWrites<SqliteStore>::Apply(
+                                                         *this, path_, plan, options, revision));
   if (options.dry_run) {
     txn.Rollback();
     return results;
@@ -423,7 +247,8 @@ StatusOr<DeleteOutcome> SqliteStore::Delete(const ObjectKey& key) {
   }
   ASSIGN_OR_RETURN(const int64_t start, ReadRevision());
   int64_t revision = start;
-  ASSIGN_OR_RETURN(DeleteOutcome outcome, DeleteLocked(*row, revision));
+  ASSIGN_OR_RETURN(DeleteOutcome outcome,
+                   internal::ObjectWrites<SqliteStore>::Delete(*this, *row, revision));
   if (revision == start) {
     return outcome;
   }

@@ -1,6 +1,6 @@
 // The row readers both stores share (sqlite_store_*.cc, postgres_store*.cc): an object row, an
-// inventory record, an event and a task log entry read from one row of a query, in the column
-// order of kObjectColumns / kInventoryColumns / kEventColumns / kTaskLogEntryColumns
+// inventory record, an event, a change and a task log entry read from one row of a query, in the
+// column order of kObjectColumns / kInventoryColumns / kEventColumns / kTaskLogEntryColumns
 // (sqlite_schema.h). One reader per table, so a store's normal reads and its export
 // (store_copy.h) decode a row the same way on either database.
 //
@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "api/resources.h"
 #include "controller/store/internal/object_row.h"
@@ -84,6 +85,33 @@ StatusOr<Store::Event> ReadEventColumns(const std::string& database, const auto&
   event.first_seen = row.Text(7);
   event.last_seen = row.Text(8);
   return event;
+}
+
+// A change of the log from the columns revision, type, kind, namespace, name, object; kDataLoss
+// naming `database` and the revision if any of them does not decode.
+StatusOr<Store::Change> ReadChangeColumns(const std::string& database, const auto& row) {
+  Store::Change change;
+  change.revision = row.Int(0);
+  const std::string where = "database " + database + ": change " + std::to_string(change.revision);
+  auto type = ParseChangeType(row.Text(1));
+  auto kind = api::ParseKind(row.Text(2));
+  if (!type || !kind.ok()) {
+    return DataLossError(where + ": bad type or kind");
+  }
+  change.type = *type;
+  change.key = ObjectKey{*kind, row.Text(3), row.Text(4)};
+  if (!row.IsNull(5)) {
+    auto decoded = DecodeChangeObject(change.key, row.Text(5));
+    if (!decoded.ok()) {
+      return DataLossError(where + ": " + decoded.status().message());
+    }
+    auto object = RowToObject(database, *decoded);
+    if (!object.ok()) {
+      return DataLossError(where + ": " + object.status().message());
+    }
+    change.object = std::move(object).value();
+  }
+  return change;
 }
 
 Store::TaskLogEntry ReadTaskLogEntryColumns(const auto& row) {
