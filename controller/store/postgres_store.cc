@@ -23,7 +23,6 @@ namespace sbx::controller {
 
 using api::KindName;
 using api::OkStatus;
-using internal::CheckUnchangedSince;
 using internal::DataLossError;
 using internal::kObjectColumns;
 using internal::NullIfEmpty;
@@ -34,6 +33,7 @@ using internal::PgRow;
 using internal::PgTxn;
 using internal::ReadRowColumns;
 using internal::RowParams;
+using Writes = internal::ObjectWrites<PostgresStore>;
 
 namespace {
 
@@ -249,8 +249,9 @@ Status PostgresStore::AppendChange(int64_t revision, ChangeType type, const Obje
 }
 
 // ---- objects ----------------------------------------------------------------------------------
-// Each write mirrors SqliteStore's (sqlite_store_objects.cc) step for step; the one difference
-// is LockRevision at the start, PostgreSQL's stand-in for SQLite's BEGIN IMMEDIATE.
+// What each write does to the rows is internal/object_writes.h, shared with SqliteStore; here
+// is only the transaction: LockRevision at the start, PostgreSQL's stand-in for SQLite's BEGIN
+// IMMEDIATE, and NOTIFY before the commit.
 
 StatusOr<std::vector<ApplyResult>> PostgresStore::Apply(const std::vector<Object>& objects,
                                                         const ApplyOptions& options) {
@@ -260,9 +261,8 @@ StatusOr<std::vector<ApplyResult>> PostgresStore::Apply(const std::vector<Object
   RETURN_IF_ERROR(txn.Begin());
   ASSIGN_OR_RETURN(const int64_t start, LockRevision());
   int64_t revision = start;
-  ASSIGN_OR_RETURN(
-      std::vector<ApplyResult> results,
-      internal::ObjectWrites<PostgresStore>::Apply(*this, redacted_url_, plan, options, revision));
+  ASSIGN_OR_RETURN(std::vector<ApplyResult> results,
+                   Writes::Apply(*this, redacted_url_, plan, options, revision));
   if (options.dry_run) {
     txn.Rollback();
     return results;
@@ -322,64 +322,29 @@ StatusOr<std::vector<Object>> PostgresStore::List(const ListOptions& options) {
 }
 
 StatusOr<Object> PostgresStore::UpdateStatus(const Object& object) {
-  const ObjectKey key = api::KeyOf(object);
   std::string status = api::EncodeStatusJson(object);
   std::lock_guard lock(mu_);
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(int64_t revision, LockRevision());
-  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) {
-    return api::NotFoundError(key.ToString() + " not found");
-  }
-  RETURN_IF_ERROR(
-      CheckUnchangedSince("status", key, object.metadata.resource_version, row->resource_version));
-  if (row->status == status) {
-    return RowToObject(*row);
-  }
-  row->status = std::move(status);
-  row->resource_version = ++revision;
-  row->update_timestamp = Now();
-  RETURN_IF_ERROR(UpdateRow(*row));
-  RETURN_IF_ERROR(AppendChange(revision, ChangeType::kModified, key, &*row));
-  RETURN_IF_ERROR(WriteRevision(revision));
-  RETURN_IF_ERROR(Notify());
-  RETURN_IF_ERROR(txn.Commit());
-  return RowToObject(*row);
+  ASSIGN_OR_RETURN(const int64_t start, LockRevision());
+  int64_t revision = start;
+  ASSIGN_OR_RETURN(Row row, Writes::UpdateStatus(*this, object, std::move(status), revision));
+  RETURN_IF_ERROR(CommitObjectWrite(txn, start, revision));
+  return RowToObject(row);
 }
 
 StatusOr<Object> PostgresStore::UpdateControllerMetadata(const Object& object) {
-  const ObjectKey key = api::KeyOf(object);
   std::string finalizers = internal::FinalizersToJson(object.metadata.finalizers);
   std::string owners = internal::OwnersToJson(object.metadata.owner_references);
   std::lock_guard lock(mu_);
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(int64_t revision, LockRevision());
-  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) {
-    return api::NotFoundError(key.ToString() + " not found");
-  }
-  RETURN_IF_ERROR(CheckUnchangedSince("metadata", key, object.metadata.resource_version,
-                                      row->resource_version));
-  if (row->finalizers == finalizers && row->owner_references == owners) {
-    return RowToObject(*row);
-  }
-  row->finalizers = std::move(finalizers);
-  row->owner_references = std::move(owners);
-  row->resource_version = ++revision;
-  row->update_timestamp = Now();
-  if (!row->deletion_timestamp.empty() && row->finalizers == "[]") {
-    RETURN_IF_ERROR(DeleteRow(key));
-    RETURN_IF_ERROR(AppendChange(revision, ChangeType::kDeleted, key, nullptr));
-  } else {
-    RETURN_IF_ERROR(UpdateRow(*row));
-    RETURN_IF_ERROR(AppendChange(revision, ChangeType::kModified, key, &*row));
-  }
-  RETURN_IF_ERROR(WriteRevision(revision));
-  RETURN_IF_ERROR(Notify());
-  RETURN_IF_ERROR(txn.Commit());
-  return RowToObject(*row);
+  ASSIGN_OR_RETURN(const int64_t start, LockRevision());
+  int64_t revision = start;
+  ASSIGN_OR_RETURN(Row row, Writes::UpdateControllerMetadata(*this, object, std::move(finalizers),
+                                                             std::move(owners), revision));
+  RETURN_IF_ERROR(CommitObjectWrite(txn, start, revision));
+  return RowToObject(row);
 }
 
 StatusOr<DeleteOutcome> PostgresStore::Delete(const ObjectKey& key) {
@@ -387,20 +352,19 @@ StatusOr<DeleteOutcome> PostgresStore::Delete(const ObjectKey& key) {
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
   ASSIGN_OR_RETURN(const int64_t start, LockRevision());
-  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) {
-    return api::NotFoundError(key.ToString() + " not found");
-  }
   int64_t revision = start;
-  ASSIGN_OR_RETURN(DeleteOutcome outcome,
-                   internal::ObjectWrites<PostgresStore>::Delete(*this, *row, revision));
+  ASSIGN_OR_RETURN(DeleteOutcome outcome, Writes::Delete(*this, key, revision));
+  RETURN_IF_ERROR(CommitObjectWrite(txn, start, revision));
+  return outcome;
+}
+
+Status PostgresStore::CommitObjectWrite(PgTxn& txn, int64_t start, int64_t revision) {
   if (revision == start) {
-    return outcome;
+    return OkStatus();  // nothing written: the transaction rolls back
   }
   RETURN_IF_ERROR(WriteRevision(revision));
   RETURN_IF_ERROR(Notify());
-  RETURN_IF_ERROR(txn.Commit());
-  return outcome;
+  return txn.Commit();
 }
 
 // ---- watch ------------------------------------------------------------------------------------

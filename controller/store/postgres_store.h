@@ -45,6 +45,7 @@ namespace sbx::controller {
 namespace internal {
 class PgConnection;
 class PgRow;
+class PgTxn;
 struct ObjectRow;
 template <typename Db>
 class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
@@ -167,6 +168,9 @@ class PostgresStore final : public Store {
   Status UpdateRow(const Row& row);
   Status DeleteRow(const ObjectKey& key);
   Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row);
+  // Ends an object write that took revisions (start, revision]: stores the revision, NOTIFYs
+  // and commits; nothing (the transaction rolls back) when it took none.
+  Status CommitObjectWrite(internal::PgTxn& txn, int64_t start, int64_t revision);
   // The one INSERT of each table beside the objects (InsertRow is the objects'), shared by the
   // Store operations, which pass their upsert as `on_conflict` (" ON CONFLICT …"), and
   // ImportFrom, which writes records as they are and fails on a duplicate.

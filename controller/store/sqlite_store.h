@@ -189,6 +189,9 @@ class SqliteStore final : public Store {
   Status UpdateRow(const Row& row);
   Status DeleteRow(const ObjectKey& key);
   Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row);
+  // Ends an object write that took revisions (start, revision]: stores the revision, commits
+  // and wakes WaitForChange; nothing (the transaction rolls back) when it took none.
+  Status CommitObjectWrite(Txn& txn, int64_t start, int64_t revision);
   // The one INSERT of each table beside the objects (InsertRow is the objects'), shared by the
   // Store operations, which pass their upsert as `on_conflict` (" ON CONFLICT …"), and
   // ImportFrom, which writes records as they are and fails on a duplicate.

@@ -19,11 +19,11 @@ namespace sbx::controller {
 using api::KindName;
 using api::OkStatus;
 using internal::BindRowColumns;
-using internal::CheckUnchangedSince;
 using internal::DataLossError;
 using internal::kObjectColumns;
 using internal::ObjectRow;
 using internal::ReadRowColumns;
+using Writes = internal::ObjectWrites<SqliteStore>;
 
 // ---- rows -------------------------------------------------------------------------------------
 
@@ -103,8 +103,8 @@ StatusOr<std::vector<ApplyResult>> SqliteStore::Apply(const std::vector<Object>&
   RETURN_IF_ERROR(txn.Begin());
   ASSIGN_OR_RETURN(const int64_t start, ReadRevision());
   int64_t revision = start;
-  ASSIGN_OR_RETURN(std::vector<ApplyResult> results, internal::ObjectWrites<SqliteStore>::Apply(
-                                                         *this, path_, plan, options, revision));
+  ASSIGN_OR_RETURN(std::vector<ApplyResult> results,
+                   Writes::Apply(*this, path_, plan, options, revision));
   if (options.dry_run) {
     txn.Rollback();
     return results;
@@ -174,88 +174,50 @@ StatusOr<std::vector<Object>> SqliteStore::List(const ListOptions& options) {
 }
 
 StatusOr<Object> SqliteStore::UpdateStatus(const Object& object) {
-  const ObjectKey key = api::KeyOf(object);
   std::string status = api::EncodeStatusJson(object);
   std::lock_guard lock(mu_);
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) {
-    return api::NotFoundError(key.ToString() + " not found");
-  }
-  RETURN_IF_ERROR(
-      CheckUnchangedSince("status", key, object.metadata.resource_version, row->resource_version));
-  if (row->status == status) {
-    return RowToObject(*row);
-  }
-  ASSIGN_OR_RETURN(int64_t revision, ReadRevision());
-  row->status = std::move(status);
-  row->resource_version = ++revision;
-  row->update_timestamp = Now();
-  RETURN_IF_ERROR(UpdateRow(*row));
-  RETURN_IF_ERROR(AppendChange(revision, ChangeType::kModified, key, &*row));
-  RETURN_IF_ERROR(WriteRevision(revision));
-  RETURN_IF_ERROR(txn.Commit());
-  ++local_commits_;
-  committed_.notify_all();
-  return RowToObject(*row);
+  ASSIGN_OR_RETURN(const int64_t start, ReadRevision());
+  int64_t revision = start;
+  ASSIGN_OR_RETURN(Row row, Writes::UpdateStatus(*this, object, std::move(status), revision));
+  RETURN_IF_ERROR(CommitObjectWrite(txn, start, revision));
+  return RowToObject(row);
 }
 
 StatusOr<Object> SqliteStore::UpdateControllerMetadata(const Object& object) {
-  const ObjectKey key = api::KeyOf(object);
   std::string finalizers = internal::FinalizersToJson(object.metadata.finalizers);
   std::string owners = internal::OwnersToJson(object.metadata.owner_references);
   std::lock_guard lock(mu_);
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) {
-    return api::NotFoundError(key.ToString() + " not found");
-  }
-  RETURN_IF_ERROR(CheckUnchangedSince("metadata", key, object.metadata.resource_version,
-                                      row->resource_version));
-  if (row->finalizers == finalizers && row->owner_references == owners) {
-    return RowToObject(*row);
-  }
-  ASSIGN_OR_RETURN(int64_t revision, ReadRevision());
-  row->finalizers = std::move(finalizers);
-  row->owner_references = std::move(owners);
-  row->resource_version = ++revision;
-  row->update_timestamp = Now();
-  if (!row->deletion_timestamp.empty() && row->finalizers == "[]") {
-    // The last finalizer is gone from an object being deleted: it goes for good.
-    RETURN_IF_ERROR(DeleteRow(key));
-    RETURN_IF_ERROR(AppendChange(revision, ChangeType::kDeleted, key, nullptr));
-  } else {
-    RETURN_IF_ERROR(UpdateRow(*row));
-    RETURN_IF_ERROR(AppendChange(revision, ChangeType::kModified, key, &*row));
-  }
-  RETURN_IF_ERROR(WriteRevision(revision));
-  RETURN_IF_ERROR(txn.Commit());
-  ++local_commits_;
-  committed_.notify_all();
-  return RowToObject(*row);
+  ASSIGN_OR_RETURN(const int64_t start, ReadRevision());
+  int64_t revision = start;
+  ASSIGN_OR_RETURN(Row row, Writes::UpdateControllerMetadata(*this, object, std::move(finalizers),
+                                                             std::move(owners), revision));
+  RETURN_IF_ERROR(CommitObjectWrite(txn, start, revision));
+  return RowToObject(row);
 }
 
 StatusOr<DeleteOutcome> SqliteStore::Delete(const ObjectKey& key) {
   std::lock_guard lock(mu_);
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) {
-    return api::NotFoundError(key.ToString() + " not found");
-  }
   ASSIGN_OR_RETURN(const int64_t start, ReadRevision());
   int64_t revision = start;
-  ASSIGN_OR_RETURN(DeleteOutcome outcome,
-                   internal::ObjectWrites<SqliteStore>::Delete(*this, *row, revision));
+  ASSIGN_OR_RETURN(DeleteOutcome outcome, Writes::Delete(*this, key, revision));
+  RETURN_IF_ERROR(CommitObjectWrite(txn, start, revision));
+  return outcome;
+}
+
+Status SqliteStore::CommitObjectWrite(Txn& txn, int64_t start, int64_t revision) {
   if (revision == start) {
-    return outcome;
+    return OkStatus();  // nothing written: the transaction rolls back
   }
   RETURN_IF_ERROR(WriteRevision(revision));
   RETURN_IF_ERROR(txn.Commit());
   ++local_commits_;
   committed_.notify_all();
-  return outcome;
+  return OkStatus();
 }
 }  // namespace sbx::controller

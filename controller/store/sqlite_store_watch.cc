@@ -11,7 +11,6 @@
 
 namespace sbx::controller {
 
-
 // ---- watch ------------------------------------------------------------------------------------
 
 StatusOr<std::vector<Store::Change>> SqliteStore::WatchSince(int64_t since, int limit) {

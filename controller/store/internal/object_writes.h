@@ -170,6 +170,59 @@ class ObjectWrites {
     return results;
   }
 
+  // UpdateStatus's row: kNotFound, kAborted unless `object` was read at the stored
+  // resourceVersion; a new status takes the next revision from `revision` (an unchanged one
+  // writes nothing). Returns the row as it now is.
+  static StatusOr<ObjectRow> UpdateStatus(Db& db, const Object& object, std::string status,
+                                          int64_t& revision) {
+    const ObjectKey key = api::KeyOf(object);
+    ASSIGN_OR_RETURN(ObjectRow row, ReadForUpdate(db, key));
+    RETURN_IF_ERROR(
+        CheckUnchangedSince("status", key, object.metadata.resource_version, row.resource_version));
+    if (row.status == status) {
+      return row;
+    }
+    row.status = std::move(status);
+    row.resource_version = ++revision;
+    row.update_timestamp = db.Now();
+    RETURN_IF_ERROR(db.UpdateRow(row));
+    RETURN_IF_ERROR(db.AppendChange(revision, Store::ChangeType::kModified, key, &row));
+    return row;
+  }
+
+  // UpdateControllerMetadata's row, as UpdateStatus's for finalizers and owner references;
+  // the last finalizer gone from an object being deleted deletes it.
+  static StatusOr<ObjectRow> UpdateControllerMetadata(Db& db, const Object& object,
+                                                      std::string finalizers, std::string owners,
+                                                      int64_t& revision) {
+    const ObjectKey key = api::KeyOf(object);
+    ASSIGN_OR_RETURN(ObjectRow row, ReadForUpdate(db, key));
+    RETURN_IF_ERROR(CheckUnchangedSince("metadata", key, object.metadata.resource_version,
+                                        row.resource_version));
+    if (row.finalizers == finalizers && row.owner_references == owners) {
+      return row;
+    }
+    row.finalizers = std::move(finalizers);
+    row.owner_references = std::move(owners);
+    row.resource_version = ++revision;
+    row.update_timestamp = db.Now();
+    if (!row.deletion_timestamp.empty() && row.finalizers == "[]") {
+      // The last finalizer is gone from an object being deleted: it goes for good.
+      RETURN_IF_ERROR(db.DeleteRow(key));
+      RETURN_IF_ERROR(db.AppendChange(revision, Store::ChangeType::kDeleted, key, nullptr));
+    } else {
+      RETURN_IF_ERROR(db.UpdateRow(row));
+      RETURN_IF_ERROR(db.AppendChange(revision, Store::ChangeType::kModified, key, &row));
+    }
+    return row;
+  }
+
+  // Delete(key): kNotFound, else Delete of its row.
+  static StatusOr<DeleteOutcome> Delete(Db& db, const ObjectKey& key, int64_t& revision) {
+    ASSIGN_OR_RETURN(ObjectRow row, ReadForUpdate(db, key));
+    return Delete(db, row, revision);
+  }
+
   // Delete's semantics, shared by Delete, prune and finalizer removal: an object with
   // finalizers is marked (deletionTimestamp), one without goes; bumps `revision` either way
   // unless it was already being deleted.
@@ -195,6 +248,14 @@ class ObjectWrites {
 
  private:
   using Row = typename Db::CopyRow;
+
+  static StatusOr<ObjectRow> ReadForUpdate(Db& db, const ObjectKey& key) {
+    ASSIGN_OR_RETURN(std::optional<ObjectRow> row, db.ReadRow(key));
+    if (!row) {
+      return api::NotFoundError(key.ToString() + " not found");
+    }
+    return std::move(*row);
+  }
 
   // Deletes the members of `applyset` not in `keep` (in key order), appending their results.
   static Status Prune(Db& db, const std::string& database, const std::set<ObjectKey>& keep,
