@@ -303,15 +303,7 @@ StatusOr<std::vector<Object>> PostgresStore::List(const ListOptions& options) {
     for (int i = 0; i < r.Rows(); ++i) {
       ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, PgRow(r, i)));
       ASSIGN_OR_RETURN(Object object, RowToObject(row));
-      bool match = true;
-      for (const auto& [label, value] : options.label_selector) {
-        auto it = object.metadata.labels.find(label);
-        if (it == object.metadata.labels.end() || it->second != value) {
-          match = false;
-          break;
-        }
-      }
-      if (match) {
+      if (internal::MatchesLabels(object, options.label_selector)) {
         out.push_back(std::move(object));
       }
     }

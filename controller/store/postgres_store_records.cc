@@ -38,11 +38,7 @@ Status PostgresStore::RecordEvent(const Event& event) {
   const std::string now = Now();
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
-  Event row = event;
-  row.count = std::max<int64_t>(event.count, 1);
-  row.first_seen = event.first_seen.empty() ? now : event.first_seen;
-  row.last_seen = event.last_seen.empty() ? now : event.last_seen;
-  RETURN_IF_ERROR(InsertEvent(row,
+  RETURN_IF_ERROR(InsertEvent(internal::RecordedEvent(event, now),
                               " ON CONFLICT (kind, namespace, name, type, reason, md5(message)) "
                               "DO UPDATE SET count = events.count + excluded.count, last_seen = "
                               "excluded.last_seen"));
@@ -105,10 +101,7 @@ StatusOr<std::vector<Store::Event>> PostgresStore::ListEvents(
 Status PostgresStore::PutInventory(const InventoryRecord& record) {
   std::lock_guard lock(mu_);
   const std::string now = Now();
-  InventoryRecord row = record;
-  row.created_at = record.created_at.empty() ? now : record.created_at;
-  row.updated_at = record.updated_at.empty() ? now : record.updated_at;
-  return InsertInventory(row,
+  return InsertInventory(internal::PutInventoryRecord(record, now),
                          " ON CONFLICT (workspace, resource_type, external_id) DO UPDATE SET "
                          "state = excluded.state, owner_kind = excluded.owner_kind, "
                          "owner_namespace = excluded.owner_namespace, owner_name = "
@@ -380,11 +373,7 @@ StatusOr<Store::TaskLogPage> PostgresStore::ReadTaskLog(const std::string& task_
 
 Status PostgresStore::PutArtifact(const ObjectKey& task, const std::string& task_uid,
                                   const Artifact& artifact) {
-  if (artifact.bytes != static_cast<int64_t>(artifact.content.size())) {
-    return api::InvalidArgumentError("artifact " + artifact.path + ": bytes " +
-                                     std::to_string(artifact.bytes) + " but " +
-                                     std::to_string(artifact.content.size()) + " bytes of content");
-  }
+  RETURN_IF_ERROR(internal::CheckArtifactSize(artifact));
   std::lock_guard lock(mu_);
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
@@ -394,11 +383,7 @@ Status PostgresStore::PutArtifact(const ObjectKey& task, const std::string& task
   ASSIGN_OR_RETURN(PgResult others, conn_->Exec("SELECT coalesce(sum(bytes), 0) FROM artifacts "
                                                 "WHERE task_uid = $1 AND path != $2",
                                                 {P(task_uid), P(artifact.path)}));
-  if (others.Int(0, 0) + artifact.bytes > kMaxTaskArtifactBytes) {
-    return api::ResourceExhaustedError("artifact " + artifact.path + " (" +
-                                       std::to_string(artifact.bytes) + " bytes) would take task " +
-                                       task.ToString() + " past 16 MiB of artifacts");
-  }
+  RETURN_IF_ERROR(internal::CheckArtifactBudget(task, artifact, others.Int(0, 0)));
   RETURN_IF_ERROR(InsertArtifact(task, task_uid, artifact,
                                  " ON CONFLICT (task_uid, path) DO UPDATE SET bytes = "
                                  "excluded.bytes, sha256 = excluded.sha256, content = "

@@ -23,11 +23,7 @@ Status SqliteStore::RecordEvent(const Event& event) {
   const std::string now = Now();
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
-  Event row = event;
-  row.count = std::max<int64_t>(event.count, 1);
-  row.first_seen = event.first_seen.empty() ? now : event.first_seen;
-  row.last_seen = event.last_seen.empty() ? now : event.last_seen;
-  RETURN_IF_ERROR(InsertEvent(row,
+  RETURN_IF_ERROR(InsertEvent(internal::RecordedEvent(event, now),
                               " ON CONFLICT (kind, namespace, name, type, reason, message) DO "
                               "UPDATE SET count = count + excluded.count, last_seen = "
                               "excluded.last_seen"));

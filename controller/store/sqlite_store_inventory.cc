@@ -24,11 +24,8 @@ Status SqliteStore::PutInventory(const InventoryRecord& record) {
   const std::string now = Now();
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
-  InventoryRecord row = record;
-  row.created_at = record.created_at.empty() ? now : record.created_at;
-  row.updated_at = record.updated_at.empty() ? now : record.updated_at;
   RETURN_IF_ERROR(
-      InsertInventory(row,
+      InsertInventory(internal::PutInventoryRecord(record, now),
                       " ON CONFLICT (workspace, resource_type, external_id) DO UPDATE SET "
                       "state = excluded.state, owner_kind = excluded.owner_kind, "
                       "owner_namespace = excluded.owner_namespace, owner_name = "

@@ -158,11 +158,7 @@ StatusOr<Store::TaskLogPage> SqliteStore::ReadTaskLog(const std::string& task_ui
 
 Status SqliteStore::PutArtifact(const ObjectKey& task, const std::string& task_uid,
                                 const Artifact& artifact) {
-  if (artifact.bytes != static_cast<int64_t>(artifact.content.size())) {
-    return api::InvalidArgumentError("artifact " + artifact.path + ": bytes " +
-                                     std::to_string(artifact.bytes) + " but " +
-                                     std::to_string(artifact.content.size()) + " bytes of content");
-  }
+  RETURN_IF_ERROR(internal::CheckArtifactSize(artifact));
   std::lock_guard lock(mu_);
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
@@ -171,12 +167,7 @@ Status SqliteStore::PutArtifact(const ObjectKey& task, const std::string& task_u
                                         "task_uid = ? AND path != ?"));
     stmt.Bind(1, task_uid).Bind(2, artifact.path);
     ASSIGN_OR_RETURN(bool row, stmt.Step());
-    const int64_t others = row ? stmt.Int(0) : 0;
-    if (others + artifact.bytes > kMaxTaskArtifactBytes) {
-      return api::ResourceExhaustedError(
-          "artifact " + artifact.path + " (" + std::to_string(artifact.bytes) +
-          " bytes) would take task " + task.ToString() + " past 16 MiB of artifacts");
-    }
+    RETURN_IF_ERROR(internal::CheckArtifactBudget(task, artifact, row ? stmt.Int(0) : 0));
   }
   RETURN_IF_ERROR(InsertArtifact(task, task_uid, artifact,
                                  " ON CONFLICT (task_uid, path) DO UPDATE SET bytes = "
