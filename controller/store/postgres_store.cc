@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "api/codec.h"
@@ -313,50 +314,46 @@ StatusOr<std::vector<Object>> PostgresStore::List(const ListOptions& options) {
   return out;
 }
 
-StatusOr<Object> PostgresStore::UpdateStatus(const Object& object) {
-  std::string status = api::EncodeStatusJson(object);
+// Runs `write(revision)` in one object write transaction, then stores the revisions it took,
+// commits and wakes the watchers; when it took none, nothing is written (the transaction rolls
+// back).
+template <typename Write>
+auto PostgresStore::ObjectWrite(Write write) -> std::invoke_result_t<Write, int64_t&> {
   std::lock_guard lock(mu_);
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
   ASSIGN_OR_RETURN(const int64_t start, LockRevision());
   int64_t revision = start;
-  ASSIGN_OR_RETURN(Row row, Writes::UpdateStatus(*this, object, std::move(status), revision));
-  RETURN_IF_ERROR(CommitObjectWrite(txn, start, revision));
+  auto result = write(revision);
+  if (!result.ok() || revision == start) {
+    return result;
+  }
+  RETURN_IF_ERROR(WriteRevision(revision));
+  RETURN_IF_ERROR(Notify());
+  RETURN_IF_ERROR(txn.Commit());
+  return result;
+}
+
+StatusOr<Object> PostgresStore::UpdateStatus(const Object& object) {
+  std::string status = api::EncodeStatusJson(object);
+  ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
+                     return Writes::UpdateStatus(*this, object, std::move(status), revision);
+                   }));
   return RowToObject(row);
 }
 
 StatusOr<Object> PostgresStore::UpdateControllerMetadata(const Object& object) {
   std::string finalizers = internal::FinalizersToJson(object.metadata.finalizers);
   std::string owners = internal::OwnersToJson(object.metadata.owner_references);
-  std::lock_guard lock(mu_);
-  PgTxn txn(*conn_);
-  RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(const int64_t start, LockRevision());
-  int64_t revision = start;
-  ASSIGN_OR_RETURN(Row row, Writes::UpdateControllerMetadata(*this, object, std::move(finalizers),
-                                                             std::move(owners), revision));
-  RETURN_IF_ERROR(CommitObjectWrite(txn, start, revision));
+  ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
+                     return Writes::UpdateControllerMetadata(*this, object, std::move(finalizers),
+                                                             std::move(owners), revision);
+                   }));
   return RowToObject(row);
 }
 
 StatusOr<DeleteOutcome> PostgresStore::Delete(const ObjectKey& key) {
-  std::lock_guard lock(mu_);
-  PgTxn txn(*conn_);
-  RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(const int64_t start, LockRevision());
-  int64_t revision = start;
-  ASSIGN_OR_RETURN(DeleteOutcome outcome, Writes::Delete(*this, key, revision));
-  RETURN_IF_ERROR(CommitObjectWrite(txn, start, revision));
-  return outcome;
-}
-
-Status PostgresStore::CommitObjectWrite(PgTxn& txn, int64_t start, int64_t revision) {
-  if (revision == start) {
-    return OkStatus();  // nothing written: the transaction rolls back
-  }
-  RETURN_IF_ERROR(WriteRevision(revision));
-  RETURN_IF_ERROR(Notify());
-  return txn.Commit();
+  return ObjectWrite([&](int64_t& revision) { return Writes::Delete(*this, key, revision); });
 }
 
 // ---- watch ------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "controller/engine/clock.h"
@@ -45,12 +46,11 @@ namespace sbx::controller {
 namespace internal {
 class PgConnection;
 class PgRow;
-class PgTxn;
 struct ObjectRow;
 template <typename Db>
 class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
 template <typename Db>
-class ObjectWrites;  // Apply's and Delete's rows; internal/object_writes.h
+class ObjectWrites;  // what the object writes do to the rows; internal/object_writes.h
 }  // namespace internal
 
 struct PostgresStoreOptions {
@@ -156,6 +156,11 @@ class PostgresStore final : public Store {
   PostgresStore(std::string redacted_url, std::string url, Options options,
                 std::unique_ptr<internal::PgConnection> conn);
 
+  // UpdateStatus's, UpdateControllerMetadata's and Delete's transaction (the .cc has the
+  // definition); takes mu_.
+  template <typename Write>
+  auto ObjectWrite(Write write) -> std::invoke_result_t<Write, int64_t&>;
+
   // All below require mu_ held.
   Status Migrate();
   // Locks the revision row for this transaction and returns its value.
@@ -168,9 +173,6 @@ class PostgresStore final : public Store {
   Status UpdateRow(const Row& row);
   Status DeleteRow(const ObjectKey& key);
   Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row);
-  // Ends an object write that took revisions (start, revision]: stores the revision, NOTIFYs
-  // and commits; nothing (the transaction rolls back) when it took none.
-  Status CommitObjectWrite(internal::PgTxn& txn, int64_t start, int64_t revision);
   // The one INSERT of each table beside the objects (InsertRow is the objects'), shared by the
   // Store operations, which pass their upsert as `on_conflict` (" ON CONFLICT …"), and
   // ImportFrom, which writes records as they are and fails on a duplicate.

@@ -39,6 +39,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -55,7 +56,7 @@ struct ObjectRow;  // one row of the objects table; internal/object_row.h
 template <typename Db>
 class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
 template <typename Db>
-class ObjectWrites;  // Apply's and Delete's rows; internal/object_writes.h
+class ObjectWrites;  // what the object writes do to the rows; internal/object_writes.h
 }  // namespace internal
 
 struct SqliteStoreOptions {
@@ -175,6 +176,11 @@ class SqliteStore final : public Store {
 
   SqliteStore(std::string path, Options options, sqlite3* db);
 
+  // UpdateStatus's, UpdateControllerMetadata's and Delete's transaction (the .cc has the
+  // definition); takes mu_.
+  template <typename Write>
+  auto ObjectWrite(Write write) -> std::invoke_result_t<Write, int64_t&>;
+
   // All below require mu_ held.
   Status Configure();
   Status Migrate();
@@ -189,9 +195,6 @@ class SqliteStore final : public Store {
   Status UpdateRow(const Row& row);
   Status DeleteRow(const ObjectKey& key);
   Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row);
-  // Ends an object write that took revisions (start, revision]: stores the revision, commits
-  // and wakes WaitForChange; nothing (the transaction rolls back) when it took none.
-  Status CommitObjectWrite(Txn& txn, int64_t start, int64_t revision);
   // The one INSERT of each table beside the objects (InsertRow is the objects'), shared by the
   // Store operations, which pass their upsert as `on_conflict` (" ON CONFLICT …"), and
   // ImportFrom, which writes records as they are and fails on a duplicate.
