@@ -1,6 +1,7 @@
 // SqliteStore's objects: the row reads and writes, the change each object write appends to the
 // log, and the Store operations on objects (Apply with prune and dry run, Get, List, the
-// controller's status and metadata updates, Delete with finalizers).
+// controller's status and metadata updates, Delete with finalizers). What the writes do to the
+// rows is internal/object_writes.h, shared with PostgresStore; here are their transactions.
 #include <algorithm>
 #include <set>
 #include <type_traits>
