@@ -8,14 +8,17 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "api/codec.h"
 #include "controller/store/internal/object_row.h"
+#include "controller/store/internal/object_writes.h"
 #include "controller/store/internal/postgres_connection.h"
 #include "controller/store/internal/postgres_rows.h"
 #include "controller/store/internal/postgres_schema.h"
 #include "controller/store/internal/sqlite_schema.h"
+#include "controller/store/internal/store_rows.h"
 
 namespace sbx::controller {
 
@@ -27,9 +30,11 @@ using internal::NullIfEmpty;
 using internal::P;
 using internal::PgConnection;
 using internal::PgResult;
+using internal::PgRow;
 using internal::PgTxn;
 using internal::ReadRowColumns;
 using internal::RowParams;
+using Writes = internal::ObjectWrites<PostgresStore>;
 
 namespace {
 
@@ -155,32 +160,6 @@ Status PostgresStore::WriteRevision(int64_t revision) {
 
 Status PostgresStore::Notify() { return conn_->Exec("NOTIFY " + std::string(kChannel)).status(); }
 
-StatusOr<internal::ObjectRow> internal::ReadRowColumns(const std::string& db, const PgResult& r,
-                                                       int i) {
-  internal::ObjectRow row;
-  auto kind = api::ParseKind(r.Text(i, 0));
-  if (!kind.ok()) {
-    return DataLossError("database " + db + ": object with unknown kind '" + r.Text(i, 0) + "'");
-  }
-  row.key.kind = *kind;
-  row.key.namespace_ = r.Text(i, 1);
-  row.key.name = r.Text(i, 2);
-  row.uid = r.Text(i, 3);
-  row.generation = r.Int(i, 4);
-  row.resource_version = r.Int(i, 5);
-  row.spec = r.Text(i, 6);
-  row.status = r.Text(i, 7);
-  row.labels = r.Text(i, 8);
-  row.annotations = r.Text(i, 9);
-  row.owner_references = r.Text(i, 10);
-  row.finalizers = r.Text(i, 11);
-  row.deletion_timestamp = r.Text(i, 12);  // "" for NULL
-  row.applyset = r.Text(i, 13);
-  row.creation_timestamp = r.Text(i, 14);
-  row.update_timestamp = r.Text(i, 15);
-  return row;
-}
-
 std::vector<internal::PgParam> internal::RowParams(const internal::ObjectRow& row) {
   return {P(KindName(row.key.kind)),
           P(row.key.namespace_),
@@ -206,16 +185,6 @@ std::vector<internal::PgParam> KeyParams(const ObjectKey& key) {
   return {P(KindName(key.kind)), P(key.namespace_), P(key.name)};
 }
 
-Status CheckUnchangedSince(std::string_view what, const ObjectKey& key, int64_t read,
-                           int64_t stored) {
-  if (read == stored) {
-    return OkStatus();
-  }
-  return api::AbortedError("conflict updating " + std::string(what) + " of " + key.ToString() +
-                           ": it changed (resourceVersion " + std::to_string(read) + " is now " +
-                           std::to_string(stored) + "); read it again");
-}
-
 }  // namespace
 
 StatusOr<std::optional<PostgresStore::Row>> PostgresStore::ReadRow(const ObjectKey& key) {
@@ -226,7 +195,7 @@ StatusOr<std::optional<PostgresStore::Row>> PostgresStore::ReadRow(const ObjectK
   if (r.Rows() == 0) {
     return std::optional<Row>();
   }
-  ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, r, 0));
+  ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, PgRow(r, 0)));
   return std::optional<Row>(std::move(row));
 }
 
@@ -280,174 +249,21 @@ Status PostgresStore::AppendChange(int64_t revision, ChangeType type, const Obje
       .status();
 }
 
-StatusOr<DeleteOutcome> PostgresStore::DeleteLocked(Row& row, int64_t& revision) {
-  if (!row.deletion_timestamp.empty()) {
-    return DeleteOutcome::kAlreadyDeleting;
-  }
-  if (row.finalizers != "[]") {
-    row.deletion_timestamp = Now();
-    row.update_timestamp = row.deletion_timestamp;
-    row.resource_version = ++revision;
-    RETURN_IF_ERROR(UpdateRow(row));
-    RETURN_IF_ERROR(AppendChange(row.resource_version, ChangeType::kModified, row.key, &row));
-    return DeleteOutcome::kMarkedForDeletion;
-  }
-  row.resource_version = ++revision;
-  RETURN_IF_ERROR(DeleteRow(row.key));
-  RETURN_IF_ERROR(AppendChange(row.resource_version, ChangeType::kDeleted, row.key, nullptr));
-  return DeleteOutcome::kDeleted;
-}
-
 // ---- objects ----------------------------------------------------------------------------------
-// Each write mirrors SqliteStore's (sqlite_store_objects.cc) step for step; the one difference
-// is LockRevision at the start, PostgreSQL's stand-in for SQLite's BEGIN IMMEDIATE.
+// What each write does to the rows is internal/object_writes.h, shared with SqliteStore; here
+// is only the transaction: LockRevision at the start, PostgreSQL's stand-in for SQLite's BEGIN
+// IMMEDIATE, and NOTIFY before the commit.
 
 StatusOr<std::vector<ApplyResult>> PostgresStore::Apply(const std::vector<Object>& objects,
                                                         const ApplyOptions& options) {
-  if (options.prune && options.applyset.empty()) {
-    return api::InvalidArgumentError("prune needs an applyset to know which objects to delete");
-  }
-  if (options.prune && objects.empty() && !options.prune_allow_empty) {
-    return api::FailedPreconditionError(
-        "no objects passed to apply; refusing to prune every "
-        "member of applyset \"" +
-        options.applyset + "\" (prune_allow_empty not set)");
-  }
-  struct Wanted {
-    ObjectKey key;
-    int64_t resource_version;
-    std::string spec;
-    std::string labels;
-    std::string annotations;
-  };
-  std::vector<Wanted> wanted;
-  wanted.reserve(objects.size());
-  std::set<ObjectKey> keys;
-  for (const Object& object : objects) {
-    ObjectKey key = api::KeyOf(object);
-    if (key.name.empty()) {
-      return api::InvalidArgumentError("a " + std::string(KindName(key.kind)) + " in namespace " +
-                                       key.namespace_ + " has no name");
-    }
-    if (!keys.insert(key).second) {
-      return api::InvalidArgumentError(key.ToString() + " appears more than once in one apply");
-    }
-    wanted.push_back({std::move(key), object.metadata.resource_version, api::EncodeSpecJson(object),
-                      internal::MapToJson(object.metadata.labels),
-                      internal::MapToJson(object.metadata.annotations)});
-  }
-
+  ASSIGN_OR_RETURN(internal::ApplyPlan plan, internal::PlanApply(objects, options));
   std::lock_guard lock(mu_);
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
   ASSIGN_OR_RETURN(const int64_t start, LockRevision());
   int64_t revision = start;
-  const std::string now = Now();
-  std::vector<ApplyResult> results;
-  results.reserve(wanted.size());
-
-  for (Wanted& w : wanted) {
-    ASSIGN_OR_RETURN(std::optional<Row> existing, ReadRow(w.key));
-    ApplyResult result;
-    result.key = w.key;
-    Row row;
-    if (options.require_resource_version) {
-      if (!existing) {
-        return api::NotFoundError(w.key.ToString() + " not found");
-      }
-      if (existing->resource_version != w.resource_version) {
-        return api::AbortedError("conflict updating " + w.key.ToString() +
-                                 ": it changed (resourceVersion " +
-                                 std::to_string(w.resource_version) + " is now " +
-                                 std::to_string(existing->resource_version) + "); read it again");
-      }
-    }
-    if (!existing) {
-      row.key = w.key;
-      row.uid = NewUid();
-      row.generation = 1;
-      row.resource_version = ++revision;
-      row.spec = std::move(w.spec);
-      row.status = api::EncodeStatusJson(api::MakeObject(w.key.kind, w.key.name));
-      row.labels = std::move(w.labels);
-      row.annotations = std::move(w.annotations);
-      row.applyset = options.applyset;
-      row.creation_timestamp = now;
-      row.update_timestamp = now;
-      RETURN_IF_ERROR(InsertRow(row));
-      RETURN_IF_ERROR(AppendChange(row.resource_version, ChangeType::kAdded, row.key, &row));
-      result.action = ApplyAction::kCreated;
-    } else {
-      row = std::move(*existing);
-      if (!row.deletion_timestamp.empty()) {
-        return api::FailedPreconditionError(w.key.ToString() + " is being deleted (since " +
-                                            row.deletion_timestamp +
-                                            "); wait until it is gone, then apply again");
-      }
-      const bool spec_changed = row.spec != w.spec;
-      const bool meta_changed = row.labels != w.labels || row.annotations != w.annotations;
-      const bool applyset_changed = !options.applyset.empty() && row.applyset != options.applyset;
-      if (spec_changed || meta_changed) {
-        if (spec_changed) {
-          ++row.generation;
-        }
-        row.spec = std::move(w.spec);
-        row.labels = std::move(w.labels);
-        row.annotations = std::move(w.annotations);
-        if (!options.applyset.empty()) {
-          row.applyset = options.applyset;
-        }
-        row.resource_version = ++revision;
-        row.update_timestamp = now;
-        RETURN_IF_ERROR(UpdateRow(row));
-        RETURN_IF_ERROR(AppendChange(row.resource_version, ChangeType::kModified, row.key, &row));
-        result.action = ApplyAction::kConfigured;
-      } else {
-        if (applyset_changed) {
-          row.applyset = options.applyset;
-          RETURN_IF_ERROR(UpdateRow(row));
-        }
-        result.action = ApplyAction::kUnchanged;
-      }
-    }
-    ASSIGN_OR_RETURN(result.object, RowToObject(row));
-    results.push_back(std::move(result));
-  }
-
-  if (options.prune) {
-    std::vector<ObjectKey> members;
-    {
-      ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT kind, namespace, name FROM objects WHERE "
-                                               "applyset = $1",
-                                               {P(options.applyset)}));
-      for (int i = 0; i < r.Rows(); ++i) {
-        auto kind = api::ParseKind(r.Text(i, 0));
-        if (!kind.ok()) {
-          return DataLossError("database " + redacted_url_ + ": object with unknown kind '" +
-                               r.Text(i, 0) + "'");
-        }
-        ObjectKey key{*kind, r.Text(i, 1), r.Text(i, 2)};
-        if (!keys.contains(key)) {
-          members.push_back(std::move(key));
-        }
-      }
-    }
-    std::sort(members.begin(), members.end());
-    for (const ObjectKey& key : members) {
-      ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-      if (!row || !row->deletion_timestamp.empty()) {
-        continue;
-      }
-      ApplyResult result;
-      result.key = key;
-      result.action = ApplyAction::kPruned;
-      ASSIGN_OR_RETURN(DeleteOutcome outcome, DeleteLocked(*row, revision));
-      (void)outcome;
-      ASSIGN_OR_RETURN(result.object, RowToObject(*row));
-      results.push_back(std::move(result));
-    }
-  }
-
+  ASSIGN_OR_RETURN(std::vector<ApplyResult> results,
+                   Writes::Apply(*this, redacted_url_, plan, options, revision));
   if (options.dry_run) {
     txn.Rollback();
     return results;
@@ -486,17 +302,9 @@ StatusOr<std::vector<Object>> PostgresStore::List(const ListOptions& options) {
     std::lock_guard lock(mu_);
     ASSIGN_OR_RETURN(PgResult r, conn_->Exec(sql, params));
     for (int i = 0; i < r.Rows(); ++i) {
-      ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, r, i));
+      ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, PgRow(r, i)));
       ASSIGN_OR_RETURN(Object object, RowToObject(row));
-      bool match = true;
-      for (const auto& [label, value] : options.label_selector) {
-        auto it = object.metadata.labels.find(label);
-        if (it == object.metadata.labels.end() || it->second != value) {
-          match = false;
-          break;
-        }
-      }
-      if (match) {
+      if (internal::MatchesLabels(object, options.label_selector)) {
         out.push_back(std::move(object));
       }
     }
@@ -506,85 +314,46 @@ StatusOr<std::vector<Object>> PostgresStore::List(const ListOptions& options) {
   return out;
 }
 
-StatusOr<Object> PostgresStore::UpdateStatus(const Object& object) {
-  const ObjectKey key = api::KeyOf(object);
-  std::string status = api::EncodeStatusJson(object);
-  std::lock_guard lock(mu_);
-  PgTxn txn(*conn_);
-  RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(int64_t revision, LockRevision());
-  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) {
-    return api::NotFoundError(key.ToString() + " not found");
-  }
-  RETURN_IF_ERROR(
-      CheckUnchangedSince("status", key, object.metadata.resource_version, row->resource_version));
-  if (row->status == status) {
-    return RowToObject(*row);
-  }
-  row->status = std::move(status);
-  row->resource_version = ++revision;
-  row->update_timestamp = Now();
-  RETURN_IF_ERROR(UpdateRow(*row));
-  RETURN_IF_ERROR(AppendChange(revision, ChangeType::kModified, key, &*row));
-  RETURN_IF_ERROR(WriteRevision(revision));
-  RETURN_IF_ERROR(Notify());
-  RETURN_IF_ERROR(txn.Commit());
-  return RowToObject(*row);
-}
-
-StatusOr<Object> PostgresStore::UpdateControllerMetadata(const Object& object) {
-  const ObjectKey key = api::KeyOf(object);
-  std::string finalizers = internal::FinalizersToJson(object.metadata.finalizers);
-  std::string owners = internal::OwnersToJson(object.metadata.owner_references);
-  std::lock_guard lock(mu_);
-  PgTxn txn(*conn_);
-  RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(int64_t revision, LockRevision());
-  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) {
-    return api::NotFoundError(key.ToString() + " not found");
-  }
-  RETURN_IF_ERROR(CheckUnchangedSince("metadata", key, object.metadata.resource_version,
-                                      row->resource_version));
-  if (row->finalizers == finalizers && row->owner_references == owners) {
-    return RowToObject(*row);
-  }
-  row->finalizers = std::move(finalizers);
-  row->owner_references = std::move(owners);
-  row->resource_version = ++revision;
-  row->update_timestamp = Now();
-  if (!row->deletion_timestamp.empty() && row->finalizers == "[]") {
-    RETURN_IF_ERROR(DeleteRow(key));
-    RETURN_IF_ERROR(AppendChange(revision, ChangeType::kDeleted, key, nullptr));
-  } else {
-    RETURN_IF_ERROR(UpdateRow(*row));
-    RETURN_IF_ERROR(AppendChange(revision, ChangeType::kModified, key, &*row));
-  }
-  RETURN_IF_ERROR(WriteRevision(revision));
-  RETURN_IF_ERROR(Notify());
-  RETURN_IF_ERROR(txn.Commit());
-  return RowToObject(*row);
-}
-
-StatusOr<DeleteOutcome> PostgresStore::Delete(const ObjectKey& key) {
+// Runs `write(revision)` in one object write transaction, then stores the revisions it took,
+// commits and wakes the watchers; when it took none, nothing is written (the transaction rolls
+// back).
+template <typename Write>
+auto PostgresStore::ObjectWrite(Write write) -> std::invoke_result_t<Write, int64_t&> {
   std::lock_guard lock(mu_);
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
   ASSIGN_OR_RETURN(const int64_t start, LockRevision());
-  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) {
-    return api::NotFoundError(key.ToString() + " not found");
-  }
   int64_t revision = start;
-  ASSIGN_OR_RETURN(DeleteOutcome outcome, DeleteLocked(*row, revision));
-  if (revision == start) {
-    return outcome;
+  auto result = write(revision);
+  if (!result.ok() || revision == start) {
+    return result;
   }
   RETURN_IF_ERROR(WriteRevision(revision));
   RETURN_IF_ERROR(Notify());
   RETURN_IF_ERROR(txn.Commit());
-  return outcome;
+  return result;
+}
+
+StatusOr<Object> PostgresStore::UpdateStatus(const Object& object) {
+  std::string status = api::EncodeStatusJson(object);
+  ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
+                     return Writes::UpdateStatus(*this, object, std::move(status), revision);
+                   }));
+  return RowToObject(row);
+}
+
+StatusOr<Object> PostgresStore::UpdateControllerMetadata(const Object& object) {
+  std::string finalizers = internal::FinalizersToJson(object.metadata.finalizers);
+  std::string owners = internal::OwnersToJson(object.metadata.owner_references);
+  ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
+                     return Writes::UpdateControllerMetadata(*this, object, std::move(finalizers),
+                                                             std::move(owners), revision);
+                   }));
+  return RowToObject(row);
+}
+
+StatusOr<DeleteOutcome> PostgresStore::Delete(const ObjectKey& key) {
+  return ObjectWrite([&](int64_t& revision) { return Writes::Delete(*this, key, revision); });
 }
 
 // ---- watch ------------------------------------------------------------------------------------
@@ -611,28 +380,7 @@ StatusOr<std::vector<Store::Change>> PostgresStore::WatchSince(int64_t since, in
                                            "LIMIT $2",
                                            {P(since), P(int64_t{limit})}));
   for (int i = 0; i < r.Rows(); ++i) {
-    Change change;
-    change.revision = r.Int(i, 0);
-    const std::string where =
-        "database " + redacted_url_ + ": change " + std::to_string(change.revision);
-    auto type = internal::ParseChangeType(r.Text(i, 1));
-    auto kind = api::ParseKind(r.Text(i, 2));
-    if (!type || !kind.ok()) {
-      return DataLossError(where + ": bad type or kind");
-    }
-    change.type = *type;
-    change.key = ObjectKey{*kind, r.Text(i, 3), r.Text(i, 4)};
-    if (!r.IsNull(i, 5)) {
-      auto row = internal::DecodeChangeObject(change.key, r.Text(i, 5));
-      if (!row.ok()) {
-        return DataLossError(where + ": " + row.status().message());
-      }
-      auto object = RowToObject(*row);
-      if (!object.ok()) {
-        return DataLossError(where + ": " + object.status().message());
-      }
-      change.object = std::move(object).value();
-    }
+    ASSIGN_OR_RETURN(Change change, internal::ReadChangeColumns(redacted_url_, PgRow(r, i)));
     out.push_back(std::move(change));
   }
   const bool gap = out.empty() ? since < current : out.front().revision != since + 1;

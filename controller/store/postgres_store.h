@@ -35,6 +35,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "controller/engine/clock.h"
@@ -44,7 +45,12 @@ namespace sbx::controller {
 
 namespace internal {
 class PgConnection;
+class PgRow;
 struct ObjectRow;
+template <typename Db>
+class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
+template <typename Db>
+class ObjectWrites;  // what the object writes do to the rows; internal/object_writes.h
 }  // namespace internal
 
 struct PostgresStoreOptions {
@@ -139,10 +145,21 @@ class PostgresStore final : public Store {
 
  private:
   using Row = internal::ObjectRow;
-  class ImportSink;
+  // What internal::StoreCopier uses: the rows of Query, its placeholders ($1, $2, …).
+  template <typename Db>
+  friend class internal::StoreCopier;
+  template <typename Db>
+  friend class internal::ObjectWrites;
+  using CopyRow = internal::PgRow;
+  static constexpr char kParam = '$';
 
   PostgresStore(std::string redacted_url, std::string url, Options options,
                 std::unique_ptr<internal::PgConnection> conn);
+
+  // UpdateStatus's, UpdateControllerMetadata's and Delete's transaction (the .cc has the
+  // definition); takes mu_.
+  template <typename Write>
+  auto ObjectWrite(Write write) -> std::invoke_result_t<Write, int64_t&>;
 
   // All below require mu_ held.
   Status Migrate();
@@ -156,9 +173,22 @@ class PostgresStore final : public Store {
   Status UpdateRow(const Row& row);
   Status DeleteRow(const ObjectKey& key);
   Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row);
-  StatusOr<DeleteOutcome> DeleteLocked(Row& row, int64_t& revision);
+  // The one INSERT of each table beside the objects (InsertRow is the objects'), shared by the
+  // Store operations, which pass their upsert as `on_conflict` (" ON CONFLICT …"), and
+  // ImportFrom, which writes records as they are and fails on a duplicate.
+  Status InsertEvent(const Event& event, std::string_view on_conflict = "");
+  Status InsertInventory(const InventoryRecord& record, std::string_view on_conflict = "");
+  Status InsertTaskLogHead(const ObjectKey& task, const std::string& task_uid, int64_t last_seq,
+                           int64_t dropped, std::string_view on_conflict = "");
+  // bytes is entry.text's size.
+  Status InsertTaskLogEntry(const std::string& task_uid, const TaskLogEntry& entry);
+  Status InsertArtifact(const ObjectKey& task, const std::string& task_uid,
+                        const Artifact& artifact, std::string_view on_conflict = "");
   StatusOr<int64_t> ReadCompactedRevision();
-  Status ExportLocked(StoreSink& sink);
+  // Runs `sql` with `params` as $1, $2, … and calls `each_row` (when not null) on each row,
+  // stopping at its first error.
+  Status Query(std::string_view sql, const std::vector<std::string>& params,
+               const std::function<Status(const internal::PgRow&)>& each_row);
   // NOTIFY the listeners of WaitForChange (delivered at commit).
   Status Notify();
   std::string Now() const;

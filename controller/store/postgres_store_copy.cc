@@ -1,31 +1,21 @@
-// PostgresStore's side of copying a whole store (store_copy.h, `sbxctl migrate`): the export of
-// every table but leases and the change log from one snapshot, and the import sink that writes
-// records as they are (uids, resourceVersions, sequence numbers and timestamps kept) in one
-// transaction. The SQL mirrors sqlite_store_copy.cc; text that may hold any bytes is bytea here.
-#include <algorithm>
+// PostgresStore's side of copying a whole store (store_copy.h, `sbxctl migrate`): the
+// transactions around internal::StoreCopier, which reads and writes the records the same way for
+// both backends. The export reads from one snapshot (REPEATABLE READ, READ ONLY); the import
+// writes in one transaction holding the revision row's lock.
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "controller/store/internal/object_row.h"
 #include "controller/store/internal/postgres_connection.h"
-#include "controller/store/internal/postgres_rows.h"
-#include "controller/store/internal/sqlite_schema.h"
+#include "controller/store/internal/store_copier.h"
 #include "controller/store/postgres_store.h"
-#include "controller/store/store_copy.h"
 
 namespace sbx::controller {
 
-using api::KindName;
 using api::OkStatus;
-using internal::DataLossError;
-using internal::kInventoryColumns;
-using internal::kObjectColumns;
-using internal::P;
 using internal::PgResult;
+using internal::PgRow;
 using internal::PgTxn;
-
-// ---- export -----------------------------------------------------------------------------------
+using Copier = internal::StoreCopier<PostgresStore>;
 
 Status PostgresStore::ExportTo(StoreSink& sink) {
   std::lock_guard lock(mu_);
@@ -34,187 +24,9 @@ Status PostgresStore::ExportTo(StoreSink& sink) {
   // One snapshot for every table, and a promise to write nothing.
   RETURN_IF_ERROR(
       conn_->Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").status());
-  RETURN_IF_ERROR(ExportLocked(sink));
+  RETURN_IF_ERROR(Copier::Export(*this, redacted_url_, sink));
   return txn.Commit();
 }
-
-Status PostgresStore::ExportLocked(StoreSink& sink) {
-  ASSIGN_OR_RETURN(const int64_t revision, ReadRevision());
-  RETURN_IF_ERROR(sink.Revision(revision));
-  {
-    ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT " + std::string(kObjectColumns) +
-                                             " FROM objects ORDER BY kind, namespace, name"));
-    for (int i = 0; i < r.Rows(); ++i) {
-      ASSIGN_OR_RETURN(Row row, internal::ReadRowColumns(redacted_url_, r, i));
-      ASSIGN_OR_RETURN(Object object, RowToObject(row));
-      RETURN_IF_ERROR(sink.PutObject(StoredObject{std::move(object), std::move(row.applyset),
-                                                  std::move(row.update_timestamp)}));
-    }
-  }
-  {
-    ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT " + std::string(kInventoryColumns) +
-                                             " FROM inventory ORDER BY workspace, resource_type, "
-                                             "external_id"));
-    for (int i = 0; i < r.Rows(); ++i) {
-      ASSIGN_OR_RETURN(InventoryRecord record, internal::ReadInventoryColumns(redacted_url_, r, i));
-      RETURN_IF_ERROR(sink.PutInventory(record));
-    }
-  }
-  {
-    ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT kind, namespace, name, type, reason, message, "
-                                             "count, first_seen, last_seen FROM events ORDER BY "
-                                             "id"));
-    for (int i = 0; i < r.Rows(); ++i) {
-      auto kind = api::ParseKind(r.Text(i, 0));
-      if (!kind.ok()) {
-        return DataLossError("database " + redacted_url_ + ": event with unknown kind '" +
-                             r.Text(i, 0) + "'");
-      }
-      Event event;
-      event.involved = ObjectKey{*kind, r.Text(i, 1), r.Text(i, 2)};
-      event.type = r.Text(i, 3);
-      event.reason = r.Text(i, 4);
-      event.message = r.Bytes(i, 5);
-      event.count = r.Int(i, 6);
-      event.first_seen = r.Text(i, 7);
-      event.last_seen = r.Text(i, 8);
-      RETURN_IF_ERROR(sink.PutEvent(event));
-    }
-  }
-  {
-    ASSIGN_OR_RETURN(PgResult heads, conn_->Exec("SELECT task_uid, kind, namespace, name, "
-                                                 "last_seq, dropped FROM task_log_heads ORDER BY "
-                                                 "task_uid"));
-    for (int h = 0; h < heads.Rows(); ++h) {
-      auto kind = api::ParseKind(heads.Text(h, 1));
-      if (!kind.ok()) {
-        return DataLossError("database " + redacted_url_ + ": task log of unknown kind '" +
-                             heads.Text(h, 1) + "'");
-      }
-      StoredTaskLog log;
-      log.task_uid = heads.Text(h, 0);
-      log.task = ObjectKey{*kind, heads.Text(h, 2), heads.Text(h, 3)};
-      log.last_seq = heads.Int(h, 4);
-      log.dropped = heads.Int(h, 5);
-      // One task's log at a time (bounded by task_log_max_bytes).
-      ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT seq, kind, item_id, text, exit_code, at "
-                                               "FROM task_log WHERE task_uid = $1 ORDER BY seq",
-                                               {P(log.task_uid)}));
-      for (int i = 0; i < r.Rows(); ++i) {
-        TaskLogEntry e;
-        e.seq = r.Int(i, 0);
-        e.kind = internal::ParseTaskLogKind(r.Text(i, 1));
-        e.item_id = r.Text(i, 2);
-        e.text = r.Bytes(i, 3);
-        if (!r.IsNull(i, 4)) {
-          e.exit_code = r.Int(i, 4);
-        }
-        e.at = r.Text(i, 5);
-        log.entries.push_back(std::move(e));
-      }
-      RETURN_IF_ERROR(sink.PutTaskLog(log));
-    }
-  }
-  {
-    // The keys first, then one artifact's content at a time: libpq holds a whole result in
-    // memory, and a task may have 16 MiB of artifacts.
-    ASSIGN_OR_RETURN(PgResult keys, conn_->Exec("SELECT task_uid, kind, namespace, name, path "
-                                                "FROM artifacts ORDER BY task_uid, path"));
-    for (int k = 0; k < keys.Rows(); ++k) {
-      auto kind = api::ParseKind(keys.Text(k, 1));
-      if (!kind.ok()) {
-        return DataLossError("database " + redacted_url_ + ": artifact of unknown kind '" +
-                             keys.Text(k, 1) + "'");
-      }
-      const ObjectKey task{*kind, keys.Text(k, 2), keys.Text(k, 3)};
-      const std::string task_uid = keys.Text(k, 0);
-      ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT path, bytes, sha256, content FROM "
-                                               "artifacts WHERE task_uid = $1 AND path = $2",
-                                               {P(task_uid), P(keys.Text(k, 4))}));
-      if (r.Rows() != 1) {
-        return DataLossError("database " + redacted_url_ + ": artifact " + keys.Text(k, 4) +
-                             " vanished during the export");
-      }
-      RETURN_IF_ERROR(sink.PutArtifact(
-          task, task_uid, Artifact{r.Text(0, 0), r.Int(0, 1), r.Text(0, 2), r.Bytes(0, 3)}));
-    }
-  }
-  return OkStatus();
-}
-
-// ---- import -----------------------------------------------------------------------------------
-
-// Writes each record as given, inside ImportFrom's transaction (mu_ held by ImportFrom). No
-// ON CONFLICT anywhere: the store was empty, so a duplicate is a broken source and fails the
-// import.
-class PostgresStore::ImportSink final : public StoreSink {
- public:
-  explicit ImportSink(PostgresStore& store) : store_(store) {}
-
-  int64_t revision() const { return std::max(source_revision_, max_resource_version_); }
-
-  Status Revision(int64_t revision) override {
-    source_revision_ = revision;
-    return OkStatus();
-  }
-  Status PutObject(const StoredObject& object) override {
-    RETURN_IF_ERROR(CheckImportedObject(store_.redacted_url_, object));
-    max_resource_version_ =
-        std::max(max_resource_version_, object.object.metadata.resource_version);
-    return store_.InsertRow(
-        internal::ObjectToRow(object.object, object.applyset, object.update_timestamp));
-  }
-  Status PutInventory(const InventoryRecord& record) override {
-    return Exec("INSERT INTO inventory (" + std::string(kInventoryColumns) +
-                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                {P(record.workspace), P(record.resource_type), P(record.external_id),
-                 P(internal::InventoryStateName(record.state)), P(KindName(record.owner.kind)),
-                 P(record.owner.namespace_), P(record.owner.name), P(record.owner_uid),
-                 P(record.created_at), P(record.updated_at)});
-  }
-  Status PutEvent(const Event& event) override {
-    return Exec(
-        "INSERT INTO events (kind, namespace, name, type, reason, message, count, "
-        "first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        {P(KindName(event.involved.kind)), P(event.involved.namespace_), P(event.involved.name),
-         P(event.type), P(event.reason), internal::Bytes(event.message), P(event.count),
-         P(event.first_seen), P(event.last_seen)});
-  }
-  Status PutTaskLog(const StoredTaskLog& log) override {
-    RETURN_IF_ERROR(
-        Exec("INSERT INTO task_log_heads (task_uid, kind, namespace, name, last_seq, "
-             "dropped) VALUES ($1, $2, $3, $4, $5, $6)",
-             {P(log.task_uid), P(KindName(log.task.kind)), P(log.task.namespace_), P(log.task.name),
-              P(log.last_seq), P(log.dropped)}));
-    for (const TaskLogEntry& e : log.entries) {
-      RETURN_IF_ERROR(Exec(
-          "INSERT INTO task_log (task_uid, seq, kind, item_id, text, exit_code, "
-          "at, bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-          {P(log.task_uid), P(e.seq), P(internal::TaskLogKindName(e.kind)), P(e.item_id),
-           internal::Bytes(e.text), e.exit_code.has_value() ? P(*e.exit_code) : internal::Null(),
-           P(e.at), P(static_cast<int64_t>(e.text.size()))}));
-    }
-    return OkStatus();
-  }
-  Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
-                     const Artifact& artifact) override {
-    RETURN_IF_ERROR(CheckImportedArtifact(task, artifact));
-    return Exec(
-        "INSERT INTO artifacts (task_uid, kind, namespace, name, path, bytes, sha256, "
-        "content) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        {P(task_uid), P(KindName(task.kind)), P(task.namespace_), P(task.name), P(artifact.path),
-         P(artifact.bytes), P(artifact.sha256), internal::Bytes(artifact.content)});
-  }
-
- private:
-  Status Exec(const std::string& sql, const std::vector<internal::PgParam>& params) {
-    return store_.conn_->Exec(sql, params).status();
-  }
-
-  PostgresStore& store_;
-  int64_t source_revision_ = 0;
-  int64_t max_resource_version_ = 0;
-};
 
 Status PostgresStore::ImportFrom(const std::function<Status(StoreSink&)>& fill) {
   std::lock_guard lock(mu_);
@@ -222,28 +34,25 @@ Status PostgresStore::ImportFrom(const std::function<Status(StoreSink&)>& fill) 
   RETURN_IF_ERROR(txn.Begin());
   // Object writers of every process wait for this transaction, as for any object write.
   ASSIGN_OR_RETURN(const int64_t current, LockRevision());
-  ASSIGN_OR_RETURN(PgResult counts,
-                   conn_->Exec("SELECT (SELECT count(*) FROM objects), (SELECT count(*) FROM "
-                               "inventory), (SELECT count(*) FROM events), (SELECT count(*) FROM "
-                               "task_log_heads), (SELECT count(*) FROM task_log), (SELECT "
-                               "count(*) FROM artifacts)"));
-  CopyCounts held;
-  held.objects = counts.Int(0, 0);
-  held.inventory = counts.Int(0, 1);
-  held.events = counts.Int(0, 2);
-  held.task_logs = counts.Int(0, 3);
-  held.task_log_lines = counts.Int(0, 4);
-  held.artifacts = counts.Int(0, 5);
-  RETURN_IF_ERROR(CheckEmptyForImport(redacted_url_, held));
-
-  ImportSink sink(*this);
-  RETURN_IF_ERROR(fill(sink));
-  // Above every imported resourceVersion; an empty change log makes that the compaction point,
-  // so a watcher of this database re-lists.
-  RETURN_IF_ERROR(WriteRevision(std::max(current, sink.revision())));
-  RETURN_IF_ERROR(conn_->Exec("DELETE FROM changes").status());
+  RETURN_IF_ERROR(Copier::Import(*this, redacted_url_, current, fill));
   RETURN_IF_ERROR(Notify());
   return txn.Commit();
+}
+
+Status PostgresStore::Query(std::string_view sql, const std::vector<std::string>& params,
+                            const std::function<Status(const PgRow&)>& each_row) {
+  std::vector<internal::PgParam> values;
+  values.reserve(params.size());
+  for (const std::string& param : params) {
+    values.push_back(internal::P(param));
+  }
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec(sql, values));
+  if (each_row) {
+    for (int i = 0; i < r.Rows(); ++i) {
+      RETURN_IF_ERROR(each_row(PgRow(r, i)));
+    }
+  }
+  return OkStatus();
 }
 
 }  // namespace sbx::controller

@@ -12,6 +12,7 @@
 #include "controller/store/internal/postgres_connection.h"
 #include "controller/store/internal/postgres_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
+#include "controller/store/internal/store_rows.h"
 #include "controller/store/postgres_store.h"
 
 namespace sbx::controller {
@@ -19,11 +20,16 @@ namespace sbx::controller {
 using api::KindName;
 using api::OkStatus;
 using internal::DataLossError;
+using internal::kEventColumns;
 using internal::kInventoryColumns;
+using internal::kTaskLogEntryColumns;
 using internal::P;
 using internal::PgResult;
+using internal::PgRow;
 using internal::PgTxn;
+using internal::ReadEventColumns;
 using internal::ReadInventoryColumns;
+using internal::ReadTaskLogEntryColumns;
 
 // ---- events -----------------------------------------------------------------------------------
 
@@ -32,18 +38,10 @@ Status PostgresStore::RecordEvent(const Event& event) {
   const std::string now = Now();
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
-  RETURN_IF_ERROR(
-      conn_
-          ->Exec("INSERT INTO events (kind, namespace, name, type, reason, message, count, "
-                 "first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
-                 "ON CONFLICT (kind, namespace, name, type, reason, md5(message)) DO UPDATE SET "
-                 "count = events.count + excluded.count, last_seen = excluded.last_seen",
-                 {P(KindName(event.involved.kind)), P(event.involved.namespace_),
-                  P(event.involved.name), P(event.type), P(event.reason),
-                  internal::Bytes(event.message), P(std::max<int64_t>(event.count, 1)),
-                  P(event.first_seen.empty() ? now : event.first_seen),
-                  P(event.last_seen.empty() ? now : event.last_seen)})
-          .status());
+  RETURN_IF_ERROR(InsertEvent(internal::RecordedEvent(event, now),
+                              " ON CONFLICT (kind, namespace, name, type, reason, md5(message)) "
+                              "DO UPDATE SET count = events.count + excluded.count, last_seen = "
+                              "excluded.last_seen"));
   if (options_.max_events_per_object > 0) {
     RETURN_IF_ERROR(conn_
                         ->Exec("DELETE FROM events WHERE kind = $1 AND namespace = $2 AND "
@@ -59,6 +57,17 @@ Status PostgresStore::RecordEvent(const Event& event) {
   return txn.Commit();
 }
 
+Status PostgresStore::InsertEvent(const Event& event, std::string_view on_conflict) {
+  return conn_
+      ->Exec(
+          "INSERT INTO events (" + std::string(kEventColumns) +
+              ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)" + std::string(on_conflict),
+          {P(KindName(event.involved.kind)), P(event.involved.namespace_), P(event.involved.name),
+           P(event.type), P(event.reason), internal::Bytes(event.message), P(event.count),
+           P(event.first_seen), P(event.last_seen)})
+      .status();
+}
+
 StatusOr<int64_t> PostgresStore::ExpireEvents(std::chrono::system_clock::time_point cutoff) {
   // last_seen is RFC 3339 UTC with second precision, so text order is time order ("C"-like
   // comparison of ASCII digits holds in every collation).
@@ -70,9 +79,7 @@ StatusOr<int64_t> PostgresStore::ExpireEvents(std::chrono::system_clock::time_po
 
 StatusOr<std::vector<Store::Event>> PostgresStore::ListEvents(
     const std::optional<ObjectKey>& involved) {
-  std::string sql =
-      "SELECT kind, namespace, name, type, reason, message, count, first_seen, last_seen "
-      "FROM events";
+  std::string sql = "SELECT " + std::string(kEventColumns) + " FROM events";
   std::vector<internal::PgParam> params;
   if (involved) {
     sql += " WHERE kind = $1 AND namespace = $2 AND name = $3";
@@ -83,19 +90,7 @@ StatusOr<std::vector<Store::Event>> PostgresStore::ListEvents(
   ASSIGN_OR_RETURN(PgResult r, conn_->Exec(sql, params));
   std::vector<Event> out;
   for (int i = 0; i < r.Rows(); ++i) {
-    auto kind = api::ParseKind(r.Text(i, 0));
-    if (!kind.ok()) {
-      return DataLossError("database " + redacted_url_ + ": event with unknown kind '" +
-                           r.Text(i, 0) + "'");
-    }
-    Event event;
-    event.involved = ObjectKey{*kind, r.Text(i, 1), r.Text(i, 2)};
-    event.type = r.Text(i, 3);
-    event.reason = r.Text(i, 4);
-    event.message = r.Bytes(i, 5);
-    event.count = r.Int(i, 6);
-    event.first_seen = r.Text(i, 7);
-    event.last_seen = r.Text(i, 8);
+    ASSIGN_OR_RETURN(Event event, ReadEventColumns(redacted_url_, PgRow(r, i)));
     out.push_back(std::move(event));
   }
   return out;
@@ -106,40 +101,23 @@ StatusOr<std::vector<Store::Event>> PostgresStore::ListEvents(
 Status PostgresStore::PutInventory(const InventoryRecord& record) {
   std::lock_guard lock(mu_);
   const std::string now = Now();
+  return InsertInventory(internal::PutInventoryRecord(record, now),
+                         " ON CONFLICT (workspace, resource_type, external_id) DO UPDATE SET "
+                         "state = excluded.state, owner_kind = excluded.owner_kind, "
+                         "owner_namespace = excluded.owner_namespace, owner_name = "
+                         "excluded.owner_name, owner_uid = excluded.owner_uid, updated_at = "
+                         "excluded.updated_at");
+}
+
+Status PostgresStore::InsertInventory(const InventoryRecord& record, std::string_view on_conflict) {
   return conn_
       ->Exec("INSERT INTO inventory (" + std::string(kInventoryColumns) +
-                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) "
-                 "ON CONFLICT (workspace, resource_type, external_id) DO UPDATE SET "
-                 "state = excluded.state, owner_kind = excluded.owner_kind, "
-                 "owner_namespace = excluded.owner_namespace, owner_name = excluded.owner_name, "
-                 "owner_uid = excluded.owner_uid, updated_at = excluded.updated_at",
+                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)" + std::string(on_conflict),
              {P(record.workspace), P(record.resource_type), P(record.external_id),
               P(internal::InventoryStateName(record.state)), P(KindName(record.owner.kind)),
               P(record.owner.namespace_), P(record.owner.name), P(record.owner_uid),
-              P(record.created_at.empty() ? now : record.created_at),
-              P(record.updated_at.empty() ? now : record.updated_at)})
+              P(record.created_at), P(record.updated_at)})
       .status();
-}
-
-StatusOr<Store::InventoryRecord> internal::ReadInventoryColumns(const std::string& db,
-                                                                const PgResult& r, int i) {
-  Store::InventoryRecord record;
-  record.workspace = r.Text(i, 0);
-  record.resource_type = r.Text(i, 1);
-  record.external_id = r.Text(i, 2);
-  auto state = internal::ParseInventoryState(r.Text(i, 3));
-  auto kind = api::ParseKind(r.Text(i, 4));
-  if (!state || !kind.ok()) {
-    return DataLossError("database " + db + ": inventory record " + record.workspace + "/" +
-                         record.resource_type + "/" + record.external_id +
-                         " has a bad state or owner kind");
-  }
-  record.state = *state;
-  record.owner = ObjectKey{*kind, r.Text(i, 5), r.Text(i, 6)};
-  record.owner_uid = r.Text(i, 7);
-  record.created_at = r.Text(i, 8);
-  record.updated_at = r.Text(i, 9);
-  return record;
 }
 
 StatusOr<std::optional<Store::InventoryRecord>> PostgresStore::GetInventory(
@@ -153,7 +131,7 @@ StatusOr<std::optional<Store::InventoryRecord>> PostgresStore::GetInventory(
   if (r.Rows() == 0) {
     return std::optional<InventoryRecord>();
   }
-  ASSIGN_OR_RETURN(InventoryRecord record, ReadInventoryColumns(redacted_url_, r, 0));
+  ASSIGN_OR_RETURN(InventoryRecord record, ReadInventoryColumns(redacted_url_, PgRow(r, 0)));
   return std::optional<InventoryRecord>(std::move(record));
 }
 
@@ -173,7 +151,7 @@ StatusOr<std::vector<Store::InventoryRecord>> PostgresStore::ListInventory(
   ASSIGN_OR_RETURN(PgResult r, conn_->Exec(sql, params));
   std::vector<InventoryRecord> out;
   for (int i = 0; i < r.Rows(); ++i) {
-    ASSIGN_OR_RETURN(InventoryRecord record, ReadInventoryColumns(redacted_url_, r, i));
+    ASSIGN_OR_RETURN(InventoryRecord record, ReadInventoryColumns(redacted_url_, PgRow(r, i)));
     out.push_back(std::move(record));
   }
   return out;
@@ -293,23 +271,11 @@ StatusOr<int64_t> PostgresStore::AppendTaskLog(const ObjectKey& task, const std:
   const int64_t bound = std::max<int64_t>(options_.task_log_max_bytes, 1);
   for (const TaskLogEntry& e : entries) {
     ++seq;
-    const std::string_view text = std::string_view(e.text).substr(0, static_cast<size_t>(bound));
-    RETURN_IF_ERROR(
-        conn_
-            ->Exec("INSERT INTO task_log (task_uid, seq, kind, item_id, text, "
-                   "exit_code, at, bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                   {P(task_uid), P(seq), P(internal::TaskLogKindName(e.kind)), P(e.item_id),
-                    internal::Bytes(text), e.exit_code ? P(*e.exit_code) : internal::Null(), P(now),
-                    P(static_cast<int64_t>(text.size()))})
-            .status());
+    RETURN_IF_ERROR(InsertTaskLogEntry(task_uid, internal::StoredTaskLogEntry(e, seq, bound, now)));
   }
-  RETURN_IF_ERROR(
-      conn_
-          ->Exec("INSERT INTO task_log_heads (task_uid, kind, namespace, name, "
-                 "last_seq, dropped) VALUES ($1, $2, $3, $4, $5, 0) ON CONFLICT "
-                 "(task_uid) DO UPDATE SET last_seq = excluded.last_seq",
-                 {P(task_uid), P(KindName(task.kind)), P(task.namespace_), P(task.name), P(seq)})
-          .status());
+  RETURN_IF_ERROR(InsertTaskLogHead(task, task_uid, seq, 0,
+                                    " ON CONFLICT (task_uid) DO UPDATE SET last_seq = "
+                                    "excluded.last_seq"));
   // The bound, as SqliteStore::AppendTaskLog: the oldest deltas first, then the oldest entries.
   for (std::string_view kinds : {"kind IN ('assistant.delta', 'output.delta')", "true"}) {
     for (;;) {
@@ -352,6 +318,30 @@ StatusOr<int64_t> PostgresStore::AppendTaskLog(const ObjectKey& task, const std:
   return seq;
 }
 
+Status PostgresStore::InsertTaskLogHead(const ObjectKey& task, const std::string& task_uid,
+                                        int64_t last_seq, int64_t dropped,
+                                        std::string_view on_conflict) {
+  return conn_
+      ->Exec(
+          "INSERT INTO task_log_heads (task_uid, kind, namespace, name, last_seq, dropped) "
+          "VALUES ($1, $2, $3, $4, $5, $6)" +
+              std::string(on_conflict),
+          {P(task_uid), P(KindName(task.kind)), P(task.namespace_), P(task.name), P(last_seq),
+           P(dropped)})
+      .status();
+}
+
+Status PostgresStore::InsertTaskLogEntry(const std::string& task_uid, const TaskLogEntry& entry) {
+  return conn_
+      ->Exec("INSERT INTO task_log (task_uid, " + std::string(kTaskLogEntryColumns) +
+                 ", bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+             {P(task_uid), P(entry.seq), P(internal::TaskLogKindName(entry.kind)), P(entry.item_id),
+              internal::Bytes(entry.text),
+              entry.exit_code.has_value() ? P(*entry.exit_code) : internal::Null(), P(entry.at),
+              P(static_cast<int64_t>(entry.text.size()))})
+      .status();
+}
+
 StatusOr<Store::TaskLogPage> PostgresStore::ReadTaskLog(const std::string& task_uid,
                                                         int64_t after_seq, int limit) {
   std::lock_guard lock(mu_);
@@ -371,20 +361,11 @@ StatusOr<Store::TaskLogPage> PostgresStore::ReadTaskLog(const std::string& task_
   }
   ASSIGN_OR_RETURN(
       PgResult r,
-      conn_->Exec("SELECT seq, kind, item_id, text, exit_code, at FROM task_log "
-                  "WHERE task_uid = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+      conn_->Exec("SELECT " + std::string(kTaskLogEntryColumns) +
+                      " FROM task_log WHERE task_uid = $1 AND seq > $2 ORDER BY seq LIMIT $3",
                   {P(task_uid), P(after_seq), limit > 0 ? P(int64_t{limit}) : internal::Null()}));
   for (int i = 0; i < r.Rows(); ++i) {
-    TaskLogEntry e;
-    e.seq = r.Int(i, 0);
-    e.kind = internal::ParseTaskLogKind(r.Text(i, 1));
-    e.item_id = r.Text(i, 2);
-    e.text = r.Bytes(i, 3);
-    if (!r.IsNull(i, 4)) {
-      e.exit_code = r.Int(i, 4);
-    }
-    e.at = r.Text(i, 5);
-    page.entries.push_back(std::move(e));
+    page.entries.push_back(ReadTaskLogEntryColumns(PgRow(r, i)));
   }
   RETURN_IF_ERROR(txn.Commit());
   return page;
@@ -392,11 +373,7 @@ StatusOr<Store::TaskLogPage> PostgresStore::ReadTaskLog(const std::string& task_
 
 Status PostgresStore::PutArtifact(const ObjectKey& task, const std::string& task_uid,
                                   const Artifact& artifact) {
-  if (artifact.bytes != static_cast<int64_t>(artifact.content.size())) {
-    return api::InvalidArgumentError("artifact " + artifact.path + ": bytes " +
-                                     std::to_string(artifact.bytes) + " but " +
-                                     std::to_string(artifact.content.size()) + " bytes of content");
-  }
+  RETURN_IF_ERROR(internal::CheckArtifactSize(artifact));
   std::lock_guard lock(mu_);
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
@@ -406,22 +383,25 @@ Status PostgresStore::PutArtifact(const ObjectKey& task, const std::string& task
   ASSIGN_OR_RETURN(PgResult others, conn_->Exec("SELECT coalesce(sum(bytes), 0) FROM artifacts "
                                                 "WHERE task_uid = $1 AND path != $2",
                                                 {P(task_uid), P(artifact.path)}));
-  if (others.Int(0, 0) + artifact.bytes > kMaxTaskArtifactBytes) {
-    return api::ResourceExhaustedError("artifact " + artifact.path + " (" +
-                                       std::to_string(artifact.bytes) + " bytes) would take task " +
-                                       task.ToString() + " past 16 MiB of artifacts");
-  }
-  RETURN_IF_ERROR(conn_
-                      ->Exec("INSERT INTO artifacts (task_uid, kind, namespace, name, path, bytes, "
-                             "sha256, content) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON "
-                             "CONFLICT (task_uid, path) DO UPDATE SET bytes = excluded.bytes, "
-                             "sha256 = excluded.sha256, content = excluded.content",
-                             {P(task_uid), P(KindName(task.kind)), P(task.namespace_), P(task.name),
-                              P(artifact.path), P(artifact.bytes), P(artifact.sha256),
-                              internal::Bytes(artifact.content)})
-                      .status());
+  RETURN_IF_ERROR(internal::CheckArtifactBudget(task, artifact, others.Int(0, 0)));
+  RETURN_IF_ERROR(InsertArtifact(task, task_uid, artifact,
+                                 " ON CONFLICT (task_uid, path) DO UPDATE SET bytes = "
+                                 "excluded.bytes, sha256 = excluded.sha256, content = "
+                                 "excluded.content"));
   RETURN_IF_ERROR(Notify());
   return txn.Commit();
+}
+
+Status PostgresStore::InsertArtifact(const ObjectKey& task, const std::string& task_uid,
+                                     const Artifact& artifact, std::string_view on_conflict) {
+  return conn_
+      ->Exec(
+          "INSERT INTO artifacts (task_uid, kind, namespace, name, path, bytes, sha256, "
+          "content) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)" +
+              std::string(on_conflict),
+          {P(task_uid), P(KindName(task.kind)), P(task.namespace_), P(task.name), P(artifact.path),
+           P(artifact.bytes), P(artifact.sha256), internal::Bytes(artifact.content)})
+      .status();
 }
 
 StatusOr<std::vector<Store::Artifact>> PostgresStore::ListArtifacts(const std::string& task_uid) {

@@ -27,7 +27,8 @@
 // sqlite_store_objects.cc, _watch.cc, _events.cc, _inventory.cc (inventory and leases), _tasks.cc
 // and _copy.cc (export and import) implement the Store operations; internal/ holds the schema
 // (sqlite_schema), the statement and transaction handles (sqlite_statement) and the dialect-neutral
-// row, change-log JSON and decoding (object_row) that a store on another database can reuse.
+// row, change-log JSON and decoding (object_row), row readers (store_rows) and export/import
+// (store_copier) that PostgresStore shares.
 #pragma once
 
 #include <chrono>
@@ -38,6 +39,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -51,6 +53,10 @@ namespace sbx::controller {
 
 namespace internal {
 struct ObjectRow;  // one row of the objects table; internal/object_row.h
+template <typename Db>
+class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
+template <typename Db>
+class ObjectWrites;  // what the object writes do to the rows; internal/object_writes.h
 }  // namespace internal
 
 struct SqliteStoreOptions {
@@ -156,13 +162,24 @@ class SqliteStore final : public Store {
  private:
   class Stmt;
   class Txn;
-  class ImportSink;
   using Row = internal::ObjectRow;
+  // What internal::StoreCopier uses: the rows of Query, its placeholders (?1, ?2, …).
+  template <typename Db>
+  friend class internal::StoreCopier;
+  template <typename Db>
+  friend class internal::ObjectWrites;
+  using CopyRow = Stmt;
+  static constexpr char kParam = '?';
 
   // A lease from the columns name, holder, expires_at_ms, renewed_at, token.
   static Lease LeaseFrom(Stmt& stmt);
 
   SqliteStore(std::string path, Options options, sqlite3* db);
+
+  // UpdateStatus's, UpdateControllerMetadata's and Delete's transaction (the .cc has the
+  // definition); takes mu_.
+  template <typename Write>
+  auto ObjectWrite(Write write) -> std::invoke_result_t<Write, int64_t&>;
 
   // All below require mu_ held.
   Status Configure();
@@ -178,12 +195,24 @@ class SqliteStore final : public Store {
   Status UpdateRow(const Row& row);
   Status DeleteRow(const ObjectKey& key);
   Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row);
-  // Delete semantics shared by Delete, prune and finalizer removal; bumps `*revision`.
-  StatusOr<DeleteOutcome> DeleteLocked(Row& row, int64_t& revision);
+  // The one INSERT of each table beside the objects (InsertRow is the objects'), shared by the
+  // Store operations, which pass their upsert as `on_conflict` (" ON CONFLICT …"), and
+  // ImportFrom, which writes records as they are and fails on a duplicate.
+  Status InsertEvent(const Event& event, std::string_view on_conflict = "");
+  Status InsertInventory(const InventoryRecord& record, std::string_view on_conflict = "");
+  Status InsertTaskLogHead(const ObjectKey& task, const std::string& task_uid, int64_t last_seq,
+                           int64_t dropped, std::string_view on_conflict = "");
+  // bytes is entry.text's size.
+  Status InsertTaskLogEntry(const std::string& task_uid, const TaskLogEntry& entry);
+  Status InsertArtifact(const ObjectKey& task, const std::string& task_uid,
+                        const Artifact& artifact, std::string_view on_conflict = "");
   StatusOr<int64_t> DataVersion();
   // Revisions <= this are no longer in the change log.
   StatusOr<int64_t> ReadCompactedRevision();
-  Status ExportLocked(StoreSink& sink);
+  // Runs `sql` with `params` bound to ?1, ?2, … and calls `each_row` (when not null) on each
+  // row, stopping at its first error.
+  Status Query(std::string_view sql, const std::vector<std::string>& params,
+               const std::function<Status(const Stmt&)>& each_row);
   std::string Now() const;
   std::string NewUid();
 

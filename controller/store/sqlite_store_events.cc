@@ -4,14 +4,17 @@
 #include <utility>
 
 #include "controller/store/internal/object_row.h"
+#include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
+#include "controller/store/internal/store_rows.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::controller {
 
 using api::KindName;
 using api::OkStatus;
-using internal::DataLossError;
+using internal::kEventColumns;
+using internal::ReadEventColumns;
 
 // ---- events -----------------------------------------------------------------------------------
 
@@ -20,21 +23,10 @@ Status SqliteStore::RecordEvent(const Event& event) {
   const std::string now = Now();
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(
-      Stmt stmt, Prepare("INSERT INTO events (kind, namespace, name, type, reason, message, count, "
-                         "first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                         "ON CONFLICT (kind, namespace, name, type, reason, message) DO UPDATE SET "
-                         "count = count + excluded.count, last_seen = excluded.last_seen"));
-  stmt.Bind(1, KindName(event.involved.kind))
-      .Bind(2, event.involved.namespace_)
-      .Bind(3, event.involved.name)
-      .Bind(4, event.type)
-      .Bind(5, event.reason)
-      .Bind(6, event.message)
-      .Bind(7, std::max<int64_t>(event.count, 1))
-      .Bind(8, event.first_seen.empty() ? now : event.first_seen)
-      .Bind(9, event.last_seen.empty() ? now : event.last_seen);
-  RETURN_IF_ERROR(stmt.Run());
+  RETURN_IF_ERROR(InsertEvent(internal::RecordedEvent(event, now),
+                              " ON CONFLICT (kind, namespace, name, type, reason, message) DO "
+                              "UPDATE SET count = count + excluded.count, last_seen = "
+                              "excluded.last_seen"));
   if (options_.max_events_per_object > 0) {
     // Both lookups use the unique index, whose prefix is the involved object.
     ASSIGN_OR_RETURN(Stmt trim, Prepare("DELETE FROM events WHERE kind = ?1 AND namespace = ?2 AND "
@@ -48,6 +40,22 @@ Status SqliteStore::RecordEvent(const Event& event) {
                         .Run());
   }
   return txn.Commit();
+}
+
+Status SqliteStore::InsertEvent(const Event& event, std::string_view on_conflict) {
+  ASSIGN_OR_RETURN(Stmt stmt,
+                   Prepare("INSERT INTO events (" + std::string(kEventColumns) +
+                           ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)" + std::string(on_conflict)));
+  return stmt.Bind(1, KindName(event.involved.kind))
+      .Bind(2, event.involved.namespace_)
+      .Bind(3, event.involved.name)
+      .Bind(4, event.type)
+      .Bind(5, event.reason)
+      .Bind(6, event.message)
+      .Bind(7, event.count)
+      .Bind(8, event.first_seen)
+      .Bind(9, event.last_seen)
+      .Run();
 }
 
 StatusOr<int64_t> SqliteStore::ExpireEvents(std::chrono::system_clock::time_point cutoff) {
@@ -65,9 +73,7 @@ StatusOr<int64_t> SqliteStore::ExpireEvents(std::chrono::system_clock::time_poin
 
 StatusOr<std::vector<Store::Event>> SqliteStore::ListEvents(
     const std::optional<ObjectKey>& involved) {
-  std::string sql =
-      "SELECT kind, namespace, name, type, reason, message, count, first_seen, last_seen "
-      "FROM events";
+  std::string sql = "SELECT " + std::string(kEventColumns) + " FROM events";
   if (involved) {
     sql += " WHERE kind = ? AND namespace = ? AND name = ?";
   }
@@ -83,19 +89,7 @@ StatusOr<std::vector<Store::Event>> SqliteStore::ListEvents(
     if (!more) {
       break;
     }
-    auto kind = api::ParseKind(stmt.Text(0));
-    if (!kind.ok()) {
-      return DataLossError("database " + path_ + ": event with unknown kind '" + stmt.Text(0) +
-                           "'");
-    }
-    Event event;
-    event.involved = ObjectKey{*kind, stmt.Text(1), stmt.Text(2)};
-    event.type = stmt.Text(3);
-    event.reason = stmt.Text(4);
-    event.message = stmt.Text(5);
-    event.count = stmt.Int(6);
-    event.first_seen = stmt.Text(7);
-    event.last_seen = stmt.Text(8);
+    ASSIGN_OR_RETURN(Event event, ReadEventColumns(path_, stmt));
     out.push_back(std::move(event));
   }
   return out;

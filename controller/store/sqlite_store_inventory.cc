@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "controller/store/internal/object_row.h"
-#include "controller/store/internal/sqlite_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
+#include "controller/store/internal/store_rows.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::controller {
@@ -24,15 +24,21 @@ Status SqliteStore::PutInventory(const InventoryRecord& record) {
   const std::string now = Now();
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(
-      Stmt stmt,
-      Prepare("INSERT INTO inventory (" + std::string(kInventoryColumns) +
-              ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-              "ON CONFLICT (workspace, resource_type, external_id) DO UPDATE SET "
-              "state = excluded.state, owner_kind = excluded.owner_kind, "
-              "owner_namespace = excluded.owner_namespace, owner_name = excluded.owner_name, "
-              "owner_uid = excluded.owner_uid, updated_at = excluded.updated_at"));
-  stmt.Bind(1, record.workspace)
+  RETURN_IF_ERROR(
+      InsertInventory(internal::PutInventoryRecord(record, now),
+                      " ON CONFLICT (workspace, resource_type, external_id) DO UPDATE SET "
+                      "state = excluded.state, owner_kind = excluded.owner_kind, "
+                      "owner_namespace = excluded.owner_namespace, owner_name = "
+                      "excluded.owner_name, owner_uid = excluded.owner_uid, updated_at = "
+                      "excluded.updated_at"));
+  return txn.Commit();
+}
+
+Status SqliteStore::InsertInventory(const InventoryRecord& record, std::string_view on_conflict) {
+  ASSIGN_OR_RETURN(Stmt stmt,
+                   Prepare("INSERT INTO inventory (" + std::string(kInventoryColumns) +
+                           ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" + std::string(on_conflict)));
+  return stmt.Bind(1, record.workspace)
       .Bind(2, record.resource_type)
       .Bind(3, record.external_id)
       .Bind(4, internal::InventoryStateName(record.state))
@@ -40,10 +46,9 @@ Status SqliteStore::PutInventory(const InventoryRecord& record) {
       .Bind(6, record.owner.namespace_)
       .Bind(7, record.owner.name)
       .Bind(8, record.owner_uid)
-      .Bind(9, record.created_at.empty() ? now : record.created_at)
-      .Bind(10, record.updated_at.empty() ? now : record.updated_at);
-  RETURN_IF_ERROR(stmt.Run());
-  return txn.Commit();
+      .Bind(9, record.created_at)
+      .Bind(10, record.updated_at)
+      .Run();
 }
 
 StatusOr<std::optional<Store::InventoryRecord>> SqliteStore::GetInventory(

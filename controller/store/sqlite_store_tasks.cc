@@ -9,6 +9,7 @@
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
+#include "controller/store/internal/store_rows.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::controller {
@@ -17,7 +18,8 @@ using api::KindName;
 
 // ---- AgentTask log and artifacts --------------------------------------------------------------
 
-using internal::ParseTaskLogKind;
+using internal::kTaskLogEntryColumns;
+using internal::ReadTaskLogEntryColumns;
 using internal::TaskLogKindName;
 
 StatusOr<int64_t> SqliteStore::AppendTaskLog(const ObjectKey& task, const std::string& task_uid,
@@ -36,35 +38,11 @@ StatusOr<int64_t> SqliteStore::AppendTaskLog(const ObjectKey& task, const std::s
   const int64_t bound = std::max<int64_t>(options_.task_log_max_bytes, 1);
   for (const TaskLogEntry& e : entries) {
     ++seq;
-    const std::string_view text = std::string_view(e.text).substr(0, static_cast<size_t>(bound));
-    ASSIGN_OR_RETURN(Stmt stmt,
-                     Prepare("INSERT INTO task_log (task_uid, seq, kind, item_id, text, exit_code, "
-                             "at, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
-    stmt.Bind(1, task_uid)
-        .Bind(2, seq)
-        .Bind(3, TaskLogKindName(e.kind))
-        .Bind(4, e.item_id)
-        .Bind(5, text)
-        .Bind(7, now)
-        .Bind(8, static_cast<int64_t>(text.size()));
-    if (e.exit_code.has_value()) {
-      stmt.Bind(6, *e.exit_code);
-    }
-    RETURN_IF_ERROR(stmt.Run());
+    RETURN_IF_ERROR(InsertTaskLogEntry(task_uid, internal::StoredTaskLogEntry(e, seq, bound, now)));
   }
-  {
-    ASSIGN_OR_RETURN(
-        Stmt stmt,
-        Prepare("INSERT INTO task_log_heads (task_uid, kind, namespace, name, last_seq, dropped) "
-                "VALUES (?, ?, ?, ?, ?, 0) ON CONFLICT (task_uid) DO UPDATE SET "
-                "last_seq = excluded.last_seq"));
-    stmt.Bind(1, task_uid)
-        .Bind(2, KindName(task.kind))
-        .Bind(3, task.namespace_)
-        .Bind(4, task.name)
-        .Bind(5, seq);
-    RETURN_IF_ERROR(stmt.Run());
-  }
+  RETURN_IF_ERROR(InsertTaskLogHead(task, task_uid, seq, 0,
+                                    " ON CONFLICT (task_uid) DO UPDATE SET last_seq = "
+                                    "excluded.last_seq"));
   // The bound: drop the oldest deltas first (their text is also in the item results that
   // follow them), then the oldest entries of any kind, until the text fits.
   for (std::string_view kinds : {"kind IN ('assistant.delta', 'output.delta')", "1"}) {
@@ -112,6 +90,38 @@ StatusOr<int64_t> SqliteStore::AppendTaskLog(const ObjectKey& task, const std::s
   return seq;
 }
 
+Status SqliteStore::InsertTaskLogHead(const ObjectKey& task, const std::string& task_uid,
+                                      int64_t last_seq, int64_t dropped,
+                                      std::string_view on_conflict) {
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("INSERT INTO task_log_heads (task_uid, kind, namespace, "
+                                      "name, last_seq, dropped) VALUES (?, ?, ?, ?, ?, ?)" +
+                                      std::string(on_conflict)));
+  return stmt.Bind(1, task_uid)
+      .Bind(2, KindName(task.kind))
+      .Bind(3, task.namespace_)
+      .Bind(4, task.name)
+      .Bind(5, last_seq)
+      .Bind(6, dropped)
+      .Run();
+}
+
+Status SqliteStore::InsertTaskLogEntry(const std::string& task_uid, const TaskLogEntry& entry) {
+  ASSIGN_OR_RETURN(Stmt stmt,
+                   Prepare("INSERT INTO task_log (task_uid, " + std::string(kTaskLogEntryColumns) +
+                           ", bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"));
+  stmt.Bind(1, task_uid)
+      .Bind(2, entry.seq)
+      .Bind(3, TaskLogKindName(entry.kind))
+      .Bind(4, entry.item_id)
+      .Bind(5, entry.text)
+      .Bind(7, entry.at)
+      .Bind(8, static_cast<int64_t>(entry.text.size()));
+  if (entry.exit_code.has_value()) {
+    stmt.Bind(6, *entry.exit_code);
+  }
+  return stmt.Run();
+}
+
 StatusOr<Store::TaskLogPage> SqliteStore::ReadTaskLog(const std::string& task_uid,
                                                       int64_t after_seq, int limit) {
   std::lock_guard lock(mu_);
@@ -128,25 +138,16 @@ StatusOr<Store::TaskLogPage> SqliteStore::ReadTaskLog(const std::string& task_ui
         page.dropped = stmt.Int(1);
       }
     }
-    ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT seq, kind, item_id, text, exit_code, at FROM "
-                                        "task_log WHERE task_uid = ? AND seq > ? ORDER BY seq "
-                                        "LIMIT ?"));
+    ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT " + std::string(kTaskLogEntryColumns) +
+                                        " FROM task_log WHERE task_uid = ? AND seq > ? ORDER BY "
+                                        "seq LIMIT ?"));
     stmt.Bind(1, task_uid).Bind(2, after_seq).Bind(3, limit > 0 ? int64_t{limit} : int64_t{-1});
     for (;;) {
       ASSIGN_OR_RETURN(bool row, stmt.Step());
       if (!row) {
         break;
       }
-      TaskLogEntry e;
-      e.seq = stmt.Int(0);
-      e.kind = ParseTaskLogKind(stmt.Text(1));
-      e.item_id = stmt.Text(2);
-      e.text = stmt.Text(3);
-      if (!stmt.IsNull(4)) {
-        e.exit_code = stmt.Int(4);
-      }
-      e.at = stmt.Text(5);
-      page.entries.push_back(std::move(e));
+      page.entries.push_back(ReadTaskLogEntryColumns(stmt));
     }
     return page;
   };
@@ -157,11 +158,7 @@ StatusOr<Store::TaskLogPage> SqliteStore::ReadTaskLog(const std::string& task_ui
 
 Status SqliteStore::PutArtifact(const ObjectKey& task, const std::string& task_uid,
                                 const Artifact& artifact) {
-  if (artifact.bytes != static_cast<int64_t>(artifact.content.size())) {
-    return api::InvalidArgumentError("artifact " + artifact.path + ": bytes " +
-                                     std::to_string(artifact.bytes) + " but " +
-                                     std::to_string(artifact.content.size()) + " bytes of content");
-  }
+  RETURN_IF_ERROR(internal::CheckArtifactSize(artifact));
   std::lock_guard lock(mu_);
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
@@ -170,28 +167,30 @@ Status SqliteStore::PutArtifact(const ObjectKey& task, const std::string& task_u
                                         "task_uid = ? AND path != ?"));
     stmt.Bind(1, task_uid).Bind(2, artifact.path);
     ASSIGN_OR_RETURN(bool row, stmt.Step());
-    const int64_t others = row ? stmt.Int(0) : 0;
-    if (others + artifact.bytes > kMaxTaskArtifactBytes) {
-      return api::ResourceExhaustedError(
-          "artifact " + artifact.path + " (" + std::to_string(artifact.bytes) +
-          " bytes) would take task " + task.ToString() + " past 16 MiB of artifacts");
-    }
+    RETURN_IF_ERROR(internal::CheckArtifactBudget(task, artifact, row ? stmt.Int(0) : 0));
   }
-  ASSIGN_OR_RETURN(Stmt stmt,
-                   Prepare("INSERT INTO artifacts (task_uid, kind, namespace, name, path, bytes, "
-                           "sha256, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
-                           "(task_uid, path) DO UPDATE SET bytes = excluded.bytes, sha256 = "
-                           "excluded.sha256, content = excluded.content"));
-  stmt.Bind(1, task_uid)
+  RETURN_IF_ERROR(InsertArtifact(task, task_uid, artifact,
+                                 " ON CONFLICT (task_uid, path) DO UPDATE SET bytes = "
+                                 "excluded.bytes, sha256 = excluded.sha256, content = "
+                                 "excluded.content"));
+  return txn.Commit();
+}
+
+Status SqliteStore::InsertArtifact(const ObjectKey& task, const std::string& task_uid,
+                                   const Artifact& artifact, std::string_view on_conflict) {
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("INSERT INTO artifacts (task_uid, kind, namespace, name, "
+                                      "path, bytes, sha256, content) VALUES (?, ?, ?, ?, ?, ?, "
+                                      "?, ?)" +
+                                      std::string(on_conflict)));
+  return stmt.Bind(1, task_uid)
       .Bind(2, KindName(task.kind))
       .Bind(3, task.namespace_)
       .Bind(4, task.name)
       .Bind(5, artifact.path)
       .Bind(6, artifact.bytes)
       .Bind(7, artifact.sha256)
-      .BindBlob(8, artifact.content);
-  RETURN_IF_ERROR(stmt.Run());
-  return txn.Commit();
+      .BindBlob(8, artifact.content)
+      .Run();
 }
 
 StatusOr<std::vector<Store::Artifact>> SqliteStore::ListArtifacts(const std::string& task_uid) {

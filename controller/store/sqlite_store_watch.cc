@@ -6,11 +6,10 @@
 
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/sqlite_statement.h"
+#include "controller/store/internal/store_rows.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::controller {
-
-using internal::DataLossError;
 
 // ---- watch ------------------------------------------------------------------------------------
 
@@ -37,27 +36,7 @@ StatusOr<std::vector<Store::Change>> SqliteStore::WatchSince(int64_t since, int 
     if (!more) {
       break;
     }
-    Change change;
-    change.revision = stmt.Int(0);
-    const std::string where = "database " + path_ + ": change " + std::to_string(change.revision);
-    auto type = internal::ParseChangeType(stmt.Text(1));
-    auto kind = api::ParseKind(stmt.Text(2));
-    if (!type || !kind.ok()) {
-      return DataLossError(where + ": bad type or kind");
-    }
-    change.type = *type;
-    change.key = ObjectKey{*kind, stmt.Text(3), stmt.Text(4)};
-    if (!stmt.IsNull(5)) {
-      auto row = internal::DecodeChangeObject(change.key, stmt.Text(5));
-      if (!row.ok()) {
-        return DataLossError(where + ": " + row.status().message());
-      }
-      auto object = RowToObject(*row);
-      if (!object.ok()) {
-        return DataLossError(where + ": " + object.status().message());
-      }
-      change.object = std::move(object).value();
-    }
+    ASSIGN_OR_RETURN(Change change, internal::ReadChangeColumns(path_, stmt));
     out.push_back(std::move(change));
   }
   const bool gap = out.empty() ? since < current : out.front().revision != since + 1;

@@ -9,7 +9,8 @@
 // The backend-neutral part lives here: StoreSink (what Store::ExportTo hands records to and
 // Store::ImportFrom writes from), and CopyStore, which checks the source's lease, exports the
 // source straight into the destination's one import transaction, and counts what it copied.
-// The per-backend SQL is in sqlite_store_copy.cc and postgres_store_copy.cc.
+// How ExportTo and ImportFrom read and write the tables is internal/store_copier.h, one template
+// for both backends; sqlite_store_copy.cc and postgres_store_copy.cc hold their transactions.
 //
 // Thread-safety: CopyStore is a free function; the stores it is given are as thread-safe as
 // their types say. A sink is used by one thread, for the duration of one export or import.

@@ -1,5 +1,6 @@
 #include "controller/store/internal/object_row.h"
 
+#include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -97,6 +98,62 @@ Store::TaskLogKind ParseTaskLogKind(std::string_view name) {
     }
   }
   return Store::TaskLogKind::kStatus;
+}
+
+Store::Event RecordedEvent(const Store::Event& event, const std::string& now) {
+  Store::Event recorded = event;
+  recorded.count = std::max<int64_t>(event.count, 1);
+  recorded.first_seen = event.first_seen.empty() ? now : event.first_seen;
+  recorded.last_seen = event.last_seen.empty() ? now : event.last_seen;
+  return recorded;
+}
+
+Store::InventoryRecord PutInventoryRecord(const Store::InventoryRecord& record,
+                                          const std::string& now) {
+  Store::InventoryRecord put = record;
+  put.created_at = record.created_at.empty() ? now : record.created_at;
+  put.updated_at = record.updated_at.empty() ? now : record.updated_at;
+  return put;
+}
+
+Status CheckArtifactSize(const Store::Artifact& artifact) {
+  if (artifact.bytes == static_cast<int64_t>(artifact.content.size())) {
+    return api::OkStatus();
+  }
+  return api::InvalidArgumentError("artifact " + artifact.path + ": bytes " +
+                                   std::to_string(artifact.bytes) + " but " +
+                                   std::to_string(artifact.content.size()) + " bytes of content");
+}
+
+Status CheckArtifactBudget(const ObjectKey& task, const Store::Artifact& artifact, int64_t others) {
+  if (others + artifact.bytes <= kMaxTaskArtifactBytes) {
+    return api::OkStatus();
+  }
+  return api::ResourceExhaustedError("artifact " + artifact.path + " (" +
+                                     std::to_string(artifact.bytes) + " bytes) would take task " +
+                                     task.ToString() + " past 16 MiB of artifacts");
+}
+
+bool MatchesLabels(const Object& object, const std::map<std::string, std::string>& selector) {
+  for (const auto& [label, value] : selector) {
+    auto it = object.metadata.labels.find(label);
+    if (it == object.metadata.labels.end() || it->second != value) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Store::TaskLogEntry StoredTaskLogEntry(const Store::TaskLogEntry& entry, int64_t seq,
+                                       int64_t max_bytes, std::string at) {
+  Store::TaskLogEntry stored;
+  stored.seq = seq;
+  stored.kind = entry.kind;
+  stored.item_id = entry.item_id;
+  stored.text = entry.text.substr(0, static_cast<size_t>(std::max<int64_t>(max_bytes, 0)));
+  stored.exit_code = entry.exit_code;
+  stored.at = std::move(at);
+  return stored;
 }
 
 std::string MapToJson(const std::map<std::string, std::string>& map) { return json(map).dump(); }

@@ -54,6 +54,26 @@ std::optional<Store::InventoryState> ParseInventoryState(std::string_view text);
 std::string_view TaskLogKindName(Store::TaskLogKind kind);
 Store::TaskLogKind ParseTaskLogKind(std::string_view name);
 
+// An event as RecordEvent stores it: count at least 1, first and last seen `now` when unset.
+Store::Event RecordedEvent(const Store::Event& event, const std::string& now);
+// An inventory record as PutInventory stores it: created and updated `now` when unset.
+Store::InventoryRecord PutInventoryRecord(const Store::InventoryRecord& record,
+                                          const std::string& now);
+
+// PutArtifact's checks: kInvalidArgument unless `artifact.bytes` is its content's size;
+// kResourceExhausted if it and the task's other artifacts (`others` bytes) pass
+// kMaxTaskArtifactBytes.
+Status CheckArtifactSize(const Store::Artifact& artifact);
+Status CheckArtifactBudget(const ObjectKey& task, const Store::Artifact& artifact, int64_t others);
+
+// True when `object` carries every label of `selector` with its value (List's label selector).
+bool MatchesLabels(const Object& object, const std::map<std::string, std::string>& selector);
+
+// An appended entry as AppendTaskLog stores it: numbered `seq`, stamped `at`, its text cut to
+// `max_bytes`.
+Store::TaskLogEntry StoredTaskLogEntry(const Store::TaskLogEntry& entry, int64_t seq,
+                                       int64_t max_bytes, std::string at);
+
 // Canonical JSON of the metadata the store keeps as JSON columns. std::map and nlohmann's
 // object are both sorted, so equal values give equal text and can be compared as strings.
 std::string MapToJson(const std::map<std::string, std::string>& map);

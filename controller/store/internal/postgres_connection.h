@@ -60,6 +60,21 @@ class PgResult {
   pg_result* result_;
 };
 
+// Row `row` of a result, read like a statement at its current step: the shape the row readers
+// of store_rows.h take. Valid while the result is.
+class PgRow {
+ public:
+  PgRow(const PgResult& result, int row) : result_(result), row_(row) {}
+  bool IsNull(int column) const { return result_.IsNull(row_, column); }
+  std::string Text(int column) const { return result_.Text(row_, column); }
+  int64_t Int(int column) const { return result_.Int(row_, column); }
+  std::string Bytes(int column) const { return result_.Bytes(row_, column); }
+
+ private:
+  const PgResult& result_;
+  int row_;
+};
+
 class PgConnection {
  public:
   // Connects to `url` (a postgres:// URI or key/value string, passed to libpq as is).

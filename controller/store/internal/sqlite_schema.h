@@ -1,4 +1,5 @@
-// SqliteStore's schema: the migrations that build it, and the column lists its statements share.
+// SqliteStore's schema: the migrations that build it, and the column lists the statements of
+// both stores share (PostgresStore's tables have the same columns).
 //
 // Thread-safety: constants only. Module-private to controller/store.
 #pragma once
@@ -21,5 +22,12 @@ inline constexpr std::string_view kObjectColumns =
 inline constexpr std::string_view kInventoryColumns =
     "workspace, resource_type, external_id, state, owner_kind, owner_namespace, owner_name, "
     "owner_uid, created_at, updated_at";
+
+// Columns of `events` in the order an Event is read (all but id).
+inline constexpr std::string_view kEventColumns =
+    "kind, namespace, name, type, reason, message, count, first_seen, last_seen";
+
+// Columns of `task_log` in the order a TaskLogEntry is read (all but task_uid and bytes).
+inline constexpr std::string_view kTaskLogEntryColumns = "seq, kind, item_id, text, exit_code, at";
 
 }  // namespace sbx::controller::internal

@@ -90,6 +90,8 @@ class SqliteStore::Stmt {
     }
     return std::string(text, static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
   }
+  // A column that may hold any bytes: SQLite keeps them as they are in TEXT and BLOB alike.
+  std::string Bytes(int column) const { return Text(column); }
   int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
   bool IsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
 
