@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 namespace sbx::controller {
 
@@ -12,7 +13,7 @@ SandboxSweeper::SandboxSweeper(Store& store, CloudClients& clouds, SandboxCache&
       cache_(cache),
       gc_(gc),
       clock_(clock),
-      options_(options),
+      options_(std::move(options)),
       jitter_(BackoffPolicy{options.period, options.period, options.jitter}) {}
 
 api::StatusOr<SandboxSweeper::Known> SandboxSweeper::Discover() {

@@ -244,6 +244,7 @@ StatusOr<std::vector<Store::Lease>> PostgresStore::ListLeases(const std::string&
                                "ORDER BY name COLLATE \"C\"",
                                {P(prefix)}));
   std::vector<Lease> leases;
+  leases.reserve(static_cast<size_t>(r.Rows()));
   for (int row = 0; row < r.Rows(); ++row) {
     leases.push_back(LeaseFrom(r, row));
   }

@@ -18,7 +18,7 @@ Status SqliteStore::ExportTo(StoreSink& sink) {
   std::lock_guard lock(mu_);
   // A deferred transaction that only reads: one WAL snapshot, and writers are not blocked.
   RETURN_IF_ERROR(Exec("BEGIN"));
-  const Status status = Copier::Export(*this, path_, sink);
+  Status status = Copier::Export(*this, path_, sink);
   (void)Exec("COMMIT");
   return status;
 }
