@@ -179,7 +179,30 @@ void FaultInjector::SetRateLimit(double requests_per_second, double burst, RateL
   b.refilled_at = std::chrono::steady_clock::now();
 }
 
+void FaultInjector::RecordReplicaRequest(std::string_view endpoint, const std::string& id,
+                                         const HttpRequest& request) {
+  auto replica = request.headers.find("x-sbx-replica");
+  if (replica == request.headers.end()) {
+    return;
+  }
+  const auto header = [&](const char* name) {
+    auto it = request.headers.find(name);
+    return it == request.headers.end() ? std::string() : it->second;
+  };
+  std::lock_guard lock(mu_);
+  replica_log_.push_back({++replica_log_seq_, std::string(endpoint), id, replica->second,
+                          header("x-sbx-workspace"), header("x-sbx-fence")});
+  if (replica_log_.size() > kMaxReplicaLog) {
+    replica_log_.pop_front();
+    ++replica_log_dropped_;
+  }
+}
+
 void FaultInjector::Reset() {
+  {
+    std::lock_guard lock(mu_);
+    replica_log_.clear();
+  }
   ClearFaults();
   ResetCounters();
   SetRateLimit(0, 0, RateLimit::kDatabricks);
@@ -197,6 +220,23 @@ std::optional<HttpResponse> FaultInjector::HandleAdmin(const HttpRequest& reques
     }
   }
   try {
+    if (path == "/_emulator/replica_log" && (method == "GET" || method == "DELETE")) {
+      std::lock_guard lock(mu_);
+      if (method == "DELETE") {
+        replica_log_.clear();
+        return JsonResponse(200, json::object());
+      }
+      json requests = json::array();
+      for (const ReplicaRequest& r : replica_log_) {
+        requests.push_back({{"seq", r.seq},
+                            {"endpoint", r.endpoint},
+                            {"id", r.id},
+                            {"replica", r.replica},
+                            {"workspace", r.workspace},
+                            {"fence", r.fence}});
+      }
+      return JsonResponse(200, {{"requests", requests}, {"dropped", replica_log_dropped_}});
+    }
     if (path == "/_emulator/counters") {
       if (method == "GET") {
         return JsonResponse(200, json(Counters()));

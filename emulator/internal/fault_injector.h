@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -79,7 +80,25 @@ class FaultInjector {
   // ({"requests_per_second", "burst", "api": "databricks" (default) | "openai"}).
   // Returns nullopt for any other path. Throttled calls count in the counters as
   // "<api>.throttled" ("databricks.throttled", "openai.throttled") besides their endpoint.
+  // Also GET|DELETE /_emulator/replica_log (below).
   std::optional<HttpResponse> HandleAdmin(const HttpRequest& request);
+
+  // A request that named the sbxd replica sending it (X-Sbx-Replica, X-Sbx-Workspace,
+  // X-Sbx-Fence: controller/cloud/fenced_transport.h), recorded in arrival order across both
+  // APIs: what shows whether each workspace was served by one replica at a time. Requests
+  // without X-Sbx-Replica are not recorded. At most kMaxReplicaLog, the oldest dropped (and
+  // counted). Reset() clears it.
+  struct ReplicaRequest {
+    std::uint64_t seq = 0;  // arrival order, from 1
+    std::string endpoint;   // "databricks.create", "openai.events.create", …
+    std::string id;         // the sandbox or session the path names, if any
+    std::string replica;
+    std::string workspace;
+    std::string fence;  // "" when the request carried none
+  };
+  static constexpr std::size_t kMaxReplicaLog = 200'000;
+  void RecordReplicaRequest(std::string_view endpoint, const std::string& id,
+                            const HttpRequest& request);
 
  private:
   mutable std::mutex mu_;
@@ -92,9 +111,12 @@ class FaultInjector {
     double tokens = 0;
     std::chrono::steady_clock::time_point refilled_at;
   };
-  Bucket databricks_limit_;  // Guarded by mu_.
-  Bucket openai_limit_;      // Guarded by mu_.
-  std::mt19937_64 rng_;      // Guarded by mu_.
+  Bucket databricks_limit_;                 // Guarded by mu_.
+  Bucket openai_limit_;                     // Guarded by mu_.
+  std::mt19937_64 rng_;                     // Guarded by mu_.
+  std::deque<ReplicaRequest> replica_log_;  // Guarded by mu_.
+  std::uint64_t replica_log_seq_ = 0;       // Guarded by mu_.
+  std::uint64_t replica_log_dropped_ = 0;   // Guarded by mu_.
 };
 
 // Standard Databricks-ish error_code for an HTTP status (429 → "REQUEST_LIMIT_EXCEEDED", …).

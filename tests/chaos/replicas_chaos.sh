@@ -12,10 +12,11 @@
 #   leaks      the Databricks LIST holds exactly the W × (S + A) expected ids, all RUNNING;
 #   ready      every Sandbox Ready=True in the store, every AgentWorker Ready with its executor
 #              connected;
-#   one at a time  every request a replica sent for a workspace carries its lease's fencing token
-#              (X-Sbx-Fence; /_emulator/replica_log); per workspace, in arrival order, the tokens
-#              never go back and each token was used by one replica only: one tenure ends before
-#              the next begins, and no replica acts outside its own;
+#   one at a time  every request a replica sent for a workspace, to the Sandbox API or the Agents
+#              API, carries its lease's fencing token (X-Sbx-Fence; /_emulator/replica_log); per
+#              workspace, in arrival order, the tokens never go back and each token was used by
+#              one replica only: one tenure ends before the next begins, and no replica acts
+#              outside its own;
 #   split      afterwards the live replicas hold all W workspaces, each at least one (when
 #              N ≤ W): the work is divided, not taken by one.
 # Usage:
@@ -276,4 +277,6 @@ echo "$report" | jq -r '.workspaces[] | "  \(.workspace): \(.requests) requests,
 bad=$(jq '[.workspaces[] | select(.unfenced + .backwards + .shared_tokens > 0)] | length' <<<"$report")
 ((bad == 0)) || fail "$bad workspace(s) served by more than one replica at a time (see above)"
 served_by=$(curl -sf "$emu_url/_emulator/replica_log" | jq '[.requests[].replica] | unique | length')
+openai_requests=$(curl -sf "$emu_url/_emulator/replica_log" | jq '[.requests[] | select(.endpoint | startswith("openai."))] | length')
+log "the replica log holds $openai_requests Agents API requests besides the Sandbox API's"
 log "PASS: $creates creates, 0 deletes, $total RUNNING, each workspace served by one replica at a time ($served_by replica identities over the run)"

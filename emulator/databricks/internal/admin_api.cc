@@ -102,30 +102,12 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
     }
     return Ok({{"commands", entries}});
   }
-  if (p == "/_emulator/replica_log") {
-    std::lock_guard lock(state_.mu);
-    if (m == "DELETE") {
-      state_.replica_log.clear();
-      return Ok(json::object());
-    }
-    json requests = json::array();
-    for (const ReplicaRequest& r : state_.replica_log) {
-      requests.push_back({{"seq", r.seq},
-                          {"endpoint", r.endpoint},
-                          {"sandbox_id", r.sandbox_id},
-                          {"replica", r.replica},
-                          {"workspace", r.workspace},
-                          {"fence", r.fence}});
-    }
-    return Ok({{"requests", requests}, {"dropped", state_.replica_log_dropped}});
-  }
   if (p == "/_emulator/reset" && m == "POST") {
     json body = json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
     bool wipe = body.is_object() && body.value("sandboxes", false);
     faults_.Reset();
     std::lock_guard lock(state_.mu);
     state_.exec_log.clear();
-    state_.replica_log.clear();
     if (wipe) {
       for (auto& [id, sb] : state_.sandboxes) {
         state_.KillSandboxLocked(sb);

@@ -1,5 +1,5 @@
 // AdminApi: the Databricks emulator's test-control endpoints under /_emulator/ (info, exec log,
-// the log of requests that named an sbxd replica, reset, per-sandbox state, stop behind the
+// reset, per-sandbox state, stop behind the
 // client's back, kill or list its processes, its egress address, injected provisioning failures)
 // and, through the FaultInjector, the shared /_emulator/counters|latency|faults|rate_limit. See
 // emulator/README.md.

@@ -87,19 +87,7 @@ void Router::Handle(HttpExchange& ex) {
     return;
   }
 
-  if (auto replica = req.headers.find("x-sbx-replica"); replica != req.headers.end()) {
-    const auto header = [&](const char* name) {
-      auto it = req.headers.find(name);
-      return it == req.headers.end() ? std::string() : it->second;
-    };
-    std::lock_guard lock(state_.mu);
-    state_.replica_log.push_back({++state_.replica_log_seq, endpoint, id, replica->second,
-                                  header("x-sbx-workspace"), header("x-sbx-fence")});
-    if (state_.replica_log.size() > kMaxReplicaLog) {
-      state_.replica_log.pop_front();
-      ++state_.replica_log_dropped;
-    }
-  }
+  faults_.RecordReplicaRequest(endpoint, id, req);
   CallPlan plan = faults_.AdmitAndDelay(endpoint, is_api);
   if (plan.throttled) {
     ex.Respond(state_.ErrorResponse(

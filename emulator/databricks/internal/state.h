@@ -14,7 +14,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -82,19 +81,6 @@ struct ExecLogEntry {
   std::vector<std::string> env_names;  // names only: values may be secrets
 };
 
-// A request that named the sbxd replica sending it (X-Sbx-Replica, X-Sbx-Workspace, X-Sbx-Fence:
-// controller/cloud/fenced_transport.h), in arrival order: what shows whether each workspace was
-// served by one replica at a time.
-struct ReplicaRequest {
-  std::uint64_t seq = 0;  // arrival order, from 1
-  std::string endpoint;   // "databricks.create", …
-  std::string sandbox_id;
-  std::string replica;
-  std::string workspace;
-  std::string fence;  // "" when the request carried none
-};
-inline constexpr std::size_t kMaxReplicaLog = 200'000;
-
 struct IssuedToken {
   SteadyClock::time_point expires_at;
   std::set<std::string> scopes;
@@ -157,10 +143,6 @@ class State {
   std::map<std::string, SandboxRec> sandboxes;  // Guarded by mu.
   std::map<std::string, IssuedToken> issued;    // Guarded by mu.
   std::vector<ExecLogEntry> exec_log;           // Guarded by mu.
-  // Bounded: the oldest go first (counted in replica_log_dropped).
-  std::deque<ReplicaRequest> replica_log;  // Guarded by mu.
-  std::uint64_t replica_log_seq = 0;       // Guarded by mu.
-  std::uint64_t replica_log_dropped = 0;   // Guarded by mu.
   // Injected provisioning failures still to happen, by sandbox id ("" = any sandbox).
   std::map<std::string, int> provisioning_failures;  // Guarded by mu.
   std::uint64_t provisioning_failures_total = 0;     // Guarded by mu.

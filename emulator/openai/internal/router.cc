@@ -83,6 +83,7 @@ void Router::Handle(HttpExchange& ex) {
     return;
   }
 
+  faults_.RecordReplicaRequest(endpoint, n >= 4 ? seg[3] : std::string(), req);
   // The OpenAI rate limit (sbx-emulator --openai-rate-limit), not the Databricks workspace one.
   CallPlan plan = faults_.AdmitAndDelay(endpoint, RateLimit::kOpenAi);
   if (plan.throttled) {
