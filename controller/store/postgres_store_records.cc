@@ -22,6 +22,7 @@ using api::OkStatus;
 using internal::DataLossError;
 using internal::kEventColumns;
 using internal::kInventoryColumns;
+using internal::kLeaseColumns;
 using internal::kTaskLogEntryColumns;
 using internal::P;
 using internal::PgResult;
@@ -29,6 +30,7 @@ using internal::PgRow;
 using internal::PgTxn;
 using internal::ReadEventColumns;
 using internal::ReadInventoryColumns;
+using internal::ReadLeaseColumns;
 using internal::ReadTaskLogEntryColumns;
 
 // ---- events -----------------------------------------------------------------------------------
@@ -208,45 +210,29 @@ Status PostgresStore::ReleaseLease(const std::string& name, const std::string& h
       .status();
 }
 
-namespace {
-
-Store::Lease LeaseFrom(const PgResult& r, int row) {
-  Store::Lease lease;
-  lease.name = r.Text(row, 0);
-  lease.holder = r.Text(row, 1);
-  lease.expires_at =
-      std::chrono::system_clock::time_point(std::chrono::milliseconds(r.Int(row, 2)));
-  lease.renewed_at = r.Text(row, 3);
-  lease.token = r.Int(row, 4);
-  return lease;
-}
-
-}  // namespace
-
 StatusOr<std::optional<Store::Lease>> PostgresStore::GetLease(const std::string& name) {
   std::lock_guard lock(mu_);
-  ASSIGN_OR_RETURN(PgResult r,
-                   conn_->Exec("SELECT name, holder, expires_at_ms, renewed_at, token FROM leases "
-                               "WHERE name = $1 AND holder <> ''",
-                               {P(name)}));
+  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT " + std::string(kLeaseColumns) +
+                                               " FROM leases WHERE name = $1 AND holder <> ''",
+                                           {P(name)}));
   if (r.Rows() == 0) {
     return std::optional<Lease>();
   }
-  return std::optional<Lease>(LeaseFrom(r, 0));
+  return std::optional<Lease>(ReadLeaseColumns(PgRow(r, 0)));
 }
 
 StatusOr<std::vector<Store::Lease>> PostgresStore::ListLeases(const std::string& prefix) {
   std::lock_guard lock(mu_);
   // starts_with, not LIKE: a prefix may hold '%' or '_'. COLLATE "C": byte order, as SQLite.
   ASSIGN_OR_RETURN(PgResult r,
-                   conn_->Exec("SELECT name, holder, expires_at_ms, renewed_at, token FROM leases "
-                               "WHERE starts_with(name, $1) AND holder <> '' "
-                               "ORDER BY name COLLATE \"C\"",
+                   conn_->Exec("SELECT " + std::string(kLeaseColumns) +
+                                   " FROM leases WHERE starts_with(name, $1) AND holder <> '' "
+                                   "ORDER BY name COLLATE \"C\"",
                                {P(prefix)}));
   std::vector<Lease> leases;
   leases.reserve(static_cast<size_t>(r.Rows()));
   for (int row = 0; row < r.Rows(); ++row) {
-    leases.push_back(LeaseFrom(r, row));
+    leases.push_back(ReadLeaseColumns(PgRow(r, row)));
   }
   return leases;
 }

@@ -171,9 +171,6 @@ class SqliteStore final : public Store {
   using CopyRow = Stmt;
   static constexpr char kParam = '?';
 
-  // A lease from the columns name, holder, expires_at_ms, renewed_at, token.
-  static Lease LeaseFrom(Stmt& stmt);
-
   SqliteStore(std::string path, Options options, sqlite3* db);
 
   // UpdateStatus's, UpdateControllerMetadata's and Delete's transaction (the .cc has the

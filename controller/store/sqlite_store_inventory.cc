@@ -157,34 +157,24 @@ Status SqliteStore::ReleaseLease(const std::string& name, const std::string& hol
   return txn.Commit();
 }
 
-Store::Lease SqliteStore::LeaseFrom(Stmt& stmt) {
-  Store::Lease lease;
-  lease.name = stmt.Text(0);
-  lease.holder = stmt.Text(1);
-  lease.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(stmt.Int(2)));
-  lease.renewed_at = stmt.Text(3);
-  lease.token = stmt.Int(4);
-  return lease;
-}
-
 StatusOr<std::optional<Store::Lease>> SqliteStore::GetLease(const std::string& name) {
   std::lock_guard lock(mu_);
-  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT name, holder, expires_at_ms, renewed_at, token FROM "
-                                      "leases WHERE name = ? AND holder != ''"));
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT " + std::string(internal::kLeaseColumns) +
+                                      " FROM leases WHERE name = ? AND holder != ''"));
   stmt.Bind(1, name);
   ASSIGN_OR_RETURN(bool found, stmt.Step());
   if (!found) {
     return std::optional<Lease>();
   }
-  return std::optional<Lease>(LeaseFrom(stmt));
+  return std::optional<Lease>(internal::ReadLeaseColumns(stmt));
 }
 
 StatusOr<std::vector<Store::Lease>> SqliteStore::ListLeases(const std::string& prefix) {
   std::lock_guard lock(mu_);
   // Bytes compared, not LIKE: a prefix may hold '%' or '_'.
-  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT name, holder, expires_at_ms, renewed_at, token FROM "
-                                      "leases WHERE substr(CAST(name AS BLOB), 1, ?) = CAST(? AS "
-                                      "BLOB) AND holder != '' ORDER BY name"));
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT " + std::string(internal::kLeaseColumns) +
+                                      " FROM leases WHERE substr(CAST(name AS BLOB), 1, ?) = "
+                                      "CAST(? AS BLOB) AND holder != '' ORDER BY name"));
   stmt.Bind(1, static_cast<int64_t>(prefix.size())).Bind(2, prefix);
   std::vector<Lease> leases;
   while (true) {
@@ -192,7 +182,7 @@ StatusOr<std::vector<Store::Lease>> SqliteStore::ListLeases(const std::string& p
     if (!found) {
       break;
     }
-    leases.push_back(LeaseFrom(stmt));
+    leases.push_back(internal::ReadLeaseColumns(stmt));
   }
   return leases;
 }

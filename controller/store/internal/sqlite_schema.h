@@ -27,6 +27,9 @@ inline constexpr std::string_view kInventoryColumns =
 inline constexpr std::string_view kEventColumns =
     "kind, namespace, name, type, reason, message, count, first_seen, last_seen";
 
+// Columns of `leases` in the order a Lease is read.
+inline constexpr std::string_view kLeaseColumns = "name, holder, expires_at_ms, renewed_at, token";
+
 // Columns of `task_log` in the order a TaskLogEntry is read (all but task_uid and bytes).
 inline constexpr std::string_view kTaskLogEntryColumns = "seq, kind, item_id, text, exit_code, at";
 

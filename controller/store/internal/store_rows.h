@@ -11,6 +11,7 @@
 // Thread-safety: as the row they read. Module-private to controller/store.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -67,6 +68,17 @@ StatusOr<Store::InventoryRecord> ReadInventoryColumns(const std::string& databas
   record.created_at = row.Text(8);
   record.updated_at = row.Text(9);
   return record;
+}
+
+// A lease from the columns of kLeaseColumns.
+inline Store::Lease ReadLeaseColumns(const auto& row) {
+  Store::Lease lease;
+  lease.name = row.Text(0);
+  lease.holder = row.Text(1);
+  lease.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(row.Int(2)));
+  lease.renewed_at = row.Text(3);
+  lease.token = row.Int(4);
+  return lease;
 }
 
 // kDataLoss naming `database` for a kind this build does not know.
