@@ -141,7 +141,9 @@ api::StatusOr<WorkspaceLeases::Round> WorkspaceLeases::Tick() {
     it->second.renewed_at = attempt_at;
   }
 
-  std::lock_guard lock(mu_);
+  // Decided under the lock; the store is asked without it (Token() and Owns(), on every cloud
+  // request and every reconcile, take the same lock).
+  std::unique_lock lock(mu_);
   const Clock::SteadyTime now = clock_.Steady();
   ExpireLocked(now, round.lost);
   // A workspace with no object that nobody asked about for a while is gone: give it up.
@@ -185,6 +187,7 @@ api::StatusOr<WorkspaceLeases::Round> WorkspaceLeases::Tick() {
   }
   std::sort(candidates.begin(), candidates.end(), by_score);
   int wanted = round.share - static_cast<int>(active.size());
+  lock.unlock();
   for (const std::string& id : candidates) {
     if (wanted <= 0) {
       break;
@@ -198,6 +201,7 @@ api::StatusOr<WorkspaceLeases::Round> WorkspaceLeases::Tick() {
     if (!token->has_value()) {
       continue;  // another replica was quicker
     }
+    std::lock_guard relock(mu_);
     held_[id] = Tenure{.token = **token, .renewed_at = attempt_at, .used_at = now};
     others_.erase(id);
     round.acquired.push_back(id);
