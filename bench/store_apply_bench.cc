@@ -10,29 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_manifests.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::controller {
 namespace {
 
 constexpr int kObjects = 1000;
-
-std::vector<Object> Manifests() {
-  std::vector<Object> objects;
-  objects.reserve(kObjects);
-  for (int i = 0; i < kObjects; ++i) {
-    Object o = api::MakeObject(api::Kind::kSandbox, "worker-" + std::to_string(i));
-    api::SandboxSpec& spec = o.sandbox_spec();
-    spec.sandbox_id = "default-" + o.metadata.name;
-    spec.display_name = "bench worker " + std::to_string(i);
-    spec.image = "ghcr.io/example/agent:1.2.3";
-    spec.inactivity_timeout = std::chrono::minutes(15);
-    spec.setup.push_back({"deps", "pip install -r requirements.txt", std::chrono::seconds(300)});
-    o.metadata.labels = {{"app", "bench"}, {"shard", std::to_string(i % 10)}};
-    objects.push_back(std::move(o));
-  }
-  return objects;
-}
 
 class TempDir {
  public:
@@ -70,7 +54,7 @@ void MustApply(SqliteStore& store, const std::vector<Object>& objects, ApplyActi
 
 // 1,000 creates in one Apply (one transaction) into a fresh, empty file store.
 void BM_ApplyCreate1000(benchmark::State& state) {
-  const std::vector<Object> objects = Manifests();
+  const std::vector<Object> objects = bench::SandboxManifests("default", kObjects);
   TempDir dir;
   int round = 0;
   for (auto _ : state) {
@@ -85,7 +69,7 @@ BENCHMARK(BM_ApplyCreate1000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The same 1,000 manifests re-applied unchanged: reads and compares only, writes nothing.
 void BM_ReapplyUnchanged1000(benchmark::State& state) {
-  const std::vector<Object> objects = Manifests();
+  const std::vector<Object> objects = bench::SandboxManifests("default", kObjects);
   TempDir dir;
   auto store = MustOpen(dir.File("reapply.db"));
   MustApply(*store, objects, ApplyAction::kCreated);

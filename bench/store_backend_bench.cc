@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_manifests.h"
 #include "controller/store/open_store.h"
 
 namespace sbx::controller {
@@ -58,25 +59,6 @@ double Percentile(std::vector<double> v, double p) {
 }
 
 double Median(std::vector<double> v) { return Percentile(std::move(v), 0.5); }
-
-// The Sandbox manifests of store_apply_bench, in namespace `ns`.
-std::vector<Object> Manifests(const std::string& ns, int count) {
-  std::vector<Object> objects;
-  objects.reserve(static_cast<size_t>(count));
-  for (int i = 0; i < count; ++i) {
-    Object o = api::MakeObject(api::Kind::kSandbox, "worker-" + std::to_string(i));
-    o.metadata.namespace_ = ns;
-    api::SandboxSpec& spec = o.sandbox_spec();
-    spec.sandbox_id = ns + "-" + o.metadata.name;
-    spec.display_name = "bench worker " + std::to_string(i);
-    spec.image = "ghcr.io/example/agent:1.2.3";
-    spec.inactivity_timeout = std::chrono::minutes(15);
-    spec.setup.push_back({"deps", "pip install -r requirements.txt", std::chrono::seconds(300)});
-    o.metadata.labels = {{"app", "bench"}, {"shard", std::to_string(i % 10)}};
-    objects.push_back(std::move(o));
-  }
-  return objects;
-}
 
 std::unique_ptr<Store> MustOpen(const std::string& db) {
   auto store = OpenStore(db);
@@ -206,7 +188,8 @@ int Main(int argc, char** argv) {
   std::vector<double> batch_rate;
   std::vector<double> unchanged_rate;
   for (int r = 0; r < args.rounds; ++r) {
-    const std::vector<Object> objects = Manifests("batch-" + std::to_string(r), args.objects);
+    const std::vector<Object> objects =
+        bench::SandboxManifests("batch-" + std::to_string(r), args.objects);
     auto start = Steady::now();
     MustApply(*store, objects, ApplyAction::kCreated);
     batch_rate.push_back(args.objects / Seconds(Steady::now() - start));
@@ -217,7 +200,7 @@ int Main(int argc, char** argv) {
 
   // Single: one Apply (one transaction, one commit) per object, as `sbxctl apply -f` of one
   // file or a reconciler's single write.
-  const std::vector<Object> singles = Manifests("single", args.objects);
+  const std::vector<Object> singles = bench::SandboxManifests("single", args.objects);
   std::vector<Object> stored;
   stored.reserve(singles.size());
   auto start = Steady::now();
