@@ -771,6 +771,7 @@ int Main(int argc, char** argv) {
     }
     m.ResetGauges("sbx_api_pacing_requests_per_second");  // a workspace gone reads 0
     m.ResetGauges("sbx_api_pacing_max_requests_per_second");
+    m.ResetGauges("sbx_api_pacing_class_requests_per_second");
     for (const HttpCloudClients::Pacing& p : clouds.PacingRates()) {
       const Labels labels{{"api", p.api}, {"workspace", p.workspace}};
       m.gauge("sbx_api_pacing_requests_per_second",
@@ -780,8 +781,17 @@ int Main(int argc, char** argv) {
               "The most the client-side request rate may rise to", labels)
           .Set(p.max_rate);
       m.counter("sbx_api_pacing_cuts_total",
-                "Times a 429 or Retry-After cut the client-side request rate", labels)
+                "Times a 429 cut the client-side request rate of an endpoint class", labels)
           .RaiseTo(static_cast<double>(p.cuts));
+      for (int c = 0; c < kEndpointClasses; ++c) {
+        Labels with_class = labels;
+        with_class["class"] = std::string(EndpointClassName(static_cast<EndpointClass>(c)));
+        m.gauge("sbx_api_pacing_class_requests_per_second",
+                "Client-side request rate per API, workspace and endpoint class now (a 429 cuts "
+                "only its class)",
+                with_class)
+            .Set(p.class_rates[static_cast<size_t>(c)]);
+      }
     }
   });
   HealthServer health(metrics, [&]() -> std::pair<bool, std::string> {

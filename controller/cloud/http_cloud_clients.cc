@@ -183,14 +183,14 @@ api::StatusOr<databricks::SandboxApi*> HttpCloudClients::Sandboxes(
                      databricks::MakeCredentialsProvider(resolved.config, transport_, clock_));
     AimdPolicy aimd;
     aimd.max_rate = options_.databricks_max_requests_per_second;
-    client->bucket = std::make_unique<TokenBucket>(clock_, resolved.requests_per_second,
-                                                   std::max(1.0, options_.burst), aimd);
+    client->pacing = std::make_unique<EndpointPacing>(clock_, resolved.requests_per_second,
+                                                      std::max(1.0, options_.burst), aimd);
     databricks::HttpSandboxApiOptions api_options;
     api_options.host = resolved.config.host;
     api_options.workspace_id = resolved.config.workspace_id;
     api_options.retry = options_.retry;
     client->api = std::make_unique<databricks::HttpSandboxApi>(api_options, *client->credentials,
-                                                               *client->bucket, clock_,
+                                                               *client->pacing, clock_,
                                                                TransportFor(id, client->fenced));
     return client;
   };
@@ -251,12 +251,12 @@ api::StatusOr<openai::AgentsApi*> HttpCloudClients::Agents(const std::string& na
     auto client = std::make_unique<AgentsClient>();
     AimdPolicy aimd;
     aimd.max_rate = options_.openai_max_requests_per_second;
-    client->bucket = std::make_unique<TokenBucket>(clock_, options_.openai_requests_per_second,
-                                                   std::max(1.0, options_.burst), aimd);
+    client->pacing = std::make_unique<EndpointPacing>(clock_, options_.openai_requests_per_second,
+                                                      std::max(1.0, options_.burst), aimd);
     openai::HttpAgentsApiOptions api_options;
     api_options.base_url = resolved.base_url;
     client->api = std::make_unique<openai::HttpAgentsApi>(
-        api_options, resolved.api_key, *client->bucket, clock_, TransportFor(id, client->fenced),
+        api_options, resolved.api_key, *client->pacing, clock_, TransportFor(id, client->fenced),
         StreamingFor(id, client->fenced_streaming));
     return client;
   };
@@ -270,13 +270,18 @@ api::StatusOr<openai::AgentsApi*> HttpCloudClients::Agents(const std::string& na
 std::vector<HttpCloudClients::Pacing> HttpCloudClients::PacingRates() {
   std::lock_guard lock(mu_);
   std::vector<Pacing> out;
+  auto add = [&](std::string api, const std::string& workspace, const EndpointPacing& pacing) {
+    Pacing p{std::move(api), workspace, pacing.rate(), pacing.max_rate(), pacing.cuts(), {}};
+    for (int c = 0; c < kEndpointClasses; ++c) {
+      p.class_rates[static_cast<size_t>(c)] = pacing.rate(static_cast<EndpointClass>(c));
+    }
+    out.push_back(std::move(p));
+  };
   for (const auto& [workspace, client] : clients_) {
-    out.push_back({"databricks", workspace, client->bucket->rate(), client->bucket->max_rate(),
-                   client->bucket->cuts()});
+    add("databricks", workspace, *client->pacing);
   }
   for (const auto& [workspace, client] : agents_) {
-    out.push_back({"openai", workspace, client->bucket->rate(), client->bucket->max_rate(),
-                   client->bucket->cuts()});
+    add("openai", workspace, *client->pacing);
   }
   return out;
 }

@@ -4,17 +4,18 @@
 // credentials (environment → ~/.databrickscfg, the way the Databricks SDKs do) and only for
 // their own host / base URL; anything else is kFailedPrecondition with reason
 // "CredentialsMissing" and nothing is sent. It builds
-// one HttpSandboxApi with its own request TokenBucket (spec.limits.requestsPerSecond, default
+// one HttpSandboxApi with its own request pacing (spec.limits.requestsPerSecond, default
 // 15/s like the Go SDK), and one HttpAgentsApi with its own (openai_requests_per_second), and
-// rebuilds them when the Workspace's generation or a resolved secret changes. Both buckets adapt
-// (AIMD, token_bucket.h) between their start rate and their maximum. Secrets are resolved at
-// most every `secret_ttl` and held in memory only.
+// rebuilds them when the Workspace's generation or a resolved secret changes. Both adapt per
+// endpoint class (AIMD, endpoint_pacing.h) between their start rate and their maximum. Secrets are
+// resolved at most every `secret_ttl` and held in memory only.
 //
 // A Workspace named "default" that does not exist uses the controller's environment alone.
 // Thread-safe. Clients are never destroyed before the HttpCloudClients (returned pointers stay
 // valid); a rebuilt client replaces the old one for new callers only.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -32,7 +33,7 @@
 #include "controller/cloud/openai/http_agents_api.h"
 #include "controller/cloud/secret_resolver.h"
 #include "controller/engine/clock.h"
-#include "controller/engine/token_bucket.h"
+#include "controller/engine/endpoint_pacing.h"
 #include "controller/engine/workspace_leases.h"
 #include "controller/store/store.h"
 
@@ -80,9 +81,11 @@ class HttpCloudClients final : public CloudClients {
   struct Pacing {
     std::string api;        // "databricks" | "openai"
     std::string workspace;  // WorkspaceId: "<namespace>/<name>"
-    double rate = 0;        // requests per second now
+    double rate = 0;        // the workspace's requests per second now
     double max_rate = 0;
-    int64_t cuts = 0;  // throttles that cut the rate
+    int64_t cuts = 0;  // throttles that cut a class's rate
+    // Each endpoint class's rate now (EndpointClassName order: read, create, command, write).
+    std::array<double, kEndpointClasses> class_rates{};
   };
   std::vector<Pacing> PacingRates();
 
@@ -91,14 +94,14 @@ class HttpCloudClients final : public CloudClients {
     std::string fingerprint;  // generation + resolved config; memory only
     Clock::SteadyTime resolved_at;
     std::unique_ptr<databricks::CredentialsProvider> credentials;
-    std::unique_ptr<TokenBucket> bucket;
+    std::unique_ptr<EndpointPacing> pacing;
     std::unique_ptr<http::HttpTransport> fenced;  // when options_.fence is set
     std::unique_ptr<databricks::HttpSandboxApi> api;
   };
   struct AgentsClient {
     std::string fingerprint;
     Clock::SteadyTime resolved_at;
-    std::unique_ptr<TokenBucket> bucket;
+    std::unique_ptr<EndpointPacing> pacing;
     std::unique_ptr<http::HttpTransport> fenced;                 // when options_.fence is set
     std::unique_ptr<http::StreamingTransport> fenced_streaming;  // when options_.fence is set
     std::unique_ptr<openai::HttpAgentsApi> api;

@@ -5,6 +5,8 @@
 #include <exception>
 #include <string>
 
+#include "controller/engine/inline_wait.h"
+
 namespace sbx::controller {
 namespace {
 
@@ -151,6 +153,7 @@ void Manager::ProcessOne(const api::ObjectKey& key, std::stop_token stop) {
   api::StatusOr<ReconcileResult> result = api::InternalError("reconcile did not run");
   // STYLE 8: nothing thrown by a reconciler may take the worker (and the daemon) down.
   try {
+    const ScopedInlineWaitLimit inline_waits(options_.max_inline_wait);
     result = it->second->Reconcile(key, stop);
   } catch (const std::exception& e) {
     ++exceptions_;

@@ -87,6 +87,10 @@ struct ManagerOptions {
   Backoff::Uniform random;  // null = seeded PRNG
   // The least delay before a terminal error is tried again, by consecutive failures.
   BackoffPolicy terminal_backoff{std::chrono::seconds(30), std::chrono::minutes(10), 0.1};
+  // The longest wait a call may make inside a reconcile (inline_wait.h); a longer one (a retry's
+  // Retry-After or backoff) ends the reconcile and requeues the key for when it is over, so the
+  // worker serves other keys meanwhile. 0: every retry wait goes back to the queue.
+  std::chrono::milliseconds max_inline_wait{0};
 };
 
 // Whether this replica reconciles `key` now (see Manager). Called from the workers.

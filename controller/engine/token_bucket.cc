@@ -87,7 +87,11 @@ void TokenBucket::Succeeded(const Permit& permit) {
     return;
   }
   Refill(now);  // the tokens so far accrued at the old rate
-  const double step = last_cut_ ? std::max(recovery_ * cut_from_, 0.01) : increase_;
+  // Near a limit found above the start rate, approach it by a fraction of it; after cuts below
+  // the start rate (random 429s cut a rate again and again), come back by a fraction of the start
+  // rate: a step of the collapsed rate would take minutes to climb back (issue #25).
+  const double step =
+      last_cut_ ? std::max(recovery_ * std::max(cut_from_, initial_rate_), 0.01) : increase_;
   rate_ = std::min(max_rate_, rate_ + step / rate_);
 }
 

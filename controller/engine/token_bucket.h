@@ -12,13 +12,16 @@
 //     that find the bucket empty; never above `max_rate`, and not within `hold` of the last cut.
 //     Calls that never wait (the rate is not what limits them) raise nothing. The step is
 //     `increase` until the first throttle (the limit is unknown: find it fast), then `recovery`
-//     times the rate the last throttle happened at (near a known limit: approach it slowly, so
-//     that it is hit rarely; as TCP's slow start gives way to congestion avoidance).
-//   - Throttled(delay, permit): the server said slow down (429, or a Retry-After). The rate is
+//     times the rate the last throttle happened at, or the start rate if that is more (near a
+//     known limit: approach it slowly, so that it is hit rarely; as TCP's slow start gives way
+//     to congestion avoidance; but never by a step so small that cuts in a row leave the rate
+//     at its floor for minutes).
+//   - Throttled(delay, permit): the server said slow down (a 429; never a 5xx). The rate is
 //     multiplied by `decrease` (not below `min_rate`) — once per overload: a throttled call that
 //     took its token before the last cut was sent at the old rate and cuts nothing more. The
 //     bucket is emptied and held for `delay`, so the server's Retry-After slows every caller of
-//     the workspace, not only the one that got the 429.
+//     the bucket, not only the one that got the 429 (EndpointPacing keeps one bucket per
+//     endpoint class, so that is every caller of that class).
 // With max_rate <= the initial rate the rate never rises above where it started (it still
 // falls on a throttle and comes back). A rate <= 0 means unlimited and never adapts.
 // Thread-safe; the Clock must outlive the bucket.

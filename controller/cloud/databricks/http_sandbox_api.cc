@@ -33,21 +33,36 @@ Status CheckId(const std::string& sandbox_id) {
   return OkStatus();
 }
 
+// Which pacing a call waits for (endpoint_pacing.h).
+EndpointClass ClassOf(std::string_view method, std::string_view path_and_query) {
+  if (method == "GET") {
+    return EndpointClass::kRead;  // get, list, list-commands
+  }
+  if (path_and_query.starts_with(kExecPath)) {
+    return EndpointClass::kCommand;  // exec-sync
+  }
+  if (method == "POST" && path_and_query.starts_with(std::string(kSandboxesPath) + "?")) {
+    return EndpointClass::kCreate;
+  }
+  return EndpointClass::kWrite;  // start, stop, update, delete
+}
+
 }  // namespace
 
 HttpSandboxApi::HttpSandboxApi(HttpSandboxApiOptions options, CredentialsProvider& credentials,
-                               TokenBucket& bucket, Clock& clock, http::HttpTransport& transport)
+                               EndpointPacing& pacing, Clock& clock, http::HttpTransport& transport)
     : options_(std::move(options)),
       caller_(http::RetryingCallerOptions{.log_name = "databricks",
                                           .credentials_noun = "the workspace's credentials were",
                                           .retry = options_.retry,
                                           .jitter = options_.jitter},
-              errors_, credentials, bucket, clock, transport) {}
+              errors_, credentials, pacing, clock, transport) {}
 
 StatusOr<std::string> HttpSandboxApi::Send(const Call& call, std::stop_token stop) {
   http::Call out;
   out.what = call.method + " " + call.path_and_query.substr(0, call.path_and_query.find('?'));
   out.idempotency = call.idempotency;
+  out.endpoint_class = ClassOf(call.method, call.path_and_query);
   out.request.method = call.method;
   out.request.url = options_.host + call.path_and_query;
   out.request.timeout = call.timeout.count() > 0 ? call.timeout : options_.request_timeout;

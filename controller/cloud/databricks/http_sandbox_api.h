@@ -1,8 +1,8 @@
 // HttpSandboxApi: SandboxApi over HTTP (reference/databricks-sandbox-api.md §2, §3, §8).
 //
 // Every request goes through the shared http::RetryingCaller (pacing by the workspace's
-// TokenBucket, the Authorization header from the CredentialsProvider, the CredentialBreaker,
-// retries and redaction; see http/retrying_caller.h) with this API's ErrorTable
+// EndpointPacing (by endpoint class), the Authorization header from the CredentialsProvider, the
+// CredentialBreaker, retries and redaction; see http/retrying_caller.h) with this API's ErrorTable
 // (http_errors.h): idempotent calls retry 429/503/connection failures with jittered backoff or
 // Retry-After, and a Retry-After also penalises the bucket so every caller of the workspace
 // slows down; the final error keeps retry_after. Create counts as idempotent because sandbox ids
@@ -25,7 +25,7 @@
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http/retrying_caller.h"
 #include "controller/engine/clock.h"
-#include "controller/engine/token_bucket.h"
+#include "controller/engine/endpoint_pacing.h"
 
 namespace sbx::controller::databricks {
 
@@ -42,7 +42,7 @@ struct HttpSandboxApiOptions {
 class HttpSandboxApi final : public SandboxApi {
  public:
   HttpSandboxApi(HttpSandboxApiOptions options, CredentialsProvider& credentials,
-                 TokenBucket& bucket, Clock& clock, http::HttpTransport& transport);
+                 EndpointPacing& pacing, Clock& clock, http::HttpTransport& transport);
 
   StatusOr<Sandbox> Create(const std::string& sandbox_id, const Sandbox& desired,
                            std::stop_token stop = {}) override;

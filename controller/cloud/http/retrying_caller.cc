@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "controller/cloud/http/redact.h"
+#include "controller/engine/inline_wait.h"
 
 namespace sbx::controller::http {
 
@@ -19,12 +20,12 @@ bool IsSuccess(int http_status) { return http_status >= 200 && http_status < 300
 }  // namespace
 
 RetryingCaller::RetryingCaller(RetryingCallerOptions options, const ErrorTable& errors,
-                               Credentials& credentials, TokenBucket& bucket, Clock& clock,
+                               Credentials& credentials, EndpointPacing& pacing, Clock& clock,
                                HttpTransport& transport, StreamingTransport* streaming)
     : options_(std::move(options)),
       errors_(errors),
       credentials_(credentials),
-      bucket_(bucket),
+      pacing_(pacing),
       clock_(clock),
       transport_(transport),
       streaming_(streaming),
@@ -32,17 +33,19 @@ RetryingCaller::RetryingCaller(RetryingCallerOptions options, const ErrorTable& 
 
 AttemptFailure RetryingCaller::Classify(const Call& call, const HttpResponse& response, bool guard,
                                         const std::string& authorization,
-                                        const TokenBucket::Permit& permit) {
+                                        const EndpointPacing::Permit& permit) {
   AttemptFailure failure = errors_.FromResponse(response, clock_.Now());
   const std::optional<milliseconds> hint = failure.status.retry_after();
-  if (response.status == 429 || (response.status == 503 && hint && hint->count() > 0)) {
-    // The server's limit: cut this workspace's rate for this API, and one caller's Retry-After
-    // holds every caller of it.
-    bucket_.Throttled(std::min(hint.value_or(milliseconds(0)), options_.retry.max_retry_after),
+  if (response.status == 429) {
+    // The server's limit: cut this workspace's rate for the endpoint class, and one caller's
+    // Retry-After holds every caller of the class.
+    pacing_.Throttled(std::min(hint.value_or(milliseconds(0)), options_.retry.max_retry_after),
                       permit);
   } else if (response.status < 500) {
-    bucket_.Succeeded(permit);  // answered (a 404 too): the rate was not too high
+    pacing_.Succeeded(permit);  // answered (a 404 too): the rate was not too high
   }
+  // A 5xx (a 503 with Retry-After too) is the server failing, not congestion: it moves no rate
+  // and holds no other caller; only this call's retry waits (Loop).
   failure.status = RedactAuthorization(failure.status.Annotate(call.what), authorization);
   if (response.status == 401) {
     credentials_.Invalidate();
@@ -67,8 +70,8 @@ StatusOr<HttpResponse> RetryingCaller::Loop(const Call& call, bool guard, Exchan
   }
   const Clock::SteadyTime start = clock_.Steady();
   for (int attempt = 1;; ++attempt) {
-    const std::optional<TokenBucket::Permit> permit =
-        stop.stop_requested() ? std::nullopt : bucket_.Take(stop);
+    const std::optional<EndpointPacing::Permit> permit =
+        stop.stop_requested() ? std::nullopt : pacing_.Take(call.endpoint_class, stop);
     if (!permit) {
       return api::CancelledError(what + ": cancelled");
     }
@@ -92,7 +95,7 @@ StatusOr<HttpResponse> RetryingCaller::Loop(const Call& call, bool guard, Exchan
         failure.status = RedactAuthorization(result.status, *authorization);
         failure.maybe_sent = result.maybe_sent;
       } else if (IsSuccess(result.response.status)) {
-        bucket_.Succeeded(*permit);
+        pacing_.Succeeded(*permit);
         if (guard) {
           breaker_.Accepted();
         }
@@ -106,6 +109,12 @@ StatusOr<HttpResponse> RetryingCaller::Loop(const Call& call, bool guard, Exchan
         options_.retry, errors_, call.idempotency, failure, attempt, elapsed, backoff_);
     if (!delay) {
       return failure.status;
+    }
+    if (const std::optional<milliseconds> limit = InlineWaitLimit(); limit && *delay > *limit) {
+      // A reconcile worker's thread: give it back, and be requeued when the wait is over.
+      spdlog::debug("{}: {} attempt {} failed ({}); the retry in {} ms goes back to the queue",
+                    options_.log_name, what, attempt, failure.status.ToString(), delay->count());
+      return failure.status.WithRetryAfter(*delay);
     }
     spdlog::debug("{}: {} attempt {} failed ({}); retrying in {} ms", options_.log_name, what,
                   attempt, failure.status.ToString(), delay->count());

@@ -5,17 +5,21 @@
 // Send(call):
 //   1. While the CredentialBreaker is open (a 401 recently), fail at once without a request:
 //      the breaker's Status, prefixed "<what>: not sent, <credentials_noun> rejected recently".
-//   2. Each attempt takes a token from the workspace's TokenBucket, then the Authorization
-//      header from the Credentials (a failure there is a failure that was never sent), sends
-//      through the HttpTransport and classifies the reply: 2xx is returned; a non-2xx becomes
-//      the ErrorTable's failure, annotated with `what`. The bucket adapts its rate (AIMD,
-//      token_bucket.h): a 429, or a 503 with a hint, is Throttled — the rate is cut and the
-//      bucket held for the hint (at most max_retry_after), so every caller of the workspace
-//      slows down; any other reply below 500 is Succeeded, which raises the rate while calls
-//      wait for tokens. A 401 invalidates the Credentials' cached token and trips the breaker,
-//      any other reply closes it.
-//   3. NextRetryDelay (retry_policy.h) decides; backoff sleeps are on the injected Clock and end
-//      early on `stop` (→ kCancelled, which also cancels the in-flight request).
+//   2. Each attempt takes a token of the call's endpoint class from the workspace's
+//      EndpointPacing, then the Authorization header from the Credentials (a failure there is a
+//      failure that was never sent), sends through the HttpTransport and classifies the reply:
+//      2xx is returned; a non-2xx becomes the ErrorTable's failure, annotated with `what`. The
+//      pacing adapts (AIMD, endpoint_pacing.h): only a 429 is congestion — Throttled cuts the
+//      class's rate and holds its callers for the hint (at most max_retry_after); any reply
+//      below 500 is Succeeded, which raises the rate while calls wait for tokens; a 5xx, with
+//      or without Retry-After, tells the pacing nothing (a random server error is not
+//      congestion: issue #25). A 401 invalidates the Credentials' cached token and trips the
+//      breaker, any other reply closes it.
+//   3. NextRetryDelay (retry_policy.h) decides. A wait longer than the thread's
+//      InlineWaitLimit() (inline_wait.h: a reconcile worker's) is not slept: the failure is
+//      returned with retry_after set to the wait, so the reconcile gives its thread back and
+//      the Manager requeues it for then. Other sleeps are on the injected Clock and end early on
+//      `stop` (→ kCancelled, which also cancels the in-flight request).
 // Stream(call, handlers) does the same through the StreamingTransport until the stream opens
 // (a 2xx head); nothing is retried after that, since events may have been delivered, and the
 // stream's own end is returned. As before this layer existed, streams neither consult nor feed
@@ -23,7 +27,7 @@
 // Every Status leaving the caller has the Authorization value and its bare credential scrubbed
 // (redact.h).
 //
-// Thread-safe. Borrows the error table, credentials, bucket, clock and transports; they must
+// Thread-safe. Borrows the error table, credentials, pacing, clock and transports; they must
 // outlive it. Owns the breaker (one per API client: a rebuilt client starts with a closed one).
 #pragma once
 
@@ -37,7 +41,7 @@
 #include "controller/engine/backoff.h"
 #include "controller/engine/clock.h"
 #include "controller/engine/credential_breaker.h"
-#include "controller/engine/token_bucket.h"
+#include "controller/engine/endpoint_pacing.h"
 
 namespace sbx::controller::http {
 
@@ -77,13 +81,14 @@ struct Call {
   HttpRequest request;
   Idempotency idempotency = Idempotency::kIdempotent;
   std::string what;
+  EndpointClass endpoint_class = EndpointClass::kRead;  // whose pacing it waits for
 };
 
 class RetryingCaller {
  public:
   // `streaming` may be null when the API has no streams.
   RetryingCaller(RetryingCallerOptions options, const ErrorTable& errors, Credentials& credentials,
-                 TokenBucket& bucket, Clock& clock, HttpTransport& transport,
+                 EndpointPacing& pacing, Clock& clock, HttpTransport& transport,
                  StreamingTransport* streaming = nullptr);
 
   // The 2xx response, or the final error (see above).
@@ -102,14 +107,14 @@ class RetryingCaller {
   template <typename Exchange>
   api::StatusOr<HttpResponse> Loop(const Call& call, bool guard, Exchange exchange,
                                    std::stop_token stop);
-  // The failure of a non-2xx reply, with the bucket, credentials and breaker told about it.
+  // The failure of a non-2xx reply, with the pacing, credentials and breaker told about it.
   AttemptFailure Classify(const Call& call, const HttpResponse& response, bool guard,
-                          const std::string& authorization, const TokenBucket::Permit& permit);
+                          const std::string& authorization, const EndpointPacing::Permit& permit);
 
   const RetryingCallerOptions options_;
   const ErrorTable& errors_;
   Credentials& credentials_;
-  TokenBucket& bucket_;
+  EndpointPacing& pacing_;
   Clock& clock_;
   HttpTransport& transport_;
   StreamingTransport* const streaming_;

@@ -55,7 +55,7 @@ Status CheckListParams(const ListParams& params) {
 }  // namespace
 
 HttpAgentsApi::HttpAgentsApi(HttpAgentsApiOptions options, const std::string& api_key,
-                             TokenBucket& bucket, Clock& clock, http::HttpTransport& transport,
+                             EndpointPacing& pacing, Clock& clock, http::HttpTransport& transport,
                              http::StreamingTransport& streaming)
     : options_([&] {
         options.base_url = StripSlash(std::move(options.base_url));
@@ -66,12 +66,17 @@ HttpAgentsApi::HttpAgentsApi(HttpAgentsApiOptions options, const std::string& ap
                                           .credentials_noun = "the project's API key was",
                                           .retry = options_.retry,
                                           .jitter = options_.jitter},
-              errors_, credentials_, bucket, clock, transport, &streaming) {}
+              errors_, credentials_, pacing, clock, transport, &streaming) {}
 
 http::Call HttpAgentsApi::BuildCall(const Call& call) const {
   http::Call out;
   out.what = call.method + " " + call.path;
   out.idempotency = call.idempotency;
+  // Which pacing the call waits for (endpoint_pacing.h): a session is this API's create.
+  out.endpoint_class = call.method == "GET" ? EndpointClass::kRead
+                       : call.method == "POST" && call.path == kSessionsPath
+                           ? EndpointClass::kCreate
+                           : EndpointClass::kWrite;
   http::HttpRequest& request = out.request;
   request.method = call.method;
   request.url = options_.base_url + call.path + call.query;

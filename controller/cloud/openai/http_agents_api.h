@@ -3,7 +3,7 @@
 // Every request goes through the shared http::RetryingCaller (see http/retrying_caller.h):
 // request/response calls over the plain http::HttpTransport, the SSE event stream over the
 // http::StreamingTransport, parsed incrementally by SseParser. Every request (stream opens
-// included) first takes a token from the workspace's TokenBucket, then carries
+// included) first takes a token from the workspace's EndpointPacing, then carries
 // `Authorization: Bearer <application key>`, `OpenAI-Beta: agents=v1`, Accept and User-Agent.
 // Retries follow this API's ErrorTable (http_errors.h: GET/DELETE on 408/429/5xx/connection
 // errors; create and send-events only when the request never left or the server says
@@ -28,7 +28,7 @@
 #include "controller/cloud/openai/http_errors.h"
 #include "controller/engine/backoff.h"
 #include "controller/engine/clock.h"
-#include "controller/engine/token_bucket.h"
+#include "controller/engine/endpoint_pacing.h"
 
 namespace sbx::controller::openai {
 
@@ -49,7 +49,7 @@ struct HttpAgentsApiOptions {
 class HttpAgentsApi final : public AgentsApi {
  public:
   // `api_key` is the resolved application key (not a reference to one).
-  HttpAgentsApi(HttpAgentsApiOptions options, const std::string& api_key, TokenBucket& bucket,
+  HttpAgentsApi(HttpAgentsApiOptions options, const std::string& api_key, EndpointPacing& pacing,
                 Clock& clock, http::HttpTransport& transport, http::StreamingTransport& streaming);
 
   StatusOr<Session> CreateSession(const CreateSessionRequest& request,

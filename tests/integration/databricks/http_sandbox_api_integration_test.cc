@@ -10,7 +10,7 @@
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/databricks/http_sandbox_api.h"
 #include "controller/cloud/http/http_transport.h"
-#include "controller/engine/token_bucket.h"
+#include "controller/engine/endpoint_pacing.h"
 #include "emulator/databricks/databricks_emulator.h"
 #include "emulator/internal/fault_injector.h"
 #include "tests/support/fake_clock.h"
@@ -66,7 +66,7 @@ class DatabricksIntegrationTest : public ::testing::Test {
     HttpSandboxApiOptions options;
     options.host = emulator_->base_url();
     options.workspace_id = "1234567890";
-    buckets_.push_back(std::make_unique<TokenBucket>(clock, 1000, 1000));
+    buckets_.push_back(std::make_unique<EndpointPacing>(clock, 1000, 1000));
     return std::make_unique<HttpSandboxApi>(options, creds ? *creds : *pat_, *buckets_.back(),
                                             clock, *transport_);
   }
@@ -93,7 +93,7 @@ class DatabricksIntegrationTest : public ::testing::Test {
   std::unique_ptr<DatabricksEmulator> emulator_;
   std::unique_ptr<http::HttpTransport> transport_;
   std::unique_ptr<PatCredentials> pat_;
-  std::vector<std::unique_ptr<TokenBucket>> buckets_;
+  std::vector<std::unique_ptr<EndpointPacing>> buckets_;
   SystemClock system_clock_;
   sbx::testing::FakeClock fake_clock_;
 };
@@ -270,7 +270,7 @@ TEST_F(DatabricksIntegrationTest, ExecSyncIsRetriedWhenTheServerWasNeverReached)
   HttpSandboxApiOptions options;
   options.host = "http://127.0.0.1:1";
   options.retry.max_attempts = 3;
-  TokenBucket bucket(fake_clock_, 1000, 1000);
+  EndpointPacing bucket(fake_clock_, 1000, 1000);
   HttpSandboxApi api(options, *pat_, bucket, fake_clock_, *transport_);
   ExecRequest req;
   req.cmd = "/bin/true";

@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "controller/cloud/openai/http_agents_api.h"
-#include "controller/engine/token_bucket.h"
+#include "controller/engine/endpoint_pacing.h"
 #include "emulator/openai/openai_emulator.h"
 #include "tests/support/process.h"
 
@@ -75,7 +75,7 @@ class AgentsApiTurnsIntegrationTest : public ::testing::Test {
   }
 
   SystemClock clock_;
-  TokenBucket bucket_{clock_, 0, 1};
+  EndpointPacing bucket_{clock_, 0, 1};
   std::filesystem::path dir_;
   std::filesystem::path workspace_;
   std::unique_ptr<emulator::OpenAiEmulator> emulator_;

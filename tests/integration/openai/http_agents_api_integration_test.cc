@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "controller/cloud/openai/http_agents_api.h"
-#include "controller/engine/token_bucket.h"
+#include "controller/engine/endpoint_pacing.h"
 #include "emulator/internal/http_server.h"
 
 namespace sbx::controller::openai {
@@ -121,7 +121,7 @@ class OpenAiIntegrationTest : public ::testing::Test {
   }
 
   SystemClock clock_;
-  TokenBucket bucket_{clock_, 0, 1};
+  EndpointPacing bucket_{clock_, 0, 1};
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<http::HttpTransport> transport_;
   std::unique_ptr<http::StreamingTransport> streaming_;

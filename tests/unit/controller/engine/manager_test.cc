@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "controller/engine/inline_wait.h"
 #include "tests/support/fake_clock.h"
 #include "tests/unit/controller/engine/poll.h"
 
@@ -200,6 +201,26 @@ TEST_F(ManagerTest, RetryAfterFromTheServerIsHonoured) {
   EXPECT_EQ(manager_->queue().ReadyAt(a_), clock_.Steady() + 20s);
   EXPECT_EQ(observer_.records()[0].error->reason, "RateLimited");
   clock_.Advance(20s);
+  ASSERT_TRUE(WaitForReconciles(2));
+}
+
+// Issue #25: a call inside a reconcile may not sleep out a retry; the worker thread tells it so
+// (inline_wait.h), and the requeue honours the wait the call handed back.
+TEST_F(ManagerTest, AReconcileRunsWithNoInlineWaitAndItsHandedBackWaitIsTheRequeue) {
+  std::atomic<bool> saw_zero_limit = false;
+  StartWith([&](auto&, int call, auto) -> StatusOr<ReconcileResult> {
+    saw_zero_limit = InlineWaitLimit() == std::optional<std::chrono::milliseconds>(0ms);
+    if (call == 1) {
+      return api::UnavailableError("503").WithRetryAfter(3s);
+    }
+    return ReconcileResult::Done();
+  });
+  manager_->Enqueue(a_);
+  ASSERT_TRUE(WaitForReconciles(1));
+  EXPECT_TRUE(saw_zero_limit);
+  EXPECT_EQ(manager_->queue().ReadyAt(a_), clock_.Steady() + 3s);
+  EXPECT_FALSE(InlineWaitLimit().has_value()) << "only the worker's reconcile is limited";
+  clock_.Advance(3s);
   ASSERT_TRUE(WaitForReconciles(2));
 }
 

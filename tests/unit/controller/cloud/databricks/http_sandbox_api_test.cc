@@ -59,7 +59,7 @@ class HttpSandboxApiTest : public ::testing::Test {
   FakeTransport transport_;
   PatCredentials creds_;
   sbx::testing::FakeClock clock_;
-  TokenBucket bucket_;
+  EndpointPacing bucket_;
 };
 
 TEST_F(HttpSandboxApiTest, SendsTheStandardHeaders) {
@@ -188,9 +188,10 @@ TEST_F(HttpSandboxApiTest, PenaltyBlocksOtherCallersToo) {
   EXPECT_EQ(s.status().code(), StatusCode::kResourceExhausted);
   ASSERT_TRUE(s.status().retry_after().has_value());
   EXPECT_EQ(*s.status().retry_after(), 5s);
-  EXPECT_FALSE(bucket_.TryAcquire());
+  EXPECT_FALSE(bucket_.TryAcquire(EndpointClass::kRead));
+  EXPECT_TRUE(bucket_.TryAcquire(EndpointClass::kCommand)) << "exec-sync is paced apart";
   clock_.Advance(5s + 10ms);  // the penalty, then one token's refill time
-  EXPECT_TRUE(bucket_.TryAcquire());
+  EXPECT_TRUE(bucket_.TryAcquire(EndpointClass::kRead));
 }
 
 TEST_F(HttpSandboxApiTest, FinalErrorKeepsRetryAfter) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "controller/cloud/http/retry_after.h"
+#include "controller/engine/inline_wait.h"
 #include "tests/support/fake_clock.h"
 #include "tests/unit/controller/cloud/http/fake_transport.h"
 
@@ -119,7 +120,7 @@ class RetryingCallerTest : public ::testing::Test {
   bool echo_ = false;
   FakeTransport transport_;
   CountingCredentials credentials_;
-  TokenBucket bucket_;
+  EndpointPacing bucket_;
 };
 
 TEST_F(RetryingCallerTest, RetriesWhatTheTableCallsRetryableWithTheEngineBackoff) {
@@ -177,7 +178,7 @@ TEST_F(RetryingCallerTest, RetryAfterIsHonouredInsteadOfTheBackoff) {
   EXPECT_LE(times[1] - times[0], 2s + 20ms);
 }
 
-TEST_F(RetryingCallerTest, RetryAfterPenalisesTheBucketAndStaysOnTheFinalError) {
+TEST_F(RetryingCallerTest, A429HoldsItsEndpointClassAndStaysOnTheFinalError) {
   FakeErrors errors({429});
   replies_ = {Reply(429, "slow down", {{"retry-after", "5"}})};
   RetryPolicy once = Policy();
@@ -186,14 +187,85 @@ TEST_F(RetryingCallerTest, RetryAfterPenalisesTheBucketAndStaysOnTheFinalError) 
   auto r = caller.Send(Get(), {});
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(r.status().retry_after(), std::optional<std::chrono::milliseconds>(5s));
-  EXPECT_FALSE(bucket_.TryAcquire()) << "every caller of the workspace waits";
+  EXPECT_FALSE(bucket_.TryAcquire(EndpointClass::kRead)) << "every reader of the workspace waits";
+  EXPECT_TRUE(bucket_.TryAcquire(EndpointClass::kCreate)) << "another endpoint class goes on";
+  EXPECT_TRUE(bucket_.TryAcquire(EndpointClass::kCommand));
   clock_.Advance(5s + 10ms);
-  EXPECT_TRUE(bucket_.TryAcquire());
+  EXPECT_TRUE(bucket_.TryAcquire(EndpointClass::kRead));
+}
+
+TEST_F(RetryingCallerTest, A503WithRetryAfterHoldsOnlyItsOwnRetry) {
+  FakeErrors errors({503});
+  replies_ = {Reply(503, "unavailable", {{"retry-after", "5"}})};
+  RetryPolicy once = Policy();
+  once.max_attempts = 1;
+  RetryingCaller caller = MakeCaller(errors, once);
+  auto r = caller.Send(Get(), {});
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.status().retry_after(), std::optional<std::chrono::milliseconds>(5s));
+  EXPECT_TRUE(bucket_.TryAcquire(EndpointClass::kRead)) << "a server error holds no other caller";
+  EXPECT_EQ(bucket_.cuts(), 0);
+}
+
+// Issue #25: a cloud with 10% 503s (each with Retry-After: 1) once halved the workspace's rate
+// on every failure, down to its 0.5/s floor, so sbx crawled 27x slower. A server error is not
+// congestion: after 200 calls, 20 of them 503s, the pacing is where it was.
+TEST_F(RetryingCallerTest, TenPercentServerErrorsLeaveTheRateWhereItWas) {
+  FakeErrors errors({503});
+  EndpointPacing paced(clock_, 20, 1);
+  RetryingCaller caller(RetryingCallerOptions{.log_name = "test",
+                                              .credentials_noun = "the test key was",
+                                              .retry = Policy(),
+                                              .jitter = [] { return 0.5; }},
+                        errors, credentials_, paced, clock_, transport_);
+  int failures = 0;
+  for (int i = 0; i < 200; ++i) {
+    replies_ = i % 10 == 0
+                   ? std::vector<HttpResult>{Reply(503, "unavailable", {{"retry-after", "1"}}),
+                                             Reply(200, "ok")}
+                   : std::vector<HttpResult>{Reply(200, "ok")};
+    auto r = RunAdvancing(clock_, [&] { return caller.Send(Get(), {}); });
+    ASSERT_TRUE(r.ok()) << r.status();
+    failures += i % 10 == 0;
+  }
+  ASSERT_EQ(failures, 20);
+  EXPECT_EQ(paced.cuts(), 0);
+  for (int c = 0; c < kEndpointClasses; ++c) {
+    EXPECT_DOUBLE_EQ(paced.rate(static_cast<EndpointClass>(c)), 20)
+        << EndpointClassName(static_cast<EndpointClass>(c));
+  }
+  EXPECT_DOUBLE_EQ(paced.rate(), 20);
+}
+
+TEST_F(RetryingCallerTest, ARetryWaitLongerThanTheThreadAllowsIsGivenBackToTheCaller) {
+  FakeErrors errors({503});
+  replies_ = {Reply(503, "unavailable", {{"retry-after", "1"}}), Reply(200, "done")};
+  RetryingCaller caller = MakeCaller(errors);
+  const ScopedInlineWaitLimit reconcile_thread(0ms);
+  // No RunAdvancing: a sleep on the fake clock would hang here; the call must not sleep.
+  auto r = caller.Send(Get(), {});
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(r.status().retry_after().has_value());
+  EXPECT_GE(*r.status().retry_after(), 1s) << "requeued no earlier than the server asked";
+  EXPECT_EQ(transport_.count(), 1u) << "the retry is the requeued reconcile's";
+  EXPECT_EQ(clock_.sleepers(), 0);
+}
+
+TEST_F(RetryingCallerTest, AShortRetryWaitWithinTheThreadsLimitStaysInline) {
+  FakeErrors errors({503});
+  replies_ = {Reply(503, "busy"), Reply(200, "done")};  // backoff 100 ms ±50%
+  RetryingCaller caller = MakeCaller(errors);
+  auto r = RunAdvancing(clock_, [&] {
+    const ScopedInlineWaitLimit reconcile_thread(1s);
+    return caller.Send(Get(), {});
+  });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(transport_.count(), 2u);
 }
 
 TEST_F(RetryingCallerTest, PacingAdaptsA429CutsTheRateAndAnswersRaiseIt) {
   FakeErrors errors({429});
-  TokenBucket paced(clock_, 10, 1, AimdPolicy{.max_rate = 50, .increase = 10});
+  EndpointPacing paced(clock_, 10, 1, AimdPolicy{.max_rate = 50, .increase = 10});
   RetryingCaller caller(RetryingCallerOptions{.log_name = "test",
                                               .credentials_noun = "the test key was",
                                               .retry = Policy(),
@@ -206,13 +278,18 @@ TEST_F(RetryingCallerTest, PacingAdaptsA429CutsTheRateAndAnswersRaiseIt) {
     ASSERT_TRUE(r.ok() || r.status().code() == StatusCode::kInvalidArgument) << r.status();
   }
   const double raised = paced.rate();
+  const double raised_class = paced.rate(EndpointClass::kRead);
+  const double raised_create = paced.rate(EndpointClass::kCreate);
   EXPECT_GT(raised, 20);
+  EXPECT_GT(raised_class, 20);
   // The server's limit: a 429 with Retry-After halves it and holds the bucket; the retry after
   // the hold succeeds.
   replies_ = {Reply(429, "slow down", {{"retry-after", "1"}}), Reply(200, "done")};
   auto r = RunAdvancing(clock_, [&] { return caller.Send(Get(), {}); });
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_DOUBLE_EQ(paced.rate(), raised / 2);
+  EXPECT_DOUBLE_EQ(paced.rate(EndpointClass::kRead), raised_class / 2);
+  EXPECT_DOUBLE_EQ(paced.rate(EndpointClass::kCreate), raised_create) << "only its class is cut";
+  EXPECT_GE(paced.rate(), raised) << "nor the workspace's (its retry, answered, may raise it)";
   EXPECT_EQ(paced.cuts(), 1);
   const std::vector<Clock::SteadyTime> times = Times();
   EXPECT_GE(times.back() - times[times.size() - 2], 1s);
@@ -220,7 +297,7 @@ TEST_F(RetryingCallerTest, PacingAdaptsA429CutsTheRateAndAnswersRaiseIt) {
 
 TEST_F(RetryingCallerTest, A503WithoutAHintDoesNotCutTheRate) {
   FakeErrors errors({503});
-  TokenBucket paced(clock_, 10, 1, AimdPolicy{.max_rate = 50});
+  EndpointPacing paced(clock_, 10, 1, AimdPolicy{.max_rate = 50});
   RetryingCaller caller(RetryingCallerOptions{.log_name = "test",
                                               .credentials_noun = "the test key was",
                                               .retry = Policy(),

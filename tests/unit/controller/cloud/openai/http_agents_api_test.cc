@@ -127,7 +127,7 @@ class HttpAgentsApiTest : public ::testing::Test {
              kKey, bucket_, clock_, transport_, streaming_) {}
 
   InstantClock clock_;
-  TokenBucket bucket_;
+  EndpointPacing bucket_;
   ScriptedTransport transport_;
   ScriptedStreaming streaming_;
   HttpAgentsApi api_;

@@ -1,0 +1,73 @@
+// EndpointPacing: how sbx paces the requests of one workspace to one API: the workspace's rate
+// (one TokenBucket: Workspace limits.requestsPerSecond for Databricks, --openai-requests-per-
+// second for OpenAI, rising up to its maximum while calls wait) caps every call, and each
+// endpoint class has a TokenBucket of its own that a 429 on that class cuts and holds (AIMD,
+// token_bucket.h).
+//
+// Only congestion slows anyone down (issue #25):
+//   - Succeeded(permit): the server answered below 500 without throttling; both buckets may rise.
+//   - Throttled(delay, permit): a 429 (the APIs' rate-limit answer). The class's rate is cut and
+//     its callers are held for `delay` (the Retry-After); other classes go on at their rates.
+//   - A 5xx, with or without Retry-After, is not congestion: the caller tells the pacing
+//     nothing, and only that call's retry waits (http::RetryingCaller).
+//
+// Why classes, and which (measured, bench/README.md "Degraded cloud"): one endpoint's random
+// 429s (the chaos suite's 10% on one endpoint until the end) cut the one shared rate of the
+// workspace again and again, so reads and creates waited behind exec-sync's limit. Each class
+// gets the requests whose limits the services set apart: creating a sandbox or session
+// (kCreate), running a command (kCommand: exec-sync), reading (kRead: GET, LIST) and the other
+// writes (kWrite: start, stop, update, delete, events). A workspace-wide limit still shows as
+// 429s in every class, and each cuts its own rate until the sum fits.
+//
+// Thread-safe; the Clock must outlive it.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stop_token>
+#include <string_view>
+
+#include "controller/engine/clock.h"
+#include "controller/engine/token_bucket.h"
+
+namespace sbx::controller {
+
+enum class EndpointClass { kRead = 0, kCreate, kCommand, kWrite };
+inline constexpr int kEndpointClasses = 4;
+std::string_view EndpointClassName(EndpointClass c);  // "read", "create", "command", "write"
+
+class EndpointPacing {
+ public:
+  // rate <= 0: unlimited (nothing waits, nothing adapts). `aimd` applies to every bucket.
+  EndpointPacing(Clock& clock, double rate_per_second, double burst, AimdPolicy aimd = {});
+
+  struct Permit {
+    EndpointClass endpoint_class = EndpointClass::kRead;
+    TokenBucket::Permit of_class;
+    TokenBucket::Permit of_workspace;
+  };
+  // Blocks until both the class and the workspace have a token, or `stop` (→ nullopt).
+  std::optional<Permit> Take(EndpointClass c, std::stop_token stop = {});
+  // Non-blocking: a token of the class and of the workspace, if both are available now.
+  bool TryAcquire(EndpointClass c);
+
+  void Succeeded(const Permit& permit);
+  // A 429 on `permit`'s class: cuts that class's rate and holds its callers for `delay`.
+  void Throttled(std::chrono::milliseconds delay, const Permit& permit);
+
+  double rate() const;                 // the workspace's rate now
+  double rate(EndpointClass c) const;  // the class's rate now
+  double max_rate() const;             // the most the workspace's rate may rise to
+  int64_t cuts() const;                // rate cuts, over all classes
+
+ private:
+  TokenBucket& Of(EndpointClass c) { return *classes_[static_cast<size_t>(c)]; }
+  const TokenBucket& Of(EndpointClass c) const { return *classes_[static_cast<size_t>(c)]; }
+
+  TokenBucket workspace_;
+  std::array<std::optional<TokenBucket>, kEndpointClasses> classes_;
+};
+
+}  // namespace sbx::controller
