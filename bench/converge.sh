@@ -30,6 +30,9 @@
 #   bench/converge.sh 10 100 1000
 #   SBX_BENCH_IDLE=0 bench/converge.sh 100       # convergence only
 #   SBX_BENCH_DB=postgres://…/empty_db bench/converge.sh 1000   # sbxd and sbxctl on that store
+#   SBX_BENCH_FAULT='{"status":503,"rate":0.1,"retry_after_seconds":1}' bench/converge.sh 100
+#     # a degraded cloud: that fault on each endpoint sbxd calls (tests/chaos/chaos.sh's
+#     # fault_endpoints), armed before the apply (bench/degraded.sh runs the pairs)
 #   (one size per empty database; bench/store_backends.sh compares the backends)
 # Prints JSON lines. A benchmark, not a test: needs curl and awk.
 source "$(dirname "$0")/lib.sh"
@@ -43,6 +46,12 @@ workers=${SBX_BENCH_WORKERS:-4}
 idle=${SBX_BENCH_IDLE:-300}
 openai_rps=${SBX_BENCH_OPENAI_RPS:-0}  # the emulator's OpenAI limit; 0 = none
 ideal=${SBX_BENCH_IDEAL:-1}
+fault=${SBX_BENCH_FAULT:-}
+# The endpoints sbxd calls: tests/chaos/chaos.sh's fault_endpoints (not the executor's own).
+fault_endpoints=(databricks.create databricks.get databricks.list databricks.update
+  databricks.delete databricks.start databricks.stop databricks.exec_sync databricks.list_commands
+  openai.sessions.create openai.sessions.get openai.sessions.list openai.sessions.delete
+  openai.environments.get)
 
 bench_build
 machine_line
@@ -87,6 +96,11 @@ spec:
 EOF
   done
 
+  if [[ -n "$fault" ]]; then
+    for ep in "${fault_endpoints[@]}"; do
+      curl -sf -X POST "$emu_url/_emulator/faults" -d "{\"endpoint\":\"$ep\",${fault#\{}" >/dev/null
+    done
+  fi
   reset_counters
   start=$(now)
   start_sod=$(awk -v t="$start" 'BEGIN { printf "%.3f", t - int(t / 86400) * 86400 }')
@@ -123,7 +137,7 @@ EOF
     END { }' | sed 's/^/{/; s/$/}/')
   pacing=${pacing:-"{}"}
   timeline=$(awk -v start="$start_sod" -f "$bench_root/bench/timeline.awk" "$sbxd_log")
-  line="{\"n\":$n,\"flow\":\"sbxd\",\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"openai_rate_limit_rps\":$openai_rps,\"sweep\":\"$sweep\",\"workers\":$workers,\"seconds_to_all_ready\":$t,\"databricks_calls\":$dbx,\"openai_calls\":$oai,\"throttled_429\":$throttled,\"floor_calls\":$floor_calls,\"rate_floor_s\":$rate_floor,\"latency_chain_s\":$chain,\"floor_s\":$floor,\"ratio\":$ratio,\"floor_all_s\":$floor_all,\"ratio_all\":$ratio_all,\"pacing_end_rps\":$pacing,\"sbxd_cpu_seconds\":$cpu,\"sbxd_peak_rss_kib\":$rss,\"reconciles\":$reconciles,\"calls\":$calls,\"timeline\":$timeline}"
+  line="{\"n\":$n,\"flow\":\"sbxd\",\"fault\":${fault:-null},\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"openai_rate_limit_rps\":$openai_rps,\"sweep\":\"$sweep\",\"workers\":$workers,\"seconds_to_all_ready\":$t,\"databricks_calls\":$dbx,\"openai_calls\":$oai,\"throttled_429\":$throttled,\"floor_calls\":$floor_calls,\"rate_floor_s\":$rate_floor,\"latency_chain_s\":$chain,\"floor_s\":$floor,\"ratio\":$ratio,\"floor_all_s\":$floor_all,\"ratio_all\":$ratio_all,\"pacing_end_rps\":$pacing,\"sbxd_cpu_seconds\":$cpu,\"sbxd_peak_rss_kib\":$rss,\"reconciles\":$reconciles,\"calls\":$calls,\"timeline\":$timeline}"
   echo "$line"
 
   if ((idle > 0)); then
