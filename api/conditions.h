@@ -51,6 +51,9 @@ inline constexpr std::string_view kInternalError = "InternalError";
 inline constexpr std::string_view kUnknown = "Unknown";
 inline constexpr std::string_view kCancelled = "Cancelled";
 inline constexpr std::string_view kDataLoss = "DataLoss";
+// … a call's retry handed back to the work queue rather than waited inline (engine/inline_wait.h):
+// not an observation, so reconcilers keep what they last saw (classify_error.h RetryScheduled).
+inline constexpr std::string_view kRetryScheduled = "RetryScheduled";
 // … and terminal.
 inline constexpr std::string_view kInvalidSpec = "InvalidSpec";
 inline constexpr std::string_view kFailedPrecondition = "FailedPrecondition";

@@ -52,6 +52,10 @@ fault_endpoints=(databricks.create databricks.get databricks.list databricks.upd
   databricks.delete databricks.start databricks.stop databricks.exec_sync databricks.list_commands
   openai.sessions.create openai.sessions.get openai.sessions.list openai.sessions.delete
   openai.environments.get)
+# SBX_BENCH_FAULT_ENDPOINTS="databricks.exec_sync …": only these (e.g. one endpoint's 429s).
+if [[ -n "${SBX_BENCH_FAULT_ENDPOINTS:-}" ]]; then
+  read -r -a fault_endpoints <<<"$SBX_BENCH_FAULT_ENDPOINTS"
+fi
 
 bench_build
 machine_line

@@ -70,6 +70,14 @@ ErrorClass ClassifyError(const api::Status& status) {
   return error;
 }
 
+api::Status RetryScheduled(const api::Status& failure, std::chrono::milliseconds wait) {
+  return failure.WithRetryAfter(wait).WithReason(std::string(reason::kRetryScheduled));
+}
+
+bool IsRetryScheduled(const api::Status& status) {
+  return !status.ok() && status.reason() == reason::kRetryScheduled;
+}
+
 std::string ConditionMessage(const api::Status& status) {
   static constexpr std::string_view kMarker = " (request_id ";
   std::string message = status.message();

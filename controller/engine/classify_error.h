@@ -62,6 +62,15 @@ struct ErrorClass {
 // retry).
 ErrorClass ClassifyError(const api::Status& status);
 
+// A call's failure whose retry was handed back to the work queue (inline_wait.h) instead of being
+// waited inline on a reconcile thread: `failure` (its code, so its class) with retry_after =
+// `wait` and reason RetryScheduled. It is not an observation: a reconciler that meets it keeps
+// the conditions it last set and returns it, the skeleton records no outcome for it (Synced
+// stays as it was), and the Manager requeues the key after the wait (never sooner than its
+// per-key backoff, so a call that keeps failing is not retried every second forever).
+api::Status RetryScheduled(const api::Status& failure, std::chrono::milliseconds wait);
+bool IsRetryScheduled(const api::Status& status);
+
 // The message a condition shows for `status`: its message without per-request noise (the
 // "(request_id …)" that the clients append), so that the same failure, repeated, writes the same
 // condition — no status change, no store write, no watch event. Request ids stay in logs and

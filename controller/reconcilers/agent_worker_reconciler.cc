@@ -598,6 +598,9 @@ void AgentWorkerReconciler::RecordLook(Target& t) {
 // RecordOutcome).
 StatusOr<openai::Environment> AgentWorkerReconciler::CheckEnvironment(Target& t) {
   StatusOr<openai::Environment> got = t.agents->GetEnvironment(t.status().environment_id, t.stop);
+  if (IsRetryScheduled(got.status())) {
+    return got.status();  // no answer yet: ExecutorConnected stays as last seen
+  }
   if (!got.ok() && got.status().code() != StatusCode::kNotFound) {
     Set(t, condition::kExecutorConnected, ConditionStatus::kUnknown,
         ClassifyError(got.status()).reason,

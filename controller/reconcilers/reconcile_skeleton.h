@@ -5,7 +5,9 @@
 //      made; once that is done, remove the finalizer (the store removes the row), forget, done;
 //   3. otherwise → add the finalizer if missing, converge;
 //   4. record the outcome in conditions (an error → Synced=False with ClassifyError's reason,
-//      RecordSyncedError, or the reconciler's own rule);
+//      RecordSyncedError, or the reconciler's own rule) — except for a call whose retry was
+//      handed back to the work queue (IsRetryScheduled): that is no outcome yet, and the
+//      conditions stay as the last pass left them;
 //   5. stamp status.observedGeneration and write the status only if it changed (a no-op
 //      reconcile writes nothing, so it wakes no watcher).
 // A reconciler supplies the steps that differ as a ReconcileSteps over its own Target, a struct
@@ -99,7 +101,7 @@ api::StatusOr<ReconcileResult> RunReconcile(Store& store, const api::ObjectKey& 
     }
     result = finalized.ok() ? api::StatusOr<ReconcileResult>(**finalized) : finalized.status();
   }
-  if (steps.record_outcome) {
+  if (steps.record_outcome && !IsRetryScheduled(result.status())) {
     steps.record_outcome(t, result.status());
   }
   std::visit([&](auto& status) { status.observed_generation = t.object.metadata.generation; },

@@ -20,6 +20,9 @@ std::string_view ReconcileMetrics::ResultLabel(const ReconcileRecord& record) {
   if (record.error && !record.error->transient()) {
     return "terminal_error";
   }
+  if (IsRetryScheduled(record.status)) {
+    return "retry_scheduled";  // a call's retry wait handed back to the queue (inline_wait.h)
+  }
   return "transient_error";
 }
 
@@ -58,13 +61,15 @@ void ReconcileMetrics::OnReconciled(const ReconcileRecord& record) {
     }
     return;
   }
-  log::Warn("reconciled", {{"kind", kind},
-                           {"name", name},
-                           {"result", std::string(result)},
-                           {"reason", record.error ? record.error->reason : "Unknown"},
-                           {"error", record.status.ToString()},
-                           {"requeues", std::to_string(record.num_requeues)},
-                           {"duration_ms", duration_ms}});
+  // A handed-back retry is routine on a flaky cloud: logged, not warned about.
+  (IsRetryScheduled(record.status) ? log::Info : log::Warn)(
+      "reconciled", {{"kind", kind},
+                     {"name", name},
+                     {"result", std::string(result)},
+                     {"reason", record.error ? record.error->reason : "Unknown"},
+                     {"error", record.status.ToString()},
+                     {"requeues", std::to_string(record.num_requeues)},
+                     {"duration_ms", duration_ms}});
 }
 
 }  // namespace sbx::controller

@@ -1,9 +1,10 @@
 // ReconcileMetrics: the Manager's ReconcileObserver for /metrics and the log.
 //
 // Per reconcile it counts sbx_reconciles_total{kind,result} (result = done | requeue |
-// transient_error | terminal_error), observes sbx_reconcile_duration_seconds{kind} (the
-// duration measured on the Manager's Clock), and logs a "reconciled" line: debug for
-// successes, warn for errors, with the ClassifyError reason and the error message.
+// transient_error | terminal_error | retry_scheduled), observes
+// sbx_reconcile_duration_seconds{kind} (the duration measured on the Manager's Clock), and logs a
+// "reconciled" line: debug for successes, warn for errors, with the ClassifyError reason and the
+// error message.
 //
 // Thread-safety: OnReconciled is called concurrently from worker threads; it only touches the
 // thread-safe Metrics and the logger. Ownership: `metrics` must outlive this observer.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "controller/cloud/http/redact.h"
+#include "controller/engine/classify_error.h"
 #include "controller/engine/inline_wait.h"
 
 namespace sbx::controller::http {
@@ -114,7 +115,7 @@ StatusOr<HttpResponse> RetryingCaller::Loop(const Call& call, bool guard, Exchan
       // A reconcile worker's thread: give it back, and be requeued when the wait is over.
       spdlog::debug("{}: {} attempt {} failed ({}); the retry in {} ms goes back to the queue",
                     options_.log_name, what, attempt, failure.status.ToString(), delay->count());
-      return failure.status.WithRetryAfter(*delay);
+      return RetryScheduled(failure.status, *delay);
     }
     spdlog::debug("{}: {} attempt {} failed ({}); retrying in {} ms", options_.log_name, what,
                   attempt, failure.status.ToString(), delay->count());

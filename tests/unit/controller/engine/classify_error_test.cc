@@ -113,3 +113,21 @@ TEST(ConditionMessageTest, DropsRequestIdsSoRepeatedFailuresWriteTheSameConditio
 
 }  // namespace
 }  // namespace sbx::controller
+
+namespace sbx::controller {
+namespace {
+
+TEST(ClassifyErrorTest, ARetryScheduledKeepsItsCodesClassAndCarriesTheWait) {
+  const api::Status scheduled =
+      RetryScheduled(api::UnavailableError("HTTP 503"), std::chrono::milliseconds(1500));
+  EXPECT_TRUE(IsRetryScheduled(scheduled));
+  EXPECT_FALSE(IsRetryScheduled(api::UnavailableError("HTTP 503")));
+  EXPECT_FALSE(IsRetryScheduled(api::OkStatus()));
+  const ErrorClass c = ClassifyError(scheduled);
+  EXPECT_TRUE(c.transient());
+  EXPECT_EQ(c.reason, "RetryScheduled");
+  EXPECT_EQ(c.retry_after, std::optional<std::chrono::milliseconds>(1500));
+}
+
+}  // namespace
+}  // namespace sbx::controller

@@ -593,6 +593,32 @@ TEST_F(AgentWorkerReconcilerTest, ATransientObservationErrorDoesNotFlipReady) {
   EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
 }
 
+// Issue #25: inside a reconcile, a failed read whose retry was handed back to the work queue
+// (RetryScheduled) is no answer yet, not an observation: nothing the last pass saw changes, so
+// 10% of 503s on environment reads do not make workers flicker out of ExecutorConnected.
+TEST_F(AgentWorkerReconcilerTest, AReadWhoseRetryWasHandedBackChangesNoCondition) {
+  MakeSandbox("box", true);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  WaitForExecutor();
+  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
+  clock_.Advance(1s);
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kTrue);
+  const AgentWorkerReconcilerOptions options;
+  for (int i = 0; i < options.failure_threshold + 1; ++i) {
+    clouds_.agents().FailNext(
+        "environment", RetryScheduled(api::UnavailableError("HTTP 503"), std::chrono::seconds(1)));
+    clock_.Advance(options.schedule.status_interval);
+    const auto result = Reconcile();
+    ASSERT_FALSE(result.ok());
+    EXPECT_TRUE(IsRetryScheduled(result.status()));
+    EXPECT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kTrue);
+    EXPECT_EQ(Cond("Synced").status, ConditionStatus::kTrue);
+    EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  }
+}
+
 // Without setup steps the Sandbox reconciler writes no boot marker; the launch script does, so
 // the executor is still tied to this boot (and the next probe finds it Running, not a stranger).
 TEST_F(AgentWorkerReconcilerTest, TheLaunchWritesAMissingBootMarker) {
