@@ -167,13 +167,13 @@ TEST_F(PacingTest, SbxdBacksOffAnOpenAiRateLimitAndConvergesWithoutA429Storm) {
   const std::string metrics =
       HttpTestClient("http://127.0.0.1:" + std::to_string(port)).Get("/metrics").body;
   // The steady load is status reads: a 429 cuts the read class, and only that class (#25).
-  const double read_rate = Metric(metrics, "sbx_api_pacing_class_requests_per_second",
-                                  "api=\"openai\",class=\"read\"");
+  const double read_rate =
+      Metric(metrics, "sbx_api_pacing_class_requests_per_second", "api=\"openai\",class=\"read\"");
   EXPECT_GT(read_rate, 0) << metrics;
   EXPECT_LT(read_rate, 5) << "cut from 20/s towards the limit of 2/s:\n" << metrics;
-  EXPECT_EQ(Metric(metrics, "sbx_api_pacing_class_requests_per_second",
-                   "api=\"openai\",class=\"write\""),
-            20)
+  EXPECT_EQ(
+      Metric(metrics, "sbx_api_pacing_class_requests_per_second", "api=\"openai\",class=\"write\""),
+      20)
       << "no write was answered 429, so writes keep their rate:\n"
       << metrics;
   EXPECT_GE(Metric(metrics, "sbx_api_pacing_cuts_total", "api=\"openai\""), 1) << metrics;
