@@ -667,6 +667,7 @@ int Main(int argc, char** argv) {
   };
   StoreWatchOptions watch_options;
   watch_options.on_error = on_error;
+  watch_options.wake_hints = &wake_hints;  // webhooks received by another replica
   StoreWatch watch(*store, clock, watch_options);
   PeriodicResyncOptions resync_options;
   resync_options.period = resync;
@@ -682,8 +683,9 @@ int Main(int argc, char** argv) {
   std::optional<WebhookServer> webhook_server;
   if (webhook_secret) {
     webhook_verifier.emplace(*webhook_secret, clock);
-    webhook_receiver.emplace(*webhook_verifier, *store, wake_hints,
-                             WebhookReceiverOptions{flags.webhook_path});
+    webhook_receiver.emplace(
+        *webhook_verifier, *store, wake_hints,
+        WebhookReceiverOptions{.path = flags.webhook_path, .share_hints = leases.has_value()});
     manager.AddSource(*webhook_receiver);
     webhook_server.emplace(
         [&receiver = *webhook_receiver](const WebhookRequest& r) { return receiver.Handle(r); });

@@ -145,6 +145,10 @@ StatusOr<Object> HttpStore::UpdateControllerMetadata(const Object&) {
   return NotForClients("writing finalizers and owner references");
 }
 
+StatusOr<Object> HttpStore::PostWakeHint(const ObjectKey&) {
+  return NotForClients("posting wake hints");
+}
+
 StatusOr<DeleteOutcome> HttpStore::Delete(const ObjectKey& key) {
   ASSIGN_OR_RETURN(std::string body, Call("DELETE", ObjectPath(key)));
   return apiserver::DecodeDeleteOutcome(body);

@@ -49,6 +49,7 @@ class HttpStore final : public Store {
   StatusOr<std::vector<Object>> List(const ListOptions& options) override;
   StatusOr<Object> UpdateStatus(const Object& object) override;
   StatusOr<Object> UpdateControllerMetadata(const Object& object) override;
+  StatusOr<Object> PostWakeHint(const ObjectKey& key) override;
   StatusOr<DeleteOutcome> Delete(const ObjectKey& key) override;
   StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit) override;
   StatusOr<int64_t> CurrentRevision() override;

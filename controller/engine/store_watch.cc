@@ -37,6 +37,14 @@ void StoreWatch::Dispatch(const Store::Change& change, Enqueuer& out) {
   api::ObjectMeta meta = change.object->metadata;
   meta.resource_version = 0;
   auto [it, inserted] = seen_.try_emplace(change.key, meta);
+  if (change.wake_hint) {
+    if (options_.wake_hints != nullptr) {
+      options_.wake_hints->Mark(change.key);
+    }
+    it->second = std::move(meta);
+    out.Enqueue(change.key);
+    return;
+  }
   if (!inserted && it->second == meta) {
     out.EnqueueDependents(change.key);  // the status alone changed
     return;

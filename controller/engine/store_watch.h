@@ -13,6 +13,11 @@
 // errors are reported to `on_error` and retried with backoff on the Clock. Stop latency is at most
 // `poll`.
 //
+// A wake hint (Store::PostWakeHint: a change of nothing but the resourceVersion, written by
+// another replica that heard from outside that the object needs a look) is marked in
+// options.wake_hints and enqueues the object itself: that is how a webhook received by one
+// replica reaches the replica that holds the object's workspace (--work-split workspace).
+//
 // Fell behind compaction: when WatchSince answers kOutOfRange (the changes after last_seen were
 // compacted away, Store::CompactChanges), the watch reports it to `on_error` and re-lists like
 // client-go after "410 Gone": every listed object is dispatched as above (enqueued unless only
@@ -36,6 +41,7 @@
 #include "controller/engine/backoff.h"
 #include "controller/engine/clock.h"
 #include "controller/engine/source.h"
+#include "controller/engine/wake_hints.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
@@ -47,6 +53,9 @@ struct StoreWatchOptions {
   std::chrono::milliseconds poll{250};  // WaitForChange timeout (= stop latency)
   BackoffPolicy error_backoff{std::chrono::seconds(1), std::chrono::seconds(30), 0.1};
   SourceErrorFn on_error;  // optional
+  // Marked for each wake-hint change (Store::PostWakeHint) before its key is enqueued; may be
+  // null (a hint then only enqueues).
+  WakeHints* wake_hints = nullptr;
 };
 
 // Lists every object in `store` and enqueues its key. Used by the initial list and the resync.

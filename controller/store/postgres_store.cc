@@ -239,13 +239,14 @@ Status PostgresStore::DeleteRow(const ObjectKey& key) {
 }
 
 Status PostgresStore::AppendChange(int64_t revision, ChangeType type, const ObjectKey& key,
-                                   const Row* row) {
+                                   const Row* row, bool wake_hint) {
   return conn_
       ->Exec(
-          "INSERT INTO changes (revision, type, kind, namespace, name, object) VALUES "
-          "($1, $2, $3, $4, $5, $6)",
+          "INSERT INTO changes (revision, type, kind, namespace, name, object, wake_hint) VALUES "
+          "($1, $2, $3, $4, $5, $6, $7)",
           {P(revision), P(internal::ChangeTypeName(type)), P(KindName(key.kind)), P(key.namespace_),
-           P(key.name), row != nullptr ? P(internal::EncodeChangeObject(*row)) : internal::Null()})
+           P(key.name), row != nullptr ? P(internal::EncodeChangeObject(*row)) : internal::Null(),
+           P(int64_t{wake_hint ? 1 : 0})})
       .status();
 }
 
@@ -352,6 +353,13 @@ StatusOr<Object> PostgresStore::UpdateControllerMetadata(const Object& object) {
   return RowToObject(row);
 }
 
+StatusOr<Object> PostgresStore::PostWakeHint(const ObjectKey& key) {
+  ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
+                     return Writes::WakeHint(*this, key, revision);
+                   }));
+  return RowToObject(row);
+}
+
 StatusOr<DeleteOutcome> PostgresStore::Delete(const ObjectKey& key) {
   return ObjectWrite([&](int64_t& revision) { return Writes::Delete(*this, key, revision); });
 }
@@ -375,10 +383,11 @@ StatusOr<std::vector<Store::Change>> PostgresStore::WatchSince(int64_t since, in
   // every revision up to `current` was committed before the second snapshot, so a revision
   // since + 1 <= current missing from the rows was compacted (as in SqliteStore::WatchSince).
   ASSIGN_OR_RETURN(const int64_t current, ReadRevision());
-  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT revision, type, kind, namespace, name, object "
-                                           "FROM changes WHERE revision > $1 ORDER BY revision "
-                                           "LIMIT $2",
-                                           {P(since), P(int64_t{limit})}));
+  ASSIGN_OR_RETURN(PgResult r,
+                   conn_->Exec("SELECT revision, type, kind, namespace, name, object, wake_hint "
+                               "FROM changes WHERE revision > $1 ORDER BY revision "
+                               "LIMIT $2",
+                               {P(since), P(int64_t{limit})}));
   for (int i = 0; i < r.Rows(); ++i) {
     ASSIGN_OR_RETURN(Change change, internal::ReadChangeColumns(redacted_url_, PgRow(r, i)));
     out.push_back(std::move(change));

@@ -10,7 +10,8 @@
 // its own and recorded in schema_migrations; Open migrates under a transaction-level advisory
 // lock, so replicas starting at once migrate once.
 //
-// Revisions: every object write (Apply, UpdateStatus, UpdateControllerMetadata, Delete) is one
+// Revisions: every object write (Apply, UpdateStatus, UpdateControllerMetadata, Delete,
+// PostWakeHint) is one
 // transaction that first locks the single row of the `revision` table (SELECT … FOR UPDATE), so
 // object writes from every process serialise, revisions are gap-free and committed in order, and
 // the change log holds exactly the revisions (compacted, current] as in SqliteStore. Events,
@@ -93,6 +94,7 @@ class PostgresStore final : public Store {
   StatusOr<std::vector<Object>> List(const ListOptions& options) override;
   StatusOr<Object> UpdateStatus(const Object& object) override;
   StatusOr<Object> UpdateControllerMetadata(const Object& object) override;
+  StatusOr<Object> PostWakeHint(const ObjectKey& key) override;
   StatusOr<DeleteOutcome> Delete(const ObjectKey& key) override;
 
   StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit = 1000) override;
@@ -172,7 +174,8 @@ class PostgresStore final : public Store {
   Status InsertRow(const Row& row);
   Status UpdateRow(const Row& row);
   Status DeleteRow(const ObjectKey& key);
-  Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row);
+  Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row,
+                      bool wake_hint = false);
   // The one INSERT of each table beside the objects (InsertRow is the objects'), shared by the
   // Store operations, which pass their upsert as `on_conflict` (" ON CONFLICT …"), and
   // ImportFrom, which writes records as they are and fails on a duplicate.

@@ -35,6 +35,7 @@ class ScrubbingStore final : public Store {
   StatusOr<Object> UpdateControllerMetadata(const Object& object) override {
     return store_.UpdateControllerMetadata(object);
   }
+  StatusOr<Object> PostWakeHint(const ObjectKey& key) override { return store_.PostWakeHint(key); }
   StatusOr<DeleteOutcome> Delete(const ObjectKey& key) override { return store_.Delete(key); }
   StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit) override {
     return store_.WatchSince(since, limit);

@@ -6,7 +6,8 @@
 // so writers in several processes serialise cleanly and revisions are committed in order; a
 // database that stays locked past the busy timeout gives kUnavailable naming the path.
 //
-// Revisions count object writes only (Apply, UpdateStatus, UpdateControllerMetadata, Delete):
+// Revisions count object writes only (Apply, UpdateStatus, UpdateControllerMetadata, Delete,
+// PostWakeHint):
 // each changed object gets the next revision and one row in the change log that WatchSince
 // reads. Events, inventory and leases do not bump the revision.
 //
@@ -103,6 +104,7 @@ class SqliteStore final : public Store {
   StatusOr<Object> UpdateStatus(const Object& object) override;
   // Writes nothing (and keeps resourceVersion) when finalizers and owners are unchanged.
   StatusOr<Object> UpdateControllerMetadata(const Object& object) override;
+  StatusOr<Object> PostWakeHint(const ObjectKey& key) override;
   StatusOr<DeleteOutcome> Delete(const ObjectKey& key) override;
 
   StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit = 1000) override;
@@ -191,7 +193,8 @@ class SqliteStore final : public Store {
   Status InsertRow(const Row& row);
   Status UpdateRow(const Row& row);
   Status DeleteRow(const ObjectKey& key);
-  Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row);
+  Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row,
+                      bool wake_hint = false);
   // The one INSERT of each table beside the objects (InsertRow is the objects'), shared by the
   // Store operations, which pass their upsert as `on_conflict` (" ON CONFLICT …"), and
   // ImportFrom, which writes records as they are and fails on a duplicate.

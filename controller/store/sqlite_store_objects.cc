@@ -81,14 +81,15 @@ Status SqliteStore::DeleteRow(const ObjectKey& key) {
 }
 
 Status SqliteStore::AppendChange(int64_t revision, ChangeType type, const ObjectKey& key,
-                                 const Row* row) {
+                                 const Row* row, bool wake_hint) {
   ASSIGN_OR_RETURN(Stmt stmt, Prepare("INSERT INTO changes (revision, type, kind, namespace, "
-                                      "name, object) VALUES (?, ?, ?, ?, ?, ?)"));
+                                      "name, object, wake_hint) VALUES (?, ?, ?, ?, ?, ?, ?)"));
   stmt.Bind(1, revision)
       .Bind(2, internal::ChangeTypeName(type))
       .Bind(3, KindName(key.kind))
       .Bind(4, key.namespace_)
-      .Bind(5, key.name);
+      .Bind(5, key.name)
+      .Bind(7, static_cast<int64_t>(wake_hint ? 1 : 0));
   if (row != nullptr) {
     stmt.Bind(6, internal::EncodeChangeObject(*row));
   }
@@ -202,6 +203,13 @@ StatusOr<Object> SqliteStore::UpdateControllerMetadata(const Object& object) {
   ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
                      return Writes::UpdateControllerMetadata(*this, object, std::move(finalizers),
                                                              std::move(owners), revision);
+                   }));
+  return RowToObject(row);
+}
+
+StatusOr<Object> SqliteStore::PostWakeHint(const ObjectKey& key) {
+  ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
+                     return Writes::WakeHint(*this, key, revision);
                    }));
   return RowToObject(row);
 }

@@ -28,8 +28,9 @@ StatusOr<std::vector<Store::Change>> SqliteStore::WatchSince(int64_t since, int 
   // change leaves the log only by compaction. So if revision since + 1 <= current is not among
   // the rows read afterwards, it was compacted — whatever other processes did in between.
   ASSIGN_OR_RETURN(const int64_t current, ReadRevision());
-  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT revision, type, kind, namespace, name, object FROM "
-                                      "changes WHERE revision > ? ORDER BY revision LIMIT ?"));
+  ASSIGN_OR_RETURN(Stmt stmt,
+                   Prepare("SELECT revision, type, kind, namespace, name, object, wake_hint FROM "
+                           "changes WHERE revision > ? ORDER BY revision LIMIT ?"));
   stmt.Bind(1, since).Bind(2, static_cast<int64_t>(std::max(limit, 0)));
   for (;;) {
     ASSIGN_OR_RETURN(bool more, stmt.Step());

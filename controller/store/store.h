@@ -105,6 +105,10 @@ class Store {
     ChangeType type = ChangeType::kModified;
     ObjectKey key;
     std::optional<Object> object;  // the object after the change; unset for kDeleted
+    // PostWakeHint's change: the object did not change (only its resourceVersion), but whoever
+    // acts on it should look at the outside world now (WakeHints). Not carried by the API's
+    // watch: a client there sees a MODIFIED with a new resourceVersion.
+    bool wake_hint = false;
   };
 
   // Every change with revision > `since`, in revision order, each exactly once; also changes
@@ -112,6 +116,13 @@ class Store {
   // when changes after `since` have been compacted away: the caller cannot know what it missed
   // and must list again, then watch from the revision it read before listing.
   virtual StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit = 1000) = 0;
+  // A wake hint for `key` that every process watching this store sees at once: one object write
+  // that changes only the resourceVersion, logged as a kModified change with wake_hint set (and,
+  // on PostgreSQL, NOTIFY). For a replica that received a webhook for an object whose workspace
+  // another replica holds (--work-split workspace): the holder's StoreWatch marks its WakeHints
+  // and enqueues the key. A concurrent CAS write of the object gets kAborted and retries. The
+  // object as it now is; kNotFound if absent.
+  virtual StatusOr<Object> PostWakeHint(const ObjectKey& key) = 0;
   // Highest revision written so far (0 for a new store).
   virtual StatusOr<int64_t> CurrentRevision() = 0;
   // Blocks until the database may have changed (any process) or `timeout` passes; cheap

@@ -150,6 +150,12 @@ WebhookResponse WebhookReceiver::Act(const std::string& type, const std::string&
   for (const api::Object& worker : *listed) {
     if (worker.agent_worker_status().session_id == session_id) {
       const api::ObjectKey key = api::KeyOf(worker);
+      if (options_.share_hints) {
+        if (api::StatusOr<api::Object> posted = store_.PostWakeHint(key);
+            !posted.ok() && posted.status().code() != api::StatusCode::kNotFound) {
+          return Count("unavailable", "store_error", 503);
+        }
+      }
       hints_.Mark(key);
       out.Enqueue(key);
       found = true;

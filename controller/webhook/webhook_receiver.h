@@ -11,9 +11,10 @@
 //   5. `agent.session.action_required` with required_action.type `environment_connection`, and
 //      `agent.session.failed`: the AgentWorker whose status.sessionId is data.id is marked in
 //      WakeHints (its next reconcile checks the environment and session at once) and enqueued,
-//      with its dependants, on the Manager's queue → 200 "enqueued". A session no worker owns, an
-//      action of another type, another event type → 200 and ignored (the reference: return 2xx
-//      once queued; an unowned session is not ours to act on). A store error → 503 (the id is
+//      with its dependants, on the Manager's queue → 200 "enqueued"; with share_hints the hint
+//      is first posted to the store, for whichever replica holds the worker. A session no worker
+//      owns, an action of another type, another event type → 200 and ignored (the reference: return
+//      2xx once queued; an unowned session is not ours to act on). A store error → 503 (the id is
 //      forgotten again, so the retry is not a replay).
 // Every delivery is counted by (result, reason) for sbx_webhook_deliveries_total: result
 // `accepted` (reason enqueued | unknown_session | ignored_action | ignored_type), `rejected`
@@ -59,6 +60,10 @@ struct WebhookResponse {
 
 struct WebhookReceiverOptions {
   std::string path = "/webhooks/openai";
+  // Replicas splitting workspaces (--work-split workspace): the worker's workspace may be held by
+  // another replica, whose queue this one cannot reach. Then each hint is also posted to the
+  // store (Store::PostWakeHint), where the holder's StoreWatch sees it at once.
+  bool share_hints = false;
 };
 
 class WebhookReceiver final : public Source {

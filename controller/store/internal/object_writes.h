@@ -217,6 +217,16 @@ class ObjectWrites {
     return row;
   }
 
+  // PostWakeHint's row: kNotFound, else the same row at the next revision, logged as a wake hint.
+  static StatusOr<ObjectRow> WakeHint(Db& db, const ObjectKey& key, int64_t& revision) {
+    ASSIGN_OR_RETURN(ObjectRow row, ReadForUpdate(db, key));
+    row.resource_version = ++revision;
+    RETURN_IF_ERROR(db.UpdateRow(row));
+    RETURN_IF_ERROR(
+        db.AppendChange(revision, Store::ChangeType::kModified, key, &row, /*wake_hint=*/true));
+    return row;
+  }
+
   // Delete(key): kNotFound, else Delete of its row.
   static StatusOr<DeleteOutcome> Delete(Db& db, const ObjectKey& key, int64_t& revision) {
     ASSIGN_OR_RETURN(ObjectRow row, ReadForUpdate(db, key));

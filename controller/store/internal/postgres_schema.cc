@@ -115,6 +115,10 @@ CREATE TABLE artifacts (
     R"sql(
 ALTER TABLE leases ADD COLUMN token BIGINT NOT NULL DEFAULT 0;
 )sql",
+    // 3: wake hints (Store::PostWakeHint): a change that only says "look at this object now".
+    R"sql(
+ALTER TABLE changes ADD COLUMN wake_hint INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 }  // namespace

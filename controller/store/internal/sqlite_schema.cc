@@ -140,6 +140,10 @@ CREATE TABLE artifacts (
     R"sql(
 ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 5: wake hints (Store::PostWakeHint): a change that only says "look at this object now".
+    R"sql(
+ALTER TABLE changes ADD COLUMN wake_hint INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 }  // namespace

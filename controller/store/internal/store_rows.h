@@ -123,6 +123,7 @@ StatusOr<Store::Change> ReadChangeColumns(const std::string& database, const aut
     }
     change.object = std::move(object).value();
   }
+  change.wake_hint = row.Int(6) != 0;
   return change;
 }
 

@@ -7,7 +7,9 @@
 // checks nothing before it is due), so nothing but the webhook can make it look within the
 // test's deadline. Forged, stale, future and unsigned deliveries
 // for the same session are refused with 4xx and wake nothing; a replayed id is refused; a
-// well-signed delivery for a session sbx does not own is acknowledged and ignored.
+// well-signed delivery for a session sbx does not own is acknowledged and ignored. With replicas
+// splitting workspaces, a webhook received by a replica that does not hold the worker's workspace
+// wakes the holder through the store.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -258,6 +260,96 @@ TEST_F(WebhookWakeTest, AnActionRequiredWebhookWakesTheWorkerAtOnce) {
   EXPECT_EQ(Deliver("msg_once", again, at).status, 409);
   EXPECT_EQ(Deliveries("accepted", "enqueued"), enqueued + 1);
   EXPECT_EQ(Deliveries("rejected", "replayed"), 1);
+}
+
+// Two replicas splitting workspaces on one store (--work-split workspace, #25): the replica that
+// receives the webhook does not hold the worker's workspace, so its own queue cannot act on it.
+// The hint goes through the store (a wake-hint change) to the holder, which wakes the worker at
+// once although its cadence is an hour.
+TEST_F(WebhookWakeTest, AWebhookReceivedByAnotherReplicaWakesTheWorkerAtTheHolder) {
+  harness_.SetEnv("OPENAI_WEBHOOK_SECRET", kSecret);
+  const sbx::api::Status started = harness_.StartEmulator(
+      {"--disconnected-after", "300ms", "--connection-wait", "90s"}, kConverge);
+  ASSERT_TRUE(started.ok()) << started;
+  oai_ = &harness_.openai();
+  const auto replica = [&](const std::string& identity, std::vector<std::string> more) {
+    std::vector<std::string> args = {"--work-split",
+                                     "workspace",
+                                     "--identity",
+                                     identity,
+                                     "--executor-status-interval",
+                                     "1h",
+                                     "--executor-probe-interval",
+                                     "1h"};
+    args.insert(args.end(), more.begin(), more.end());
+    return harness_.StartSbxd("sbxd-" + identity, args);
+  };
+  auto holder = replica("holder", {});
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_EQ(harness_.Apply("fixer", WorkerYaml("fixer")).exit_code, 0);
+  json w;
+  ASSERT_TRUE(
+      PollUntil([&] { return Ready(w = Worker("fixer")); }, In(kConverge), milliseconds(200)))
+      << w.dump(2);
+  ASSERT_TRUE((*holder)->WaitForLine(std::regex(R"(took a workspace.*default/default)"),
+                                     In(kConverge), /*from_stderr=*/true))
+      << "the holder did not log its workspace lease";
+  const std::string session = S(w, "sessionId");
+  const std::string environment = S(w, "environmentId");
+  const int64_t old_pid = Pid(w);
+
+  // The receiver: a replica with the webhook endpoint and no workspace (its share of one
+  // workspace among two replicas is taken).
+  auto receiver = replica("receiver", {"--webhook-addr", "127.0.0.1:0"});
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  sbxd_ = *receiver;
+  auto line = sbxd_->WaitForLine(std::regex(R"(serving webhooks.*port=(\d+))"), In(kConverge),
+                                 /*from_stderr=*/true);
+  ASSERT_TRUE(line) << "the receiver did not log its webhook port";
+  webhook_port_ = std::stoi((*line)[1]);
+  metrics_port_ = SbxdHarness::MetricsPort(*sbxd_);
+  ASSERT_GT(metrics_port_, 0);
+  json config = {{"url", "http://127.0.0.1:" + std::to_string(webhook_port_) + "/webhooks/openai"},
+                 {"secret", kSecret},
+                 {"retry_base_ms", 200},
+                 {"max_attempts", 5}};
+  HttpResult r = oai_->Post("/_emulator/openai/webhooks", config.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+
+  // The executor dies behind sbx's back; the holder will not look for an hour.
+  ASSERT_EQ(::kill(static_cast<pid_t>(old_pid), SIGKILL), 0);
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        const json env =
+            json::parse(oai_->Get("/v1/agents/environments/" + environment).body, nullptr, false);
+        return env.is_object() && env.value("status", "") == "disconnected";
+      },
+      In(kConverge), milliseconds(100)));
+
+  HttpResult posted;
+  std::thread app([&] {
+    const json input = {
+        {"events",
+         {{{"type", "agent.session.input.message"},
+           {"input",
+            {{{"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "hello"}}}}}}}}}}};
+    try {
+      posted = oai_->Post("/v1/agents/sessions/" + session + "/events", input.dump());
+    } catch (const std::exception& e) {
+      posted.body = e.what();
+    }
+  });
+  const bool woke = PollUntil(
+      [&] {
+        w = Worker("fixer");
+        return Restarts(w) >= 1 && Ready(w) && Pid(w) != old_pid;
+      },
+      In(milliseconds(30'000)), milliseconds(100));
+  app.join();
+  ASSERT_TRUE(woke) << "the holder was not woken: " << w.dump(2);
+  EXPECT_EQ(posted.status, 202) << posted.body;
+  EXPECT_TRUE(PollUntil([&] { return TurnsStarted(session) == 1; }, In(kConverge)));
+  EXPECT_GE(Deliveries("accepted", "enqueued"), 1);  // the receiver's count
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // FakeWatchStore: an in-memory Store with just enough behaviour for the engine's sources —
-// List, CurrentRevision, WatchSince, WaitForChange and CompactChanges (with SqliteStore's rule:
-// watching from before the compacted revision is kOutOfRange) — plus switchable failures.
-// Everything else answers kUnimplemented. Thread-safe (one mutex).
+// List, CurrentRevision, WatchSince, WaitForChange, CompactChanges and PostWakeHint (with
+// SqliteStore's rule: watching from before the compacted revision is kOutOfRange) — plus switchable
+// failures. Everything else answers kUnimplemented. Thread-safe (one mutex).
 #pragma once
 
 #include <algorithm>
@@ -106,6 +106,18 @@ class FakeWatchStore final : public Store {
   StatusOr<Object> Get(const ObjectKey&) override { return Unimplemented(); }
   StatusOr<Object> UpdateStatus(const Object&) override { return Unimplemented(); }
   StatusOr<Object> UpdateControllerMetadata(const Object&) override { return Unimplemented(); }
+  // As the real stores: the same object at the next revision, logged as a wake hint.
+  StatusOr<Object> PostWakeHint(const ObjectKey& key) override {
+    std::lock_guard lock(mu_);
+    auto it = objects_.find(key);
+    if (it == objects_.end()) {
+      return api::NotFoundError(key.ToString() + " not found");
+    }
+    it->second.metadata.resource_version = ++revision_;
+    changes_.push_back({revision_, ChangeType::kModified, key, it->second, /*wake_hint=*/true});
+    cv_.notify_all();
+    return it->second;
+  }
   StatusOr<DeleteOutcome> Delete(const ObjectKey&) override { return Unimplemented(); }
   Status RecordEvent(const Event&) override { return Unimplemented(); }
   StatusOr<std::vector<Event>> ListEvents(const std::optional<ObjectKey>&) override {

@@ -53,6 +53,32 @@ TEST(StoreWatchTest, ListsEverythingFirstThenEnqueuesEachChange) {
 // A status write is its reconciler's own: it wakes the object's dependants, not the object (no
 // hot loop on a failing object whose every attempt writes a status), while a change of spec
 // (generation) or metadata (labels, deletion, finalizers) wakes the object itself.
+// A wake hint posted by another replica (Store::PostWakeHint) changes nothing but the
+// resourceVersion, yet wakes the object itself and marks it in the WakeHints, so its reconciler
+// looks at the outside world at once (#25). Without WakeHints it still enqueues.
+TEST(StoreWatchTest, AWakeHintMarksTheHintsAndEnqueuesTheObject) {
+  testing::FakeClock clock;
+  FakeWatchStore store;
+  const ObjectKey w{Kind::kAgentWorker, "default", "w"};
+  store.Put(api::MakeObject(Kind::kAgentWorker, "w"));
+  RecordingEnqueuer out;
+  WakeHints hints;
+  StoreWatchOptions options = Options(20ms);
+  options.wake_hints = &hints;
+  StoreWatch watch(store, clock, options);
+  std::jthread runner([&](std::stop_token stop) { watch.Run(out, stop); });
+  ASSERT_TRUE(PollUntil([&] { return watch.last_revision() == 1; }));
+  EXPECT_EQ(out.count(w), 1u);
+  EXPECT_FALSE(hints.Take(w));
+
+  ASSERT_TRUE(store.PostWakeHint(w).ok());
+  ASSERT_TRUE(PollUntil([&] { return watch.last_revision() == 2; }));
+  EXPECT_EQ(out.count(w), 2u);
+  EXPECT_TRUE(out.dependents_of().empty());
+  EXPECT_TRUE(hints.Take(w));
+  runner.request_stop();
+}
+
 TEST(StoreWatchTest, AStatusChangeWakesOnlyTheDependants) {
   testing::FakeClock clock;
   FakeWatchStore store;

@@ -472,6 +472,44 @@ TEST_P(StoreTest, WatchReturnsEveryChangeInOrderWithTheObject) {
   EXPECT_EQ((*limited)[1].revision, 3);
 }
 
+// A wake hint (#25: a webhook received by a replica that does not hold the object's workspace)
+// is one write that changes only the resourceVersion, logged as a kModified change marked
+// wake_hint; ordinary changes are not marked; a missing object is kNotFound and writes nothing.
+TEST_P(StoreTest, AWakeHintIsAMarkedChangeOfNothingButTheResourceVersion) {
+  MustApply({Sandbox("a")});
+  const Object before = MustGet(Key("a"));
+  const int64_t revision = Revision();
+
+  auto hinted = store_->PostWakeHint(Key("a"));
+  ASSERT_TRUE(hinted.ok()) << hinted.status();
+  EXPECT_EQ(hinted->metadata.resource_version, revision + 1);
+  EXPECT_EQ(hinted->metadata.generation, before.metadata.generation);
+  EXPECT_EQ(hinted->sandbox_spec().image, "python:3.12");
+  EXPECT_EQ(MustGet(Key("a")).metadata.resource_version, revision + 1);
+
+  Object status = MustGet(Key("a"));
+  status.sandbox_status().state = "RUNNING";
+  ASSERT_TRUE(store_->UpdateStatus(status).ok());
+  auto changes = store_->WatchSince(revision);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  ASSERT_EQ(changes->size(), 2u);
+  EXPECT_EQ((*changes)[0].type, Store::ChangeType::kModified);
+  EXPECT_EQ((*changes)[0].key, Key("a"));
+  EXPECT_TRUE((*changes)[0].wake_hint);
+  ASSERT_TRUE((*changes)[0].object.has_value());
+  EXPECT_EQ((*changes)[0].object->metadata.resource_version, revision + 1);
+  EXPECT_FALSE((*changes)[1].wake_hint);
+
+  // A stale reader's CAS write loses to the hint, as to any write.
+  Object stale = before;
+  stale.sandbox_status().state = "STOPPED";
+  EXPECT_EQ(store_->UpdateStatus(stale).status().code(), StatusCode::kAborted);
+
+  const int64_t after = Revision();
+  EXPECT_EQ(store_->PostWakeHint(Key("missing")).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Revision(), after);
+}
+
 TEST_P(StoreTest, WaitForChangeWakesOnOwnWritesAndTimesOut) {
   ASSERT_TRUE(store_->WatchSince(0).ok());
   EXPECT_FALSE(store_->WaitForChange(std::chrono::milliseconds(30)));

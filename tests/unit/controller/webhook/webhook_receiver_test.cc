@@ -123,6 +123,30 @@ TEST_F(WebhookReceiverTest, EnqueuesAndWakesTheWorkerThatOwnsTheSession) {
   EXPECT_EQ(CountOf("accepted", "enqueued"), 1);
 }
 
+// Replicas splitting workspaces (#25): the hint is also posted to the store, where the replica
+// that holds the worker's workspace sees it (a wake-hint change); without share_hints, nothing
+// is written.
+TEST_F(WebhookReceiverTest, WithSharedHintsTheHintIsPostedToTheStoreForTheHoldingReplica) {
+  const int64_t before = *store_->CurrentRevision();
+  WebhookReceiver sharing(verifier_, *store_, hints_, {.share_hints = true});
+  std::jthread run([&](std::stop_token stop) { sharing.Run(queue_, stop); });
+  ASSERT_TRUE(
+      testing::PollUntil([&] { return sharing.running(); }, testing::In(std::chrono::seconds(5))));
+  EXPECT_EQ(sharing.Handle(Delivery("msg_1", ActionRequired("sess_owned"))).status, 200);
+  auto changes = store_->WatchSince(before);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  ASSERT_EQ(changes->size(), 1u);
+  EXPECT_EQ(changes->at(0).key, Key("fixer"));
+  EXPECT_TRUE(changes->at(0).wake_hint);
+  EXPECT_EQ(queue_.keys(), std::vector<api::ObjectKey>{Key("fixer")});  // and locally, at once
+  run = {};
+
+  ASSERT_NO_FATAL_FAILURE(Lead());  // receiver_: share_hints off
+  const int64_t after = *store_->CurrentRevision();
+  EXPECT_EQ(receiver_.Handle(Delivery("msg_2", ActionRequired("sess_owned"))).status, 200);
+  EXPECT_EQ(*store_->CurrentRevision(), after);
+}
+
 TEST_F(WebhookReceiverTest, AFailedSessionWakesItsWorkerToo) {
   ASSERT_NO_FATAL_FAILURE(Lead());
   const std::string failed =
