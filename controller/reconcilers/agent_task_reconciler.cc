@@ -393,6 +393,10 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
     return ReconcileResult::RequeueAfter(wait);
   };
 
+  const bool cancel_requested =
+      t.object.metadata.annotations.count(std::string(api::kCancelRequestedAnnotation)) != 0;
+  const bool timed_out = now - submitted >= t.spec().timeout;
+
   if (st.turn_id.empty()) {
     // The input POST: refused (the service's error code ends the task), or still held by the
     // service while it waits for an executor (no re-POST meanwhile: reference §2.2).
@@ -402,6 +406,27 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
     }
     const bool posting = post.state == InputSubmitter::State::kInFlight;
     std::string ours = view ? view->turn_id : "";
+    if (ours.empty() && st.cancel_reason.empty() && (cancel_requested || timed_out)) {
+      // The deadline passed (or a cancel came) before any turn: no more POSTs. One the service
+      // still holds is cut now instead of waited out (its hold lasts up to 5 minutes). A cut
+      // POST loses its input (reference §2.1, observed but unconfirmed), so look once more for
+      // a turn it may have started: one found is cancelled below like any running turn.
+      if (posting) {
+        submitter_.Cancel(uid);
+      }
+      ASSIGN_OR_RETURN(ours, FindTaskTurn(*t.agents, st.session_id, st.previous_turn_id, t.stop));
+      if (ours.empty()) {
+        st.cancel_reason = timed_out && !cancel_requested ? "TimedOut" : "Cancelled";
+        st.cancel_requested_at = FormatRfc3339(now);
+        Log(t, {Line(LogKind::kStatus,
+                     std::string(st.cancel_reason == "TimedOut" ? "timeout reached"
+                                                                : "cancel requested") +
+                         " before the turn started" +
+                         (posting ? ": the input POST the service held was cut" : ""))});
+        return Finish(
+            t, st.cancel_reason == "TimedOut" ? TaskPhase::kTimedOut : TaskPhase::kCancelled);
+      }
+    }
     const Clock::WallTime resubmit_at = NextResubmit(t);
     if (ours.empty() && (poll || (!posting && now >= resubmit_at))) {
       ASSIGN_OR_RETURN(ours, FindTaskTurn(*t.agents, st.session_id, st.previous_turn_id, t.stop));
@@ -434,9 +459,6 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
     Log(t, {Line(LogKind::kStatus, "turn " + ours + " started")});
   }
 
-  const bool cancel_requested =
-      t.object.metadata.annotations.count(std::string(api::kCancelRequestedAnnotation)) != 0;
-  const bool timed_out = now - submitted >= t.spec().timeout;
   if (st.cancel_reason.empty() && (cancel_requested || timed_out)) {
     RETURN_IF_ERROR(
         t.agents->SendEvents(st.session_id, {openai::InputEvent::Cancel()}, "", t.stop));

@@ -72,6 +72,25 @@ void InputSubmitter::Forget(const std::string& uid) {
   ReapLocked();
 }
 
+void InputSubmitter::Cancel(const std::string& uid) {
+  std::unique_ptr<Entry> entry;
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(uid);
+    if (it == entries_.end()) {
+      return;
+    }
+    entry = std::move(it->second);
+    entries_.erase(it);
+  }
+  // Outside mu_: the POST's thread takes it once more to record its (dropped) outcome in its
+  // entry, which stays alive here until the join.
+  entry->thread.request_stop();
+  if (entry->thread.joinable()) {
+    entry->thread.join();
+  }
+}
+
 int InputSubmitter::in_flight() const {
   std::lock_guard lock(mu_);
   int n = 0;

@@ -15,6 +15,12 @@
 //     POST's status, which is then forgotten.
 //   Forget(uid): the task is finished or gone; an in-flight POST's outcome is dropped when it
 //     ends (its request is not aborted: the service may have accepted it already).
+//   Cancel(uid): the task's deadline passed (or it was cancelled) while the POST is still held:
+//     fires the POST's stop token, which closes its connection at once, and returns after the
+//     POST's thread has ended; its outcome is dropped and nothing is enqueued. The service drops
+//     the input of a POST whose client went away (reference §2.1, observed: "a client whose proxy
+//     cut the open POST lost that input"; unconfirmed, so the reconciler still looks for a turn
+//     once after the cut and cancels any it finds).
 //   Without an enqueuer (sbxd --once, unit tests) Start runs `post` in the calling thread and
 //   Take returns its outcome: the same contract, synchronous.
 // Nothing here survives a restart; the reconciler's re-POST with the same Idempotency-Key does.
@@ -55,6 +61,7 @@ class InputSubmitter {
   void Start(const api::ObjectKey& key, const std::string& uid, Post post);
   Outcome Take(const std::string& uid);
   void Forget(const std::string& uid);
+  void Cancel(const std::string& uid);
   int in_flight() const;
 
  private:

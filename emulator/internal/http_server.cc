@@ -9,6 +9,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <cerrno>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -380,6 +381,13 @@ class HttpServer::Impl {
       if (const tcp::endpoint local = socket.local_endpoint(endpoint_ec); !endpoint_ec) {
         request.local_port = local.port();
       }
+      request.client_gone = [fd = socket.native_handle()] {
+        // A peek that reads end-of-stream (or fails) means the client closed; bytes waiting (a
+        // pipelined request) or none yet (EAGAIN) mean it is still there.
+        char byte = 0;
+        const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+      };
       BeastExchange exchange(socket, request, req.version(), req.keep_alive());
       try {
         handler_(exchange);

@@ -39,6 +39,10 @@ struct HttpRequest {
   std::string peer_address;
   int peer_port = 0;
   int local_port = 0;
+  // True once the client has closed the connection (or it failed): a handler that held the
+  // request (the 5-minute connection wait) asks before it acts on it. Set by HttpServer; an
+  // empty function (a request built by hand) means the client is there.
+  std::function<bool()> client_gone;
   // Header value by (case-insensitive) name; empty if absent.
   std::string Header(std::string_view name) const;
 };

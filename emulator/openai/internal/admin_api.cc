@@ -134,6 +134,7 @@ HttpResponse AdminApi::IpAllowlistCall(const HttpRequest& req) {
 json AdminApi::CountersJson(const InputCounters& c) {
   return {{"accepted_inputs", c.accepted_inputs},
           {"deduped_inputs", c.deduped_inputs},
+          {"dropped_inputs", c.dropped_inputs},
           {"turns_started", c.turns_started}};
 }
 

@@ -451,6 +451,7 @@ HttpResponse AgentsApi::SendEvents(const std::string& id, const HttpRequest& req
     state_.CountLocked(*s, &InputCounters::deduped_inputs, messages);
     return HttpResponse{202, "", {}, ""};
   }
+  bool dropped = false;
   for (const auto& in : inputs) {
     if (!in) {
       // Cancel on an idle session: 202, no event (observed).
@@ -466,12 +467,24 @@ HttpResponse AgentsApi::SendEvents(const std::string& id, const HttpRequest& req
     if (held) {
       --s->hold_inputs;
     }
+    const bool waited = held || !state_.ExecutorConnectedLocked(*s);
     bool failed = !runner_.WaitForExecutorLocked(lock, s, held);
     if (state_.stopping || state_.sessions.count(id) == 0) {
       break;
     }
+    if (waited && req.client_gone && req.client_gone()) {
+      // The client cut the held POST (a proxy timeout, a task at its deadline): the input is
+      // lost, as observed on the service (reference §2.1). Nobody reads this answer.
+      state_.CountLocked(*s, &InputCounters::dropped_inputs);
+      dropped = true;
+      continue;
+    }
     state_.CountLocked(*s, &InputCounters::accepted_inputs);
     runner_.EnqueueLocked(s, PendingInput{*in, failed});
+  }
+  if (dropped && !key.empty()) {
+    // A lost input was never accepted: its key must not turn the client's retry into a dedupe.
+    s->idempotency_keys.erase(key);
   }
   return HttpResponse{202, "", {}, ""};
 }

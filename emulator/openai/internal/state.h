@@ -95,7 +95,10 @@ struct PendingInput {
 struct InputCounters {
   int64_t accepted_inputs = 0;  // message events accepted (create's input, POST …/events)
   int64_t deduped_inputs = 0;   // message events in POSTs answered 202 as Idempotency-Key replays
-  int64_t turns_started = 0;    // root turns created (agent.session.turn.created)
+  // message events whose held POST's client went away before the hold ended: dropped, as the
+  // service drops the input of a cut POST (reference §2.1, observed)
+  int64_t dropped_inputs = 0;
+  int64_t turns_started = 0;  // root turns created (agent.session.turn.created)
 };
 
 struct TurnRec {

@@ -8,6 +8,7 @@
 //     executor killed while the turn runs): the task shows reason WaitingForExecutor, the worker
 //     relaunches the executor and the task continues (in the same turn) and Succeeds; killed
 //     while the input POST is held by the service: still one accepted input and one turn;
+//   - a timeout while the service holds the input POST cuts the POST at the deadline;
 //   - no credential (Databricks token, OpenAI app and executor keys) in the task log, status,
 //     describe (artifacts' metadata), events, sbxd's logs or the SQLite files;
 //   - workerSelector picks the least busy Ready worker with the labels.
@@ -391,6 +392,41 @@ TEST_F(AgentTaskContractTest, ASubmittedTaskSurvivesAKilledExecutorAndStartsOneT
   const json rec = SessionRecord(session);
   EXPECT_EQ(rec.value("accepted_inputs", -1), 1) << rec.dump();
   EXPECT_EQ(rec.value("turns_started", -1), 1) << rec.dump();
+}
+
+// A task whose deadline passes while the service still holds its input POST (hold_inputs, as
+// while no executor is connected) ends TimedOut at its deadline, not when the hold ends: sbx cuts
+// the POST, the service drops a cut POST's input (dropped_inputs, reference §2.1), no turn ever
+// starts, and the worker takes the next task.
+TEST_F(AgentTaskContractTest, ATaskWhoseInputIsHeldPastItsDeadlineEndsTimedOutAtTheDeadline) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  const json w = Worker("fixer");
+  const std::string session = S(w, "sessionId");
+  HttpResult hold = harness_.openai().Post("/_emulator/openai/sessions/" + session + "/hold_inputs",
+                                           R"({"count":1,"release_after_ms":15000})");
+  ASSERT_EQ(hold.status, 200) << hold.body;
+  const auto applied = std::chrono::steady_clock::now();
+  ASSERT_NO_FATAL_FAILURE(Task("held", "workerRef: fixer", "$ echo held", "  timeout: 3s\n"));
+  ASSERT_TRUE(WaitTerminal("held")) << last_.dump(2);
+  const auto took = std::chrono::steady_clock::now() - applied;
+  EXPECT_EQ(Phase(last_), "TimedOut") << last_.dump(2);
+  EXPECT_LT(took, std::chrono::seconds(12)) << "it ended when the service's hold ended (15 s)";
+  EXPECT_TRUE(S(last_, "turnId").empty()) << last_.dump(2);
+
+  // The hold ends: the cut POST's input is dropped and never runs.
+  ASSERT_TRUE(PollUntil([&] { return SessionRecord(session).value("dropped_inputs", 0) == 1; },
+                        In(kConverge), milliseconds(200)))
+      << SessionRecord(session).dump();
+  const json rec = SessionRecord(session);
+  EXPECT_EQ(rec.value("accepted_inputs", -1), 0) << rec.dump();
+  EXPECT_EQ(rec.value("turns_started", -1), 0) << rec.dump();
+  RunResult logs = Sbxctl({"logs", "agenttask/held"});
+  EXPECT_THAT(logs.out, HasSubstr("the input POST the service held was cut")) << logs.out;
+
+  ASSERT_NO_FATAL_FAILURE(Task("next", "workerRef: fixer", "$ echo next"));
+  ASSERT_TRUE(WaitTerminal("next")) << last_.dump(2);
+  EXPECT_EQ(Phase(last_), "Succeeded") << last_.dump(2);
+  EXPECT_EQ(RootTurns(session), 1u);
 }
 
 // No credential anywhere sbx keeps or shows a task: log, status, describe (artifacts' metadata),

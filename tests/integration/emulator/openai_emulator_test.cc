@@ -6,9 +6,12 @@
 // format, so the emulator and the client cannot drift apart.
 #include "emulator/openai/openai_emulator.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -945,7 +948,10 @@ TEST_F(OpenAiTaskTest, IdempotencyKeyReplayIsAcceptedStartsNothingAndIsCountedPe
   ASSERT_TRUE(Eventually([&] { return AdminSession(other)["turns_started"] == 1; }));
   EXPECT_EQ(AdminSession(other)["deduped_inputs"], 0);
   json totals = Json(admin_->Get("/_emulator/openai/state"))["totals"];
-  EXPECT_EQ(totals, json({{"accepted_inputs", 3}, {"deduped_inputs", 2}, {"turns_started", 3}}));
+  EXPECT_EQ(totals, json({{"accepted_inputs", 3},
+                          {"deduped_inputs", 2},
+                          {"dropped_inputs", 0},
+                          {"turns_started", 3}}));
   // Totals outlive a deleted session; reset clears them.
   ASSERT_EQ(api_->Delete("/agents/sessions/" + id).status, 200);
   EXPECT_EQ(Json(admin_->Get("/_emulator/openai/state"))["totals"]["turns_started"], 3);
@@ -1271,6 +1277,51 @@ TEST_F(OpenAiTaskTest, HoldInputsKnobHoldsTheNextInputsInTheConnectionWait) {
   EXPECT_EQ(counters["accepted_inputs"], 3) << counters;
   EXPECT_EQ(counters["deduped_inputs"], 1) << counters;
   EXPECT_EQ(counters["turns_started"], 3) << counters;
+}
+
+// A client that closes a held POST (a proxy timeout, a task at its deadline) loses that input,
+// as observed on the service (reference §2.1), and its key with it: the retry with the same key
+// runs instead of being answered as a replay.
+TEST_F(OpenAiTaskTest, AHeldPostCutByItsClientLosesItsInputAndTheRetryWithItsKeyRuns) {
+  Boot();
+  json s = ConnectedSession();
+  const std::string id = s["id"];
+  SseReader sse(emulator_->base_url(), id);
+  ASSERT_EQ(admin_
+                ->Post("/_emulator/openai/sessions/" + id + "/hold_inputs",
+                       R"({"count":1,"release_after_ms":1500})")
+                .status,
+            200);
+  // The POST on a raw socket, closed while the service holds it.
+  const std::string url = emulator_->base_url();  // http://127.0.0.1:PORT/v1
+  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string body = oa::EncodeInputEvents({oa::InputEvent::UserMessage("$ echo cut")});
+  const std::string request = "POST /v1/agents/sessions/" + id +
+                              "/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " +
+                              kAppKey +
+                              "\r\nOpenAI-Beta: agents=v1\r\nIdempotency-Key: cut-1\r\n"
+                              "Content-Type: application/json\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  ASSERT_TRUE(Eventually([&] { return AdminSession(id)["hold_inputs"] == 0; }));
+  ::close(fd);
+  ASSERT_TRUE(Eventually([&] { return AdminSession(id)["dropped_inputs"] == 1; }));
+  EXPECT_EQ(AdminSession(id)["turns_started"], 0);
+  // The retry with the key of the lost POST is new input: it runs.
+  ASSERT_EQ(PostInput(id, "$ echo cut", "cut-1").status, 202);
+  ASSERT_TRUE(Eventually([&] { return RootTerminals(sse) == 1; }));
+  json counters = AdminSession(id);
+  EXPECT_EQ(counters["accepted_inputs"], 1) << counters;
+  EXPECT_EQ(counters["deduped_inputs"], 0) << counters;
+  EXPECT_EQ(counters["turns_started"], 1) << counters;
 }
 
 }  // namespace

@@ -123,5 +123,36 @@ TEST(InputSubmitterTest, DestroyingTheSubmitterStopsAHeldPostAndEnqueuesNothing)
   EXPECT_EQ(enqueuer.count(), 0u);
 }
 
+// A task whose deadline passes while the service holds its input: Cancel cuts the POST at once
+// (its stop token fires), returns after the POST's thread ended, and leaves nothing to take or
+// enqueue; the other task's POST is untouched and a later Start may post again.
+TEST(InputSubmitterTest, CancelCutsAHeldPostAtOnceAndLeavesNothingBehind) {
+  RecordingEnqueuer enqueuer;
+  InputSubmitter submitter(&enqueuer);
+  HeldPost held;
+  HeldPost other;
+  submitter.Start(kTask, "uid-1", held.Make(api::OkStatus()));
+  submitter.Start({api::Kind::kAgentTask, "default", "t2"}, "uid-2", other.Make(api::OkStatus()));
+  ASSERT_TRUE(PollUntil([&] { return held.calls.load() == 1 && other.calls.load() == 1; },
+                        In(milliseconds(10'000))));
+
+  submitter.Cancel("uid-1");
+  EXPECT_TRUE(held.stopped.load()) << "Cancel returns after the POST's thread has ended";
+  EXPECT_EQ(submitter.Take("uid-1").state, State::kNone);
+  EXPECT_EQ(submitter.Take("uid-2").state, State::kInFlight);
+  EXPECT_EQ(submitter.in_flight(), 1);
+  EXPECT_EQ(enqueuer.count(), 0u);
+  submitter.Cancel("uid-unknown");  // nothing in flight: a no-op
+
+  other.Release();
+  ASSERT_TRUE(PollUntil([&] { return enqueuer.count() == 1; }, In(milliseconds(10'000))));
+  EXPECT_FALSE(other.stopped.load());
+  HeldPost again;
+  again.Release();
+  submitter.Start(kTask, "uid-1", again.Make(api::OkStatus()));
+  ASSERT_TRUE(PollUntil([&] { return submitter.Take("uid-1").state == State::kDone; },
+                        In(milliseconds(10'000))));
+}
+
 }  // namespace
 }  // namespace sbx::controller
