@@ -249,6 +249,20 @@ StatusOr<ReconcileResult> SandboxReconciler::StartStopped(Target& t, const std::
           std::chrono::ceil<std::chrono::milliseconds>(*allowed - now));
     }
   }
+  // The event first, then the call: a crash between the start and the status write must not
+  // lose the record that sbx started the sandbox (the store dedupes a repeat after a failure).
+  if (!demand.empty()) {
+    // Power OnDemand: woken for what needs it.
+    events_.Normal(t.key(), "Waking", "starting sandbox " + t.sandbox_id + " for " + demand);
+  } else {
+    events_.Normal(
+        t.key(), "Starting",
+        t.status().provisioning_failures > 0
+            ? "sandbox " + t.sandbox_id + " failed to provision " +
+                  std::to_string(t.status().provisioning_failures) +
+                  " time(s) in a row; starting it again"
+            : "sandbox " + t.sandbox_id + " was STOPPED (auto-stop or external); starting it");
+  }
   StatusOr<databricks::Sandbox> started = t.api->Start(t.sandbox_id, t.stop);
   if (started.status().code() == StatusCode::kNotFound) {
     // Start answers 404 unless the sandbox is STOPPED: our view was stale. Look again.
@@ -261,17 +275,8 @@ StatusOr<ReconcileResult> SandboxReconciler::StartStopped(Target& t, const std::
   t.status().state = std::string(databricks::SandboxStateName(started->state));
   t.status().next_start_after.clear();
   if (!demand.empty()) {
-    // Power OnDemand: woken for what needs it.
-    events_.Normal(t.key(), "Waking", "sandbox " + t.sandbox_id + " started for " + demand);
     SetReady(t, ConditionStatus::kFalse, reason::kWaking, "sandbox is starting, for " + demand);
   } else {
-    events_.Normal(
-        t.key(), "Starting",
-        t.status().provisioning_failures > 0
-            ? "sandbox " + t.sandbox_id + " failed to provision " +
-                  std::to_string(t.status().provisioning_failures) +
-                  " time(s) in a row; started again"
-            : "sandbox " + t.sandbox_id + " was STOPPED (auto-stop or external); started");
     SetReady(t, ConditionStatus::kFalse, reason::kStarting, "sandbox is starting");
   }
   SetSynced(t, ConditionStatus::kTrue, reason::kSynced, "");

@@ -32,7 +32,7 @@
 #                (--backstage-kill9) SIGKILL sbxd once at a random moment during the recovery.
 #                The policy asserted (DESIGN §3, sandbox_reconciler.cc): a Sandbox with power
 #                Running found STOPPED is started again (event Starting "was STOPPED (auto-stop
-#                or external); started") and gets a new bootId; its workers and every worker
+#                or external); starting it") and gets a new bootId; its workers and every worker
 #                whose executor died relaunch the executor (new pid) into the SAME
 #                session and are Ready again — no new sandbox, no new session.
 # Usage:

@@ -182,6 +182,18 @@ TEST_F(SandboxReconcilerTest, PatchesExactlyTheChangedFields) {
   EXPECT_EQ(clouds_.api().last_mask(), std::vector<std::string>{"spec.compute.inactivity_timeout"});
 }
 
+// The Starting event is the intent, written before the start call: a start whose answer never
+// came back (a crash, a timeout after the API acted) still leaves its record (#25).
+TEST_F(SandboxReconcilerTest, TheStartingEventIsWrittenBeforeTheStartCall) {
+  Apply("a");
+  MakeReady("a");
+  SetLiveState("a", SandboxState::kStopped);
+  clouds_.api().FailNext("start", api::Status(api::StatusCode::kDeadlineExceeded, "no answer"));
+  EXPECT_FALSE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("start"), 1);
+  EXPECT_TRUE(HasEvent("Starting"));
+}
+
 TEST_F(SandboxReconcilerTest, StartsAgainAfterAutoStopAndRerunsSetupForTheNewBoot) {
   Apply("a", [](api::SandboxSpec& s) { s.setup = {{"deps", "echo hi", 60s}}; });
   MakeReady("a");
