@@ -205,6 +205,27 @@ std::string CreatedSandboxId(const SandboxStatus& status) {
   return slash == std::string::npos ? status.sandbox_name : status.sandbox_name.substr(slash + 1);
 }
 
+StatusOr<SandboxIdentity> CreatedSandbox(const Object& sandbox) {
+  const SandboxStatus& status = sandbox.sandbox_status();
+  if (status.sandbox_name.empty()) {
+    return FailedPreconditionError(
+        "sandbox " + sandbox.metadata.name +
+        " has not been created by sbx yet (status.sandboxName is empty)");
+  }
+  return SandboxIdentity{
+      status.workspace_ref.empty() ? std::string(kDefaultWorkspaceRef) : status.workspace_ref,
+      CreatedSandboxId(status)};
+}
+
+SandboxIdentity PlannedSandbox(const Object& sandbox) {
+  StatusOr<SandboxIdentity> created = CreatedSandbox(sandbox);
+  if (created.ok()) {
+    return *std::move(created);
+  }
+  const SandboxSpec& spec = sandbox.sandbox_spec();
+  return SandboxIdentity{spec.workspace_ref, spec.sandbox_id};
+}
+
 ObjectKey KeyOf(const Object& object) {
   return ObjectKey{object.kind, object.metadata.namespace_, object.metadata.name};
 }

@@ -501,6 +501,22 @@ ObjectKey KeyOf(const Object& object);
 // before it created one.
 std::string CreatedSandboxId(const SandboxStatus& status);
 
+// Where a Sandbox object's sandbox lives: the Workspace it names and the sandbox id there.
+struct SandboxIdentity {
+  std::string workspace_ref;
+  std::string sandbox_id;
+};
+// The sandbox sbx created (or claimed as its own) for this Sandbox object: status.sandboxName
+// and status.workspaceRef, written only by the controller. Never spec.sandboxId/workspaceRef:
+// their author may edit them after creation to point at a sandbox sbx never created (#24).
+// Every path that execs in, reads from or launches into a sandbox resolves it here.
+// FailedPrecondition if sbx has created none yet.
+StatusOr<SandboxIdentity> CreatedSandbox(const Object& sandbox);
+// The sandbox the Sandbox object stands for, created or still to be created: CreatedSandbox once
+// there is one, else the spec. For the Sandbox reconciler and for indexes, never for a call into
+// the sandbox.
+SandboxIdentity PlannedSandbox(const Object& sandbox);
+
 // Condition helpers (used by reconcilers and sbxctl).
 const Condition* FindCondition(const std::vector<Condition>& conditions, std::string_view type);
 // Sets or replaces the condition of that type; keeps last_transition_time when status is

@@ -846,6 +846,7 @@ int Main(int argc, char** argv) {
     apiserver::ApiServerOptions api_options;
     api_options.validation.secret_env_prefix = secrets.env_prefix;
     api_options.max_watches = flags.max_watches;
+    api_options.scrub_log = [](std::string_view text) { return log::Scrub(text); };
     api_server = std::make_unique<apiserver::ApiServer>(*api_store, *api_watch_store, *tokens,
                                                         &sandbox_commands, clock, api_options);
     if (api::Status started = api_server->Start(); !started.ok()) {

@@ -54,7 +54,11 @@ int RunExec(CommandContext& ctx, const ExecCommandOptions& options) {
     if (!object.ok()) {
       return ctx.Fail(object.status());
     }
-    const api::SandboxSpec& spec = object->sandbox_spec();
+    // The sandbox sbx created, never the spec's sandboxId/workspaceRef (#24).
+    auto created = api::CreatedSandbox(*object);
+    if (!created.ok()) {
+      return ctx.Fail(created.status());
+    }
     std::unique_ptr<controller::http::HttpTransport> transport =
         controller::http::MakeCppRestTransport();
     std::unique_ptr<controller::http::StreamingTransport> streaming =
@@ -69,9 +73,9 @@ int RunExec(CommandContext& ctx, const ExecCommandOptions& options) {
     request.cmd = command.front();
     request.args.assign(command.begin() + 1, command.end());
     request.timeout = *timeout;
-    result = commands.Run(key->namespace_, spec.workspace_ref, spec.sandbox_id, request);
+    result = commands.Run(key->namespace_, created->workspace_ref, created->sandbox_id, request);
     if (!result.ok()) {
-      return ctx.Fail(api::Status(result.status().code(), "exec in sandbox " + spec.sandbox_id +
+      return ctx.Fail(api::Status(result.status().code(), "exec in sandbox " + created->sandbox_id +
                                                               ": " + result.status().message()));
     }
   }

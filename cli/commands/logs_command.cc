@@ -136,8 +136,12 @@ int RunLogs(CommandContext& ctx, const LogsCommandOptions& options) {
                    "); the executor log can only be read from a running sandbox");
     return kExitError;
   }
-  const controller::ExecutorLogTarget target{key->namespace_, sandbox->sandbox_spec().workspace_ref,
-                                             sandbox->sandbox_spec().sandbox_id, key->name};
+  auto created = api::CreatedSandbox(*sandbox);  // never the spec's sandboxId (#24)
+  if (!created.ok()) {
+    return ctx.Fail(created.status());
+  }
+  const controller::ExecutorLogTarget target{key->namespace_, created->workspace_ref,
+                                             created->sandbox_id, key->name};
 
   std::unique_ptr<controller::http::HttpTransport> transport =
       controller::http::MakeCppRestTransport();

@@ -233,6 +233,42 @@ class WatchHub {
   std::jthread thread_;
 };
 
+// Passes text through a scrub function a whole line at a time: a secret split across two reads
+// is complete (and found) once its line is. A line longer than kMaxHeld goes as it is so far.
+class LineScrubber {
+ public:
+  explicit LineScrubber(const std::function<std::string(std::string_view)>& scrub)
+      : scrub_(scrub) {}
+  // What can be released of `bytes` (and of what was held before), scrubbed.
+  std::string Add(std::string_view bytes) {
+    held_.append(bytes);
+    size_t end = held_.rfind('\n');
+    if (end == std::string::npos) {
+      if (held_.size() < kMaxHeld) {
+        return "";
+      }
+      end = held_.size() - 1;
+    }
+    std::string out = Scrub(std::string_view(held_).substr(0, end + 1));
+    held_.erase(0, end + 1);
+    return out;
+  }
+  // The rest, scrubbed.
+  std::string Flush() {
+    std::string out = Scrub(held_);
+    held_.clear();
+    return out;
+  }
+
+ private:
+  static constexpr size_t kMaxHeld = 64 * 1024;
+  std::string Scrub(std::string_view text) const {
+    return scrub_ ? scrub_(text) : std::string(text);
+  }
+  const std::function<std::string(std::string_view)>& scrub_;
+  std::string held_;
+};
+
 }  // namespace
 
 class ApiServer::Impl {
@@ -875,17 +911,23 @@ class ApiServer::Impl {
       x.Respond(ErrorReply(sandbox.status()));
       return;
     }
-    const api::SandboxSpec& spec = sandbox->sandbox_spec();
+    // The sandbox sbx created, never the spec's sandboxId/workspaceRef (#24).
+    auto created = api::CreatedSandbox(*sandbox);
+    if (!created.ok()) {
+      x.Respond(ErrorReply(created.status()));
+      return;
+    }
     CommandRequest command;
     command.cmd = request->command.front();
     command.args.assign(request->command.begin() + 1, request->command.end());
     command.timeout = std::chrono::seconds(request->timeout_seconds);
     // Only the program's name is recorded: arguments may hold anything.
     Audit(caller, key, "ExecByApi", "exec of \"" + command.cmd + "\"");
-    auto result = commands_->Run(key.namespace_, spec.workspace_ref, spec.sandbox_id, command);
+    auto result =
+        commands_->Run(key.namespace_, created->workspace_ref, created->sandbox_id, command);
     if (!result.ok()) {
       x.Respond(
-          ErrorReply(api::Status(result.status().code(), "exec in sandbox " + spec.sandbox_id +
+          ErrorReply(api::Status(result.status().code(), "exec in sandbox " + created->sandbox_id +
                                                              ": " + result.status().message())));
       return;
     }
@@ -924,8 +966,13 @@ class ApiServer::Impl {
           "); the executor log can only be read from a running sandbox")));
       return;
     }
-    const ExecutorLogTarget target{key.namespace_, sandbox->sandbox_spec().workspace_ref,
-                                   sandbox->sandbox_spec().sandbox_id, key.name};
+    auto created = api::CreatedSandbox(*sandbox);
+    if (!created.ok()) {
+      x.Respond(ErrorReply(created.status()));
+      return;
+    }
+    const ExecutorLogTarget target{key.namespace_, created->workspace_ref, created->sandbox_id,
+                                   key.name};
     auto first = ReadExecutorLogTail(*commands_, target, static_cast<int>(tail->value_or(-1)),
                                      options_.max_log_bytes);
     if (!first.ok()) {
@@ -934,10 +981,12 @@ class ApiServer::Impl {
                                            target.sandbox_id + ": " + first.status().message())));
       return;
     }
+    // Scrubbed a whole line at a time, so that a key cut by a read boundary is still found.
+    LineScrubber scrubber(options_.scrub_log);
     if (!QueryTrue(x.request(), "follow")) {
       HttpResponse r;
       r.content_type = "text/plain; charset=utf-8";
-      r.body = first->bytes;
+      r.body = scrubber.Add(first->bytes) + scrubber.Flush();
       x.Respond(r);
       return;
     }
@@ -947,7 +996,9 @@ class ApiServer::Impl {
     WatchSlot slot(watches_);
     HttpResponse head;
     head.content_type = "text/plain; charset=utf-8";
-    if (!x.StartStream(head) || !x.WriteChunk(first->bytes)) {
+    // An empty chunk would end the stream: only text is written.
+    const auto send = [&x](const std::string& text) { return text.empty() || x.WriteChunk(text); };
+    if (!x.StartStream(head) || !send(scrubber.Add(first->bytes))) {
       return;
     }
     size_t offset = first->size;
@@ -972,10 +1023,11 @@ class ApiServer::Impl {
         inode = next->inode;
       }
       offset += next->bytes.size();
-      if (!x.WriteChunk(next->bytes)) {
+      if (!send(scrubber.Add(next->bytes))) {
         return;
       }
     }
+    (void)send(scrubber.Flush());
     x.FinishStream();
   }
 

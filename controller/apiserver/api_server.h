@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,6 +46,9 @@ struct ApiServerOptions {
   std::chrono::milliseconds log_poll{1000};  // follow of an executor log
   size_t max_log_bytes = size_t{1} << 20;    // per executor-log read
   std::chrono::seconds max_exec_timeout{3600};
+  // What an executor's log goes through before a client reads it (#24): sbxd passes log::Scrub,
+  // which removes every secret sbxd knows (the executor's key among them). None: as read.
+  std::function<std::string(std::string_view)> scrub_log;
 };
 
 class ApiServer {

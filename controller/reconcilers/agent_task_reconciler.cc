@@ -147,7 +147,7 @@ Status AgentTaskReconciler::LoadWorker(Target& t, const std::string& name) {
   ASSIGN_OR_RETURN(t.sandbox,
                    store_.Get({api::Kind::kSandbox, t.object.metadata.namespace_, sandbox_name}));
   ASSIGN_OR_RETURN(t.agents, clouds_.Agents(t.object.metadata.namespace_,
-                                            t.sandbox.sandbox_spec().workspace_ref));
+                                            api::PlannedSandbox(t.sandbox).workspace_ref));
   return api::OkStatus();
 }
 
@@ -588,8 +588,12 @@ void AgentTaskReconciler::Collect(Target& t) {
   if (t.spec().collect.empty()) {
     return;
   }
+  // From the sandbox sbx created, never from the Sandbox's spec as it reads now: its author may
+  // have pointed it at a sandbox sbx never created while the task ran (#24).
+  StatusOr<api::SandboxIdentity> created = api::CreatedSandbox(t.sandbox);
   StatusOr<databricks::SandboxApi*> sandboxes =
-      clouds_.Sandboxes(t.object.metadata.namespace_, t.sandbox.sandbox_spec().workspace_ref);
+      created.ok() ? clouds_.Sandboxes(t.object.metadata.namespace_, created->workspace_ref)
+                   : StatusOr<databricks::SandboxApi*>(created.status());
   int64_t total = 0;
   for (const api::CollectSpec& c : t.spec().collect) {
     api::ArtifactStatus a;
@@ -605,7 +609,7 @@ void AgentTaskReconciler::Collect(Target& t) {
                     "sbx-collect", t.worker.agent_worker_spec().workspace_directory,
                     c.path,        std::to_string(c.max_bytes)};
     StatusOr<databricks::ExecResult> r =
-        (*sandboxes)->ExecSync(t.sandbox.sandbox_spec().sandbox_id, request, t.stop);
+        (*sandboxes)->ExecSync(created->sandbox_id, request, t.stop);
     if (!r.ok()) {
       a.error = r.status().message();
     } else if (r->exit_code != 0) {

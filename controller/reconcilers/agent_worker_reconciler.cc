@@ -93,6 +93,9 @@ struct AgentWorkerReconciler::Target : ReconcileTarget {
   bool woken = false;   // the service asked for this worker's executor (a webhook): look now
   ExecutorFacts facts;  // as the status recorded them when the sandbox was found Ready
   Object sandbox;
+  // The sandbox sbx created for it (api::CreatedSandbox), set once it is found Ready: every call
+  // into the sandbox goes there, never to what the Sandbox's spec says now (#24).
+  api::SandboxIdentity created;
   databricks::SandboxApi* sandboxes = nullptr;
   openai::AgentsApi* agents = nullptr;
 
@@ -101,10 +104,10 @@ struct AgentWorkerReconciler::Target : ReconcileTarget {
   const api::AgentWorkerStatus& before() const {
     return std::get<api::AgentWorkerStatus>(original_status);
   }
-  std::string sandbox_id() const { return sandbox.sandbox_spec().sandbox_id; }
+  const std::string& sandbox_id() const { return created.sandbox_id; }
   SessionOwner owner() const {
     return {key(), object.metadata.uid,
-            WorkspaceId(object.metadata.namespace_, sandbox.sandbox_spec().workspace_ref)};
+            WorkspaceId(object.metadata.namespace_, api::PlannedSandbox(sandbox).workspace_ref)};
   }
   ExecutorTarget executor() const {
     return {sandbox_id(), object.metadata.name, spec().workspace_directory,
@@ -313,7 +316,8 @@ StatusOr<std::optional<ReconcileResult>> AgentWorkerReconciler::EnsureSandbox(Ta
     return std::optional(ReconcileResult::Done());  // a change of the Sandbox enqueues us
   }
   Set(t, condition::kSandboxReady, ConditionStatus::kTrue, reason::kSandboxReady, "");
-  const std::string& workspace_ref = t.sandbox.sandbox_spec().workspace_ref;
+  ASSIGN_OR_RETURN(t.created, api::CreatedSandbox(t.sandbox));
+  const std::string& workspace_ref = t.created.workspace_ref;
   ASSIGN_OR_RETURN(t.sandboxes, clouds_.Sandboxes(t.object.metadata.namespace_, workspace_ref));
   ASSIGN_OR_RETURN(t.agents, clouds_.Agents(t.object.metadata.namespace_, workspace_ref));
   return std::optional<ReconcileResult>();
@@ -342,7 +346,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Asleep(Target& t) {
   Set(t, condition::kReady, waking ? ConditionStatus::kFalse : ConditionStatus::kTrue, why,
       message);
   ASSIGN_OR_RETURN(t.agents, clouds_.Agents(t.object.metadata.namespace_,
-                                            t.sandbox.sandbox_spec().workspace_ref));
+                                            api::PlannedSandbox(t.sandbox).workspace_ref));
   const milliseconds interval = options_.schedule.status_interval;
   if (t.cache.last_check && clock_.Steady() - *t.cache.last_check < interval) {
     return ReconcileResult::RequeueAfter(
@@ -531,10 +535,9 @@ StatusOr<ExecutorLaunch> AgentWorkerReconciler::LaunchSpec(Target& t, bool repla
   ExecutorLaunch launch;
   launch.args = t.spec().executor.args;
   launch.replace = replace;
-  ASSIGN_OR_RETURN(
-      std::string key,
-      clouds_.ExecutorKey(t.object.metadata.namespace_, t.sandbox.sandbox_spec().workspace_ref,
-                          t.spec().executor.api_key_from, what + "apiKeyFrom"));
+  ASSIGN_OR_RETURN(std::string key,
+                   clouds_.ExecutorKey(t.object.metadata.namespace_, t.created.workspace_ref,
+                                       t.spec().executor.api_key_from, what + "apiKeyFrom"));
   launch.envs = {{"CODEX_API_KEY", std::move(key)},
                  {"SBX_REMOTE_URL", t.status().remote_url},
                  {"SBX_ENVIRONMENT_ID", t.status().environment_id}};
@@ -751,7 +754,7 @@ StatusOr<std::optional<ReconcileResult>> AgentWorkerReconciler::Finalize(Target&
       t.spec().sandbox ? t.spec().sandbox->workspace_ref : std::string(api::kDefaultWorkspaceRef);
   if (sandbox.ok()) {
     t.sandbox = *sandbox;
-    workspace_ref = t.sandbox.sandbox_spec().workspace_ref;
+    workspace_ref = api::PlannedSandbox(t.sandbox).workspace_ref;
   }
 
   // The session (and one a crash may have left behind an intent for).
@@ -782,8 +785,12 @@ StatusOr<std::optional<ReconcileResult>> AgentWorkerReconciler::Finalize(Target&
 
   // The executor: best effort, only while the sandbox runs (a stop kills it anyway).
   if (sandbox.ok() && t.sandbox.sandbox_status().state == "RUNNING") {
-    if (StatusOr<databricks::SandboxApi*> api = clouds_.Sandboxes(ns, workspace_ref); api.ok()) {
-      executor_.Stop(**api, t.executor(), t.stop);
+    if (StatusOr<api::SandboxIdentity> created = api::CreatedSandbox(t.sandbox); created.ok()) {
+      t.created = *std::move(created);
+      if (StatusOr<databricks::SandboxApi*> api = clouds_.Sandboxes(ns, t.created.workspace_ref);
+          api.ok()) {
+        executor_.Stop(**api, t.executor(), t.stop);
+      }
     }
   }
 

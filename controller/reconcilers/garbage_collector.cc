@@ -27,9 +27,11 @@ bool GarbageCollector::IsOrphan(const Store::InventoryRecord& record) {
   if (owner->kind != api::Kind::kSandbox) {
     return false;  // sessions and others are collected by their own collectors
   }
-  const api::SandboxSpec& spec = owner->sandbox_spec();
-  return spec.sandbox_id != record.external_id ||
-         WorkspaceId(owner->metadata.namespace_, spec.workspace_ref) != record.workspace;
+  // The sandbox its owner created (not its spec, which may have been edited since: the Sandbox
+  // reconciler refuses that edit and keeps the sandbox, so the collector must too).
+  const api::SandboxIdentity planned = api::PlannedSandbox(*owner);
+  return planned.sandbox_id != record.external_id ||
+         WorkspaceId(owner->metadata.namespace_, planned.workspace_ref) != record.workspace;
 }
 
 api::StatusOr<int> GarbageCollector::CollectSandboxes(

@@ -90,11 +90,9 @@ StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key
                                                        std::stop_token stop) {
   ReconcileSteps<Target> steps;
   steps.prepare = [](Target& t) {
-    const api::SandboxStatus& created = t.status();
-    t.workspace_ref =
-        created.workspace_ref.empty() ? t.spec().workspace_ref : created.workspace_ref;
-    t.sandbox_id =
-        created.sandbox_name.empty() ? t.spec().sandbox_id : api::CreatedSandboxId(created);
+    api::SandboxIdentity planned = api::PlannedSandbox(t.object);
+    t.workspace_ref = std::move(planned.workspace_ref);
+    t.sandbox_id = std::move(planned.sandbox_id);
     t.workspace = WorkspaceId(t.object.metadata.namespace_, t.workspace_ref);
   };
   steps.converge = [this](Target& t) { return Converge(t); };

@@ -22,10 +22,10 @@ api::StatusOr<SandboxSweeper::Known> SandboxSweeper::Discover() {
   sandboxes.kind = api::Kind::kSandbox;
   ASSIGN_OR_RETURN(std::vector<api::Object> objects, store_.List(sandboxes));
   for (const api::Object& o : objects) {
-    const api::SandboxSpec& spec = o.sandbox_spec();
-    const std::string ws = WorkspaceId(o.metadata.namespace_, spec.workspace_ref);
-    known.workspaces[ws] = {o.metadata.namespace_, spec.workspace_ref};
-    known.owners[ws][spec.sandbox_id] = api::KeyOf(o);
+    const api::SandboxIdentity planned = api::PlannedSandbox(o);
+    const std::string ws = WorkspaceId(o.metadata.namespace_, planned.workspace_ref);
+    known.workspaces[ws] = {o.metadata.namespace_, planned.workspace_ref};
+    known.owners[ws][planned.sandbox_id] = api::KeyOf(o);
   }
   // Workspaces that only inventory remembers still need sweeping: that is where orphans live.
   ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> records, store_.ListInventory(std::nullopt));

@@ -24,7 +24,8 @@ Answer OfSandbox(Store& store, const std::string& namespace_, const std::string&
   if (!sandbox) {
     return std::optional<std::string>();
   }
-  return std::optional<std::string>(WorkspaceId(namespace_, sandbox->sandbox_spec().workspace_ref));
+  return std::optional<std::string>(
+      WorkspaceId(namespace_, api::PlannedSandbox(*sandbox).workspace_ref));
 }
 
 Answer OfWorker(Store& store, const std::string& namespace_, const std::string& name) {

@@ -172,7 +172,8 @@ StatusOr<std::vector<api::ObjectKey>> WorkspaceReconciler::Users(const Object& w
   sandboxes.namespace_ = workspace.metadata.namespace_;
   ASSIGN_OR_RETURN(std::vector<Object> all, store_.List(sandboxes));
   for (const Object& o : all) {
-    if (o.sandbox_spec().workspace_ref == workspace.metadata.name) {
+    if (o.sandbox_spec().workspace_ref == workspace.metadata.name ||
+        api::PlannedSandbox(o).workspace_ref == workspace.metadata.name) {
       users.push_back(api::KeyOf(o));
     }
   }

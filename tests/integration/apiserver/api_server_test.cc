@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -23,6 +24,7 @@
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/sandbox_commands.h"
 #include "controller/engine/clock.h"
+#include "controller/server/log.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
 #include "tests/support/http_test_client.h"
@@ -82,7 +84,11 @@ class ApiServerTest : public ::testing::Test {
     clouds_.api("default/default").Put(running);
     // The "sandbox": the command runs as a real process, its home mapped to a temp directory.
     clouds_.api("default/default")
-        .SetExecHandler([this](const std::string&, const db::ExecRequest& r) {
+        .SetExecHandler([this](const std::string& sandbox_id, const db::ExecRequest& r) {
+          {
+            std::lock_guard lock(exec_mu_);
+            exec_ids_.push_back(sandbox_id);
+          }
           std::vector<std::string> args;
           for (const std::string& a : r.args) {
             args.push_back(Replace(a, "/home/sandbox-agent", home_.string()));
@@ -141,7 +147,14 @@ class ApiServerTest : public ::testing::Test {
     ASSERT_TRUE(applied.ok()) << applied.status();
     api::Object stored = applied->at(0).object;
     stored.sandbox_status().state = "RUNNING";
+    stored.sandbox_status().sandbox_name = "sandboxes/default-box";  // as the reconciler records
+    stored.sandbox_status().workspace_ref = "default";
     ASSERT_TRUE(store_->UpdateStatus(stored).ok());
+  }
+  // The sandbox ids the fake cloud was asked to exec in.
+  std::vector<std::string> ExecIds() {
+    std::lock_guard lock(exec_mu_);
+    return exec_ids_;
   }
 
   std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
@@ -198,6 +211,8 @@ class ApiServerTest : public ::testing::Test {
   TokenTable tokens_ = *TokenTable::Parse("", "none");
   sbx::testing::FakeCloudClients clouds_;
   CloudSandboxCommands commands_{clouds_};
+  std::mutex exec_mu_;
+  std::vector<std::string> exec_ids_;  // guarded by exec_mu_
   SystemClock clock_;
   std::unique_ptr<ApiServer> api_;
   std::unique_ptr<HttpServer> http_;
@@ -459,6 +474,104 @@ TEST_F(ApiServerTest, ExecRunsInTheSandboxThroughTheServer) {
                            std::chrono::seconds(10));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->stdout_text, "hi\n");
+}
+
+// #24: the author of a Sandbox may edit spec.sandboxId after sbx created the sandbox (the
+// controller refuses the change, but the store holds it). Exec and the executor log still go to
+// the sandbox sbx created; a Sandbox sbx has created nothing for is refused, nothing called.
+TEST_F(ApiServerTest, ExecAndExecutorLogGoToTheCreatedSandboxNeverToAnEditedSandboxId) {
+  db::Sandbox foreign;
+  foreign.sandbox_id = "default-foreign";
+  foreign.state = db::SandboxState::kRunning;
+  clouds_.api("default/default").Put(foreign);
+  auto box = store_->Get({api::Kind::kSandbox, "default", "box"});
+  ASSERT_TRUE(box.ok()) << box.status();
+  box->sandbox_spec().sandbox_id = "default-foreign";
+  ASSERT_TRUE(store_->Apply({*box}, {}).ok());
+  const fs::path log = home_ / ".sbx" / "w" / "log";
+  fs::create_directories(log.parent_path());
+  std::ofstream(log) << "line 1\n";
+
+  auto exec = Call("POST", std::string(kPrefix) + "/namespaces/default/sandboxes/box/exec", kAdmin,
+                   R"({"command":["/bin/echo","hi"]})");
+  ASSERT_EQ(exec.status, 200) << exec.body;
+  auto logs = Call("GET", std::string(kPrefix) + "/namespaces/default/agentworkers/w/log", kViewer);
+  ASSERT_EQ(logs.status, 200) << logs.body;
+  EXPECT_EQ(ExecIds(), std::vector<std::string>({"default-box", "default-box"}));
+
+  // Nothing created yet: refused, and no call reaches any sandbox.
+  api::Object fresh = api::MakeObject(api::Kind::kSandbox, "fresh");
+  api::ApplyDefaults(fresh);
+  fresh.sandbox_spec().sandbox_id = "default-foreign";
+  auto applied = store_->Apply({fresh}, {});
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  api::Object stored = applied->at(0).object;
+  stored.sandbox_status().state = "RUNNING";  // whatever the status says, but no sandboxName
+  ASSERT_TRUE(store_->UpdateStatus(stored).ok());
+  auto refused = Call("POST", std::string(kPrefix) + "/namespaces/default/sandboxes/fresh/exec",
+                      kAdmin, R"({"command":["/bin/echo","hi"]})");
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_NE(refused.body.find("has not been created by sbx"), std::string::npos) << refused.body;
+  EXPECT_EQ(ExecIds().size(), 2u);
+}
+
+// #24: an executor prints its key; a viewer reading the executor log through the API never sees
+// it, read whole or followed, also when the key is split across two reads.
+TEST_F(ApiServerTest, TheExecutorLogIsScrubbedOfKnownSecretsReadOrFollowed) {
+  const std::string key = "sk-exec-LOGSECRET-7f3a91c2";
+  log::RegisterSecret(key);
+  StopServer();
+  ApiServerOptions options;
+  options.scrub_log = [](std::string_view text) { return log::Scrub(text); };
+  StartServer({}, options);
+  const fs::path log = home_ / ".sbx" / "w" / "log";
+  fs::create_directories(log.parent_path());
+  std::ofstream(log) << "starting\nkey=" << key << "\n";
+  auto whole =
+      Call("GET", std::string(kPrefix) + "/namespaces/default/agentworkers/w/log", kViewer);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  EXPECT_EQ(whole.body.find(key), std::string::npos) << whole.body;
+  EXPECT_NE(whole.body.find("starting\nkey="), std::string::npos) << whole.body;
+
+  auto transport = http::MakeCppRestTransport();
+  auto streaming = http::MakeCppRestStreamingTransport();
+  apiclient::HttpStore client(*transport, *streaming, {Url(), kViewer});
+  std::mutex mu;
+  std::string followed;
+  std::stop_source stop;
+  std::jthread follower([&] {
+    (void)client.ExecutorLog(
+        {api::Kind::kAgentWorker, "default", "w"}, -1, true,
+        [&](std::string_view bytes) {
+          std::lock_guard lock(mu);
+          followed.append(bytes);
+        },
+        stop.get_token());
+  });
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        std::lock_guard lock(mu);
+        return followed.find("starting") != std::string::npos;
+      },
+      In(std::chrono::seconds(10))));
+  // The key written in two halves, the second only once the first was surely read.
+  const size_t reads = ExecIds().size();
+  { std::ofstream(log, std::ios::app) << "again=" << key.substr(0, 12) << std::flush; }
+  ASSERT_TRUE(
+      PollUntil([&] { return ExecIds().size() >= reads + 2; }, In(std::chrono::seconds(10))));
+  std::ofstream(log, std::ios::app) << key.substr(12) << "\nend\n";
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        std::lock_guard lock(mu);
+        return followed.find("end\n") != std::string::npos;
+      },
+      In(std::chrono::seconds(10))))
+      << followed;
+  stop.request_stop();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(followed.find(key), std::string::npos) << followed;
+  EXPECT_EQ(followed.find(key.substr(0, 12)), std::string::npos) << followed;
+  EXPECT_NE(followed.find("again="), std::string::npos) << followed;
 }
 
 TEST_F(ApiServerTest, ExecutorLogIsReadAndFollowedInTheSandbox) {

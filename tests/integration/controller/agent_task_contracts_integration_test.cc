@@ -323,6 +323,71 @@ TEST_F(AgentTaskContractTest, AQueuedTaskWaitsForTheExecutorAfterTheSandboxWasSt
   EXPECT_EQ(RootTurns(session), 2u);
 }
 
+// #24: while a task runs, its author re-applies the worker's Sandbox with the id of a sandbox sbx
+// did not create for it (another Sandbox's, holding its own p.txt and a log where the worker's
+// would be). The controller refuses the edit, and collect, exec and the executor log keep going
+// to the sandbox sbx created.
+TEST_F(AgentTaskContractTest, AnEditedSandboxIdRedirectsNeitherCollectNorExecNorTheExecutorLog) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  const auto sandbox_yaml = [](const std::string& name, const std::string& extra) {
+    return "apiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata:\n  name: " + name +
+           "\nspec:\n  inactivityTimeout: 1h\n" + extra + "  setup:\n    - name: workspace\n" +
+           "      run: " + json(std::string("mkdir -p ") + kWorkspace).dump() + "\n";
+  };
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("victim", sandbox_yaml("victim", "")));
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("box", sandbox_yaml("box", "")));
+  ASSERT_NO_FATAL_FAILURE(
+      ApplyYaml("w",
+                "apiVersion: sbx.dev/v1alpha1\nkind: AgentWorker\nmetadata:\n  name: w\nspec:\n"
+                "  sandboxRef: box\n  agent:\n    model: gpt-5-codex\n  workspaceDirectory: " +
+                    std::string(kWorkspace) + "\n"));
+  json w;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        w = Get("agentworker", "w");
+        return w.is_object() && ConditionOf(w, "Ready").first == "True" &&
+               ConditionOf(w, "ExecutorConnected").first == "True";
+      },
+      In(kConverge), milliseconds(200)))
+      << w.dump(2);
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        const json v = Get("sandbox", "victim");
+        return v.is_object() && ConditionOf(v, "Ready").first == "True";
+      },
+      In(kConverge), milliseconds(200)));
+  RunResult plant = Sbxctl({"exec", "sandbox/victim", "--", "/bin/sh", "-c",
+                            std::string("echo FOREIGN > ") + kWorkspace +
+                                "/p.txt && mkdir -p /home/sandbox-agent/.sbx/w && "
+                                "echo FOREIGN-LOG >> /home/sandbox-agent/.sbx/w/log"});
+  ASSERT_EQ(plant.exit_code, 0) << plant.err;
+
+  ASSERT_NO_FATAL_FAILURE(Task("t", "workerRef: w", "!sleep 3s\n$ echo mine > p.txt",
+                               "  collect:\n    - path: p.txt\n"));
+  ASSERT_TRUE(WaitPhase("t", "Running")) << last_.dump(2);
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("box", sandbox_yaml("box", "  sandboxId: default-victim\n")));
+  json box;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        box = Get("sandbox", "box");
+        return box.is_object() && HasReason(box, "ImmutableFieldChanged");
+      },
+      In(kConverge), milliseconds(100)))
+      << box.dump(2);
+
+  ASSERT_TRUE(WaitTerminal("t")) << last_.dump(2);
+  EXPECT_EQ(Phase(last_), "Succeeded") << last_.dump(2);
+  ASSERT_TRUE(last_["status"].contains("artifacts")) << last_.dump(2);
+  EXPECT_EQ(last_["status"]["artifacts"][0].value("bytes", 0), 5)
+      << "mine\\n, not FOREIGN\\n: " << last_.dump(2);
+  RunResult cat = Sbxctl({"exec", "sandbox/box", "--", "cat", std::string(kWorkspace) + "/p.txt"});
+  EXPECT_EQ(cat.out, "mine\n") << cat.err;
+  RunResult logs = Sbxctl({"logs", "agentworker/w"});
+  EXPECT_EQ(logs.out.find("FOREIGN-LOG"), std::string::npos) << logs.out;
+  EXPECT_EQ(Sbxctl({"exec", "sandbox/victim", "--", "cat", std::string(kWorkspace) + "/p.txt"}).out,
+            "FOREIGN\n");
+}
+
 // The executor killed while the turn runs (during its `!sleep`, before its command): the task
 // shows WaitingForExecutor while the relaunch is gated, then the command runs through the
 // relaunched executor in the same turn (exit 0, its file collected) and the task Succeeds.

@@ -52,6 +52,10 @@ class AgentTaskReconcilerTest : public ::testing::Test {
     stored.agent_worker_status().conditions = {
         {"Ready", api::ConditionStatus::kTrue, "Ready", "", "t", 1}};
     ASSERT_TRUE(store_->UpdateStatus(stored).ok());
+    Object created = *store_->Get({Kind::kSandbox, "default", "box"});
+    created.sandbox_status().sandbox_name = "sandboxes/default-box";  // what sbx created
+    created.sandbox_status().workspace_ref = "default";
+    ASSERT_TRUE(store_->UpdateStatus(created).ok());
   }
 
   std::string CreateTask(const std::string& name, std::string input = "$ echo hi > out.txt") {

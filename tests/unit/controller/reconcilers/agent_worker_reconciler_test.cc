@@ -162,6 +162,8 @@ class AgentWorkerReconcilerTest : public ::testing::Test {
     api::Object stored = applied->at(0).object;
     stored.sandbox_status().boot_id = boot;
     stored.sandbox_status().state = "RUNNING";
+    stored.sandbox_status().sandbox_name = "sandboxes/default-" + name;  // created by sbx
+    stored.sandbox_status().workspace_ref = "default";
     api::SetCondition(stored.sandbox_status().conditions,
                       {"Ready", ready ? ConditionStatus::kTrue : ConditionStatus::kFalse,
                        ready ? "Running" : "Pending", "", "", stored.metadata.generation},
@@ -497,6 +499,8 @@ TEST_F(AgentWorkerReconcilerTest, AWorkerOnAStoppedSandboxWaitsWithoutCalls) {
   ASSERT_TRUE(store_->Apply({sb}, {}).ok());
   sb = *store_->Get({api::Kind::kSandbox, "default", "box"});
   sb.sandbox_status().state = "RUNNING";
+  sb.sandbox_status().sandbox_name = "sandboxes/" + sb.sandbox_spec().sandbox_id;
+  sb.sandbox_status().workspace_ref = "default";
   api::SetCondition(sb.sandbox_status().conditions,
                     {"Ready", ConditionStatus::kTrue, "Running", "", "", sb.metadata.generation},
                     "t3");
@@ -726,6 +730,8 @@ TEST_F(AgentWorkerReconcilerTest, InlineTemplateOwnsASandboxAndDeletionCleansEve
   api::Object sb = *owned;
   sb.sandbox_status().boot_id = "boot-1";
   sb.sandbox_status().state = "RUNNING";
+  sb.sandbox_status().sandbox_name = "sandboxes/" + sb.sandbox_spec().sandbox_id;
+  sb.sandbox_status().workspace_ref = "default";
   api::SetCondition(sb.sandbox_status().conditions,
                     {"Ready", ConditionStatus::kTrue, "Running", "", "", sb.metadata.generation},
                     "t");
