@@ -146,21 +146,13 @@ api::StatusOr<ProcessResult> GitClient::Git(const std::string& key, std::vector<
   const std::string command = args.empty() ? "" : args.front();  // for messages; args move
   ProcessSpec spec;
   spec.argv = {
-      "git",
-      "-c",
-      "protocol.allow=never",
-      "-c",
-      "protocol.https.allow=always",
-      "-c",
+      "git", "-c", "protocol.allow=never", "-c", "protocol.https.allow=always", "-c",
       "protocol.http.allow=always",  // the url check allows http only for loopback
-      "-c",
-      "protocol.ssh.allow=always",
-      "-c",
-      std::string("protocol.file.allow=") + (options_.allow_file_urls ? "always" : "never"),
-      "-c",
+      "-c", "protocol.ssh.allow=always", "-c",
+      std::string("protocol.file.allow=") + (options_.allow_file_urls ? "always" : "never"), "-c",
       "core.hooksPath=/dev/null",
-      "--literal-pathspecs",
-      "--git-dir=" + RepoDir(key)};
+      // A redirect must not carry a tokenFrom header to another host (#24).
+      "-c", "http.followRedirects=false", "--literal-pathspecs", "--git-dir=" + RepoDir(key)};
   spec.argv.insert(spec.argv.end(), std::make_move_iterator(args.begin()),
                    std::make_move_iterator(args.end()));
   spec.env = options_.environment;
@@ -222,12 +214,20 @@ api::StatusOr<std::string> GitClient::Fetch(const std::string& key, const std::s
   std::vector<std::string> env;
   std::vector<std::string> args = {"fetch", "--quiet", "--no-tags", "--force", "--depth=1"};
   KeyFile key_file;
+  // ssh isolated from the sbxd user's own (#24): no ~/.ssh/config (ssh finds ~ in the passwd
+  // entry, not $HOME, so -F /dev/null), none of its keys or its agent, no proxy, no shared
+  // connection. The only identity is the GitSource's sshKeyFrom, if it has one.
   std::string ssh =
-      "ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=" +
+      "ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=accept-new "
+      "-o GlobalKnownHostsFile=/dev/null -o IdentitiesOnly=yes -o IdentityAgent=none "
+      "-o ProxyCommand=none -o ProxyJump=none -o ControlMaster=no -o ControlPath=none "
+      "-o PKCS11Provider=none -o UserKnownHostsFile=" +
       ShellQuote((fs::path(options_.cache_dir) / "known_hosts").string());
   if (!auth.ssh_key.empty()) {
     RETURN_IF_ERROR(key_file.Write(dir + ".key", auth.ssh_key));
-    ssh += " -o IdentitiesOnly=yes -i " + ShellQuote(key_file.path());
+    ssh += " -i " + ShellQuote(key_file.path());
+  } else {
+    ssh += " -o IdentityFile=none";
   }
   env.push_back("GIT_SSH_COMMAND=" + ssh);
   if (!auth.token.empty()) {

@@ -151,6 +151,14 @@ TEST_F(SqliteStoreFileTest, MigratesInventoryToAcceptAbandonedAndKeepsItsRows) {
   const char* v1 = R"sql(
 CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL);
 INSERT INTO schema_migrations VALUES (1, '2026-09-01T12:00:00Z');
+CREATE TABLE changes (
+  revision INTEGER PRIMARY KEY,
+  type TEXT NOT NULL CHECK (type IN ('ADDED', 'MODIFIED', 'DELETED')),
+  kind TEXT NOT NULL,
+  namespace TEXT NOT NULL,
+  name TEXT NOT NULL,
+  object TEXT
+);
 CREATE TABLE inventory (
   workspace TEXT NOT NULL,
   resource_type TEXT NOT NULL,

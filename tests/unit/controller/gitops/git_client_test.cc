@@ -201,6 +201,38 @@ TEST(GitClientTest, AnSshKeyIsA0600FileOnlyForTheFetch) {
   }
 }
 
+// #24: without sshKeyFrom, ssh must not fall back on the sbxd user's keys, agent or config.
+// The real ssh evaluates the command git would run (`ssh -G` prints the effective settings).
+TEST(GitClientTest, SshWithoutAKeyUsesNoneOfTheUsersKeysAgentOrConfig) {
+  TempDir dir;
+  FakeRunner runner;
+  GitClient git(runner, Options(dir.path()));
+  api::GitRef ref;
+  ref.branch = "main";
+  ASSERT_TRUE(git.Fetch("ns_a", "git@h.example:r.git", ref, {}, {}).ok());
+  std::string ssh;
+  for (const std::string& e : FetchSpec(runner).env) {
+    if (e.starts_with("GIT_SSH_COMMAND=")) {
+      ssh = e.substr(std::string("GIT_SSH_COMMAND=").size());
+    }
+  }
+  ASSERT_FALSE(ssh.empty());
+  PosixProcessRunner real;
+  ProcessSpec spec;
+  spec.argv = {"/bin/sh", "-c", ssh + " -G h.example"};
+  spec.env = {"PATH=/usr/bin:/bin", "SSH_AUTH_SOCK=/tmp/an-agent"};
+  spec.timeout = std::chrono::seconds(10);
+  api::StatusOr<ProcessResult> r = real.Run(spec, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->exit_code, 0) << r->err;
+  EXPECT_THAT(r->out, HasSubstr("\nidentityfile none\n"));
+  EXPECT_THAT(r->out, Not(HasSubstr("identityfile ~/.ssh")));
+  EXPECT_THAT(r->out, HasSubstr("\nidentityagent none\n"));
+  EXPECT_THAT(r->out, HasSubstr("\nidentitiesonly yes\n"));
+  EXPECT_THAT(r->out, Not(HasSubstr("proxycommand")));
+  EXPECT_THAT(Joined(FetchSpec(runner).argv), HasSubstr("http.followRedirects=false\n"));
+}
+
 TEST(GitClientTest, FileUrlsNeedTheOperatorsConsent) {
   TempDir dir;
   FakeRunner runner;
