@@ -8,6 +8,7 @@
 
 #include "controller/store/open_store.h"
 #include "controller/store/postgres_store.h"
+#include "controller/store/sqlite_store.h"
 #include "controller/store/store_copy.h"
 
 namespace sbx::cli {
@@ -55,6 +56,13 @@ int RunMigrate(CommandContext& ctx, const MigrateCommandOptions& options) {
     // SqliteStore::Open would create it: a typo must not copy an empty store.
     return ctx.Fail(
         api::NotFoundError("source database " + from_shown + " does not exist (or is no file)"));
+  }
+  if (IsFile(from)) {
+    // Read-only first: Open would turn an empty file or another program's database into an sbx
+    // store (#24).
+    if (api::Status sbx = controller::SqliteStore::CheckIsSbxFile(from); !sbx.ok()) {
+      return ctx.Fail(sbx);
+    }
   }
   if (SameStore(from, to)) {
     return ctx.Fail(

@@ -188,6 +188,34 @@ Status SqliteStore::Migrate() {
   return txn.Commit();
 }
 
+Status SqliteStore::CheckIsSbxFile(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  std::string why;
+  if (rc == SQLITE_OK) {
+    sqlite3_stmt* stmt = nullptr;
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                            "name = 'schema_migrations'",
+                            -1, &stmt, nullptr);
+    if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
+      if (sqlite3_column_int(stmt, 0) != 1) {
+        why = "it holds no sbx schema";
+      }
+    } else {
+      why = sqlite3_errmsg(db);
+    }
+    sqlite3_finalize(stmt);
+  } else {
+    why = db != nullptr ? sqlite3_errmsg(db) : "cannot open it";
+  }
+  sqlite3_close(db);
+  if (!why.empty()) {
+    return api::FailedPreconditionError(path + " is not an sbx database (" + why + ")");
+  }
+  return OkStatus();
+}
+
 // ---- SQLite plumbing --------------------------------------------------------------------------
 
 StatusOr<SqliteStore::Stmt> SqliteStore::Prepare(std::string_view sql) {

@@ -94,6 +94,10 @@ class SqliteStore final : public Store {
 
   // The schema version this build creates and understands.
   static int LatestSchemaVersion();
+  // OK if `path` is an existing sbx store file. Opened read-only, so it changes nothing: an empty
+  // file, another program's SQLite file, or no SQLite file at all is kFailedPrecondition (Open
+  // would turn the first two into an sbx store). For a source that must not be written.
+  static Status CheckIsSbxFile(const std::string& path);
   const std::string& path() const { return path_; }
 
   StatusOr<std::vector<ApplyResult>> Apply(const std::vector<Object>& objects,

@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -199,6 +201,30 @@ TEST_F(SbxctlMigrateTest, RefusesWhileAnSbxdHoldsTheSourceAndCreatesNothing) {
       Run({"migrate", "--from", db_.string(), "--to", target.string(), "--ignore-lease"});
   ASSERT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_EQ(SnapshotOf(target.string()), SnapshotOf(db_.string()));
+}
+
+// #24: a source that is not already an sbx store is refused and left as it was: an empty file
+// (which opening would have made an sbx database) and another program's SQLite file.
+TEST_F(SbxctlMigrateTest, RefusesASourceThatIsNotAnSbxStoreAndLeavesItUntouched) {
+  const fs::path empty = dir_ / "empty.db";
+  { std::ofstream touch(empty); }
+  const fs::path foreign = dir_ / "foreign.db";
+  ASSERT_EQ(std::system(("sqlite3 " + foreign.string() + " 'PRAGMA application_id = 42;'").c_str()),
+            0);
+  const auto bytes = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  for (const fs::path& source : {empty, foreign}) {
+    const std::string before = bytes(source);
+    const fs::path target = dir_ / "out.db";
+    const Result r = Run({"migrate", "--from", source.string(), "--to", target.string()});
+    EXPECT_EQ(r.exit_code, 1) << source;
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("is not an sbx database")) << r.err;
+    EXPECT_EQ(bytes(source), before) << source << " was changed";
+    EXPECT_FALSE(fs::exists(target));
+  }
 }
 
 TEST_F(SbxctlMigrateTest, RefusesAMissingSourceOrTheSameStoreTwice) {
