@@ -261,7 +261,7 @@ class LineScrubber {
   }
 
  private:
-  static constexpr size_t kMaxHeld = 64 * 1024;
+  static constexpr size_t kMaxHeld = size_t{64} * 1024;
   std::string Scrub(std::string_view text) const {
     return scrub_ ? scrub_(text) : std::string(text);
   }
