@@ -81,10 +81,14 @@ int RunMigrate(CommandContext& ctx, const MigrateCommandOptions& options) {
   if (auto lease = controller::CheckSourceLease(**source, copy, ctx.clock()); !lease.ok()) {
     return ctx.Fail(lease);
   }
-  api::StatusOr<controller::CopyCounts> counts = api::InternalError("unset");
+  // One read of the whole source before the destination is opened: a record with a name that
+  // is not a DNS label ("../../etc/x") refuses the migration before anything is written (#24).
+  api::StatusOr<controller::CopyCounts> counts = controller::CountStore(**source);
+  if (!counts.ok()) {
+    return ctx.Fail(counts.status());
+  }
   if (options.dry_run && IsFile(to) && !fs::exists(to, ec)) {
-    // Nothing to rehearse against, and a dry run must not create the file.
-    counts = controller::CountStore(**source);
+    // Nothing to rehearse against, and a dry run must not create the file: the count is all.
   } else {
     auto destination = controller::OpenStore(to);
     if (!destination.ok()) {

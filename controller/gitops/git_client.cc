@@ -135,15 +135,30 @@ class KeyFile {
 GitClient::GitClient(ProcessRunner& runner, GitClientOptions options)
     : runner_(runner), options_(std::move(options)) {}
 
-std::string GitClient::RepoDir(const std::string& key) const {
-  return (fs::path(options_.cache_dir) / (key + ".git")).string();
+api::StatusOr<std::string> GitClient::RepoDir(const std::string& key) const {
+  // The key comes from store values: whoever can write the store must not make sbxd `git init`
+  // or `remove_all` a path outside the cache (#24). A key is one file name of [a-z0-9_-].
+  const bool valid =
+      !key.empty() && key.size() <= 200 && key.front() != '-' && key.front() != '_' &&
+      std::all_of(key.begin(), key.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+      });
+  const fs::path cache = fs::path(options_.cache_dir).lexically_normal();
+  const fs::path dir = (cache / (key + ".git")).lexically_normal();
+  if (!valid || dir.parent_path() != cache) {
+    return api::InvalidArgumentError("git cache key \"" + key.substr(0, 80) +
+                                     "\" is not a file name of [a-z0-9_-]");
+  }
+  return dir.string();
 }
 
 api::StatusOr<ProcessResult> GitClient::Git(const std::string& key, std::vector<std::string> args,
                                             std::vector<std::string> extra_env,
                                             std::chrono::milliseconds timeout, const GitAuth& auth,
-                                            std::stop_token stop) {
+                                            std::stop_token stop, std::string input,
+                                            size_t max_output_bytes) {
   const std::string command = args.empty() ? "" : args.front();  // for messages; args move
+  ASSIGN_OR_RETURN(const std::string dir, RepoDir(key));
   ProcessSpec spec;
   spec.argv = {
       "git", "-c", "protocol.allow=never", "-c", "protocol.https.allow=always", "-c",
@@ -152,7 +167,7 @@ api::StatusOr<ProcessResult> GitClient::Git(const std::string& key, std::vector<
       std::string("protocol.file.allow=") + (options_.allow_file_urls ? "always" : "never"), "-c",
       "core.hooksPath=/dev/null",
       // A redirect must not carry a tokenFrom header to another host (#24).
-      "-c", "http.followRedirects=false", "--literal-pathspecs", "--git-dir=" + RepoDir(key)};
+      "-c", "http.followRedirects=false", "--literal-pathspecs", "--git-dir=" + dir};
   spec.argv.insert(spec.argv.end(), std::make_move_iterator(args.begin()),
                    std::make_move_iterator(args.end()));
   spec.env = options_.environment;
@@ -162,7 +177,8 @@ api::StatusOr<ProcessResult> GitClient::Git(const std::string& key, std::vector<
   spec.env.insert(spec.env.end(), std::make_move_iterator(extra_env.begin()),
                   std::make_move_iterator(extra_env.end()));
   spec.timeout = timeout;
-  spec.max_output_bytes = size_t{64} << 20;  // a manifest blob is at most a few MiB
+  spec.max_output_bytes = max_output_bytes;
+  spec.input = std::move(input);
   api::StatusOr<ProcessResult> result = runner_.Run(spec, stop);
   if (!result.ok()) {
     return api::Status(result.status().code(), Tail(result.status().message(), auth));
@@ -182,12 +198,12 @@ api::StatusOr<std::string> GitClient::Fetch(const std::string& key, const std::s
     return api::InvalidArgumentError(
         "file:// repositories are not allowed by this sbxd (--git-allow-file-urls)");
   }
+  ASSIGN_OR_RETURN(const std::string dir, RepoDir(key));
   std::error_code ec;
   if (fs::create_directories(options_.cache_dir, ec)) {
     // Created here: 0700. A mode the operator set on an existing directory is left alone.
     fs::permissions(options_.cache_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
   }
-  const std::string dir = RepoDir(key);
   const GitAuth none;
   if (!fs::exists(fs::path(dir) / "HEAD")) {
     fs::remove_all(dir, ec);
@@ -352,28 +368,53 @@ api::StatusOr<std::vector<GitFile>> GitClient::ReadFiles(const std::string& key,
         std::to_string(total) + " bytes together, more than the limit of " +
         std::to_string(options_.max_total_bytes) + " bytes");
   }
-  std::vector<GitFile> files;
+  std::string oids;
   for (const Entry& e : entries) {
     if (e.size > max_file_bytes) {
       return api::InvalidArgumentError(e.path + ": manifest is " + std::to_string(e.size) +
                                        " bytes, more than the limit of " +
                                        std::to_string(max_file_bytes) + " bytes");
     }
-    ASSIGN_OR_RETURN(ProcessResult blob, Git(key, {"cat-file", "blob", e.oid}, {},
-                                             options_.command_timeout, none, stop));
-    if (blob.exit_code != 0) {
-      return api::UnavailableError("git cat-file failed for " + e.path + ": " +
-                                   Tail(blob.err, none));
+    oids += e.oid + "\n";
+  }
+  std::vector<GitFile> files;
+  if (entries.empty()) {
+    return files;
+  }
+  // Every blob in one git process (#24: one `cat-file` per file made a 100k-file commit cost
+  // minutes): "<oid> <type> <size>\n<content>\n" for each line of input, in order.
+  ASSIGN_OR_RETURN(ProcessResult batch,
+                   Git(key, {"cat-file", "--batch"}, {}, options_.command_timeout, none, stop, oids,
+                       total + entries.size() * 64 + 4096));
+  if (batch.exit_code != 0) {
+    return api::UnavailableError("git cat-file --batch failed: " + Tail(batch.err, none));
+  }
+  const std::string_view out = batch.out;
+  size_t at = 0;
+  for (const Entry& e : entries) {
+    const size_t nl = out.find('\n', at);
+    const std::string_view header =
+        nl == std::string_view::npos ? std::string_view() : out.substr(at, nl - at);
+    const std::string expected = e.oid + " blob " + std::to_string(e.size);
+    const bool whole = nl != std::string_view::npos && nl + 1 + e.size < out.size() &&
+                       out[nl + 1 + e.size] == '\n';
+    if (header != expected || !whole) {
+      return api::UnavailableError("git cat-file --batch answered \"" +
+                                   std::string(header.substr(0, 120)) + "\" for " + e.path +
+                                   ", not its blob of " + std::to_string(e.size) + " bytes");
     }
-    files.push_back({e.path, std::move(blob.out)});
+    files.push_back({e.path, std::string(out.substr(nl + 1, e.size))});
+    at = nl + 1 + e.size + 1;
   }
   return files;
 }
 
-void GitClient::Remove(const std::string& key) {
+api::Status GitClient::Remove(const std::string& key) {
+  ASSIGN_OR_RETURN(const std::string dir, RepoDir(key));
   std::error_code ec;
-  fs::remove_all(RepoDir(key), ec);
-  fs::remove(RepoDir(key) + ".key", ec);
+  fs::remove_all(dir, ec);
+  fs::remove(dir + ".key", ec);
+  return api::OkStatus();
 }
 
 }  // namespace sbx::controller::gitops

@@ -79,17 +79,21 @@ class GitClient {
                                                               size_t max_file_bytes,
                                                               std::stop_token stop);
 
-  // Removes the cache of `key` (a GitSource gone). Missing is fine.
-  void Remove(const std::string& key);
+  // Removes the cache of `key` (a GitSource gone). Missing is fine. Every method refuses, with
+  // kInvalidArgument and without touching the disk, a key that is not one file name of
+  // [a-z0-9_-] inside the cache directory.
+  api::Status Remove(const std::string& key);
 
   const GitClientOptions& options() const { return options_; }
 
  private:
+  // `input` goes to git's stdin; output beyond `max_output_bytes` is an error.
   api::StatusOr<ProcessResult> Git(const std::string& key, std::vector<std::string> args,
                                    std::vector<std::string> extra_env,
                                    std::chrono::milliseconds timeout, const GitAuth& auth,
-                                   std::stop_token stop);
-  std::string RepoDir(const std::string& key) const;
+                                   std::stop_token stop, std::string input = "",
+                                   size_t max_output_bytes = size_t{64} << 20);
+  api::StatusOr<std::string> RepoDir(const std::string& key) const;
 
   ProcessRunner& runner_;
   const GitClientOptions options_;

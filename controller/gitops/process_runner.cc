@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +24,10 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
+  void Reset(int fd) {
+    Close();
+    fd_ = fd;
+  }
   void Close() {
     if (fd_ >= 0) {
       ::close(fd_);
@@ -122,6 +127,20 @@ api::StatusOr<ProcessResult> PosixProcessRunner::Run(const ProcessSpec& spec,
   }
   Fd err_read(err_pipe[0]);
   Fd err_write(err_pipe[1]);
+  // stdin: a socket pair rather than a pipe, so that writing to a child that exits early fails
+  // with EPIPE under MSG_NOSIGNAL instead of raising SIGPIPE in sbxd.
+  Fd in_write;
+  Fd in_read;
+  if (!spec.input.empty()) {
+    int in_pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in_pair) != 0) {
+      return api::InternalError(Errno("socketpair"));
+    }
+    in_read.Reset(in_pair[0]);
+    in_write.Reset(in_pair[1]);
+    ::fcntl(in_write.get(), F_SETFL, ::fcntl(in_write.get(), F_GETFL) | O_NONBLOCK);
+    ::shutdown(in_read.get(), SHUT_WR);
+  }
 
   SpawnSetup setup;
   if (posix_spawnattr_init(&setup.attr) != 0 ||
@@ -141,7 +160,11 @@ api::StatusOr<ProcessResult> PosixProcessRunner::Run(const ProcessSpec& spec,
   posix_spawnattr_setpgroup(&setup.attr, 0);
   posix_spawnattr_setflags(&setup.attr,
                            POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
+  if (spec.input.empty()) {
+    posix_spawn_file_actions_addopen(&setup.actions, 0, "/dev/null", O_RDONLY, 0);
+  } else {
+    posix_spawn_file_actions_adddup2(&setup.actions, in_read.get(), 0);
+  }
   posix_spawn_file_actions_adddup2(&setup.actions, out_write.get(), 1);
   posix_spawn_file_actions_adddup2(&setup.actions, err_write.get(), 2);
   if (!spec.cwd.empty()) {
@@ -167,6 +190,11 @@ api::StatusOr<ProcessResult> PosixProcessRunner::Run(const ProcessSpec& spec,
   }
   out_write.Close();
   err_write.Close();
+  in_read.Close();
+  size_t written = 0;
+  if (!spec.input.empty()) {
+    ::shutdown(in_write.get(), SHUT_RD);
+  }
 
   ProcessResult result;
   const auto deadline = std::chrono::steady_clock::now() + spec.timeout;
@@ -186,13 +214,16 @@ api::StatusOr<ProcessResult> PosixProcessRunner::Run(const ProcessSpec& spec,
                                          std::to_string(spec.timeout.count() / 1000) + "s");
       break;
     }
-    pollfd fds[2];
+    pollfd fds[3];
     int n = 0;
     if (out_open) {
       fds[n++] = {out_read.get(), POLLIN, 0};
     }
     if (err_open) {
       fds[n++] = {err_read.get(), POLLIN, 0};
+    }
+    if (in_write.get() >= 0) {
+      fds[n++] = {in_write.get(), POLLOUT, 0};
     }
     const int ready = ::poll(fds, n, static_cast<int>(std::min<int64_t>(left.count(), 100)));
     if (ready < 0 && errno != EINTR) {
@@ -201,6 +232,18 @@ api::StatusOr<ProcessResult> PosixProcessRunner::Run(const ProcessSpec& spec,
     }
     for (int i = 0; i < n && ready > 0; ++i) {
       if (fds[i].revents == 0) {
+        continue;
+      }
+      if (fds[i].fd == in_write.get()) {
+        // Feed stdin as the child reads it (it may write output meanwhile: no deadlock).
+        const ssize_t sent = ::send(in_write.get(), spec.input.data() + written,
+                                    spec.input.size() - written, MSG_NOSIGNAL);
+        if (sent > 0) {
+          written += static_cast<size_t>(sent);
+        }
+        if ((sent < 0 && errno != EAGAIN && errno != EINTR) || written == spec.input.size()) {
+          in_write.Close();  // all written, or the child stopped reading: EOF on its stdin
+        }
         continue;
       }
       const bool is_out = fds[i].fd == out_read.get();

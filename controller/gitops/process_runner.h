@@ -2,7 +2,8 @@
 // the boundary between sbxd and the command-line tools it drives (the `git` CLI of GitSource).
 //
 // The program gets exactly `argv` (argv[0] looked up in PATH of `env`) and exactly `env` (no
-// inherited variables: the caller decides what a child may see), stdin from /dev/null, its own
+// inherited variables: the caller decides what a child may see), stdin from `input` (then closed;
+// /dev/null when empty), its own
 // process group, the default signal mask and dispositions (sbxd blocks signals in its threads),
 // and no descriptor of sbxd's but its pipes. Output beyond `max_output_bytes` per stream is
 // dropped (the result says so). On timeout or stop the whole process group is killed
@@ -25,6 +26,7 @@ struct ProcessSpec {
   std::vector<std::string> argv;  // argv[0]: a program name (PATH lookup) or a path
   std::vector<std::string> env;   // "NAME=VALUE", the child's whole environment
   std::string cwd;                // "" = sbxd's
+  std::string input;              // written to the child's stdin, which is then closed
   std::chrono::milliseconds timeout{std::chrono::minutes(2)};
   size_t max_output_bytes = size_t{4} << 20;  // per stream
 };

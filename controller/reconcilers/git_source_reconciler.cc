@@ -7,6 +7,7 @@
 #include "api/codec.h"
 #include "api/conditions.h"
 #include "api/manifest_check.h"
+#include "api/validation.h"
 #include "controller/engine/classify_error.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
@@ -49,7 +50,17 @@ double EpochSeconds(WallTime t) {
 
 }  // namespace
 
-std::string GitCacheKey(const api::ObjectKey& key) { return key.namespace_ + "_" + key.name; }
+api::StatusOr<std::string> GitCacheKey(const api::ObjectKey& key) {
+  // Checked again at every use: the names come from the store, which a manifest validator did
+  // not necessarily guard (a restored backup, a hand edit, `sbxctl migrate`).
+  for (const std::string& part : {key.namespace_, key.name}) {
+    if (std::string problem = api::ValidateDnsLabel(part); !problem.empty()) {
+      return api::InvalidArgumentError("GitSource " + key.namespace_.substr(0, 80) + "/" +
+                                       key.name.substr(0, 80) + " has no git cache: " + problem);
+    }
+  }
+  return key.namespace_ + "_" + key.name;
+}
 
 GitSourceReconciler::GitSourceReconciler(Store& store, CloudClients& clouds, gitops::GitClient& git,
                                          Clock& clock, GitSourceReconcilerOptions options)
@@ -58,7 +69,8 @@ GitSourceReconciler::GitSourceReconciler(Store& store, CloudClients& clouds, git
       git_(git),
       clock_(clock),
       events_(store, clock),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      fetches_(options_.enqueuer, options_.fetch_workers) {}
 
 std::map<std::pair<std::string, std::string>, double> GitSourceReconciler::LastSuccess() const {
   std::lock_guard lock(mu_);
@@ -76,7 +88,10 @@ api::StatusOr<ReconcileResult> GitSourceReconciler::Reconcile(const api::ObjectK
     RecordSyncedError(t.object, status, clock_);
   };
   steps.forget = [this](const api::ObjectKey& gone) {
-    git_.Remove(GitCacheKey(gone));
+    fetches_.Forget(gone);  // stops a running fetch before its cache goes
+    if (api::StatusOr<std::string> cache_key = GitCacheKey(gone); cache_key.ok()) {
+      (void)git_.Remove(*cache_key);
+    }
     std::lock_guard lock(mu_);
     last_success_.erase({gone.namespace_, gone.name});
   };
@@ -95,26 +110,46 @@ api::StatusOr<ReconcileResult> GitSourceReconciler::Converge(api::Object& source
     last_success_.try_emplace({source.metadata.namespace_, source.metadata.name},
                               EpochSeconds(*applied));
   }
-  // Due: never tried, the spec changed since the last try, or `interval` has passed since.
-  const auto& previous = std::get<api::GitSourceStatus>(before);
-  const bool spec_changed = previous.observed_generation != source.metadata.generation;
-  if (!spec_changed) {
-    if (std::optional<WallTime> last = ParseRfc3339(status.last_attempt_at)) {
-      const auto next = *last + interval;
-      const WallTime now = clock_.Now();
-      if (now < next) {
-        return ReconcileResult::RequeueAfter(
-            std::chrono::duration_cast<std::chrono::milliseconds>(next - now) +
-            std::chrono::milliseconds(1));
+  // A fetch of this spec that has ended is applied now; one still running wakes us when it ends.
+  const api::ObjectKey key = api::KeyOf(source);
+  const std::string& uid = source.metadata.uid;
+  const int64_t generation = source.metadata.generation;
+  GitFetchPool::Outcome fetched = fetches_.Take(key, uid, generation);
+  if (fetched.state == GitFetchPool::State::kPending) {
+    return ReconcileResult::RequeueAfter(interval);
+  }
+  if (fetched.state == GitFetchPool::State::kNone) {
+    // Due: never tried, the spec changed since the last try (or while a fetch of the old spec
+    // ran: its outcome was stale), or `interval` has passed since.
+    const auto& previous = std::get<api::GitSourceStatus>(before);
+    const bool spec_changed = previous.observed_generation != generation || fetched.stale;
+    if (!spec_changed) {
+      if (std::optional<WallTime> last = ParseRfc3339(status.last_attempt_at)) {
+        const auto next = *last + interval;
+        const WallTime now = clock_.Now();
+        if (now < next) {
+          return ReconcileResult::RequeueAfter(
+              std::chrono::duration_cast<std::chrono::milliseconds>(next - now) +
+              std::chrono::milliseconds(1));
+        }
       }
     }
+    std::optional<GitFetchPool::Job> job = PrepareFetch(source);
+    if (!job) {
+      status.last_attempt_at = FormatRfc3339(clock_.Now());
+      return ReconcileResult::RequeueAfter(interval);
+    }
+    fetches_.Start(key, uid, generation, *std::move(job));
+    fetched = fetches_.Take(key, uid, generation);  // done already when synchronous
+    if (fetched.state != GitFetchPool::State::kDone) {
+      return ReconcileResult::RequeueAfter(interval);
+    }
   }
-  Sync(source, stop);
   if (stop.stop_requested()) {
-    // A fetch cut short by shutdown says nothing about the repository: record nothing.
-    source.status = before;
-    return api::CancelledError("stopped during a sync");
+    return api::CancelledError("stopped before applying a sync");
   }
+  status.last_attempt_at = FormatRfc3339(clock_.Now());
+  ApplyCommit(source, *std::move(fetched.result));
   return ReconcileResult::RequeueAfter(interval);
 }
 
@@ -129,38 +164,54 @@ void GitSourceReconciler::Fail(api::Object& source, std::string_view why, std::s
   events_.Warning(api::KeyOf(source), std::string(why), std::move(message));
 }
 
-bool GitSourceReconciler::Sync(api::Object& source, std::stop_token stop) {
+std::optional<GitFetchPool::Job> GitSourceReconciler::PrepareFetch(api::Object& source) {
   const api::GitSourceSpec& spec = source.git_source_spec();
-  api::GitSourceStatus& status = source.git_source_status();
-  const std::string& ns = source.metadata.namespace_;
-  status.last_attempt_at = FormatRfc3339(clock_.Now());
-
   gitops::GitAuth auth;
   if (!spec.credentials.token_from.empty()) {
-    api::StatusOr<std::string> token =
-        clouds_.Secret(spec.credentials.token_from, "spec.credentials.tokenFrom");
+    api::StatusOr<std::string> token = clouds_.Secret(
+        source.metadata.namespace_, spec.credentials.token_from, "spec.credentials.tokenFrom");
     if (!token.ok()) {
       Fail(source,
            token.status().reason().empty() ? reason::kCredentialsMissing : token.status().reason(),
            ConditionMessage(token.status()));
-      return false;
+      return std::nullopt;
     }
     auth.token = *std::move(token);
   }
   if (!spec.credentials.ssh_key_from.empty()) {
-    api::StatusOr<std::string> key =
-        clouds_.Secret(spec.credentials.ssh_key_from, "spec.credentials.sshKeyFrom");
+    api::StatusOr<std::string> key = clouds_.Secret(
+        source.metadata.namespace_, spec.credentials.ssh_key_from, "spec.credentials.sshKeyFrom");
     if (!key.ok()) {
       Fail(source,
            key.status().reason().empty() ? reason::kCredentialsMissing : key.status().reason(),
            ConditionMessage(key.status()));
-      return false;
+      return std::nullopt;
     }
     auth.ssh_key = *std::move(key);
   }
 
-  const std::string cache_key = GitCacheKey(api::KeyOf(source));
-  api::StatusOr<std::string> commit = git_.Fetch(cache_key, spec.url, spec.ref, auth, stop);
+  api::StatusOr<std::string> cache_key = GitCacheKey(api::KeyOf(source));
+  if (!cache_key.ok()) {
+    Fail(source, reason::kFetchFailed, std::string(cache_key.status().message()));
+    return std::nullopt;
+  }
+  // What the job needs, copied: it runs on a pool thread after this pass has returned.
+  return [this, cache_key = *std::move(cache_key), url = spec.url, ref = spec.ref, path = spec.path,
+          auth = std::move(auth)](std::stop_token stop) {
+    GitFetchResult out;
+    out.commit = git_.Fetch(cache_key, url, ref, auth, stop);
+    if (out.commit.ok()) {
+      out.files = git_.ReadFiles(cache_key, *out.commit, path, options_.max_manifest_bytes, stop);
+    }
+    return out;
+  };
+}
+
+bool GitSourceReconciler::ApplyCommit(api::Object& source, GitFetchResult fetched) {
+  const api::GitSourceSpec& spec = source.git_source_spec();
+  api::GitSourceStatus& status = source.git_source_status();
+  const std::string& ns = source.metadata.namespace_;
+  const api::StatusOr<std::string>& commit = fetched.commit;
   if (!commit.ok()) {
     Fail(source, reason::kFetchFailed,
          "fetching " + RefText(spec.ref) + " of " + spec.url + ": " +
@@ -168,8 +219,7 @@ bool GitSourceReconciler::Sync(api::Object& source, std::stop_token stop) {
     return false;
   }
   status.last_attempted_revision = *commit;
-  api::StatusOr<std::vector<gitops::GitFile>> files =
-      git_.ReadFiles(cache_key, *commit, spec.path, options_.max_manifest_bytes, stop);
+  const api::StatusOr<std::vector<gitops::GitFile>>& files = fetched.files;
   if (!files.ok()) {
     Fail(source, reason::kInvalidManifest,
          "commit " + *commit + ": " + std::string(files.status().message()));
@@ -322,7 +372,12 @@ api::StatusOr<std::optional<ReconcileResult>> GitSourceReconciler::Finalize(api:
       }
     }
   }
-  git_.Remove(GitCacheKey(api::KeyOf(source)));
+  // A running fetch is stopped first: it must not write into the cache after its removal. A key
+  // the store's names cannot make is no cache of ours: nothing to remove.
+  fetches_.Forget(api::KeyOf(source));
+  if (api::StatusOr<std::string> cache_key = GitCacheKey(api::KeyOf(source)); cache_key.ok()) {
+    (void)git_.Remove(*cache_key);
+  }
   return std::optional<ReconcileResult>();
 }
 

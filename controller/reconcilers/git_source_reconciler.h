@@ -20,6 +20,11 @@
 // after it), conditions Ready (reason Applied, or why not) and Synced (False when the last
 // pass could not fetch or apply).
 //
+// Fetches run off the engine's workers, on GitFetchPool's own bounded threads
+// (options.fetch_workers): a due GitSource queues its fetch and returns; the pool enqueues it when
+// the fetch ends, and the next pass applies what it found. A repository that never answers holds
+// one fetch thread for --git-timeout, never a reconcile worker.
+//
 // Credentials: spec.credentials.tokenFrom / sshKeyFrom are resolved per fetch through
 // CloudClients::Secret, the one resolver of secret references (the operator's allowed
 // sources); the values reach git only (see git_client.h) and are scrubbed from every message.
@@ -49,6 +54,7 @@
 #include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
 #include "controller/gitops/git_client.h"
+#include "controller/reconcilers/git_fetch_pool.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
@@ -58,6 +64,11 @@ struct GitSourceReconcilerOptions {
   size_t max_manifest_bytes = size_t{8} << 20;
   // The secret sources manifests of a repository may name (sbxd --secret-env-prefix).
   api::ValidationOptions validation;
+  // Wakes a GitSource when its fetch ends. Null: fetches run inside the reconcile (sbxd --once,
+  // unit tests).
+  Enqueuer* enqueuer = nullptr;
+  // Fetches at once, at most (sbxd --git-fetch-workers).
+  size_t fetch_workers = 2;
 };
 
 class GitSourceReconciler final : public Reconciler {
@@ -80,8 +91,11 @@ class GitSourceReconciler final : public Reconciler {
  private:
   api::StatusOr<ReconcileResult> Converge(api::Object& source, const api::ResourceStatus& before,
                                           std::stop_token stop);
-  // Fetches, reads and applies; sets the conditions. Returns whether it applied.
-  bool Sync(api::Object& source, std::stop_token stop);
+  // The fetch of the spec as it is (credentials resolved now, for the pool to run), or nullopt
+  // after Fail() when it cannot be made.
+  std::optional<GitFetchPool::Job> PrepareFetch(api::Object& source);
+  // Reads and applies what a fetch found; sets the conditions. Returns whether it applied.
+  bool ApplyCommit(api::Object& source, GitFetchResult fetched);
   api::StatusOr<std::optional<ReconcileResult>> Finalize(api::Object& source);
   // Why applying `objects` under `apply` must not go ahead ("" when it may): another GitSource
   // has the same applyset, or the prune would delete objects outside the source's namespace.
@@ -99,9 +113,12 @@ class GitSourceReconciler final : public Reconciler {
   std::atomic<int64_t> failed_{0};
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, double> last_success_;  // Guarded by mu_.
+  GitFetchPool fetches_;  // last: its threads stop before the members they use go
 };
 
 // The git cache key of a GitSource: "<namespace>_<name>" (both DNS labels, so unambiguous).
-std::string GitCacheKey(const api::ObjectKey& key);
+// kInvalidArgument when either is not a DNS label (the store is not trusted to hold only
+// validated names); GitClient checks the key once more before it touches the disk.
+api::StatusOr<std::string> GitCacheKey(const api::ObjectKey& key);
 
 }  // namespace sbx::controller

@@ -3,6 +3,9 @@
 #include <utility>
 #include <vector>
 
+#include "api/resources.h"
+#include "api/validation.h"
+
 namespace sbx::controller {
 
 using api::OkStatus;
@@ -26,7 +29,8 @@ std::string Counted(int64_t n, std::string_view one, std::string_view many) {
   return WithThousands(n) + " " + std::string(n == 1 ? one : many);
 }
 
-// Counts what passes through; forwards to `next` when given.
+// Counts what passes through, refusing a record whose object names are not DNS labels; forwards
+// to `next` when given.
 class CountingSink final : public StoreSink {
  public:
   explicit CountingSink(StoreSink* next) : next_(next) {}
@@ -38,24 +42,29 @@ class CountingSink final : public StoreSink {
   }
   Status PutObject(const StoredObject& object) override {
     ++counts_.objects;
+    RETURN_IF_ERROR(CheckImportedKey(api::KeyOf(object.object), "object"));
     return next_ != nullptr ? next_->PutObject(object) : OkStatus();
   }
   Status PutInventory(const Store::InventoryRecord& record) override {
     ++counts_.inventory;
+    RETURN_IF_ERROR(CheckImportedKey(record.owner, "the owner of inventory record"));
     return next_ != nullptr ? next_->PutInventory(record) : OkStatus();
   }
   Status PutEvent(const Store::Event& event) override {
     ++counts_.events;
+    RETURN_IF_ERROR(CheckImportedKey(event.involved, "the object of an event"));
     return next_ != nullptr ? next_->PutEvent(event) : OkStatus();
   }
   Status PutTaskLog(const StoredTaskLog& log) override {
     ++counts_.task_logs;
     counts_.task_log_lines += static_cast<int64_t>(log.entries.size());
+    RETURN_IF_ERROR(CheckImportedKey(log.task, "the task of a task log"));
     return next_ != nullptr ? next_->PutTaskLog(log) : OkStatus();
   }
   Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
                      const Store::Artifact& artifact) override {
     ++counts_.artifacts;
+    RETURN_IF_ERROR(CheckImportedKey(task, "the task of an artifact"));
     return next_ != nullptr ? next_->PutArtifact(task, task_uid, artifact) : OkStatus();
   }
 
@@ -171,6 +180,25 @@ Status CheckImportedObject(std::string_view database, const StoredObject& stored
   }
   return api::InvalidArgumentError("importing into database " + std::string(database) + ": " +
                                    api::KeyOf(stored.object).ToString() + " has no " + missing);
+}
+
+Status CheckImportedKey(const ObjectKey& key, std::string_view what) {
+  // Names reach file paths (the git cache) and URLs: a store is not trusted to hold only what
+  // the validator let in (#24).
+  for (const auto& [field, value] :
+       {std::pair<std::string_view, const std::string&>{"namespace", key.namespace_},
+        std::pair<std::string_view, const std::string&>{"name", key.name}}) {
+    if (std::string problem = api::ValidateDnsLabel(value); !problem.empty()) {
+      std::string shown = value.substr(0, 80);
+      for (char& c : shown) {
+        c = (c < 0x20 || c == 0x7f) ? '?' : c;  // one line, whatever the source holds
+      }
+      return api::InvalidArgumentError(
+          std::string(what) + " " + std::string(api::KindName(key.kind)) + " has " +
+          std::string(field) + " \"" + shown + "\": " + problem + "; nothing was copied");
+    }
+  }
+  return OkStatus();
 }
 
 Status CheckImportedArtifact(const ObjectKey& task, const Store::Artifact& artifact) {

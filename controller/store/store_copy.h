@@ -104,6 +104,10 @@ Status CheckEmptyForImport(std::string_view database, const CopyCounts& held);
 // kInvalidArgument naming the object if it lacks what its identity needs (uid, a positive
 // resourceVersion and generation, creationTimestamp).
 Status CheckImportedObject(std::string_view database, const StoredObject& object);
+// kInvalidArgument naming `what` unless the namespace and name of `key` are DNS labels. Every
+// record CopyStore and CountStore pass through is checked, so a migrate refuses a source with
+// a name like "../../etc/x" (#24).
+Status CheckImportedKey(const ObjectKey& key, std::string_view what);
 // kInvalidArgument unless `artifact.bytes` is the size of its content.
 Status CheckImportedArtifact(const ObjectKey& task, const Store::Artifact& artifact);
 

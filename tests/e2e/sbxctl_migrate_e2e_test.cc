@@ -227,6 +227,27 @@ TEST_F(SbxctlMigrateTest, RefusesASourceThatIsNotAnSbxStoreAndLeavesItUntouched)
   }
 }
 
+// #24: names reach file paths (the git cache) in the destination's sbxd, and a store is not
+// trusted to hold only validated ones: a source with a name that is not a DNS label is refused
+// whole, before the destination exists, naming the record.
+TEST_F(SbxctlMigrateTest, RefusesASourceWithANameThatIsNotADnsLabelAndCreatesNothing) {
+  ASSERT_NO_FATAL_FAILURE(Populate());
+  ASSERT_EQ(std::system(("sqlite3 " + db_.string() +
+                         " \"UPDATE objects SET namespace = '../../etc' WHERE name = 'sb-b'\"")
+                            .c_str()),
+            0);
+  const fs::path target = dir_ / "new.db";
+  const Result r = Run({"migrate", "--from", db_.string(), "--to", target.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("namespace \"../../etc\"")) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("nothing was copied")) << r.err;
+  EXPECT_FALSE(fs::exists(target));
+  const Result dry = Run({"migrate", "--from", db_.string(), "--to", target.string(), "--dry-run"});
+  EXPECT_EQ(dry.exit_code, 1);
+  EXPECT_FALSE(fs::exists(target));
+}
+
 TEST_F(SbxctlMigrateTest, RefusesAMissingSourceOrTheSameStoreTwice) {
   const Result missing =
       Run({"migrate", "--from", (dir_ / "typo.db").string(), "--to", (dir_ / "x.db").string()});

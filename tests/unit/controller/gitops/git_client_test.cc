@@ -99,9 +99,10 @@ class FakeRunner final : public ProcessRunner {
       r.out = "100644 blob " + std::string(40, 'a') + "      5\tdeploy/a.yaml";
       r.out.push_back('\0');
       r.truncated = truncate_listing;
-    } else if (std::find(spec.argv.begin(), spec.argv.end(), "cat-file") != spec.argv.end()) {
-      const bool type = std::find(spec.argv.begin(), spec.argv.end(), "-t") != spec.argv.end();
-      r.out = type ? "tree\n" : "a: 1\n";
+    } else if (std::find(spec.argv.begin(), spec.argv.end(), "-t") != spec.argv.end()) {
+      r.out = "tree\n";
+    } else if (std::find(spec.argv.begin(), spec.argv.end(), "--batch") != spec.argv.end()) {
+      r.out = std::string(40, 'a') + " blob 5\na: 1\n\n";
     }
     return r;
   }
@@ -244,6 +245,54 @@ TEST(GitClientTest, FileUrlsNeedTheOperatorsConsent) {
   EXPECT_TRUE(runner.specs.empty());
 }
 
+// #24: the key comes from store values. One that is not a single file name of [a-z0-9_-] in
+// the cache directory is refused by every method before git runs or the disk is touched: a ".."
+// namespace once made a finalizer delete a real repository's .git.
+TEST(GitClientTest, AKeyThatIsNotOneFileNameInTheCacheTouchesNothing) {
+  TempDir dir;
+  fs::create_directories(dir.path() / "cache");
+  fs::create_directories(dir.path() / "victim.git");
+  std::ofstream(dir.path() / "victim.git" / "HEAD") << "ref: refs/heads/main\n";
+  FakeRunner runner;
+  GitClient git(runner, Options(dir.path() / "cache"));
+  api::GitRef ref;
+  ref.branch = "main";
+  for (const std::string& key :
+       std::vector<std::string>{"../victim", "..", "./x", "a/b", "", "_x", "-x", "Upper", "a.b",
+                                std::string("a\0b", 3), std::string(201, 'a')}) {
+    EXPECT_EQ(git.Fetch(key, "https://example.com/r.git", ref, {}, {}).status().code(),
+              api::StatusCode::kInvalidArgument)
+        << key;
+    EXPECT_EQ(git.ReadFiles(key, std::string(40, 'f'), "", 1024, {}).status().code(),
+              api::StatusCode::kInvalidArgument)
+        << key;
+    EXPECT_EQ(git.Remove(key).code(), api::StatusCode::kInvalidArgument) << key;
+  }
+  EXPECT_TRUE(runner.specs.empty());
+  EXPECT_TRUE(fs::exists(dir.path() / "victim.git" / "HEAD"));
+  EXPECT_TRUE(fs::is_empty(dir.path() / "cache"));
+  // The key the reconciler makes is accepted.
+  EXPECT_TRUE(git.Fetch("team-a_deploy", "https://example.com/r.git", ref, {}, {}).ok());
+  EXPECT_TRUE(git.Remove("team-a_deploy").ok());
+}
+
+// stdin is fed while the child writes (1 MiB through `cat`, both ways at once: no deadlock),
+// and a child that exits without reading it is no SIGPIPE for sbxd.
+TEST(PosixProcessRunnerTest, FeedsInputToStdinAndSurvivesAChildThatIgnoresIt) {
+  PosixProcessRunner runner;
+  ProcessSpec spec = Spec({"cat"}, {"PATH=/usr/bin:/bin"});
+  spec.input = std::string(size_t{1} << 20, 'x') + "end";
+  spec.max_output_bytes = size_t{2} << 20;
+  api::StatusOr<ProcessResult> r = runner.Run(spec, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->out, spec.input);
+  ProcessSpec ignores = Spec({"true"}, {"PATH=/usr/bin:/bin"});
+  ignores.input = std::string(size_t{4} << 20, 'y');
+  r = runner.Run(ignores, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 0);
+}
+
 TEST(PosixProcessRunnerTest, PassesExactlyTheGivenEnvironment) {
   PosixProcessRunner runner;
   api::StatusOr<ProcessResult> r =
@@ -311,6 +360,45 @@ class RealGitTest : public ::testing::Test {
   TempDir dir_;
   PosixProcessRunner runner_;
 };
+
+// #24: the files of a commit are read in one `git cat-file --batch`, not one process a file (a
+// 100k-file commit cost minutes a sync): 2,000 manifests take three git processes.
+TEST_F(RealGitTest, ReadsTheFilesOfACommitInOneBatch) {
+  fs::create_directories(dir_.path() / "work");
+  Git({"init", "--quiet", "--initial-branch=main"});
+  for (int i = 0; i < 2000; ++i) {
+    Write("deploy/f" + std::to_string(i) + ".yaml", "n: " + std::to_string(i) + "\n");
+  }
+  Git({"add", "--all"});
+  Git({"commit", "--quiet", "-m", "many"});
+  class Counting final : public ProcessRunner {
+   public:
+    explicit Counting(ProcessRunner& inner) : inner_(inner) {}
+    api::StatusOr<ProcessResult> Run(const ProcessSpec& spec, std::stop_token stop) override {
+      ++runs;
+      return inner_.Run(spec, stop);
+    }
+    int runs = 0;
+
+   private:
+    ProcessRunner& inner_;
+  } counting(runner_);
+  GitClient git(counting, Options(dir_.path() / "cache", /*allow_file_urls=*/true));
+  api::GitRef ref;
+  ref.branch = "main";
+  api::StatusOr<std::string> commit =
+      git.Fetch("ns_a", "file://" + (dir_.path() / "work").string(), ref, {}, {});
+  ASSERT_TRUE(commit.ok()) << commit.status();
+  counting.runs = 0;
+  api::StatusOr<std::vector<GitFile>> files = git.ReadFiles("ns_a", *commit, "deploy", 1024, {});
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ(files->size(), 2000u);
+  EXPECT_LE(counting.runs, 3);
+  for (const GitFile& f : *files) {
+    const std::string n = f.path.substr(8, f.path.size() - 8 - 5);  // deploy/fN.yaml
+    EXPECT_EQ(f.content, "n: " + n + "\n") << f.path;
+  }
+}
 
 TEST_F(RealGitTest, ReadsManifestsOfTheCommitTreeSkippingSymlinksAndRefusingLargeFiles) {
   fs::create_directories(dir_.path() / "work");

@@ -7,14 +7,21 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "api/defaults.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
+#include "tests/fakes/recording_enqueuer.h"
 #include "tests/support/fake_clock.h"
+#include "tests/support/poll.h"
 
 namespace sbx::controller {
 namespace {
@@ -26,17 +33,27 @@ using namespace std::chrono_literals;
 
 const api::ObjectKey kSource{api::Kind::kGitSource, "default", "apps"};
 
-// git as the reconciler uses it: fetch, rev-parse, cat-file -t, ls-tree, cat-file blob.
+// git as the reconciler uses it: fetch, rev-parse, cat-file -t, ls-tree, cat-file --batch.
 class ScriptedGit final : public gitops::ProcessRunner {
  public:
   api::StatusOr<gitops::ProcessResult> Run(const gitops::ProcessSpec& spec,
-                                           std::stop_token) override {
+                                           std::stop_token stop) override {
     const auto has = [&](std::string_view word) {
       return std::find(spec.argv.begin(), spec.argv.end(), word) != spec.argv.end();
     };
     gitops::ProcessResult r;
     if (has("fetch")) {
       ++fetches;
+      std::unique_lock lock(mu_);
+      if (hold_) {
+        // A repository that does not answer: until released, stopped, or 10 s.
+        holding_ = true;
+        cv_.wait_for(lock, stop, std::chrono::seconds(10), [&] { return !hold_; });
+        holding_ = false;
+        if (stop.stop_requested()) {
+          return api::CancelledError("git fetch stopped");
+        }
+      }
       if (!fetch_error.empty()) {
         r.exit_code = 128;
         r.err = fetch_error;
@@ -51,18 +68,45 @@ class ScriptedGit final : public gitops::ProcessRunner {
         r.out += "100644 blob oid" + std::to_string(i++) + " " + std::to_string(content.size()) +
                  "\t" + path + '\0';
       }
-    } else if (has("blob")) {
-      const std::string oid = spec.argv.back();
-      auto it = files.begin();
-      std::advance(it, std::stoi(oid.substr(3)));
-      r.out = it->second;
+    } else if (has("--batch")) {
+      // One line of input an object: "<oid> blob <size>\n<content>\n".
+      for (size_t at = 0; at < spec.input.size();) {
+        const size_t nl = spec.input.find('\n', at);
+        const std::string oid = spec.input.substr(at, nl - at);
+        at = nl + 1;
+        auto it = files.begin();
+        std::advance(it, std::stoi(oid.substr(3)));
+        r.out += oid + " blob " + std::to_string(it->second.size()) + "\n" + it->second + "\n";
+      }
     }
     return r;
   }
+  void Hold() {
+    std::lock_guard lock(mu_);
+    hold_ = true;
+  }
+  void Release() {
+    {
+      std::lock_guard lock(mu_);
+      hold_ = false;
+    }
+    cv_.notify_all();
+  }
+  bool holding() {
+    std::lock_guard lock(mu_);
+    return holding_;
+  }
+
   std::string commit = std::string(40, '1');
   std::map<std::string, std::string> files;
   std::string fetch_error;
-  int fetches = 0;
+  std::atomic<int> fetches{0};
+
+ private:
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  bool hold_ = false;     // Guarded by mu_.
+  bool holding_ = false;  // Guarded by mu_.
 };
 
 std::string Workspace(const std::string& name, const std::string& version,
@@ -274,6 +318,100 @@ TEST_F(GitSourceReconcilerTest, DeletionPrunesOnlyWithPrune) {
   auto alpha = store_->Get({api::Kind::kWorkspace, "default", "alpha"});
   EXPECT_TRUE(!alpha.ok() || !alpha->metadata.deletion_timestamp.empty())
       << "prune: true left alpha in place";
+}
+
+// #24 item 5: a fetch runs on the pool's threads, never a reconcile worker. A repository that does
+// not answer leaves the reconcile free at once; the pool wakes the GitSource when the fetch ends,
+// and that pass applies the commit. Deleting the GitSource meanwhile stops the fetch first.
+TEST_F(GitSourceReconcilerTest, AFetchThatDoesNotAnswerHoldsNoReconcileWorker) {
+  sbx::testing::RecordingEnqueuer enqueuer;
+  GitSourceReconcilerOptions options;
+  options.enqueuer = &enqueuer;
+  reconciler_ = std::make_unique<GitSourceReconciler>(*store_, clouds_, *git_, clock_, options);
+  runner_.files = {{"deploy/a.yaml", Workspace("alpha", "1")}};
+  runner_.Hold();
+  ApplySource(/*prune=*/true);
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_TRUE(sbx::testing::PollUntil([&] { return runner_.holding(); },
+                                      sbx::testing::In(std::chrono::seconds(5))));
+  ASSERT_TRUE(Reconcile().ok());  // again, while it hangs: no second fetch
+  EXPECT_TRUE(runner_.holding()) << "a reconcile waited for the fetch";
+  EXPECT_EQ(runner_.fetches.load(), 1);
+  EXPECT_EQ(Version("alpha"), "<absent>");
+
+  runner_.Release();
+  ASSERT_TRUE(sbx::testing::PollUntil([&] { return enqueuer.Count("apps") >= 1; },
+                                      sbx::testing::In(std::chrono::seconds(10))));
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Version("alpha"), "1");
+  EXPECT_EQ(Ready().reason, "Applied");
+
+  // A spec change fetches again; the GitSource is deleted while that fetch hangs.
+  runner_.Hold();
+  ApplySource(/*prune=*/true, [](api::GitSourceSpec& spec) { spec.path = "deploy/"; });
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_TRUE(sbx::testing::PollUntil([&] { return runner_.holding(); },
+                                      sbx::testing::In(std::chrono::seconds(5))));
+  ASSERT_TRUE(store_->Delete(kSource).ok());
+  ASSERT_TRUE(Reconcile().ok());  // the finalizer stops the fetch before the cache goes
+  EXPECT_FALSE(runner_.holding());
+  EXPECT_EQ(store_->Get(kSource).status().code(), api::StatusCode::kNotFound);
+}
+
+// A spec changed while a fetch of the old one ran: that outcome is dropped and the new spec is
+// fetched at once, not an interval later.
+TEST_F(GitSourceReconcilerTest, ASpecChangedWhileItsFetchRanIsFetchedAgainAtOnce) {
+  sbx::testing::RecordingEnqueuer enqueuer;
+  GitSourceReconcilerOptions options;
+  options.enqueuer = &enqueuer;
+  reconciler_ = std::make_unique<GitSourceReconciler>(*store_, clouds_, *git_, clock_, options);
+  const auto woken = [&] {
+    return sbx::testing::PollUntil([&] { return !enqueuer.Take().empty(); },
+                                   sbx::testing::In(std::chrono::seconds(10)));
+  };
+  runner_.files = {{"deploy/a.yaml", Workspace("alpha", "1")}};
+  ApplySource(/*prune=*/true);
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_TRUE(woken());
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_EQ(Version("alpha"), "1");
+
+  runner_.Hold();
+  ApplySource(/*prune=*/true, [](api::GitSourceSpec& spec) { spec.path = "deploy/"; });
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_TRUE(sbx::testing::PollUntil([&] { return runner_.holding(); },
+                                      sbx::testing::In(std::chrono::seconds(5))));
+  runner_.files = {{"deploy/a.yaml", Workspace("alpha", "2")}};
+  ApplySource(/*prune=*/true, [](api::GitSourceSpec& spec) { spec.path = "./deploy"; });
+  ASSERT_TRUE(Reconcile().ok());  // the old spec's fetch still runs
+  runner_.Release();
+  ASSERT_TRUE(woken());
+  ASSERT_TRUE(Reconcile().ok());  // its outcome is stale: the new spec is fetched now
+  ASSERT_TRUE(woken());
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(runner_.fetches.load(), 3);
+  EXPECT_EQ(Version("alpha"), "2");
+  EXPECT_EQ(Source().git_source_status().observed_generation, Source().metadata.generation);
+}
+
+// #24: the cache key is made from store values, checked at every use: a name that is not a DNS
+// label makes no key (and GitClient refuses any key that is not one file name in its cache).
+TEST(GitCacheKeyTest, IsMadeOnlyFromDnsLabels) {
+  api::StatusOr<std::string> key = GitCacheKey({api::Kind::kGitSource, "team-a", "deploy"});
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(*key, "team-a_deploy");
+  for (const auto& [ns, name] :
+       std::vector<std::pair<std::string, std::string>>{{"..", "x"},
+                                                        {"../../home/op/repo", "x"},
+                                                        {"default", "../x"},
+                                                        {"", "x"},
+                                                        {"default", ""},
+                                                        {"a/b", "x"},
+                                                        {"Default", "x"}}) {
+    EXPECT_EQ(GitCacheKey({api::Kind::kGitSource, ns, name}).status().code(),
+              api::StatusCode::kInvalidArgument)
+        << ns << "/" << name;
+  }
 }
 
 }  // namespace
