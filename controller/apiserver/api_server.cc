@@ -301,6 +301,13 @@ class ApiServer::Impl {
 
   size_t active_watches() const { return watches_.load(); }
 
+  std::optional<HttpResponse> CheckHead(const HttpRequest& head) const {
+    if (Authenticate(head)) {
+      return std::nullopt;
+    }
+    return Unauthenticated();
+  }
+
   void Handle(HttpExchange& x) {
     const HttpRequest& req = x.request();
     // /apis/sbx.dev/v1alpha1/...
@@ -312,11 +319,7 @@ class ApiServer::Impl {
     }
     const std::optional<Caller> caller = Authenticate(req);
     if (!caller) {
-      HttpResponse r = ErrorReply(api::UnauthenticatedError(
-          "a bearer token is required (Authorization: Bearer TOKEN), and this one is not "
-          "known"));
-      r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"sbx\"");
-      x.Respond(r);
+      x.Respond(Unauthenticated());
       return;
     }
     const std::vector<std::string> rest(seg.begin() + 3, seg.end());
@@ -324,6 +327,13 @@ class ApiServer::Impl {
   }
 
  private:
+  static HttpResponse Unauthenticated() {
+    HttpResponse r = ErrorReply(api::UnauthenticatedError(
+        "a bearer token is required (Authorization: Bearer TOKEN), and this one is not known"));
+    r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"sbx\"");
+    return r;
+  }
+
   std::optional<Caller> Authenticate(const HttpRequest& req) const {
     const std::string header = req.Header("authorization");
     constexpr std::string_view kBearer = "Bearer ";
@@ -1052,6 +1062,9 @@ ApiServer::~ApiServer() { Stop(); }
 api::Status ApiServer::Start() { return impl_->Start(); }
 void ApiServer::Stop() { impl_->Stop(); }
 void ApiServer::Handle(HttpExchange& exchange) { impl_->Handle(exchange); }
+std::optional<HttpResponse> ApiServer::CheckHead(const HttpRequest& head) const {
+  return impl_->CheckHead(head);
+}
 size_t ApiServer::active_watches() const { return impl_->active_watches(); }
 
 }  // namespace sbx::controller::apiserver

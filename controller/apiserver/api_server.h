@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "api/validation.h"
@@ -67,6 +68,9 @@ class ApiServer {
 
   // The HttpHandler.
   void Handle(HttpExchange& exchange);
+  // The HttpHeadCheck: 401 unless the head carries a known bearer token, so that no body of an
+  // anonymous client is read (#24). Handle checks the token again.
+  std::optional<HttpResponse> CheckHead(const HttpRequest& head) const;
 
   size_t active_watches() const;
 

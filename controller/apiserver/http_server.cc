@@ -96,7 +96,6 @@ HttpRequest ToRequest(const http::request<http::string_body>& req, std::string r
     out.headers[api::Lower(std::string_view(name.data(), name.size()))] =
         std::string(value.data(), value.size());
   }
-  out.body = req.body();
   out.remote = std::move(remote);
   return out;
 }
@@ -110,6 +109,11 @@ struct ConnState {
   std::atomic<bool> done{false};
   // When the connection began waiting for a request's bytes; 0 while not reading.
   std::atomic<int64_t> reading_since_ms{0};
+  // Accepted at; a request admitted by check_head (from then on it is authenticated); closed to
+  // make room for a newer unauthenticated connection.
+  int64_t accepted_ms = 0;
+  std::atomic<bool> admitted{false};
+  std::atomic<bool> evicted{false};
 
   void ShutdownIfOpen() {
     std::lock_guard lock(mu);
@@ -438,13 +442,16 @@ class HttpServer::Impl {
       if (stopped_) {
         return;
       }
-      if (conns_.size() >= options_.max_connections) {
+      // Connections already evicted are on their way out: they do not count.
+      if (EvictOldestUnauthenticatedIfFullLocked() >= options_.max_connections) {
         // Over the bound: a plain-text 503 would be garbage to a TLS client; just close.
         socket.close(ec);
         continue;
       }
       auto state = std::make_shared<ConnState>();
       state->fd = socket.native_handle();
+      state->accepted_ms = NowMs();
+      state->admitted = !options_.check_head;
       auto& conn = conns_.emplace_back();
       conn.state = state;
       conn.thread = std::jthread([this, s = std::move(socket), state, remote]() mutable {
@@ -480,6 +487,36 @@ class HttpServer::Impl {
     state.closed = true;
   }
 
+  // A new connection is unauthenticated. When those are at their bound, the oldest of them is
+  // closed: a client that sends its head at once is then never starved by silent peers, which
+  // would have to open connections faster than it sends a head. Returns how many connections
+  // stay open (neither done nor evicted).
+  size_t EvictOldestUnauthenticatedIfFullLocked() {
+    size_t open = 0;
+    size_t unauthenticated = 0;
+    ConnState* oldest = nullptr;
+    for (auto& c : conns_) {
+      ConnState& st = *c.state;
+      if (st.done.load() || st.evicted.load()) {
+        continue;
+      }
+      ++open;
+      if (st.admitted.load()) {
+        continue;
+      }
+      ++unauthenticated;
+      if (oldest == nullptr || st.accepted_ms < oldest->accepted_ms) {
+        oldest = &st;
+      }
+    }
+    if (oldest != nullptr && unauthenticated >= options_.max_unauthenticated_connections) {
+      oldest->evicted = true;
+      oldest->ShutdownIfOpen();
+      --open;
+    }
+    return open;
+  }
+
   void ReapLocked() {
     for (auto it = conns_.begin(); it != conns_.end();) {
       if (it->state->done.load()) {
@@ -491,10 +528,14 @@ class HttpServer::Impl {
   }
 
   // Closes connections that have been waiting for a request's bytes (or a TLS handshake) for
-  // longer than read_timeout: a silent client must not hold a thread forever.
+  // longer than read_timeout, and those with no request admitted unauthenticated_timeout after
+  // their accept: a silent or trickling client must not hold a thread.
   void Janitor(std::stop_token stop) {
     const int64_t limit_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(options_.read_timeout).count();
+    const int64_t unauthenticated_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_.unauthenticated_timeout)
+            .count();
     std::unique_lock lock(janitor_mu_);
     while (!stop.stop_requested()) {
       janitor_cv_.wait_for(lock, stop, std::chrono::milliseconds(500), [] { return false; });
@@ -502,7 +543,8 @@ class HttpServer::Impl {
       std::lock_guard conns_lock(mu_);
       for (auto& c : conns_) {
         const int64_t since = c.state->reading_since_ms.load();
-        if (since != 0 && now - since > limit_ms) {
+        if ((since != 0 && now - since > limit_ms) ||
+            (!c.state->admitted.load() && now - c.state->accepted_ms > unauthenticated_ms)) {
           c.state->ShutdownIfOpen();
         }
       }
@@ -531,6 +573,27 @@ class HttpServer::Impl {
     state.reading_since_ms = 0;
   }
 
+  // Answers `res` with "Connection: close", then drains what the client still sends.
+  template <class Stream>
+  static void RefuseAndClose(Stream& stream, ConnState& state, const HttpResponse& r) {
+    http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
+    res.set(http::field::server, "sbxd");
+    if (!r.content_type.empty()) {
+      res.set(http::field::content_type, r.content_type);
+    }
+    for (const auto& [k, v] : r.headers) {
+      res.set(k, v);
+    }
+    res.body() = r.body;
+    res.keep_alive(false);
+    res.prepare_payload();
+    beast::error_code ec;
+    http::write(stream, res, ec);
+    if (!ec) {
+      DrainBeforeClose(stream, state);
+    }
+  }
+
   template <class Stream>
   void Serve(Stream& stream, ConnState& state, const std::string& remote) {
     beast::flat_buffer buffer;
@@ -541,7 +604,18 @@ class HttpServer::Impl {
       parser.body_limit(options_.max_body_bytes);
       state.reading_since_ms = NowMs();
       http::read_header(stream, buffer, parser, ec);
+      // The head, before any of the body is read: admitted or answered here (#24).
+      std::optional<HttpRequest> request;
       if (!ec) {
+        request = ToRequest(parser.get(), remote);
+        if (options_.check_head) {
+          if (std::optional<HttpResponse> refused = options_.check_head(*request)) {
+            state.reading_since_ms = 0;
+            RefuseAndClose(stream, state, *refused);
+            return;
+          }
+          state.admitted = true;
+        }
         const auto expect = parser.get()[http::field::expect];
         if (beast::iequals(expect, "100-continue")) {
           http::response<http::empty_body> cont{http::status::continue_, parser.get().version()};
@@ -554,29 +628,25 @@ class HttpServer::Impl {
       state.reading_since_ms = 0;
       if (ec) {
         if (ec == http::error::body_limit) {
-          http::response<http::string_body> res{http::status::payload_too_large, 11};
-          res.set(http::field::content_type, "application/json");
-          res.body() = JsonError(
-              413, "RequestEntityTooLarge",
-              "request body larger than " + std::to_string(options_.max_body_bytes) + " bytes");
-          res.keep_alive(false);
-          res.prepare_payload();
-          http::write(stream, res, ec);
-          DrainBeforeClose(stream, state);
+          RefuseAndClose(stream, state,
+                         {413,
+                          "application/json",
+                          {},
+                          JsonError(413, "RequestEntityTooLarge",
+                                    "request body larger than " +
+                                        std::to_string(options_.max_body_bytes) + " bytes")});
         } else if (ec == http::error::header_limit) {
-          http::response<http::string_body> res{http::status::request_header_fields_too_large, 11};
-          res.set(http::field::content_type, "application/json");
-          res.body() = JsonError(431, "RequestHeaderFieldsTooLarge", "request head too large");
-          res.keep_alive(false);
-          res.prepare_payload();
-          http::write(stream, res, ec);
-          DrainBeforeClose(stream, state);
+          RefuseAndClose(stream, state,
+                         {431,
+                          "application/json",
+                          {},
+                          JsonError(431, "RequestHeaderFieldsTooLarge", "request head too large")});
         }
         return;
       }
-      const auto& req = parser.get();
-      const HttpRequest request = ToRequest(req, remote);
-      BeastExchange<Stream> exchange(stream, state.fd, request, req.version(), req.keep_alive());
+      auto& req = parser.get();
+      request->body = std::move(req.body());  // moved, not copied
+      BeastExchange<Stream> exchange(stream, state.fd, *request, req.version(), req.keep_alive());
       try {
         handler_(exchange);
       } catch (const std::exception&) {

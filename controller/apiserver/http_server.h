@@ -10,8 +10,12 @@
 // Bounds (HttpServerOptions): the request head (8 KiB) and body (max_body_bytes; 413 with a JSON
 // error above it, answered as soon as the head announces it; the rest of the body is read and
 // dropped before the close, so the client reads the answer instead of a reset), concurrent
-// connections (max_connections; the next one is answered 503 and closed), and silence while reading
-// a request (read_timeout; the connection is closed). With TLS, the handshake has the same timeout.
+// connections (max_connections; the next one is closed), the time a whole request may take to
+// arrive (read_timeout; the connection is closed). Before any body is read, check_head admits
+// the request or answers it (sbxd: 401 without a known token), so an anonymous client never has
+// a body buffered. Connections with no admitted request yet are bounded apart
+// (max_unauthenticated_connections, the oldest evicted by a new one; unauthenticated_timeout).
+// With TLS, the handshake counts toward those timeouts.
 //
 // Thread-safety: Start/Stop from one owner thread; the handler is called concurrently from
 // connection threads and must be thread-safe. Stop() closes the listener and every open
@@ -25,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -72,13 +77,29 @@ class HttpExchange {
 
 using HttpHandler = std::function<void(HttpExchange&)>;
 
+// Called with a request's head (its body not read yet, `body` empty) before anything else is
+// done with it. A response refuses the request: it is sent with "Connection: close", the body is
+// never buffered (only read and dropped before the close), and the handler is not called.
+// nullopt admits it, and the connection counts as authenticated from then on.
+using HttpHeadCheck = std::function<std::optional<HttpResponse>(const HttpRequest& head)>;
+
 struct HttpServerOptions {
   // PEM files; both empty = plain HTTP. Read once by Start().
   std::string tls_cert_file;
   std::string tls_key_file;
   size_t max_body_bytes = size_t{16} << 20;
   size_t max_connections = 1024;
+  // A request (head and body, and the idle wait before it) must have arrived within this, or
+  // the connection is closed: a deadline for the whole request, not for each read.
   std::chrono::seconds read_timeout{60};
+  // Admission from the head (sbxd: the bearer token). Empty: every request is admitted.
+  HttpHeadCheck check_head;
+  // Connections that have not yet had a request admitted by check_head are bounded apart from
+  // max_connections: at most this many at once (a new one evicts the oldest of them), and each
+  // must have its first head admitted within unauthenticated_timeout. So silent or slow
+  // anonymous peers cannot take the connections that clients with a token need (#24).
+  size_t max_unauthenticated_connections = 128;
+  std::chrono::seconds unauthenticated_timeout{10};
 };
 
 class HttpServer {

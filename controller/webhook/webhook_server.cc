@@ -1,5 +1,6 @@
 #include "controller/webhook/webhook_server.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -59,6 +60,53 @@ api::StatusOr<HostPort> ParseAddr(const std::string& addr) {
   }
   return HostPort{host, port};
 }
+
+using SteadyClock = std::chrono::steady_clock;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             SteadyClock::now().time_since_epoch())
+      .count();
+}
+
+// The socket as Beast reads a request from it, against one deadline for the whole request: each
+// read waits for bytes only until the deadline, so a peer that trickles a byte at a time cannot
+// stretch a request past it (a per-read timeout such as SO_RCVTIMEO bounds each read, not the
+// request; #24). Writes go to the socket itself.
+class DeadlineReader {
+ public:
+  using executor_type = tcp::socket::executor_type;
+
+  DeadlineReader(tcp::socket& socket, SteadyClock::time_point deadline)
+      : socket_(socket), deadline_(deadline) {}
+
+  executor_type get_executor() { return socket_.get_executor(); }
+
+  template <class MutableBuffers>
+  size_t read_some(const MutableBuffers& buffers, beast::error_code& ec) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - SteadyClock::now());
+    pollfd p{socket_.native_handle(), POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+      ec = asio::error::timed_out;
+      return 0;
+    }
+    return socket_.read_some(buffers, ec);
+  }
+  template <class MutableBuffers>
+  size_t read_some(const MutableBuffers& buffers) {
+    beast::error_code ec;
+    const size_t n = read_some(buffers, ec);
+    if (ec) {
+      throw beast::system_error(ec);
+    }
+    return n;
+  }
+
+ private:
+  tcp::socket& socket_;
+  SteadyClock::time_point deadline_;
+};
 
 void Reply(tcp::socket& socket, unsigned version, bool keep_alive, const WebhookResponse& r,
            beast::error_code& ec) {
@@ -143,6 +191,9 @@ class WebhookServer::Impl {
     bool closed = false;  // Guarded by mu.
     int fd = -1;
     std::atomic<bool> done{false};
+    // When the connection began waiting for its current request; 0 while it is being handled.
+    std::atomic<int64_t> reading_since_ms{0};
+    std::atomic<bool> evicted{false};
   };
   struct Connection {
     std::shared_ptr<ConnState> state;
@@ -160,27 +211,28 @@ class WebhookServer::Impl {
         }
         continue;
       }
-      // A silent peer is dropped: reads fail after the timeout.
+      // Reads have a deadline per request (DeadlineReader); a peer that reads nothing of our
+      // answer is dropped after read_timeout.
       const auto ms = options_.read_timeout.count();
       timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
-      ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
       ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
       std::lock_guard lock(mu_);
       Reap();
       if (stopped_) {
         return;
       }
-      if (static_cast<int>(conns_.size()) >= options_.max_connections) {
+      if (!EvictOldestReaderIfFull()) {
         beast::error_code ignored;
         socket.close(ignored);
         continue;
       }
       auto state = std::make_shared<ConnState>();
       state->fd = socket.native_handle();
+      state->reading_since_ms = NowMs();
       auto& conn = conns_.emplace_back();
       conn.state = state;
       conn.thread = std::jthread([this, s = std::move(socket), state]() mutable {
-        Serve(s);
+        Serve(s, *state);
         {
           std::lock_guard conn_lock(state->mu);
           beast::error_code ignored;
@@ -191,6 +243,38 @@ class WebhookServer::Impl {
         state->done.store(true);
       });
     }
+  }
+
+  // mu_ held. True when there is room for one more connection: below max_connections, or after
+  // closing the connection that has waited longest for its request's bytes. So peers that
+  // connect and trickle cannot keep a delivery out: they would have to reconnect faster than a
+  // sender sends a request. False when every connection is being handled.
+  bool EvictOldestReaderIfFull() {
+    int open = 0;
+    ConnState* oldest = nullptr;
+    for (auto& c : conns_) {
+      ConnState& st = *c.state;
+      if (st.done.load() || st.evicted.load()) {
+        continue;
+      }
+      ++open;
+      const int64_t since = st.reading_since_ms.load();
+      if (since != 0 && (oldest == nullptr || since < oldest->reading_since_ms.load())) {
+        oldest = &st;
+      }
+    }
+    if (open < options_.max_connections) {
+      return true;
+    }
+    if (oldest == nullptr) {
+      return false;
+    }
+    std::lock_guard conn_lock(oldest->mu);
+    oldest->evicted = true;
+    if (!oldest->closed) {
+      ::shutdown(oldest->fd, SHUT_RDWR);
+    }
+    return true;
   }
 
   // mu_ held.
@@ -220,22 +304,25 @@ class WebhookServer::Impl {
     constexpr size_t kMaxDrainBytes = size_t{64} << 20;
     beast::error_code ec;
     socket.shutdown(tcp::socket::shutdown_send, ec);
-    const auto deadline = std::chrono::steady_clock::now() + options_.read_timeout;
+    DeadlineReader reader(socket, SteadyClock::now() + options_.read_timeout);
     std::array<char, 16384> scratch{};
     size_t drained = 0;
-    while (!ec && drained < kMaxDrainBytes && std::chrono::steady_clock::now() < deadline) {
-      drained += socket.read_some(asio::buffer(scratch), ec);
+    while (!ec && drained < kMaxDrainBytes) {
+      drained += reader.read_some(asio::buffer(scratch), ec);
     }
   }
 
-  void Serve(tcp::socket& socket) {
+  void Serve(tcp::socket& socket, ConnState& state) {
     beast::flat_buffer buffer;
     while (!stopped_) {
       beast::error_code ec;
       http::request_parser<http::string_body> parser;
       parser.header_limit(kMaxHeaderBytes);
       parser.body_limit(options_.max_body_bytes);
-      http::read_header(socket, buffer, parser, ec);
+      // The whole request, head and body (and the idle wait before it), within read_timeout.
+      state.reading_since_ms = NowMs();
+      DeadlineReader reader(socket, SteadyClock::now() + options_.read_timeout);
+      http::read_header(reader, buffer, parser, ec);
       // A Content-Length over the limit is refused as soon as the header is read.
       bool too_large = ec == http::error::body_limit;
       if (ec && !too_large) {
@@ -259,13 +346,14 @@ class WebhookServer::Impl {
           }
         }
         if (!parser.is_done()) {
-          http::read(socket, buffer, parser, ec);
+          http::read(reader, buffer, parser, ec);
         }
         too_large = ec == http::error::body_limit;
         if (ec && !too_large) {
           return;
         }
       }
+      state.reading_since_ms = 0;
       if (too_large) {
         request.body_too_large = true;
         Reply(socket, version, /*keep_alive=*/false, Call(request), ec);

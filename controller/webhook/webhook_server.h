@@ -5,8 +5,10 @@
 // Bounds, so that an unauthenticated peer cannot make sbxd hold much: a body over
 // `max_body_bytes` is not read — the handler is called with body_too_large (it counts it) and
 // the answer is 413, then the connection closes; headers over 16 KiB close the connection; a
-// peer silent for `read_timeout` is dropped; at most `max_connections` connections at once (the
-// next ones are closed at accept). Keep-alive is honoured.
+// whole request (head and body, and the idle wait before it) must arrive within `read_timeout`,
+// however it trickles, or the connection is dropped; at most `max_connections` connections at
+// once: a new one closes the connection that has waited longest for its request, or is itself
+// closed when all are being handled. Keep-alive is honoured.
 //
 // Thread-safety: Start/Stop from one owning thread; the handler is called concurrently from
 // connection threads and must be thread-safe. Stop() closes the listener and every connection

@@ -30,6 +30,7 @@
 #include "tests/support/http_test_client.h"
 #include "tests/support/poll.h"
 #include "tests/support/process.h"
+#include "tests/support/raw_connection.h"
 
 namespace sbx::controller::apiserver {
 namespace {
@@ -119,6 +120,8 @@ class ApiServerTest : public ::testing::Test {
     if (http_options.max_body_bytes == HttpServerOptions{}.max_body_bytes) {
       http_options.max_body_bytes = 64 * 1024;
     }
+    // As sbxd wires it: the token is checked from the head.
+    http_options.check_head = [this](const HttpRequest& head) { return api_->CheckHead(head); };
     http_ =
         std::make_unique<HttpServer>([this](HttpExchange& x) { api_->Handle(x); }, http_options);
     auto port = http_->Start("127.0.0.1", 0);
@@ -455,6 +458,58 @@ TEST_F(ApiServerTest, RequestBodiesAreBounded) {
     const json body = json::parse(r.body, nullptr, false);
     EXPECT_TRUE(body.is_object() && body.value("reason", "") == "RequestEntityTooLarge") << r.body;
   }
+}
+
+// #24: the token is checked from the head. An anonymous client that announces a body gets its
+// 401 without sending it (the server never waits for, let alone buffers, what it announced),
+// while a client with a token still has its body read.
+TEST_F(ApiServerTest, AnAnonymousRequestIsAnsweredFromItsHeadWithoutItsBodyBeingRead) {
+  sbx::testing::RawConnection anonymous(port_);
+  ASSERT_TRUE(anonymous.ok());
+  ASSERT_TRUE(anonymous.Send("POST " + std::string(kPrefix) +
+                             "/apply HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             "Content-Length: 60000\r\n\r\n"));
+  const std::string answer = anonymous.ReadUntilClosed(std::chrono::seconds(10));
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 401")) << answer;
+  EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
+  EXPECT_TRUE(anonymous.closed()) << "the server waited for a body it would not use";
+
+  sbx::testing::RawConnection editor(port_);
+  const std::string body = ApplyBody("a.yaml", kNewSandbox);
+  ASSERT_TRUE(editor.Send("POST " + std::string(kPrefix) + "/apply HTTP/1.1\r\nHost: x\r\n" +
+                          "Authorization: Bearer " + kEditor +
+                          "\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                          "Content-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body));
+  const std::string applied = editor.ReadUntilClosed(std::chrono::seconds(10));
+  EXPECT_TRUE(applied.starts_with("HTTP/1.1 200")) << applied;
+}
+
+// #24: connections that have shown no token are bounded apart and time out on their own. Silent
+// anonymous peers beyond max_connections cannot lock out a client with a token (the newest
+// evicts the oldest of them), and each is closed unauthenticated_timeout after its accept.
+TEST_F(ApiServerTest, SilentAnonymousConnectionsNeitherLockOutATokenNorStayOpen) {
+  StopServer();
+  HttpServerOptions small;
+  small.max_connections = 8;
+  small.max_unauthenticated_connections = 4;
+  small.unauthenticated_timeout = std::chrono::seconds(1);
+  StartServer(small);
+  std::vector<std::unique_ptr<sbx::testing::RawConnection>> silent;
+  for (int i = 0; i < 20; ++i) {
+    silent.push_back(std::make_unique<sbx::testing::RawConnection>(port_));
+    ASSERT_TRUE(silent.back()->ok());
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Call("GET", std::string(kPrefix) + "/sandboxes", kViewer).status, 200) << i;
+  }
+  // Every silent one is closed, evicted or timed out, well before read_timeout (60 s).
+  for (auto& c : silent) {
+    c->ReadUntilClosed(std::chrono::seconds(10));
+    EXPECT_TRUE(c->closed());
+  }
+  EXPECT_TRUE(
+      PollUntil([&] { return http_->open_connections() == 0; }, In(std::chrono::seconds(5))));
 }
 
 TEST_F(ApiServerTest, ExecRunsInTheSandboxThroughTheServer) {

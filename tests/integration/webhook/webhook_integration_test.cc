@@ -20,6 +20,7 @@
 #include "emulator/openai/openai_emulator.h"
 #include "tests/support/http_test_client.h"
 #include "tests/support/poll.h"
+#include "tests/support/raw_connection.h"
 
 namespace sbx::controller {
 namespace {
@@ -39,7 +40,8 @@ bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds tim
 // A WebhookServer whose handler records every request and answers from a script (then 200).
 class RecordingEndpoint {
  public:
-  RecordingEndpoint() : server_([this](const WebhookRequest& r) { return Record(r); }) {}
+  explicit RecordingEndpoint(WebhookServerOptions options = {})
+      : server_([this](const WebhookRequest& r) { return Record(r); }, options) {}
   ~RecordingEndpoint() { server_.Stop(); }
 
   int Start() {
@@ -101,6 +103,41 @@ TEST(WebhookServerTest, HandsOverLowerCasedHeadersAndTheBodyAndAnswers) {
   EXPECT_FALSE(got.body_too_large);
   // Keep-alive: a second request on the same client works too.
   EXPECT_EQ(client.Call("POST", "/hook", "{}").status, 200);
+}
+
+// #24: a whole request must arrive within read_timeout however it trickles (a per-read timeout
+// let a byte every few seconds hold a connection for ever), and peers that hold every connection
+// cannot keep a delivery out: the newest connection closes the one that has waited longest.
+TEST(WebhookServerTest, TricklingPeersNeitherOutliveTheDeadlineNorKeepADeliveryOut) {
+  WebhookServerOptions options;
+  options.read_timeout = 1s;
+  options.max_connections = 4;
+  RecordingEndpoint endpoint(options);
+  const int port = endpoint.Start();
+  std::vector<std::unique_ptr<sbx::testing::RawConnection>> trickle;
+  for (int i = 0; i < 4; ++i) {
+    trickle.push_back(std::make_unique<sbx::testing::RawConnection>(port));
+    ASSERT_TRUE(
+        trickle.back()->Send("POST /hook HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"));
+  }
+  ASSERT_TRUE(Eventually([&] {
+    HttpTestClient client("http://127.0.0.1:" + std::to_string(port));
+    return client.Call("POST", "/hook", "{}").status == 200;
+  }));
+  // A byte every 100 ms from each (the attacker's pace, not a wait for state): all are closed
+  // well within 4 s, never handed over.
+  const auto start = std::chrono::steady_clock::now();
+  size_t open = trickle.size();
+  while (open > 0 && std::chrono::steady_clock::now() - start < 4s) {
+    open = 0;
+    for (auto& c : trickle) {
+      open += c->Send("x") ? 1 : 0;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(open, 0u) << "trickling peers outlived a 1 s request deadline by 3 s";
+  ASSERT_EQ(endpoint.requests().size(), 1u);
+  EXPECT_EQ(endpoint.requests()[0].body, "{}");
 }
 
 // The body over the limit is never handed over, and the answer reaches the sender every time:
