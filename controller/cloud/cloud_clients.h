@@ -48,10 +48,12 @@ class CloudClients {
   // key goes where they go, never into a sandbox on a host a manifest chose). Held in memory
   // only; kFailedPrecondition naming `field` (or the variable) when it cannot be resolved, with
   // reason "CredentialsMissing" when the controller's key may not be used there.
-  // A secret a manifest names for the executor (spec.executor.env[].valueFrom), under the same
-  // rules as every reference (kInvalidArgument, reason SecretNotAllowed, for a source the
-  // operator did not allow). Held in memory only; scrubbed from whatever sbxd writes.
-  virtual api::StatusOr<std::string> Secret(const api::SecretRef& ref, std::string_view field) = 0;
+  // A secret a manifest of namespace `namespace_` names (spec.executor.env[].valueFrom, a
+  // GitSource's credentials), under the same rules as every reference (kInvalidArgument, reason
+  // SecretNotAllowed, for a source the operator did not allow to that namespace). Held in memory
+  // only; scrubbed from whatever sbxd writes.
+  virtual api::StatusOr<std::string> Secret(const std::string& namespace_,
+                                            const api::SecretRef& ref, std::string_view field) = 0;
 
   virtual api::StatusOr<std::string> ExecutorKey(const std::string& namespace_,
                                                  const std::string& workspace_ref,

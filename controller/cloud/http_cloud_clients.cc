@@ -80,7 +80,7 @@ api::StatusOr<HttpCloudClients::Resolved> HttpCloudClients::Resolve(
     for (const auto& secret : secrets) {
       if (!secret.ref.empty()) {
         ASSIGN_OR_RETURN(secret.value, ResolveSecret(secret.ref, lookup_, where + secret.field,
-                                                     options_.secrets));
+                                                     options_.secrets, namespace_));
       }
     }
     r.controller_credentials =
@@ -216,7 +216,7 @@ api::StatusOr<HttpCloudClients::ResolvedOpenAi> HttpCloudClients::ResolveOpenAi(
     }
     if (!openai.api_key_from.empty()) {
       ASSIGN_OR_RETURN(r.api_key, ResolveSecret(openai.api_key_from, lookup_, where + ".apiKeyFrom",
-                                                options_.secrets));
+                                                options_.secrets, namespace_));
       r.controller_credentials = false;
     } else if (!databricks::SameHost(r.base_url, controller_url)) {
       return api::FailedPreconditionError(
@@ -286,9 +286,11 @@ std::vector<HttpCloudClients::Pacing> HttpCloudClients::PacingRates() {
   return out;
 }
 
-api::StatusOr<std::string> HttpCloudClients::Secret(const api::SecretRef& ref,
+api::StatusOr<std::string> HttpCloudClients::Secret(const std::string& namespace_,
+                                                    const api::SecretRef& ref,
                                                     std::string_view field) {
-  api::StatusOr<std::string> value = ResolveSecret(ref, lookup_, field, options_.secrets);
+  api::StatusOr<std::string> value =
+      ResolveSecret(ref, lookup_, field, options_.secrets, namespace_);
   if (value.ok() && options_.on_secret) {
     options_.on_secret(*value);
   }
@@ -301,7 +303,7 @@ api::StatusOr<std::string> HttpCloudClients::ExecutorKey(const std::string& name
                                                          std::string_view field) {
   api::StatusOr<std::string> key = api::InternalError("unset");
   if (!ref.empty()) {
-    key = ResolveSecret(ref, lookup_, field, options_.secrets);
+    key = ResolveSecret(ref, lookup_, field, options_.secrets, namespace_);
   } else {
     // The controller's executor key goes only where the controller's own credentials go.
     ASSIGN_OR_RETURN(Resolved databricks, Resolve(namespace_, workspace_ref));

@@ -71,7 +71,8 @@ class HttpCloudClients final : public CloudClients {
                                                    const std::string& workspace_ref) override;
   api::StatusOr<openai::AgentsApi*> Agents(const std::string& namespace_,
                                            const std::string& workspace_ref) override;
-  api::StatusOr<std::string> Secret(const api::SecretRef& ref, std::string_view field) override;
+  api::StatusOr<std::string> Secret(const std::string& namespace_, const api::SecretRef& ref,
+                                    std::string_view field) override;
   api::StatusOr<std::string> ExecutorKey(const std::string& namespace_,
                                          const std::string& workspace_ref,
                                          const api::SecretRef& ref,

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -89,8 +90,70 @@ std::string DefaultSecretsDir(const EnvLookup& env) {
   return "/etc/sbx/secrets";
 }
 
+std::optional<SecretScope> ParseSecretScope(std::string_view text) {
+  if (text == "namespace") {
+    return SecretScope::kNamespace;
+  }
+  if (text == "global") {
+    return SecretScope::kGlobal;
+  }
+  return std::nullopt;
+}
+
+std::string NamespaceEnvPrefix(std::string_view env_prefix, std::string_view namespace_) {
+  std::string out(env_prefix);
+  for (const char c : namespace_) {
+    out.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  }
+  out.push_back('_');
+  return out;
+}
+
+api::StatusOr<SecretGrants> ParseSecretGrants(std::string_view path, std::string_view text,
+                                              std::string_view env_prefix) {
+  SecretGrants grants;
+  int line_number = 0;
+  for (size_t start = 0; start <= text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) {
+      end = text.size();
+    }
+    const std::string_view line = Trim(text.substr(start, end - start));
+    start = end + 1;
+    ++line_number;
+    if (line.empty() || line.front() == '#') {
+      continue;
+    }
+    const auto fail = [&](const std::string& problem) {
+      return api::InvalidArgumentError(std::string(path) + ":" + std::to_string(line_number) +
+                                       ": " + problem);
+    };
+    const size_t space = line.find_first_of(" \t");
+    if (space == std::string_view::npos) {
+      return fail("want \"NAMESPACE SOURCE\" (SOURCE: env:NAME or file:NAME)");
+    }
+    const std::string ns(line.substr(0, space));
+    std::string source(Trim(line.substr(space + 1)));
+    if (std::string problem = api::ValidateDnsLabel(ns); !problem.empty()) {
+      return fail("namespace \"" + ns + "\": " + problem);
+    }
+    api::SecretRef ref;
+    if (source.starts_with("file:")) {
+      ref.file = source.substr(5);
+    } else {
+      ref.env = source.starts_with("env:") ? source.substr(4) : source;
+    }
+    if (api::Status allowed = api::ValidateSecretRef("source", ref, env_prefix); !allowed.ok()) {
+      return fail(std::string(allowed.message()));
+    }
+    grants[ns].insert(ref.env.empty() ? "file:" + ref.file : "env:" + ref.env);
+  }
+  return grants;
+}
+
 SecretPolicy SecretPolicyFromEnvironment(const EnvLookup& env) {
   SecretPolicy policy;
+  policy.scope = SecretScope::kGlobal;
   if (std::optional<std::string> prefix = env("SBX_SECRET_ENV_PREFIX");
       prefix && !prefix->empty()) {
     policy.env_prefix = *prefix;
@@ -101,7 +164,8 @@ SecretPolicy SecretPolicyFromEnvironment(const EnvLookup& env) {
 }
 
 api::StatusOr<std::string> ResolveSecret(const api::SecretRef& ref, const EnvLookup& env,
-                                         std::string_view field, const SecretPolicy& policy) {
+                                         std::string_view field, const SecretPolicy& policy,
+                                         std::string_view namespace_) {
   const std::string where(field);
   if (ref.empty()) {
     return api::InvalidArgumentError(where +
@@ -112,6 +176,33 @@ api::StatusOr<std::string> ResolveSecret(const api::SecretRef& ref, const EnvLoo
   if (api::Status allowed = api::ValidateSecretRef(field, ref, policy.env_prefix); !allowed.ok()) {
     return allowed.WithReason("SecretNotAllowed");
   }
+  std::string dir = policy.secrets_dir;
+  if (policy.scope == SecretScope::kNamespace) {
+    // The namespace comes from the store: checked here, it names a directory.
+    if (std::string problem = api::ValidateDnsLabel(namespace_); !problem.empty()) {
+      return api::InvalidArgumentError(where + ": namespace \"" +
+                                       std::string(namespace_.substr(0, 80)) + "\": " + problem)
+          .WithReason("SecretNotAllowed");
+    }
+    const auto granted = policy.grants.find(std::string(namespace_));
+    const auto is_granted = [&](const std::string& source) {
+      return granted != policy.grants.end() && granted->second.contains(source);
+    };
+    if (!ref.env.empty()) {
+      const std::string own = NamespaceEnvPrefix(policy.env_prefix, namespace_);
+      if (!is_granted("env:" + ref.env) &&
+          (!ref.env.starts_with(own) || ref.env.size() == own.size())) {
+        return api::InvalidArgumentError(
+                   where + ": {env: " + ref.env + "} is not a secret of namespace " +
+                   std::string(namespace_) + ": its variables are named " + own +
+                   "…, or granted to it by the operator (sbxd --secret-grants)")
+            .WithReason("SecretNotAllowed");
+      }
+    } else if (!is_granted("file:" + ref.file)) {
+      // Its own subdirectory; a name granted to it is read from the top of the directory.
+      dir = dir.empty() ? dir : dir + "/" + std::string(namespace_);
+    }
+  }
   if (!ref.env.empty()) {
     std::optional<std::string> value = env(ref.env);
     if (!value || Trim(*value).empty()) {
@@ -120,7 +211,7 @@ api::StatusOr<std::string> ResolveSecret(const api::SecretRef& ref, const EnvLoo
     }
     return std::string(Trim(*value));
   }
-  return ReadSecretFile(policy.secrets_dir, ref.file, where);
+  return ReadSecretFile(dir, ref.file, where);
 }
 
 api::StatusOr<std::string> ResolveControllerEnv(std::string_view name, const EnvLookup& env,
@@ -158,14 +249,26 @@ std::vector<std::string> KnownSecretValues(const SecretPolicy& policy,
   if (policy.secrets_dir.empty()) {
     return values;
   }
-  std::error_code ec;
-  for (fs::directory_iterator it(policy.secrets_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    api::StatusOr<std::string> value = ReadSecretFile(policy.secrets_dir, name, name);
-    if (value.ok()) {
-      values.push_back(*std::move(value));
+  const auto read_dir = [&values](const std::string& dir, bool into_subdirectories,
+                                  const auto& self) -> void {
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      std::error_code type_ec;
+      if (it->is_directory(type_ec)) {
+        // The namespaces' directories, one level down (not ..data: the files link into it).
+        if (into_subdirectories && !name.starts_with("..")) {
+          self(it->path().string(), false, self);
+        }
+        continue;
+      }
+      api::StatusOr<std::string> value = ReadSecretFile(dir, name, name);
+      if (value.ok()) {
+        values.push_back(*std::move(value));
+      }
     }
-  }
+  };
+  read_dir(policy.secrets_dir, true, read_dir);
   return values;
 }
 

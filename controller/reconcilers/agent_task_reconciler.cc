@@ -625,10 +625,21 @@ void AgentTaskReconciler::Collect(Target& t) {
       } else if (total + static_cast<int64_t>(bytes->size()) > kMaxTaskArtifactBytes) {
         a.error = "the task's artifacts would exceed 16 MiB";
       } else {
-        a.bytes = static_cast<int64_t>(bytes->size());
-        a.sha256 = Sha256Hex(*bytes);
+        std::string content = *std::move(bytes);
+        if (options_.scrub_artifact) {
+          // The executor key is in the sandbox's environment: a task can write it to a file.
+          std::string clean = options_.scrub_artifact(content);
+          if (clean != content) {
+            Log(t, {Line(LogKind::kStatus, "artifact " + a.path +
+                                               ": known secret values were replaced by "
+                                               "[REDACTED]")});
+            content = std::move(clean);
+          }
+        }
+        a.bytes = static_cast<int64_t>(content.size());
+        a.sha256 = Sha256Hex(content);
         Status put = store_.PutArtifact(t.key(), t.object.metadata.uid,
-                                        {a.path, a.bytes, a.sha256, *std::move(bytes)});
+                                        {a.path, a.bytes, a.sha256, std::move(content)});
         if (put.ok()) {
           total += a.bytes;
         } else {

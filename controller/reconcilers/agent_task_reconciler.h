@@ -54,6 +54,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -92,6 +93,10 @@ struct AgentTaskReconcilerOptions {
   // Wakes a task when its input POST, made in the background (input_submitter.h), ends. Null:
   // the POST is made inside the reconcile (sbxd --once, unit tests).
   Enqueuer* enqueuer = nullptr;
+  // Applied to every collected file before its sha256 is taken and it is stored: sbxd scrubs
+  // artifacts of the known secret values as it scrubs logs (log::Scrub), so status.artifacts
+  // describes the bytes stored. Null: stored as read. It cannot catch an encoded secret.
+  std::function<std::string(std::string_view)> scrub_artifact;
 };
 
 class AgentTaskReconciler final : public Reconciler {

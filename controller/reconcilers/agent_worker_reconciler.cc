@@ -545,8 +545,8 @@ StatusOr<ExecutorLaunch> AgentWorkerReconciler::LaunchSpec(Target& t, bool repla
     const api::EnvVar& var = t.spec().executor.env[i];
     std::string value = var.value;
     if (!var.value_from.empty()) {
-      ASSIGN_OR_RETURN(
-          value, clouds_.Secret(var.value_from, what + "env[" + std::to_string(i) + "].valueFrom"));
+      ASSIGN_OR_RETURN(value, clouds_.Secret(t.object.metadata.namespace_, var.value_from,
+                                             what + "env[" + std::to_string(i) + "].valueFrom"));
     }
     launch.envs.emplace(var.name, std::move(value));
   }

@@ -93,7 +93,8 @@ class ScrubbingStore final : public Store {
                                     int limit = 0) override {
     return store_.ReadTaskLog(task_uid, after_seq, limit);
   }
-  // Artifacts are the user's files, stored as read (their sha256 must stay true).
+  // Artifacts pass unchanged: AgentTaskReconciler scrubs a collected file before it takes the
+  // sha256 that status.artifacts shows (AgentTaskReconcilerOptions::scrub_artifact).
   Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
                      const Artifact& artifact) override {
     return store_.PutArtifact(task, task_uid, artifact);

@@ -31,8 +31,14 @@ class FakeCloudClients final : public controller::CloudClients {
     RETURN_IF_ERROR(Resolve(id));
     return &Get(agents_, id);
   }
-  // "secret:<env or file name>" — or SecretNotAllowed for names without SBX_SECRET_.
-  api::StatusOr<std::string> Secret(const api::SecretRef& ref, std::string_view field) override {
+  // "secret:<env or file name>" — or SecretNotAllowed for names without SBX_SECRET_. The
+  // namespace scoping is the resolver's (secret_resolver_test.cc); the last one asked is kept.
+  api::StatusOr<std::string> Secret(const std::string& namespace_, const api::SecretRef& ref,
+                                    std::string_view field) override {
+    {
+      std::lock_guard lock(mu_);
+      last_secret_namespace_ = namespace_;
+    }
     if (!ref.env.empty() && !ref.env.starts_with("SBX_SECRET_")) {
       return api::InvalidArgumentError(std::string(field) + ": not allowed")
           .WithReason("SecretNotAllowed");
@@ -78,6 +84,12 @@ class FakeCloudClients final : public controller::CloudClients {
     }
   }
 
+  // The namespace the last Secret() was asked for.
+  std::string last_secret_namespace() {
+    std::lock_guard lock(mu_);
+    return last_secret_namespace_;
+  }
+
  private:
   // The error of a workspace that is missing or cannot be resolved, else OK. Requires mu_.
   api::Status Resolve(const std::string& id) const {
@@ -106,6 +118,7 @@ class FakeCloudClients final : public controller::CloudClients {
   std::map<std::string, api::Status> resolve_errors_;             // Guarded by mu_.
   std::map<std::string, std::unique_ptr<FakeAgentsApi>> agents_;  // Guarded by mu_.
   std::string executor_key_ = "sk-executor-test";                 // Guarded by mu_.
+  std::string last_secret_namespace_;                             // Guarded by mu_.
 };
 
 }  // namespace sbx::testing

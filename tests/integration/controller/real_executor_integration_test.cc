@@ -91,7 +91,7 @@ class RealExecutorTest : public ::testing::Test {
     emulator_flags.insert(emulator_flags.begin(), {"--disconnected-after", "1s"});
     const sbx::api::Status started = harness_.StartEmulator(emulator_flags, kConverge);
     ASSERT_TRUE(started.ok()) << started;
-    harness_.SetEnv("SBX_SECRET_AWS_SECRET", "dummy-aws-secret-for-loopback");
+    harness_.SetEnv("SBX_SECRET_DEFAULT_AWS_SECRET", "dummy-aws-secret-for-loopback");
     auto p = harness_.StartSbxd(
         "sbxd", {"--executor-status-interval", "2s", "--executor-probe-interval", "2s"});
     ASSERT_TRUE(p.ok()) << p.status();
@@ -129,11 +129,12 @@ TEST_F(RealExecutorTest, DirectModeWorkerRunsATaskThroughTheRealCodexAndIsRelaun
   const auto applied_at = std::chrono::steady_clock::now();
   ASSERT_NO_FATAL_FAILURE(ApplyYaml(
       "worker",
-      WorkerYaml("real", SBX_REAL_CODEX,
-                 {"--remote-transport", "direct", "--aws-sigv4", "--aws-region", "us-east-1"},
-                 {R"({name: AWS_ACCESS_KEY_ID, value: AKIDSBXEMULATOR})",
-                  R"({name: AWS_SECRET_ACCESS_KEY, valueFrom: {env: SBX_SECRET_AWS_SECRET}})",
-                  R"({name: RUST_LOG, value: info})"})));
+      WorkerYaml(
+          "real", SBX_REAL_CODEX,
+          {"--remote-transport", "direct", "--aws-sigv4", "--aws-region", "us-east-1"},
+          {R"({name: AWS_ACCESS_KEY_ID, value: AKIDSBXEMULATOR})",
+           R"({name: AWS_SECRET_ACCESS_KEY, valueFrom: {env: SBX_SECRET_DEFAULT_AWS_SECRET}})",
+           R"({name: RUST_LOG, value: info})"})));
   ASSERT_TRUE(Wait("agentworker", "real", Ready)) << last_.dump(2);
   std::cerr << "real codex (direct): apply → worker Ready in "
             << std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() -

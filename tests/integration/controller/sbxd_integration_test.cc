@@ -623,12 +623,12 @@ TEST_F(SbxdTest, ExitsCleanlyOnSigtermAndOnceReportsFailures) {
 // re-enqueue the object), no retry storm (a 401 stops every call of that workspace for a growing
 // cool-down, terminal errors back off to minutes). Measured before the fix: 145 calls in 10 s.
 TEST_F(SbxdTest, ABadTokenCostsAHandfulOfCallsNotAHotLoop) {
-  harness_.SetEnv("SBX_SECRET_BAD_TOKEN", "dapi-not-the-right-one");
+  harness_.SetEnv("SBX_SECRET_DEFAULT_BAD_TOKEN", "dapi-not-the-right-one");
   const fs::path file = dir_ / "manifests" / "bad.yaml";
   std::string yaml =
       "apiVersion: sbx.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: bad\n"
       "spec:\n  databricks:\n    host: " +
-      url_ + "\n    tokenFrom: {env: SBX_SECRET_BAD_TOKEN}\n";
+      url_ + "\n    tokenFrom: {env: SBX_SECRET_DEFAULT_BAD_TOKEN}\n";
   for (int i = 0; i < 10; ++i) {
     yaml += "---\napiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata:\n  name: bad-" +
             std::to_string(i) + "\nspec:\n  workspaceRef: bad\n";
@@ -660,20 +660,65 @@ TEST_F(SbxdTest, ABadTokenCostsAHandfulOfCallsNotAHotLoop) {
   EXPECT_EQ(Get("bad-9")["metadata"].value("resourceVersion", int64_t{0}), version);
 }
 
+// #24 item 8, DESIGN §8.4: namespaces are a boundary for secret sources. With sbxd's defaults, a
+// Workspace of namespace team-b that names namespace default's variable is refused
+// (SecretNotAllowed) and nothing is sent with it; its own SBX_SECRET_TEAM_B_… works; and the
+// operator can grant it the other one (--secret-grants).
+TEST_F(SbxdTest, ANamespaceResolvesOnlyItsOwnSecretsOrWhatTheOperatorGrantsIt) {
+  harness_.SetEnv("SBX_SECRET_DEFAULT_TOKEN", token_);
+  harness_.SetEnv("SBX_SECRET_TEAM_B_TOKEN", token_);
+  const fs::path file = dir_ / "manifests" / "team-b.yaml";
+  std::string yaml;
+  for (const auto& [name, var] : {std::pair<std::string, std::string>{"stolen", "DEFAULT_TOKEN"},
+                                  std::pair<std::string, std::string>{"own", "TEAM_B_TOKEN"}}) {
+    yaml += "---\napiVersion: sbx.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: " + name +
+            "\n  namespace: team-b\nspec:\n  databricks:\n    host: " + url_ +
+            "\n    tokenFrom: {env: SBX_SECRET_" + var + "}\n";
+  }
+  WriteFile(file, yaml);
+  RunResult applied = Sbxctl({"apply", "-f", file.string()});
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  const fs::path grants = dir_ / "grants";
+  WriteFile(grants, "# shared on purpose\nteam-b env:SBX_SECRET_DEFAULT_TOKEN\n");
+  using Cond = std::pair<std::string, std::string>;
+  json workspace;
+  const auto databricks_ready = [&](const std::string& name) {
+    RunResult r = Sbxctl({"get", "workspace", name, "-n", "team-b", "-o", "json"});
+    workspace = r.exit_code == 0 ? json::parse(r.out, nullptr, false) : json(nullptr);
+    return workspace.is_object() ? ConditionOf(workspace, "DatabricksReady") : Cond();
+  };
+  for (const bool granted : {false, true}) {
+    Process* sbxd =
+        StartSbxd("sbxd-a", granted ? std::vector<std::string>{"--secret-grants", grants.string()}
+                                    : std::vector<std::string>{});
+    ASSERT_NE(sbxd, nullptr);
+    const Cond stolen = granted ? Cond("True", "Authenticated") : Cond("False", "SecretNotAllowed");
+    ASSERT_TRUE(PollUntil([&] { return databricks_ready("stolen") == stolen; }, In(kConverge),
+                          milliseconds(200)))
+        << "granted=" << granted << " " << workspace.dump(2);
+    ASSERT_TRUE(PollUntil([&] { return databricks_ready("own") == Cond("True", "Authenticated"); },
+                          In(kConverge), milliseconds(200)))
+        << workspace.dump(2);
+    EXPECT_EQ(workspace.dump().find(token_), std::string::npos);
+    sbxd->Signal(SIGTERM);
+    ASSERT_EQ(sbxd->Wait(In(kConverge)), 0) << sbxd->Stderr();
+  }
+}
+
 // A Workspace has a status and a finalizer (issue #12 item 10): a rejected token is
 // Ready=False/Unauthenticated, a good one Ready=True, and `sbxctl get workspaces` shows it.
 // Deleting a Workspace that a Sandbox still uses waits for the Sandbox, whose finalizer then
 // deletes the cloud sandbox with the Workspace's own credentials; after that the Workspace goes.
 TEST_F(SbxdTest, WorkspaceReportsReadyAndOutlivesTheSandboxesThatUseIt) {
-  harness_.SetEnv("SBX_SECRET_GOOD_TOKEN", token_);
-  harness_.SetEnv("SBX_SECRET_BAD_TOKEN", "dapi-not-the-right-one");
+  harness_.SetEnv("SBX_SECRET_DEFAULT_GOOD_TOKEN", token_);
+  harness_.SetEnv("SBX_SECRET_DEFAULT_BAD_TOKEN", "dapi-not-the-right-one");
   const fs::path file = dir_ / "manifests" / "workspaces.yaml";
   std::string yaml;
   for (const char* name : {"good", "bad"}) {
     yaml += std::string("---\napiVersion: sbx.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: ") +
             name + "\nspec:\n  databricks:\n    host: " + url_ +
-            "\n    tokenFrom: {env: SBX_SECRET_" + (name == std::string("good") ? "GOOD" : "BAD") +
-            "_TOKEN}\n";
+            "\n    tokenFrom: {env: SBX_SECRET_DEFAULT_" +
+            (name == std::string("good") ? "GOOD" : "BAD") + "_TOKEN}\n";
   }
   yaml +=
       "---\napiVersion: sbx.dev/v1alpha1\nkind: Sandbox\nmetadata:\n  name: in-good\n"

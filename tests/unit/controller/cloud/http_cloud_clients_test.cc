@@ -73,6 +73,8 @@ class HttpCloudClientsTest : public ::testing::Test {
   HttpCloudClients Make(WorkspaceFence* fence = nullptr) {
     HttpCloudClientsOptions options;
     options.secrets.secrets_dir = secrets_dir_;
+    // These tests are about hosts and credentials, not namespaces (secret_resolver_test.cc).
+    options.secrets.scope = SecretScope::kGlobal;
     options.fence = fence;
     return HttpCloudClients(
         *store_, clock_, transport_, streaming_,

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <string_view>
 
+#include "api/base64.h"
 #include "api/conditions.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
@@ -129,6 +131,51 @@ TEST_F(AgentTaskReconcilerTest, RunsOneTurnWithTheUidAsKeyAndSucceedsFromTheRoot
   EXPECT_NE(log.find("$ echo hi > out.txt"), std::string::npos) << log;
   EXPECT_NE(log.find("wrote out.txt"), std::string::npos) << log;
   EXPECT_EQ(clouds_.agents().AcceptedInputs(session_), 1);
+}
+
+// #24 item 9: the executor key is in the sandbox's environment, so a task can write it to a
+// collected file. The file is scrubbed of known secret values before its sha256 is taken and it
+// is stored, and the task's log says so (without the value).
+TEST_F(AgentTaskReconcilerTest, ACollectedFileIsScrubbedOfKnownSecretsBeforeItIsHashedAndStored) {
+  AgentTaskReconcilerOptions options;
+  options.scrub_artifact = [](std::string_view text) {
+    std::string out(text);
+    for (size_t at = out.find("sk-SECRET"); at != std::string::npos; at = out.find("sk-SECRET")) {
+      out.replace(at, 9, "[REDACTED]");
+    }
+    return out;
+  };
+  reconciler_ = std::make_unique<AgentTaskReconciler>(*store_, clouds_, clock_, nullptr, options);
+  const std::string uid = CreateTask("t1");
+  Reconcile("t1");
+  Reconcile("t1");
+  clouds_.agents().AddAssistantMessage(session_, "done");
+  clouds_.agents().CompleteTurn(session_, oa::Usage{1, 1, 2, {}});
+  const std::string leaked = "OPENAI_API_KEY=sk-SECRET\n";
+  clouds_.api().SetExecHandler([&](const std::string&, const db::ExecRequest&) {
+    db::ExecResult out;
+    out.status = db::ExecStatus::kCompleted;
+    out.exit_code = 0;
+    out.stdout_text = std::to_string(leaked.size()) + "\n" + api::Base64Encode(leaked) + "\n";
+    return out;
+  });
+  const Object t = Reconcile("t1");
+  const api::AgentTaskStatus& st = t.agent_task_status();
+  ASSERT_EQ(st.phase, TaskPhase::kSucceeded);
+  ASSERT_EQ(st.artifacts.size(), 1u);
+  const std::string clean = "OPENAI_API_KEY=[REDACTED]\n";
+  EXPECT_EQ(store_->GetArtifact(uid, "out.txt")->content, clean);
+  EXPECT_EQ(st.artifacts[0].bytes, static_cast<int64_t>(clean.size()));
+  EXPECT_EQ(st.artifacts[0].sha256, store_->GetArtifact(uid, "out.txt")->sha256);
+  std::string log;
+  const Store::TaskLogPage page = *store_->ReadTaskLog(uid);  // a range-for over ->entries of a
+                                                              // temporary would outlive it
+  for (const Store::TaskLogEntry& e : page.entries) {
+    log += e.text + "\n";
+  }
+  EXPECT_NE(log.find("artifact out.txt: known secret values were replaced"), std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("sk-SECRET"), std::string::npos) << log;
 }
 
 TEST_F(AgentTaskReconcilerTest, TheLogFollowsTheRunningTurnWithoutRepeats) {
