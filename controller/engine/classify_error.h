@@ -66,8 +66,10 @@ ErrorClass ClassifyError(const api::Status& status);
 // waited inline on a reconcile thread: `failure` (its code, so its class) with retry_after =
 // `wait` and reason RetryScheduled. It is not an observation: a reconciler that meets it keeps
 // the conditions it last set and returns it, the skeleton records no outcome for it (Synced
-// stays as it was), and the Manager requeues the key after the wait (never sooner than its
-// per-key backoff, so a call that keeps failing is not retried every second forever).
+// stays as it was), and the Manager requeues the key after the wait: for a server failure exactly
+// then for the first WorkQueue::kHintedFailures failures in a row, and never sooner than the
+// growing per-key backoff after that (for a 429, always), so a call that keeps failing is not
+// retried every second forever.
 api::Status RetryScheduled(const api::Status& failure, std::chrono::milliseconds wait);
 bool IsRetryScheduled(const api::Status& status);
 

@@ -180,7 +180,12 @@ void Manager::ProcessOne(const api::ObjectKey& key, std::stop_token stop) {
     ErrorClass error = ClassifyError(record.status);
     if (error.transient()) {
       ++transient_errors_;
-      queue_.AddRateLimited(key, error.retry_after);
+      // A server failing (5xx, a timeout) is not congestion: its Retry-After is the delay, for a
+      // few failures in a row. A 429 is: the backoff keeps growing under its Retry-After (#25).
+      queue_.AddRateLimited(key, error.retry_after,
+                            record.status.code() == api::StatusCode::kResourceExhausted
+                                ? WorkQueue::RetryWait::kAtLeast
+                                : WorkQueue::RetryWait::kAsGiven);
     } else {
       ++terminal_errors_;
       queue_.AddRateLimited(key, terminal_backoff_.Delay(queue_.NumRequeues(key) + 1));

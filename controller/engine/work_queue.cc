@@ -61,16 +61,23 @@ void WorkQueue::AddAtLocked(const Key& key, Clock::SteadyTime when) {
   cv_.notify_all();
 }
 
-void WorkQueue::AddRateLimited(const Key& key, std::optional<std::chrono::milliseconds> min_delay) {
+void WorkQueue::AddRateLimited(const Key& key, std::optional<std::chrono::milliseconds> min_delay,
+                               RetryWait wait) {
   std::lock_guard lock(mu_);
   if (shutting_down_) {
     return;
   }
   const int failures = ++failures_[key];
   ++counters_.retries_total;
-  std::chrono::milliseconds delay = backoff_.Delay(failures);
-  if (min_delay && *min_delay > delay) {
-    delay = *min_delay;
+  std::chrono::milliseconds delay{0};
+  if (!min_delay) {
+    delay = backoff_.Delay(failures);
+  } else if (wait == RetryWait::kAtLeast) {
+    delay = std::max(*min_delay, backoff_.Delay(failures));
+  } else if (failures <= kHintedFailures) {
+    delay = *min_delay;  // what the server (or the scheduled retry) asked for
+  } else {
+    delay = std::max(*min_delay, backoff_.Delay(failures - kHintedFailures));
   }
   AddAtLocked(key, clock_.Steady() + delay);
 }

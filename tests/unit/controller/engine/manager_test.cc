@@ -224,6 +224,36 @@ TEST_F(ManagerTest, AReconcileRunsWithNoInlineWaitAndItsHandedBackWaitIsTheReque
   ASSERT_TRUE(WaitForReconciles(2));
 }
 
+// Issue #25: a failing server's Retry-After is the requeue itself for the first three failures in
+// a row (random 503s do not grow into a long backoff): 1 s, 1 s, 1 s, then 1 s, 2 s as the
+// backoff counts from there.
+TEST_F(ManagerTest, AServerFailuresRetryAfterIsTheDelayForThreeFailuresInARow) {
+  StartWith([](auto&, int, auto) -> StatusOr<ReconcileResult> {
+    return api::UnavailableError("503").WithRetryAfter(1s);
+  });
+  manager_->Enqueue(a_);
+  const std::chrono::seconds waits[] = {1s, 1s, 1s, 1s, 2s};
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(WaitForReconciles(i + 1));
+    EXPECT_EQ(manager_->queue().ReadyAt(a_), clock_.Steady() + waits[i]) << i;
+    clock_.Advance(waits[i]);
+  }
+}
+
+// ... while a 429's Retry-After (congestion) stays a minimum under the growing backoff.
+TEST_F(ManagerTest, ACongestionsRetryAfterIsAMinimumUnderTheGrowingBackoff) {
+  StartWith([](auto&, int, auto) -> StatusOr<ReconcileResult> {
+    return api::ResourceExhaustedError("429").WithRetryAfter(1s);
+  });
+  manager_->Enqueue(a_);
+  const std::chrono::seconds waits[] = {1s, 2s, 4s};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(WaitForReconciles(i + 1));
+    EXPECT_EQ(manager_->queue().ReadyAt(a_), clock_.Steady() + waits[i]) << i;
+    clock_.Advance(waits[i]);
+  }
+}
+
 // A terminal error is tried again only after a long backoff that grows (30 s, 60 s, … 10 min),
 // never at once — but a change of the object (a new enqueue) brings it back immediately.
 TEST_F(ManagerTest, TerminalErrorIsRetriedOnlyAfterALongGrowingBackoff) {

@@ -213,6 +213,30 @@ TEST_F(WorkQueueTest, RateLimitedHonoursAMinimumDelay) {
   EXPECT_EQ(queue_.ReadyAt(Sb("a")), now + 20s);
   queue_.AddRateLimited(Sb("b"), 200ms);  // backoff (1 s) is longer: it wins
   EXPECT_EQ(queue_.ReadyAt(Sb("b")), now + 1s);
+  queue_.AddRateLimited(Sb("c"), 200ms, WorkQueue::RetryWait::kAsGiven);  // a 5xx's wait
+  EXPECT_EQ(queue_.ReadyAt(Sb("c")), now + 200ms);
+}
+
+// #25: a failing server's Retry-After (or a scheduled retry's time) is the delay for the first
+// three failures in a row: random 503s on a flaky cloud do not grow into minutes of backoff. From
+// the fourth on the backoff grows (1 s, 2 s, …), never below the server's wait, so a server that
+// keeps failing is not called at its own pace for ever; a success (Forget) starts over.
+TEST_F(WorkQueueTest, AServersWaitIsTheDelayForTheFirstFailuresThenTheBackoffGrows) {
+  const ObjectKey a = Sb("a");
+  const std::chrono::milliseconds expected[] = {500ms, 500ms, 500ms, 1s, 2s, 4s};
+  for (const std::chrono::milliseconds want : expected) {
+    const auto now = clock_.Steady();
+    queue_.AddRateLimited(a, 500ms, WorkQueue::RetryWait::kAsGiven);
+    EXPECT_EQ(queue_.ReadyAt(a), now + want) << queue_.NumRequeues(a);
+    clock_.Advance(want);
+    ASSERT_TRUE(WaitForLen(1));
+    ASSERT_EQ(queue_.Get(), a);
+    queue_.Done(a);
+  }
+  queue_.Forget(a);
+  const auto now = clock_.Steady();
+  queue_.AddRateLimited(a, 500ms, WorkQueue::RetryWait::kAsGiven);
+  EXPECT_EQ(queue_.ReadyAt(a), now + 500ms);
 }
 
 TEST_F(WorkQueueTest, JitteredBackoffStaysWithinBounds) {
