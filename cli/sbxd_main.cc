@@ -13,7 +13,9 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -91,6 +93,9 @@ struct Flags {
   std::string work_split = "auto";
   std::string secret_env_prefix = std::string(api::kDefaultSecretEnvPrefix);
   std::string secrets_dir;
+  // Namespaces are a boundary for secret sources (DESIGN §8.4): "namespace" or "global".
+  std::string secret_scope = "namespace";
+  std::string secret_grants;  // a file of "NAMESPACE SOURCE" lines
   bool once = false;
   // AgentWorker: how often the environment's connection is checked (while connected) and how
   // often the executor is probed in its sandbox. Short values make tests (and demos) react fast.
@@ -124,6 +129,7 @@ struct Flags {
   // to the database), how long one git fetch may take, and whether file:// urls are allowed.
   std::string git_cache_dir;
   std::string git_timeout = "2m";
+  size_t git_fetch_workers = 2;
   bool git_allow_file_urls = false;
 };
 
@@ -370,6 +376,14 @@ int Main(int argc, char** argv) {
   app.add_option("--secrets-dir", flags.secrets_dir,
                  "manifests' {file: NAME} are read from this directory only (default "
                  "$XDG_CONFIG_HOME/sbx/secrets, else /etc/sbx/secrets)");
+  app.add_option("--secret-scope", flags.secret_scope,
+                 "namespace: an object of namespace NS may name only {env: <prefix>NS_…} and "
+                 "{file: NAME} under --secrets-dir/NS/ (or what --secret-grants grants NS); "
+                 "global: every namespace may name every allowed source (single-team installs)")
+      ->check(CLI::IsMember({"namespace", "global"}));
+  app.add_option("--secret-grants", flags.secret_grants,
+                 "a file of \"NAMESPACE SOURCE\" lines (SOURCE: env:NAME or file:NAME) granting "
+                 "a shared secret source to a namespace; read at start");
   app.add_option("--compaction-interval", flags.compaction_interval,
                  "compact the store's change log to the revision of one interval ago, and "
                  "expire events, this often (0s: never)");
@@ -397,6 +411,10 @@ int Main(int argc, char** argv) {
                  "where GitSources' repositories are fetched (default: git-cache next to an "
                  "SQLite --db, else $XDG_STATE_HOME/sbx/git-cache)");
   app.add_option("--git-timeout", flags.git_timeout, "how long one git fetch may take");
+  app.add_option("--git-fetch-workers", flags.git_fetch_workers,
+                 "GitSource fetches run at once, on threads of their own (never a reconcile "
+                 "worker's)")
+      ->check(CLI::Range(1, 64));
   app.add_flag("--git-allow-file-urls", flags.git_allow_file_urls,
                "let GitSources name file:// repositories on this host");
   std::string hash_name;
@@ -442,7 +460,10 @@ int Main(int argc, char** argv) {
     return 2;
   }
 
-  SecretPolicy secrets{.env_prefix = flags.secret_env_prefix, .secrets_dir = flags.secrets_dir};
+  SecretPolicy secrets;
+  secrets.env_prefix = flags.secret_env_prefix;
+  secrets.secrets_dir = flags.secrets_dir;
+  secrets.scope = ParseSecretScope(flags.secret_scope).value_or(SecretScope::kNamespace);
   if (secrets.secrets_dir.empty()) {
     secrets.secrets_dir = DefaultSecretsDir(databricks::ProcessEnv());
   }
@@ -450,6 +471,26 @@ int Main(int argc, char** argv) {
     std::cerr << "sbxd: error: --secret-env-prefix must not be empty (it would allow manifests "
                  "to name every variable of sbxd's environment)\n";
     return 2;
+  }
+  if (!flags.secret_grants.empty()) {
+    if (secrets.scope == SecretScope::kGlobal) {
+      std::cerr << "sbxd: error: --secret-grants needs --secret-scope=namespace (in global scope "
+                   "every namespace may name every source)\n";
+      return 2;
+    }
+    std::ifstream in(flags.secret_grants);
+    if (!in) {
+      std::cerr << "sbxd: error: --secret-grants " << flags.secret_grants << ": cannot be read\n";
+      return 2;
+    }
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    api::StatusOr<SecretGrants> grants =
+        ParseSecretGrants(flags.secret_grants, text, secrets.env_prefix);
+    if (!grants.ok()) {
+      std::cerr << "sbxd: error: --secret-grants " << grants.status().message() << "\n";
+      return 2;
+    }
+    secrets.grants = *std::move(grants);
   }
   // Scrubbed from every log line, status and event from the first line on (SECURITY.md).
   std::vector<std::string> environment;
@@ -574,6 +615,7 @@ int Main(int argc, char** argv) {
   AgentTaskReconcilerOptions task_options;
   task_options.power = &power;
   task_options.enqueuer = &manager;  // input POSTs in the background (held up to 5 minutes)
+  task_options.scrub_artifact = [](std::string_view text) { return log::Scrub(text); };
   AgentTaskReconciler tasks(*store, clouds, clock, &manager.dependencies(), task_options,
                             streams.get());
   // GitSource: git runs with PATH and the proxy settings of sbxd's environment only.
@@ -593,6 +635,9 @@ int Main(int argc, char** argv) {
   gitops::GitClient git(git_runner, git_options);
   GitSourceReconcilerOptions git_source_options;
   git_source_options.validation.secret_env_prefix = secrets.env_prefix;
+  // Fetches on threads of their own, never a reconcile worker (a --once pass waits for them).
+  git_source_options.enqueuer = flags.once ? nullptr : &manager;
+  git_source_options.fetch_workers = flags.git_fetch_workers;
   GitSourceReconciler git_sources(*store, clouds, git, clock, git_source_options);
   power.Attach([&manager](const api::ObjectKey& key) { manager.queue().Add(key); },
                &manager.dependencies());
@@ -859,6 +904,10 @@ int Main(int argc, char** argv) {
     http_options.max_body_bytes = flags.max_request_bytes;
     // Every watch holds a connection: leave room for ordinary requests beside them.
     http_options.max_connections = flags.max_watches + 256;
+    // The token is checked from the head; no anonymous body is read (#24).
+    http_options.check_head = [&server = *api_server](const apiserver::HttpRequest& head) {
+      return server.CheckHead(head);
+    };
     api_http = std::make_unique<apiserver::HttpServer>(
         [&server = *api_server](apiserver::HttpExchange& x) { server.Handle(x); }, http_options);
     const apiserver::ListenAddress addr = *apiserver::ParseListenAddress(flags.listen);
