@@ -135,7 +135,9 @@ api::StatusOr<SecretGrants> ParseSecretGrants(std::string_view path, std::string
     const std::string ns(line.substr(0, space));
     std::string source(Trim(line.substr(space + 1)));
     if (std::string problem = api::ValidateDnsLabel(ns); !problem.empty()) {
-      return fail("namespace \"" + ns + "\": " + problem);
+      std::string message = "namespace \"" + ns;
+      message += "\": " + problem;
+      return fail(message);
     }
     api::SecretRef ref;
     if (source.starts_with("file:")) {

@@ -112,7 +112,7 @@ AgentTaskReconciler::AgentTaskReconciler(Store& store, CloudClients& clouds, Clo
       clouds_(clouds),
       clock_(clock),
       dependencies_(dependencies),
-      options_(options),
+      options_(std::move(options)),
       streams_(streams),
       own_log_(store),
       log_(streams != nullptr ? streams->log() : own_log_),

@@ -149,7 +149,7 @@ api::StatusOr<ReconcileResult> GitSourceReconciler::Converge(api::Object& source
     return api::CancelledError("stopped before applying a sync");
   }
   status.last_attempt_at = FormatRfc3339(clock_.Now());
-  ApplyCommit(source, *std::move(fetched.result));
+  ApplyCommit(source, *fetched.result);
   return ReconcileResult::RequeueAfter(interval);
 }
 
@@ -207,7 +207,7 @@ std::optional<GitFetchPool::Job> GitSourceReconciler::PrepareFetch(api::Object& 
   };
 }
 
-bool GitSourceReconciler::ApplyCommit(api::Object& source, GitFetchResult fetched) {
+bool GitSourceReconciler::ApplyCommit(api::Object& source, const GitFetchResult& fetched) {
   const api::GitSourceSpec& spec = source.git_source_spec();
   api::GitSourceStatus& status = source.git_source_status();
   const std::string& ns = source.metadata.namespace_;

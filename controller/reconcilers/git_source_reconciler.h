@@ -95,7 +95,7 @@ class GitSourceReconciler final : public Reconciler {
   // after Fail() when it cannot be made.
   std::optional<GitFetchPool::Job> PrepareFetch(api::Object& source);
   // Reads and applies what a fetch found; sets the conditions. Returns whether it applied.
-  bool ApplyCommit(api::Object& source, GitFetchResult fetched);
+  bool ApplyCommit(api::Object& source, const GitFetchResult& fetched);
   api::StatusOr<std::optional<ReconcileResult>> Finalize(api::Object& source);
   // Why applying `objects` under `apply` must not go ahead ("" when it may): another GitSource
   // has the same applyset, or the prune would delete objects outside the source's namespace.

@@ -193,9 +193,11 @@ Status CheckImportedKey(const ObjectKey& key, std::string_view what) {
       for (char& c : shown) {
         c = (c < 0x20 || c == 0x7f) ? '?' : c;  // one line, whatever the source holds
       }
-      return api::InvalidArgumentError(
-          std::string(what) + " " + std::string(api::KindName(key.kind)) + " has " +
-          std::string(field) + " \"" + shown + "\": " + problem + "; nothing was copied");
+      std::string message(what);
+      message.append(" ").append(api::KindName(key.kind)).append(" has ").append(field);
+      message.append(" \"").append(shown).append("\": ").append(problem);
+      message.append("; nothing was copied");
+      return api::InvalidArgumentError(message);
     }
   }
   return OkStatus();
