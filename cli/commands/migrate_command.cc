@@ -81,20 +81,24 @@ int RunMigrate(CommandContext& ctx, const MigrateCommandOptions& options) {
   if (auto lease = controller::CheckSourceLease(**source, copy, ctx.clock()); !lease.ok()) {
     return ctx.Fail(lease);
   }
-  // One read of the whole source before the destination is opened: a record with a name that
-  // is not a DNS label ("../../etc/x") refuses the migration before anything is written (#24).
-  api::StatusOr<controller::CopyCounts> counts = controller::CountStore(**source);
-  if (!counts.ok()) {
-    return ctx.Fail(counts.status());
-  }
-  if (options.dry_run && IsFile(to) && !fs::exists(to, ec)) {
-    // Nothing to rehearse against, and a dry run must not create the file: the count is all.
+  api::StatusOr<controller::CopyCounts> counts = api::InternalError("unset");
+  const bool creates_file = IsFile(to) && !fs::exists(to, ec);
+  if (options.dry_run && creates_file) {
+    // Nothing to rehearse against, and a dry run must not create the file.
+    counts = controller::CountStore(**source);
   } else {
-    auto destination = controller::OpenStore(to);
-    if (!destination.ok()) {
-      return ctx.Fail(destination.status());
+    {
+      auto destination = controller::OpenStore(to);
+      counts = destination.ok() ? controller::CopyStore(**source, **destination, copy, ctx.clock())
+                                : api::StatusOr<controller::CopyCounts>(destination.status());
+    }  // closed before a removal below
+    if (!counts.ok() && creates_file) {
+      // The copy rolled back (a source refused for a name that is not a DNS label, #24, or any
+      // other error): the file this migrate created goes too, so a failed migrate leaves nothing.
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+        fs::remove(to + suffix, ec);
+      }
     }
-    counts = controller::CopyStore(**source, **destination, copy, ctx.clock());
   }
   if (!counts.ok()) {
     return ctx.Fail(counts.status());

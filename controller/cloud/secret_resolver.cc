@@ -81,6 +81,22 @@ api::StatusOr<std::string> ReadSecretFile(const std::string& dir, const std::str
   return value;
 }
 
+// Appends the value of every secret file directly in `dir` (subdirectories are skipped).
+void AddSecretFilesOf(const std::string& dir, std::vector<std::string>& values) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_directory(type_ec)) {
+      continue;
+    }
+    const std::string name = it->path().filename().string();
+    api::StatusOr<std::string> value = ReadSecretFile(dir, name, name);
+    if (value.ok()) {
+      values.push_back(*std::move(value));
+    }
+  }
+}
+
 }  // namespace
 
 std::string DefaultSecretsDir(const EnvLookup& env) {
@@ -251,26 +267,16 @@ std::vector<std::string> KnownSecretValues(const SecretPolicy& policy,
   if (policy.secrets_dir.empty()) {
     return values;
   }
-  const auto read_dir = [&values](const std::string& dir, bool into_subdirectories,
-                                  const auto& self) -> void {
-    std::error_code ec;
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      std::error_code type_ec;
-      if (it->is_directory(type_ec)) {
-        // The namespaces' directories, one level down (not ..data: the files link into it).
-        if (into_subdirectories && !name.starts_with("..")) {
-          self(it->path().string(), false, self);
-        }
-        continue;
-      }
-      api::StatusOr<std::string> value = ReadSecretFile(dir, name, name);
-      if (value.ok()) {
-        values.push_back(*std::move(value));
-      }
+  AddSecretFilesOf(policy.secrets_dir, values);
+  // The namespaces' directories, one level down (not ..data: the files of a Kubernetes secret
+  // volume link into it, and are read above).
+  std::error_code ec;
+  for (fs::directory_iterator it(policy.secrets_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_directory(type_ec) && !it->path().filename().string().starts_with("..")) {
+      AddSecretFilesOf(it->path().string(), values);
     }
-  };
-  read_dir(policy.secrets_dir, true, read_dir);
+  }
   return values;
 }
 
