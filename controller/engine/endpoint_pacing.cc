@@ -37,8 +37,18 @@ std::optional<EndpointPacing::Permit> EndpointPacing::Take(EndpointClass c, std:
   return Permit{c, *of_class, *of_workspace};
 }
 
-bool EndpointPacing::TryAcquire(EndpointClass c) {
-  return Of(c).TryAcquire() && workspace_.TryAcquire();
+std::optional<EndpointPacing::Permit> EndpointPacing::TryTake(EndpointClass c) {
+  // The class first, as Take; a class token taken when the workspace has none is lost, which
+  // costs at most the one token.
+  std::optional<TokenBucket::Permit> of_class = Of(c).TryTake();
+  if (!of_class) {
+    return std::nullopt;
+  }
+  std::optional<TokenBucket::Permit> of_workspace = workspace_.TryTake();
+  if (!of_workspace) {
+    return std::nullopt;
+  }
+  return Permit{c, *of_class, *of_workspace};
 }
 
 void EndpointPacing::Succeeded(const Permit& permit) {

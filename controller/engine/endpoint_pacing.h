@@ -50,8 +50,11 @@ class EndpointPacing {
   };
   // Blocks until both the class and the workspace have a token, or `stop` (→ nullopt).
   std::optional<Permit> Take(EndpointClass c, std::stop_token stop = {});
-  // Non-blocking: a token of the class and of the workspace, if both are available now.
-  bool TryAcquire(EndpointClass c);
+  // Non-blocking: a token of the class and of the workspace, if both are available now. For
+  // routine calls (a probe on its cadence), which must never queue in front of the work that
+  // brings objects up: under throttling they are skipped rather than waited for (issue #25).
+  std::optional<Permit> TryTake(EndpointClass c);
+  bool TryAcquire(EndpointClass c) { return TryTake(c).has_value(); }
 
   void Succeeded(const Permit& permit);
   // A 429 on `permit`'s class: cuts that class's rate and holds its callers for `delay`.

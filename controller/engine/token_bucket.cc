@@ -13,10 +13,12 @@ TokenBucket::TokenBucket(Clock& clock, double rate_per_second, double burst, Aim
       recovery_(std::max(aimd.recovery, 0.0)),
       decrease_(std::clamp(aimd.decrease, 0.01, 1.0)),
       hold_(aimd.hold),
+      loss_window_(std::max(aimd.loss_window, std::chrono::milliseconds(1))),
       burst_(std::max(1.0, burst)),
       rate_(rate_per_second),
       tokens_(std::max(1.0, burst)),
-      last_(clock.Steady()) {}
+      last_(clock.Steady()),
+      window_start_(clock.Steady()) {}
 
 void TokenBucket::Refill(Clock::SteadyTime now) {
   if (now <= last_) {
@@ -68,21 +70,45 @@ std::optional<TokenBucket::Permit> TokenBucket::Take(std::stop_token stop) {
   return std::nullopt;
 }
 
-bool TokenBucket::TryAcquire() {
+std::optional<TokenBucket::Permit> TokenBucket::TryTake() {
   if (initial_rate_ <= 0) {
-    return true;
+    return Permit{clock_.Steady(), false};
   }
   std::lock_guard lock(mu_);
   Clock::SteadyTime next;
-  return TakeOrNextTime(next);
+  if (!TakeOrNextTime(next)) {
+    return std::nullopt;
+  }
+  return Permit{clock_.Steady(), false};
+}
+
+void TokenBucket::CountAnswer(Clock::SteadyTime now, bool throttled) {
+  if (now - window_start_ >= loss_window_) {
+    previous_window_ = now - window_start_ >= 2 * loss_window_ ? Answers{} : window_;
+    window_ = {};
+    window_start_ = now;
+  }
+  ++window_.answered;
+  window_.throttled += throttled ? 1 : 0;
+}
+
+double TokenBucket::ThrottledFraction() const {
+  const int64_t answered = window_.answered + previous_window_.answered;
+  return answered == 0 ? 1.0
+                       : static_cast<double>(window_.throttled + previous_window_.throttled) /
+                             static_cast<double>(answered);
 }
 
 void TokenBucket::Succeeded(const Permit& permit) {
-  if (initial_rate_ <= 0 || !permit.waited) {
+  if (initial_rate_ <= 0) {
     return;
   }
   std::lock_guard lock(mu_);
   const Clock::SteadyTime now = clock_.Steady();
+  CountAnswer(now, /*throttled=*/false);
+  if (!permit.waited) {
+    return;
+  }
   if (rate_ >= max_rate_ || (last_cut_ && now - *last_cut_ < hold_)) {
     return;
   }
@@ -100,13 +126,16 @@ void TokenBucket::Throttled(std::chrono::milliseconds delay, const Permit& permi
     return;
   }
   std::lock_guard lock(mu_);
-  if (!last_cut_ || permit.taken >= *last_cut_) {
-    Refill(clock_.Steady());
-    cut_from_ = rate_;
-    rate_ = std::max(min_rate_, rate_ * decrease_);
-    last_cut_ = clock_.Steady();
-    ++cuts_;
+  const Clock::SteadyTime now = clock_.Steady();
+  CountAnswer(now, /*throttled=*/true);
+  if (last_cut_ && (permit.taken < *last_cut_ || now - *last_cut_ < hold_)) {
+    return;  // the overload already cut and held
   }
+  Refill(now);
+  cut_from_ = rate_;
+  rate_ = std::max(min_rate_, rate_ * std::max(decrease_, 1.0 - ThrottledFraction()));
+  last_cut_ = now;
+  ++cuts_;
   Block(delay);
 }
 

@@ -250,8 +250,19 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   // 5. The probe inside the sandbox: when the connection is in doubt, after a new boot, on the
   // probe cadence, and when the service asked for the executor (a webhook) and it is not
   // connected. A connected executor needs no probe to be believed.
+  // A probe that only the cadence asks for is routine: it takes a spare token of the command
+  // calls or waits for a later pass, so the launches of workers still coming up are never queued
+  // behind the looks at those already connected (issue #25). Such a look that fails transiently
+  // (skipped, a 503, a 429) changes nothing: the connection still vouches, the look is due again.
   if (schedule_.ProbeDue(t.facts, connected, clock_.Now()) || (t.woken && !connected)) {
-    ASSIGN_OR_RETURN(ExecutorReport report, executor_.Probe(*t.sandboxes, t.executor(), t.stop));
+    const bool routine = ExecutorSchedule::RoutineProbe(t.facts, connected) && !t.woken;
+    StatusOr<ExecutorReport> probed = executor_.Probe(*t.sandboxes, t.executor(), t.stop, routine);
+    if (routine && !probed.ok() && ClassifyError(probed.status()).transient() &&
+        probed.status().code() != StatusCode::kCancelled) {
+      return ReportConnection(t, env, connected);
+    }
+    RETURN_IF_ERROR(probed.status());
+    const ExecutorReport& report = *probed;
     RecordLook(t);
     if (!report.Running(t.status().environment_id)) {
       return HandleDeadExecutor(t, report);

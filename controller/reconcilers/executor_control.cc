@@ -117,11 +117,11 @@ std::string ExecutorControl::Dir(const std::string& worker) {
 }
 
 api::StatusOr<ExecutorReport> ExecutorControl::Probe(databricks::SandboxApi& sandboxes,
-                                                     const ExecutorTarget& t,
-                                                     std::stop_token stop) const {
-  ASSIGN_OR_RETURN(
-      databricks::ExecResult r,
-      sandboxes.ExecSync(t.sandbox_id, ExecutorRequest("sbx-probe", t, boot_marker_), stop));
+                                                     const ExecutorTarget& t, std::stop_token stop,
+                                                     bool routine) const {
+  databricks::ExecRequest request = ExecutorRequest("sbx-probe", t, boot_marker_);
+  request.routine = routine;
+  ASSIGN_OR_RETURN(databricks::ExecResult r, sandboxes.ExecSync(t.sandbox_id, request, stop));
   if (r.status != databricks::ExecStatus::kCompleted || r.exit_code != 0) {
     return api::UnavailableError("executor probe in sandbox " + t.sandbox_id +
                                  " failed: " + LastLine(r.stderr_text));

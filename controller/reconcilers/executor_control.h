@@ -82,8 +82,10 @@ class ExecutorControl {
   static std::string Dir(const std::string& worker);
 
   // Errors: those of ExecSync; kUnavailable when the script did not complete with exit 0.
+  // `routine`: a look due only by its cadence (ExecRequest::routine: not sent, kResourceExhausted,
+  // when the pacing has no spare token now).
   api::StatusOr<ExecutorReport> Probe(databricks::SandboxApi& sandboxes, const ExecutorTarget& t,
-                                      std::stop_token stop) const;
+                                      std::stop_token stop, bool routine = false) const;
   api::StatusOr<ExecutorReport> Launch(databricks::SandboxApi& sandboxes, const ExecutorTarget& t,
                                        const ExecutorLaunch& launch, std::stop_token stop) const;
   // Best effort: errors are ignored (a stopped sandbox has no executor anyway).

@@ -100,6 +100,10 @@ bool ExecutorSchedule::ProbeDue(const ExecutorFacts& f, bool connected, Clock::W
          now - *f.last_probe_at >= options_.probe_interval;
 }
 
+bool ExecutorSchedule::RoutineProbe(const ExecutorFacts& f, bool connected) {
+  return !(InDoubt(f) && !connected) && !f.rebooted && f.last_probe_at.has_value();
+}
+
 milliseconds ExecutorSchedule::CrashLoopDelay(const std::string& exit_reason, bool ran,
                                               int restarts) const {
   if (IsAuthReason(exit_reason)) {

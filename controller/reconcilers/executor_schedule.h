@@ -93,6 +93,9 @@ class ExecutorSchedule {
   bool InConnectGrace(const ExecutorFacts& f, bool connected, Clock::WallTime now) const;
   // Whether to look inside the sandbox now, given what the status check just found.
   bool ProbeDue(const ExecutorFacts& f, bool connected, Clock::WallTime now) const;
+  // A due probe is routine when only the cadence asks for it (not a doubt, a new boot or a
+  // first look): it may be skipped when the cloud paces its calls, and made on a later pass.
+  static bool RoutineProbe(const ExecutorFacts& f, bool connected);
 
   // The delay before launching again after an exit diagnosed as `reason`; `ran`: it had been
   // seen running (it died later, not on start); `restarts`: status.executor.restarts.

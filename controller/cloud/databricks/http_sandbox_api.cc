@@ -63,6 +63,7 @@ StatusOr<std::string> HttpSandboxApi::Send(const Call& call, std::stop_token sto
   out.what = call.method + " " + call.path_and_query.substr(0, call.path_and_query.find('?'));
   out.idempotency = call.idempotency;
   out.endpoint_class = ClassOf(call.method, call.path_and_query);
+  out.routine = call.routine;
   out.request.method = call.method;
   out.request.url = options_.host + call.path_and_query;
   out.request.timeout = call.timeout.count() > 0 ? call.timeout : options_.request_timeout;
@@ -190,7 +191,8 @@ StatusOr<ExecResult> HttpSandboxApi::ExecSync(const std::string& sandbox_id,
             .path_and_query = std::string(kExecPath) + UrlEscape(sandbox_id) + "/exec-sync",
             .body = EncodeExecRequest(request),
             .idempotency = http::Idempotency::kNotIdempotent,
-            .timeout = timeout};
+            .timeout = timeout,
+            .routine = request.routine};
   ASSIGN_OR_RETURN(const std::string body, Send(call, stop));
   return DecodeExecResult(body);
 }

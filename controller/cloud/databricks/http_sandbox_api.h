@@ -68,6 +68,7 @@ class HttpSandboxApi final : public SandboxApi {
     std::optional<std::string> body{};
     http::Idempotency idempotency = http::Idempotency::kIdempotent;
     std::chrono::milliseconds timeout{0};  // 0: options_.request_timeout
+    bool routine = false;                  // http::Call::routine
   };
   // Sends through the caller; returns the 2xx body or the mapped error.
   StatusOr<std::string> Send(const Call& call, std::stop_token stop);

@@ -54,6 +54,9 @@ struct ExecRequest {
   std::vector<std::string> args;
   std::map<std::string, std::string> envs;  // merged over the default env; may hold secrets
   std::chrono::seconds execution_timeout{60};
+  // Not on the wire: a look due only by its cadence. Sent only with a spare token of the pacing,
+  // once, never waited for (kResourceExhausted "not sent" otherwise; http::Call::routine).
+  bool routine = false;
 };
 
 struct ExecResult {

@@ -71,8 +71,17 @@ StatusOr<HttpResponse> RetryingCaller::Loop(const Call& call, bool guard, Exchan
   }
   const Clock::SteadyTime start = clock_.Steady();
   for (int attempt = 1;; ++attempt) {
+    if (stop.stop_requested()) {
+      return api::CancelledError(what + ": cancelled");
+    }
     const std::optional<EndpointPacing::Permit> permit =
-        stop.stop_requested() ? std::nullopt : pacing_.Take(call.endpoint_class, stop);
+        call.routine ? pacing_.TryTake(call.endpoint_class)
+                     : pacing_.Take(call.endpoint_class, stop);
+    if (!permit && call.routine) {
+      return api::ResourceExhaustedError(what + ": not sent, a routine call and the " +
+                                         std::string(EndpointClassName(call.endpoint_class)) +
+                                         " calls are paced now");
+    }
     if (!permit) {
       return api::CancelledError(what + ": cancelled");
     }
@@ -104,6 +113,9 @@ StatusOr<HttpResponse> RetryingCaller::Loop(const Call& call, bool guard, Exchan
       } else {
         failure = Classify(call, result.response, guard, *authorization, *permit);
       }
+    }
+    if (call.routine) {
+      return failure.status;  // one attempt: the next pass looks again
     }
     const auto elapsed = std::chrono::duration_cast<milliseconds>(clock_.Steady() - start);
     const std::optional<milliseconds> delay = NextRetryDelay(

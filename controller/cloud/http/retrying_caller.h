@@ -20,6 +20,13 @@
 //      returned with retry_after set to the wait, so the reconcile gives its thread back and
 //      the Manager requeues it for then. Other sleeps are on the injected Clock and end early on
 //      `stop` (→ kCancelled, which also cancels the in-flight request).
+//   A `routine` call (a look that is due only by its cadence, such as the probe of an executor
+//   the connection already vouches for) never waits and is never retried: it is sent only if
+//   the class and the workspace have a token now (else kResourceExhausted "not sent"), once.
+//   Under throttling the class's few tokens go to the calls that bring objects up; a routine
+//   look that cannot be made now is made on a later pass (issue #25: 100 connected workers
+//   probing every 10 s wanted 10 exec-syncs/s of a command class that random 429s held at 3/s,
+//   and the last workers' launches waited behind them for minutes).
 // Stream(call, handlers) does the same through the StreamingTransport until the stream opens
 // (a 2xx head); nothing is retried after that, since events may have been delivered, and the
 // stream's own end is returned. As before this layer existed, streams neither consult nor feed
@@ -82,6 +89,7 @@ struct Call {
   Idempotency idempotency = Idempotency::kIdempotent;
   std::string what;
   EndpointClass endpoint_class = EndpointClass::kRead;  // whose pacing it waits for
+  bool routine = false;  // a spare token now or not at all; one attempt (see above)
 };
 
 class RetryingCaller {

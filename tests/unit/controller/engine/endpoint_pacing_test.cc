@@ -41,9 +41,9 @@ TEST(EndpointPacingTest, A429CutsAndHoldsOnlyItsClass) {
 // step must not shrink with the collapsed rate, or it takes minutes to come back.
 TEST(EndpointPacingTest, AfterCutsInARowTheRateComesBackInSeconds) {
   testing::FakeClock clock;
-  EndpointPacing pacing(clock, 20, 1);
+  EndpointPacing pacing(clock, 20, 1, AimdPolicy{.hold = 0ms});
   for (int i = 0; i < 5; ++i) {
-    // Each 429 answers a call sent after the previous cut (so each one cuts).
+    // Each 429 answers a call sent after the previous cut, with no hold (so each one cuts).
     pacing.Throttled(0ms,
                      EndpointPacing::Permit{
                          EndpointClass::kCreate, {clock.Steady(), false}, {clock.Steady(), false}});

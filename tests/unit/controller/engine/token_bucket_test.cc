@@ -136,10 +136,96 @@ TEST(TokenBucketAimdTest, AThrottleCutsTheRateOnceAndHoldsEveryCallerForTheDelay
   EXPECT_FALSE(bucket.TryAcquire()) << "the Retry-After holds every caller";
   clock.Advance(60ms);
   EXPECT_TRUE(bucket.TryAcquire());
-  // A call sent after the cut and throttled again: the limit is lower still.
+  // Sent after the cut, but answered within its hold: the same overload, no second cut or hold.
+  bucket.Throttled(5s, {clock.Steady(), true});
+  EXPECT_DOUBLE_EQ(bucket.rate(), 20);
+  EXPECT_EQ(bucket.cuts(), 1);
+  clock.Advance(60ms);
+  EXPECT_TRUE(bucket.TryAcquire()) << "its Retry-After is its own";
+  // After the hold, throttled again (every call answered so far was): the limit is lower still.
+  clock.Advance(2s);
   bucket.Throttled(0ms, {clock.Steady(), true});
   EXPECT_DOUBLE_EQ(bucket.rate(), 10);
   EXPECT_EQ(bucket.cuts(), 2);
+}
+
+// DCTCP's rule: the cut is the share of calls that did not get through, at least `decrease`.
+TEST(TokenBucketAimdTest, ACutIsTheFractionOfThrottledCallsAtMostTheDecrease) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, 20, 1,
+                     AimdPolicy{.min_rate = 0.01, .decrease = 0.5, .hold = 0ms, .loss_window = 2s});
+  for (int i = 0; i < 9; ++i) {
+    bucket.Succeeded({clock.Steady(), false});
+  }
+  bucket.Throttled(0ms, {clock.Steady(), true});
+  EXPECT_DOUBLE_EQ(bucket.rate(), 18) << "1 in 10 throttled: cut by a tenth";
+  bucket.Throttled(0ms, {clock.Steady(), true});
+  EXPECT_DOUBLE_EQ(bucket.rate(), 18 * 9.0 / 11) << "then 2 in 11";
+  for (int i = 0; i < 8; ++i) {
+    bucket.Throttled(0ms, {clock.Steady(), true});
+  }
+  const double before_last = bucket.rate();
+  bucket.Throttled(0ms, {clock.Steady(), true});
+  EXPECT_DOUBLE_EQ(bucket.rate(), before_last * 0.5) << "11 in 20: never more than halved";
+  // The windows pass: a throttle after a quiet time with nothing answered halves.
+  clock.Advance(5s);
+  const double before = bucket.rate();
+  bucket.Throttled(0ms, {clock.Steady(), true});
+  EXPECT_DOUBLE_EQ(bucket.rate(), before * 0.5);
+}
+
+// The server a benchmark of issue #25 met: 10% of a class's calls answered 429 at random. Cut
+// once per overload by the share throttled, the rate stays near the server's limit; halving on
+// every 429 (the old rule) held it at a few req/s.
+TEST(TokenBucketAimdTest, TenPercentRandom429sLeaveMostOfTheRate) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, 15, 1, AimdPolicy{.max_rate = 15});
+  int calls = 0;
+  const Clock::SteadyTime start = clock.Steady();
+  int calls_in_last_minute = 0;
+  while (clock.Steady() - start < 120s) {
+    while (!bucket.TryAcquire()) {
+      clock.Advance(1ms);
+    }
+    ++calls;
+    if (clock.Steady() - start >= 60s) {
+      ++calls_in_last_minute;
+    }
+    if (calls % 10 == 0) {
+      bucket.Throttled(1s, {clock.Steady(), true});
+    } else {
+      bucket.Succeeded({clock.Steady(), true});
+    }
+  }
+  EXPECT_GE(calls_in_last_minute / 60.0, 6)
+      << "req/s got through the bucket; rate now " << bucket.rate() << " after " << bucket.cuts()
+      << " cuts";
+}
+
+// A real limit: the server lets 10 calls a second through and throttles the rest. The rate
+// finds it from 20 and stays near it, and most calls get through.
+TEST(TokenBucketAimdTest, ARealLimitIsFoundAndKept) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, 20, 1, AimdPolicy{.max_rate = 20});
+  TokenBucket server(clock, 10, 1);
+  int answered = 0;
+  int throttled = 0;
+  const Clock::SteadyTime start = clock.Steady();
+  while (clock.Steady() - start < 120s) {
+    while (!bucket.TryAcquire()) {
+      clock.Advance(1ms);
+    }
+    const bool counted = clock.Steady() - start >= 60s;
+    answered += counted ? 1 : 0;
+    if (server.TryAcquire()) {
+      bucket.Succeeded({clock.Steady(), true});
+    } else {
+      throttled += counted ? 1 : 0;
+      bucket.Throttled(100ms, {clock.Steady(), true});
+    }
+  }
+  EXPECT_LT(static_cast<double>(throttled) / answered, 0.2) << throttled << " of " << answered;
+  EXPECT_GE((answered - throttled) / 60.0, 7) << "req/s through; rate now " << bucket.rate();
 }
 
 TEST(TokenBucketAimdTest, NoIncreaseDuringTheHoldAfterACutThenItRecovers) {
@@ -175,7 +261,7 @@ TEST(TokenBucketAimdTest, AfterAThrottleTheRateClimbsBackSlowly) {
 
 TEST(TokenBucketAimdTest, CutsStopAtTheMinimum) {
   testing::FakeClock clock;
-  TokenBucket bucket(clock, 4, 1, AimdPolicy{.min_rate = 1});
+  TokenBucket bucket(clock, 4, 1, AimdPolicy{.min_rate = 1, .hold = 0ms});
   for (int i = 0; i < 10; ++i) {
     clock.Advance(1ms);
     bucket.Throttled(0ms, {clock.Steady(), true});

@@ -985,6 +985,41 @@ TEST_F(AgentWorkerReconcilerTest, ARestartKeepsTheScheduleOfARunningExecutor) {
   EXPECT_EQ(Launches(), 1);
 }
 
+// Issue #25: the probe of an executor the connection vouches for, due only by its cadence, is
+// routine: a spare token or a later pass. A skip (or a 503, a 429) of it is no failure of the
+// worker; the probes of a doubt are never routine, nor is a launch.
+TEST_F(AgentWorkerReconcilerTest, ARoutineProbeIsPutOffWhenTheCloudPacesIt) {
+  ASSERT_NO_FATAL_FAILURE(StartRunningWorker());
+  for (const databricks::ExecRequest& e : clouds_.api().execs()) {
+    EXPECT_FALSE(e.routine) << "the launch and the probe of a doubt are not routine: "
+                            << e.args.at(2);
+  }
+  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
+  clock_.Advance(5s);
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  const std::string last_probe = Worker().agent_worker_status().executor.last_probe_at;
+  const size_t execs = clouds_.api().execs().size();
+
+  clock_.Advance(ExecutorScheduleOptions{}.probe_interval + 1s);
+  clouds_.api().FailNext("exec", api::ResourceExhaustedError(
+                                     "POST /exec-sync: not sent, a routine call and the command "
+                                     "calls are paced now"));
+  auto put_off = Reconcile();
+  ASSERT_TRUE(put_off.ok()) << put_off.status();
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("Synced").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Worker().agent_worker_status().executor.last_probe_at, last_probe)
+      << "no look was made: it is still due";
+
+  clock_.Advance(ExecutorScheduleOptions{}.status_interval + 1s);
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_EQ(clouds_.api().execs().size(), execs + 1);
+  EXPECT_TRUE(clouds_.api().execs().back().routine);
+  EXPECT_NE(Worker().agent_worker_status().executor.last_probe_at, last_probe);
+  EXPECT_EQ(Launches(), 1);
+}
+
 TEST_F(AgentWorkerReconcilerTest, ARestartKeepsTheCrashLoopDelay) {
   sandbox_->SetCodex("echo 'Error: IP is not authorized' >&2; exit 1");
   MakeSandbox("box", true);
