@@ -21,6 +21,7 @@
 
 #include "api/duration.h"
 #include "api/internal/tree.h"
+#include "api/kinds.h"
 
 namespace sbx::api {
 namespace {
@@ -387,17 +388,16 @@ Status ForEachItem(const Ctx& ctx, const Field& f, Fn fn) {
 Status ReadKindName(const Ctx& ctx, const Field& f, Kind* out) {
   std::string text;
   RETURN_IF_ERROR(ReadString(ctx, f, &text));
-  for (Kind k : kAllKinds) {
-    if (KindName(k) == text) {
-      *out = k;
+  std::vector<std::string_view> names;
+  for (const KindInfo& info : Kinds()) {
+    if (info.name == text) {
+      *out = info.kind;
       return OkStatus();
     }
+    names.push_back(info.name);
   }
-  std::string problem = "unknown kind " + Quote(text) +
-                        " (expected one of: Workspace, Sandbox, AgentWorker, AgentTask, GitSource";
-  if (std::string hint =
-          Suggest(text, {"Workspace", "Sandbox", "AgentWorker", "AgentTask", "GitSource"});
-      !hint.empty()) {
+  std::string problem = "unknown kind " + Quote(text) + " (expected one of: " + KindNameList();
+  if (std::string hint = Suggest(text, names); !hint.empty()) {
     problem += "; did you mean " + Quote(hint) + "?";
   }
   problem += ")";
@@ -1180,44 +1180,13 @@ Node WriteVariant(const Variant& v) {
   return std::visit([](const auto& s) { return Struct<std::decay_t<decltype(s)>>::Write(s); }, v);
 }
 
-template <typename T, typename Variant>
-Status ReadAs(const Ctx& ctx, const Field& f, Variant* out) {
-  T value;
-  RETURN_IF_ERROR(Struct<T>::Read(ctx, f, &value));
-  *out = std::move(value);
-  return OkStatus();
-}
-
-Status ReadSpec(const Ctx& ctx, Kind kind, const Field& f, Spec* out) {
-  switch (kind) {
-    case Kind::kWorkspace:
-      return ReadAs<WorkspaceSpec>(ctx, f, out);
-    case Kind::kSandbox:
-      return ReadAs<SandboxSpec>(ctx, f, out);
-    case Kind::kAgentWorker:
-      return ReadAs<AgentWorkerSpec>(ctx, f, out);
-    case Kind::kAgentTask:
-      return ReadAs<AgentTaskSpec>(ctx, f, out);
-    case Kind::kGitSource:
-      return ReadAs<GitSourceSpec>(ctx, f, out);
-  }
-  return InternalError("unknown kind");
-}
-
-Status ReadStatus(const Ctx& ctx, Kind kind, const Field& f, ResourceStatus* out) {
-  switch (kind) {
-    case Kind::kWorkspace:
-      return ReadAs<WorkspaceStatus>(ctx, f, out);
-    case Kind::kSandbox:
-      return ReadAs<SandboxStatus>(ctx, f, out);
-    case Kind::kAgentWorker:
-      return ReadAs<AgentWorkerStatus>(ctx, f, out);
-    case Kind::kAgentTask:
-      return ReadAs<AgentTaskStatus>(ctx, f, out);
-    case Kind::kGitSource:
-      return ReadAs<GitSourceStatus>(ctx, f, out);
-  }
-  return InternalError("unknown kind");
+// Reads a spec or status into the alternative `out` holds (MakeObject set the kind's), by its
+// type's field table: nothing here is per kind.
+template <typename Variant>
+Status ReadVariant(const Ctx& ctx, const Field& f, Variant* out) {
+  return std::visit(
+      [&](auto& value) { return Struct<std::decay_t<decltype(value)>>::Read(ctx, f, &value); },
+      *out);
 }
 
 Node EncodeObjectNode(const Object& o) {
@@ -1258,8 +1227,7 @@ StatusOr<Object> ReadObject(const Ctx& ctx, const Field& root) {
   auto kind_field = r.Get("kind");
   if (!kind_field) {
     return Error(ctx, root.line, root.column, "kind",
-                 "required field is missing (expected one of: Workspace, Sandbox, AgentWorker, "
-                 "AgentTask, GitSource)");
+                 "required field is missing (expected one of: " + KindNameList() + ")");
   }
   Kind kind = Kind::kSandbox;
   RETURN_IF_ERROR(ReadKindName(ctx, *kind_field, &kind));
@@ -1276,11 +1244,11 @@ StatusOr<Object> ReadObject(const Ctx& ctx, const Field& root) {
     return Error(ctx, at.line, at.column, "metadata.name", "required field is missing");
   }
   if (auto spec = r.Get("spec")) {
-    RETURN_IF_ERROR(ReadSpec(ctx, kind, *spec, &object.spec));
+    RETURN_IF_ERROR(ReadVariant(ctx, *spec, &object.spec));
   }
   if (!ctx.manifest) {
     if (auto status = r.Get("status")) {
-      RETURN_IF_ERROR(ReadStatus(ctx, kind, *status, &object.status));
+      RETURN_IF_ERROR(ReadVariant(ctx, *status, &object.status));
     }
   }
   return object;
@@ -1360,16 +1328,16 @@ std::string EncodeStatusJson(const Object& object) {
 StatusOr<Spec> DecodeSpecJson(Kind kind, std::string_view json) {
   ASSIGN_OR_RETURN(Node root, internal::ParseJson(json));
   Ctx ctx{"", /*manifest=*/false, nullptr};
-  Spec spec;
-  RETURN_IF_ERROR(ReadSpec(ctx, kind, Field{&root, "spec", 0, 0}, &spec));
+  Spec spec = MakeObject(kind, "").spec;
+  RETURN_IF_ERROR(ReadVariant(ctx, Field{&root, "spec", 0, 0}, &spec));
   return spec;
 }
 
 StatusOr<ResourceStatus> DecodeStatusJson(Kind kind, std::string_view json) {
   ASSIGN_OR_RETURN(Node root, internal::ParseJson(json));
   Ctx ctx{"", /*manifest=*/false, nullptr};
-  ResourceStatus status;
-  RETURN_IF_ERROR(ReadStatus(ctx, kind, Field{&root, "status", 0, 0}, &status));
+  ResourceStatus status = MakeObject(kind, "").status;
+  RETURN_IF_ERROR(ReadVariant(ctx, Field{&root, "status", 0, 0}, &status));
   return status;
 }
 

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "api/kinds.h"
+
 namespace sbx::api {
 
 void ApplySandboxDefaults(SandboxSpec& spec, std::string_view namespace_, std::string_view name) {
@@ -24,37 +26,40 @@ void ApplyDefaults(Object& object) {
   if (meta.namespace_.empty()) {
     meta.namespace_ = std::string(kDefaultNamespace);
   }
-  switch (object.kind) {
-    case Kind::kWorkspace:
-      break;
-    case Kind::kSandbox:
-      ApplySandboxDefaults(object.sandbox_spec(), meta.namespace_, meta.name);
-      break;
-    case Kind::kAgentWorker: {
-      AgentWorkerSpec& spec = object.agent_worker_spec();
-      if (spec.workspace_directory.empty()) {
-        spec.workspace_directory = std::string(kDefaultWorkspaceDirectory);
-      }
-      if (spec.executor.command.empty()) {
-        spec.executor.command = "codex";
-      }
-      if (spec.sandbox.has_value()) {
-        ApplySandboxDefaults(*spec.sandbox, meta.namespace_, meta.name);
-      }
-      break;
-    }
-    case Kind::kAgentTask:
-      break;  // timeout 30m and collect[].maxBytes 1Mi are the decoded defaults
-    case Kind::kGitSource: {
-      GitSourceSpec& spec = object.git_source_spec();
-      if (spec.path.empty()) {
-        spec.path = ".";
-      }
-      if (spec.applyset.empty()) {
-        spec.applyset = "gitsource-" + meta.namespace_ + "-" + meta.name;
-      }
-      break;
-    }
+  KindInfoOf(object.kind).defaults(object);
+}
+
+// ---- Each kind's part (the kind table's entry points) ----------------------------------------
+
+void DefaultWorkspace(Object&) {}
+
+void DefaultSandbox(Object& object) {
+  ApplySandboxDefaults(object.sandbox_spec(), object.metadata.namespace_, object.metadata.name);
+}
+
+void DefaultAgentWorker(Object& object) {
+  AgentWorkerSpec& spec = object.agent_worker_spec();
+  if (spec.workspace_directory.empty()) {
+    spec.workspace_directory = std::string(kDefaultWorkspaceDirectory);
+  }
+  if (spec.executor.command.empty()) {
+    spec.executor.command = "codex";
+  }
+  if (spec.sandbox.has_value()) {
+    ApplySandboxDefaults(*spec.sandbox, object.metadata.namespace_, object.metadata.name);
+  }
+}
+
+// timeout 30m and collect[].maxBytes 1Mi are the decoded defaults.
+void DefaultAgentTask(Object&) {}
+
+void DefaultGitSource(Object& object) {
+  GitSourceSpec& spec = object.git_source_spec();
+  if (spec.path.empty()) {
+    spec.path = ".";
+  }
+  if (spec.applyset.empty()) {
+    spec.applyset = "gitsource-" + object.metadata.namespace_ + "-" + object.metadata.name;
   }
 }
 

@@ -30,4 +30,12 @@ void ApplyDefaults(Object& object);
 // an AgentWorker owns through its inline template).
 void ApplySandboxDefaults(SandboxSpec& spec, std::string_view namespace_, std::string_view name);
 
+// Each kind's part of ApplyDefaults, after the namespace (the kind table's entry points,
+// api/kinds.h).
+void DefaultWorkspace(Object& object);
+void DefaultSandbox(Object& object);
+void DefaultAgentWorker(Object& object);
+void DefaultAgentTask(Object& object);
+void DefaultGitSource(Object& object);
+
 }  // namespace sbx::api

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "api/kinds.h"
 #include "api/text.h"
 
 namespace sbx::api {
@@ -28,42 +29,14 @@ auto& GetAs(V& v, const Object& o, std::string_view wanted) {
 
 }  // namespace
 
-std::string_view KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kWorkspace:
-      return "Workspace";
-    case Kind::kSandbox:
-      return "Sandbox";
-    case Kind::kAgentWorker:
-      return "AgentWorker";
-    case Kind::kAgentTask:
-      return "AgentTask";
-    case Kind::kGitSource:
-      return "GitSource";
-  }
-  return "Unknown";
-}
+std::string_view KindName(Kind kind) { return KindInfoOf(kind).name; }
 
 StatusOr<Kind> ParseKind(std::string_view text) {
-  const std::string t = Lower(text);
-  if (t == "workspace" || t == "workspaces" || t == "ws") {
-    return Kind::kWorkspace;
+  if (const KindInfo* info = FindKind(text)) {
+    return info->kind;
   }
-  if (t == "sandbox" || t == "sandboxes" || t == "sb") {
-    return Kind::kSandbox;
-  }
-  if (t == "agentworker" || t == "agentworkers" || t == "aw") {
-    return Kind::kAgentWorker;
-  }
-  if (t == "agenttask" || t == "agenttasks" || t == "at") {
-    return Kind::kAgentTask;
-  }
-  if (t == "gitsource" || t == "gitsources" || t == "gs") {
-    return Kind::kGitSource;
-  }
-  return InvalidArgumentError(
-      "unknown kind \"" + std::string(text) +
-      "\" (expected Workspace|ws, Sandbox|sb, AgentWorker|aw, AgentTask|at or GitSource|gs)");
+  return InvalidArgumentError("unknown kind \"" + std::string(text) + "\" (expected " +
+                              KindWordList() + ")");
 }
 
 std::string_view ConditionStatusName(ConditionStatus s) {
@@ -171,28 +144,7 @@ Object MakeObject(Kind kind, std::string name, std::string namespace_) {
   o.kind = kind;
   o.metadata.name = std::move(name);
   o.metadata.namespace_ = std::move(namespace_);
-  switch (kind) {
-    case Kind::kWorkspace:
-      o.spec = WorkspaceSpec{};
-      o.status = WorkspaceStatus{};
-      break;
-    case Kind::kSandbox:
-      o.spec = SandboxSpec{};
-      o.status = SandboxStatus{};
-      break;
-    case Kind::kAgentWorker:
-      o.spec = AgentWorkerSpec{};
-      o.status = AgentWorkerStatus{};
-      break;
-    case Kind::kAgentTask:
-      o.spec = AgentTaskSpec{};
-      o.status = AgentTaskStatus{};
-      break;
-    case Kind::kGitSource:
-      o.spec = GitSourceSpec{};
-      o.status = GitSourceStatus{};
-      break;
-  }
+  KindInfoOf(kind).make(o);
   return o;
 }
 

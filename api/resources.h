@@ -34,13 +34,14 @@ inline constexpr std::string_view kControllerFinalizer = "sbx.dev/controller";
 // bump the generation and needs no spec edit (`sbxctl annotate` works too).
 inline constexpr std::string_view kCancelRequestedAnnotation = "sbx.dev/cancel-requested";
 
+// Every kind; the kind table (api/kinds.h) has one row for each, in this order.
 enum class Kind { kWorkspace, kSandbox, kAgentWorker, kAgentTask, kGitSource };
 inline constexpr Kind kAllKinds[] = {Kind::kWorkspace, Kind::kSandbox, Kind::kAgentWorker,
                                      Kind::kAgentTask, Kind::kGitSource};
 
-// "Workspace", "Sandbox", "AgentWorker", "AgentTask", "GitSource".
+// "Workspace", "Sandbox", "AgentWorker", "AgentTask", "GitSource" (the kind table's names).
 std::string_view KindName(Kind kind);
-// Accepts the kind name in any case, its plural, and the short names ws, sb, aw, at, gs:
+// Accepts the kind name in any case, its plural, and its short name (the kind table's):
 // "sandbox", "Sandboxes", "sb" → kSandbox. kInvalidArgument names the accepted forms.
 StatusOr<Kind> ParseKind(std::string_view text);
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "api/duration.h"
+#include "api/kinds.h"
 
 namespace sbx::api {
 namespace {
@@ -699,19 +700,29 @@ std::string ValidateServiceUrl(std::string_view url) {
 
 Status Validate(const Object& object, const ValidationOptions& options) {
   RETURN_IF_ERROR(ValidateMeta(object.metadata));
-  switch (object.kind) {
-    case Kind::kWorkspace:
-      return ValidateWorkspace(object.workspace_spec(), options);
-    case Kind::kSandbox:
-      return ValidateSandbox("spec", object.sandbox_spec());
-    case Kind::kAgentWorker:
-      return ValidateAgentWorker(object.agent_worker_spec(), options);
-    case Kind::kAgentTask:
-      return ValidateAgentTask(object.agent_task_spec());
-    case Kind::kGitSource:
-      return ValidateGitSource(object.git_source_spec(), options);
-  }
-  return OkStatus();
+  return KindInfoOf(object.kind).validate(object, options);
+}
+
+// ---- Each kind's part (the kind table's entry points) ----------------------------------------
+
+Status ValidateWorkspaceObject(const Object& object, const ValidationOptions& options) {
+  return ValidateWorkspace(object.workspace_spec(), options);
+}
+
+Status ValidateSandboxObject(const Object& object, const ValidationOptions&) {
+  return ValidateSandbox("spec", object.sandbox_spec());
+}
+
+Status ValidateAgentWorkerObject(const Object& object, const ValidationOptions& options) {
+  return ValidateAgentWorker(object.agent_worker_spec(), options);
+}
+
+Status ValidateAgentTaskObject(const Object& object, const ValidationOptions&) {
+  return ValidateAgentTask(object.agent_task_spec());
+}
+
+Status ValidateGitSourceObject(const Object& object, const ValidationOptions& options) {
+  return ValidateGitSource(object.git_source_spec(), options);
 }
 
 }  // namespace sbx::api

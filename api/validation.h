@@ -25,6 +25,14 @@ struct ValidationOptions {
 
 Status Validate(const Object& object, const ValidationOptions& options = {});
 
+// Each kind's part of Validate, after the metadata (the kind table's entry points,
+// api/kinds.h).
+Status ValidateWorkspaceObject(const Object& object, const ValidationOptions& options);
+Status ValidateSandboxObject(const Object& object, const ValidationOptions& options);
+Status ValidateAgentWorkerObject(const Object& object, const ValidationOptions& options);
+Status ValidateAgentTaskObject(const Object& object, const ValidationOptions& options);
+Status ValidateGitSourceObject(const Object& object, const ValidationOptions& options);
+
 // A secret reference a manifest may hold (SECURITY.md): `{env: NAME}` with NAME starting with
 // `env_prefix`, or `{file: NAME}` with NAME a plain file name (no '/', not "." or "..") that the
 // controller looks up in its secrets directory. An empty reference is valid (unset). Errors are

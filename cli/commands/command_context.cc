@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "api/duration.h"
+#include "api/kinds.h"
 #include "api/validation.h"
 #include "cli/commands/client_config.h"
 #include "cli/commands/terminal_text.h"
@@ -187,37 +188,9 @@ int CommandContext::Fail(const api::Status& status) {
   return kExitError;
 }
 
-std::string TypeName(api::Kind kind) {
-  switch (kind) {
-    case api::Kind::kWorkspace:
-      return "workspace";
-    case api::Kind::kSandbox:
-      return "sandbox";
-    case api::Kind::kAgentWorker:
-      return "agentworker";
-    case api::Kind::kAgentTask:
-      return "agenttask";
-    case api::Kind::kGitSource:
-      return "gitsource";
-  }
-  return "unknown";
-}
+std::string TypeName(api::Kind kind) { return std::string(api::KindInfoOf(kind).singular); }
 
-std::string ResourceName(api::Kind kind) {
-  switch (kind) {
-    case api::Kind::kWorkspace:
-      return "workspaces";
-    case api::Kind::kSandbox:
-      return "sandboxes";
-    case api::Kind::kAgentWorker:
-      return "agentworkers";
-    case api::Kind::kAgentTask:
-      return "agenttasks";
-    case api::Kind::kGitSource:
-      return "gitsources";
-  }
-  return "unknown";
-}
+std::string ResourceName(api::Kind kind) { return std::string(api::KindInfoOf(kind).plural); }
 
 std::string QualifiedName(const api::ObjectKey& key) { return TypeName(key.kind) + "/" + key.name; }
 

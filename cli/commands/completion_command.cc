@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 
+#include "api/kinds.h"
 #include "cli/commands/explain_command.h"
 #include "controller/store/postgres_store.h"
 
@@ -54,10 +56,16 @@ const std::set<std::string> kGlobalValueFlags = {"--db", "-n", "--namespace",
 const std::set<std::string> kObjectVerbs = {"get",   "describe", "delete", "wait",
                                             "label", "annotate", "patch",  "edit"};
 
-std::vector<std::string> KindWords() {
-  return {"sandbox",    "sandboxes", "sb",         "agentworker", "agentworkers",
-          "aw",         "agenttask", "agenttasks", "at",          "workspace",
-          "workspaces", "ws",        "gitsource",  "gitsources",  "gs"};
+// Every word that names a kind (api/kinds.h): singular, plural and short name.
+std::vector<std::string> KindWords(std::optional<api::Kind> only = std::nullopt) {
+  std::vector<std::string> words;
+  for (const api::KindInfo& info : api::Kinds()) {
+    if (!only || *only == info.kind) {
+      words.insert(words.end(), {std::string(info.singular), std::string(info.plural),
+                                 std::string(info.short_name)});
+    }
+  }
+  return words;
 }
 
 bool StartsWith(std::string_view s, std::string_view prefix) {
@@ -292,7 +300,7 @@ std::vector<std::string> CompletionCandidates(CLI::App& app, CommandContext& ctx
                                  : std::vector<std::string>{};
     }
     if (positionals.empty()) {
-      return WithPrefix({"agenttask", "agenttasks", "at"}, current);
+      return WithPrefix(KindWords(api::Kind::kAgentTask), current);
     }
     auto kind = api::ParseKind(positionals[0]);
     if (!kind.ok() || *kind != api::Kind::kAgentTask) {

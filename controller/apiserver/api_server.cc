@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "api/codec.h"
+#include "api/kinds.h"
 #include "api/manifest_check.h"
 #include "api/rfc3339.h"
 #include "controller/apiserver/api_wire.h"
@@ -404,9 +405,8 @@ class ApiServer::Impl {
     }
     const std::optional<api::Kind> kind = KindOfPlural(rest[i]);
     if (!kind) {
-      x.Respond(ErrorReply(api::NotFoundError("unknown resource \"" + rest[i] +
-                                              "\" (workspaces, sandboxes, agentworkers, "
-                                              "agenttasks, gitsources)")));
+      x.Respond(ErrorReply(
+          api::NotFoundError("unknown resource \"" + rest[i] + "\" (" + api::PluralList() + ")")));
       return;
     }
     if (i + 1 == rest.size()) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/codec.h"
+#include "api/kinds.h"
 #include "controller/apiserver/http_server.h"
 
 namespace sbx::controller::apiserver {
@@ -241,26 +242,12 @@ api::StatusOr<api::Object> ObjectFromJson(const json& j) {
 
 }  // namespace
 
-std::string_view PluralOf(api::Kind kind) {
-  switch (kind) {
-    case api::Kind::kWorkspace:
-      return "workspaces";
-    case api::Kind::kSandbox:
-      return "sandboxes";
-    case api::Kind::kAgentWorker:
-      return "agentworkers";
-    case api::Kind::kAgentTask:
-      return "agenttasks";
-    case api::Kind::kGitSource:
-      return "gitsources";
-  }
-  return "sandboxes";
-}
+std::string_view PluralOf(api::Kind kind) { return api::KindInfoOf(kind).plural; }
 
 std::optional<api::Kind> KindOfPlural(std::string_view plural) {
-  for (const api::Kind k : api::kAllKinds) {
-    if (PluralOf(k) == plural) {
-      return k;
+  for (const api::KindInfo& info : api::Kinds()) {
+    if (info.plural == plural) {
+      return info.kind;
     }
   }
   return std::nullopt;

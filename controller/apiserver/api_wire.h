@@ -26,7 +26,7 @@ namespace sbx::controller::apiserver {
 
 inline constexpr std::string_view kApiPrefix = "/apis/sbx.dev/v1alpha1";
 
-// "sandboxes", "agentworkers", "workspaces", "agenttasks", "gitsources".
+// The kind's plural (api/kinds.h): "sandboxes", "agentworkers", ….
 std::string_view PluralOf(api::Kind kind);
 // Only the plural (the path segment). nullopt otherwise.
 std::optional<api::Kind> KindOfPlural(std::string_view plural);

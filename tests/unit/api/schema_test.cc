@@ -10,6 +10,7 @@
 #include <string>
 
 #include "api/codec.h"
+#include "api/kinds.h"
 #include "api/text.h"
 #include "tests/unit/api/test_objects.h"
 
@@ -19,9 +20,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-json LoadSchema(std::string_view kind) {
+json LoadSchema(Kind kind) {
   const fs::path path =
-      fs::path(SBX_SOURCE_DIR) / "manifests" / "schema" / (std::string(kind) + ".schema.json");
+      fs::path(SBX_SOURCE_DIR) / "manifests" / "schema" / std::string(KindInfoOf(kind).schema);
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << path;
   return json::parse(in);
@@ -114,8 +115,7 @@ TEST_P(SchemaTest, PropertiesMatchTheCodec) {
                                               : test_objects::FullWorker();
   FillSecrets(o);
   o.metadata = test_objects::FullSandbox().metadata;  // every metadata field set
-  const std::string kind = Lower(KindName(GetParam()));
-  const json schema = LoadSchema(kind);
+  const json schema = LoadSchema(GetParam());
   EXPECT_EQ(schema["properties"]["kind"]["const"], std::string(KindName(GetParam())));
   EXPECT_EQ(schema["properties"]["apiVersion"]["const"], std::string(kApiVersion));
 
@@ -128,8 +128,7 @@ TEST_P(SchemaTest, PropertiesMatchTheCodec) {
 }
 
 TEST_P(SchemaTest, EnumValuesDecode) {
-  const std::string kind = Lower(KindName(GetParam()));
-  const json schema = LoadSchema(kind);
+  const json schema = LoadSchema(GetParam());
   std::set<std::string> paths;
   std::map<std::string, json> enums;
   SchemaPaths(schema, schema, "", paths, &enums);
@@ -158,9 +157,7 @@ TEST_P(SchemaTest, EnumValuesDecode) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllKinds, SchemaTest,
-                         ::testing::Values(Kind::kWorkspace, Kind::kSandbox, Kind::kAgentWorker,
-                                           Kind::kAgentTask, Kind::kGitSource),
+INSTANTIATE_TEST_SUITE_P(AllKinds, SchemaTest, ::testing::ValuesIn(kAllKinds),
                          [](const ::testing::TestParamInfo<Kind>& info) {
                            return std::string(KindName(info.param));
                          });
