@@ -41,7 +41,7 @@ inline constexpr std::string_view kRunning = "Running";
 inline constexpr std::string_view kConnected = "Connected";
 inline constexpr std::string_view kAuthenticated = "Authenticated";
 
-// ClassifyError's classes (controller/engine/classify_error.h): transient …
+// ClassifyError's classes (controller/base/classify_error.h): transient …
 inline constexpr std::string_view kOk = "Ok";
 inline constexpr std::string_view kUnavailable = "Unavailable";
 inline constexpr std::string_view kTimeout = "Timeout";
@@ -51,8 +51,9 @@ inline constexpr std::string_view kInternalError = "InternalError";
 inline constexpr std::string_view kUnknown = "Unknown";
 inline constexpr std::string_view kCancelled = "Cancelled";
 inline constexpr std::string_view kDataLoss = "DataLoss";
-// … a call's retry handed back to the work queue rather than waited inline (engine/inline_wait.h):
-// not an observation, so reconcilers keep what they last saw (classify_error.h RetryScheduled).
+// … a call's retry handed back to the work queue rather than waited inline
+// (controller/base/inline_wait.h): not an observation, so reconcilers keep what they last saw
+// (classify_error.h RetryScheduled).
 inline constexpr std::string_view kRetryScheduled = "RetryScheduled";
 // … and terminal.
 inline constexpr std::string_view kInvalidSpec = "InvalidSpec";

@@ -23,8 +23,8 @@
 #include "controller/apiserver/api_server.h"
 #include "controller/apiserver/http_server.h"
 #include "controller/apiserver/tokens.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/http/http_transport.h"
-#include "controller/engine/clock.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::controller {

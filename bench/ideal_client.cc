@@ -36,10 +36,11 @@
 #include <thread>
 #include <vector>
 
+#include "api/percent_encoding.h"
+#include "controller/base/clock.h"
+#include "controller/base/token_bucket.h"
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http/wire_text.h"
-#include "controller/engine/clock.h"
-#include "controller/engine/token_bucket.h"
 
 namespace {
 
@@ -268,7 +269,7 @@ int Run(const Flags& f) {
       std::string url =
           f.databricks + "/api/2.0/sandboxes?page_size=" + std::to_string(f.page_size);
       if (!token.empty()) {
-        url += "&page_token=" + sbx::controller::http::UrlEscape(token);
+        url += "&page_token=" + sbx::api::PercentEncode(token);
       }
       const json page = client.Call("databricks.list", "GET", url, std::nullopt);
       for (const json& s : page.value("sandboxes", json::array())) {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "api/conditions.h"
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 #include "controller/engine/store_compactor.h"
 #include "controller/store/sqlite_store.h"
 

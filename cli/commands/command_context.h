@@ -19,7 +19,7 @@
 
 #include "api/resources.h"
 #include "api/status.h"
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller::apiclient {

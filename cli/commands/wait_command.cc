@@ -5,7 +5,7 @@
 #include <array>
 #include <memory>
 
-#include "controller/engine/classify_error.h"
+#include "controller/base/classify_error.h"
 
 namespace sbx::cli {
 namespace {

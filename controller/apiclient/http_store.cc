@@ -3,15 +3,15 @@
 #include <algorithm>
 
 #include "api/codec.h"
-#include "controller/apiserver/api_wire.h"
-#include "controller/apiserver/http_server.h"
+#include "api/percent_encoding.h"
+#include "controller/apiwire/api_wire.h"
 
 namespace sbx::controller::apiclient {
 namespace {
 
-using apiserver::kApiPrefix;
-using apiserver::ObjectPath;
-using apiserver::PercentEncode;
+using api::PercentEncode;
+using apiwire::kApiPrefix;
+using apiwire::ObjectPath;
 
 Status NotForClients(std::string_view what) {
   return api::PermissionDeniedError(std::string(what) +
@@ -59,7 +59,7 @@ StatusOr<std::string> HttpStore::Call(const std::string& method, const std::stri
     return api::UnavailableError("server " + options_.server + ": " + result.status.message());
   }
   if (result.response.status < 200 || result.response.status >= 300) {
-    return apiserver::StatusFromReply(result.response.status, result.response.body);
+    return apiwire::StatusFromReply(result.response.status, result.response.body);
   }
   return std::move(result.response.body);
 }
@@ -82,10 +82,10 @@ StatusOr<ObjectKey> HttpStore::TaskOf(const std::string& uid) {
 
 StatusOr<std::vector<ApplyResult>> HttpStore::Apply(const std::vector<Object>& objects,
                                                     const ApplyOptions& options) {
-  apiserver::ApplyRequest request;
+  apiwire::ApplyRequest request;
   request.options = options;
   for (const Object& o : objects) {
-    apiserver::ManifestFile f;
+    apiwire::ManifestFile f;
     f.file =
         std::string(api::KindName(o.kind)) + "/" + o.metadata.namespace_ + "/" + o.metadata.name;
     f.content = api::EncodeObjectJson(o, /*pretty=*/true);
@@ -95,8 +95,8 @@ StatusOr<std::vector<ApplyResult>> HttpStore::Apply(const std::vector<Object>& o
     request.manifests.push_back(std::move(f));
   }
   ASSIGN_OR_RETURN(std::string body, Call("POST", std::string(kApiPrefix) + "/apply",
-                                          apiserver::ApplyRequestJson(request)));
-  ASSIGN_OR_RETURN(std::vector<ApplyResult> results, apiserver::DecodeApplyResults(body));
+                                          apiwire::ApplyRequestJson(request)));
+  ASSIGN_OR_RETURN(std::vector<ApplyResult> results, apiwire::DecodeApplyResults(body));
   for (const ApplyResult& r : results) {
     Remember(r.object);
   }
@@ -121,12 +121,12 @@ StatusOr<std::vector<Object>> HttpStore::List(const ListOptions& options) {
     if (options.kind && *options.kind != kind) {
       continue;
     }
-    std::string path = apiserver::CollectionPath(kind, options.namespace_);
+    std::string path = apiwire::CollectionPath(kind, options.namespace_);
     if (!query.empty()) {
       path += "?" + query;
     }
     ASSIGN_OR_RETURN(std::string body, Call("GET", path));
-    ASSIGN_OR_RETURN(apiserver::ObjectList list, apiserver::DecodeList(body));
+    ASSIGN_OR_RETURN(apiwire::ObjectList list, apiwire::DecodeList(body));
     for (Object& o : list.items) {
       Remember(o);
       out.push_back(std::move(o));
@@ -151,7 +151,7 @@ StatusOr<Object> HttpStore::PostWakeHint(const ObjectKey&) {
 
 StatusOr<DeleteOutcome> HttpStore::Delete(const ObjectKey& key) {
   ASSIGN_OR_RETURN(std::string body, Call("DELETE", ObjectPath(key)));
-  return apiserver::DecodeDeleteOutcome(body);
+  return apiwire::DecodeDeleteOutcome(body);
 }
 
 StatusOr<std::vector<Store::Change>> HttpStore::WatchSince(int64_t since, int limit) {
@@ -167,8 +167,8 @@ StatusOr<std::vector<Store::Change>> HttpStore::WatchSince(int64_t since, int li
       nl = body.size();
     }
     if (nl > start) {
-      ASSIGN_OR_RETURN(Change change, apiserver::DecodeWatchEvent(
-                                          std::string_view(body).substr(start, nl - start)));
+      ASSIGN_OR_RETURN(Change change,
+                       apiwire::DecodeWatchEvent(std::string_view(body).substr(start, nl - start)));
       if (change.object) {
         Remember(*change.object);
       }
@@ -181,7 +181,7 @@ StatusOr<std::vector<Store::Change>> HttpStore::WatchSince(int64_t since, int li
 
 StatusOr<int64_t> HttpStore::CurrentRevision() {
   ASSIGN_OR_RETURN(std::string body, Call("GET", std::string(kApiPrefix) + "/revision"));
-  return apiserver::DecodeRevision(body);
+  return apiwire::DecodeRevision(body);
 }
 
 bool HttpStore::WaitForChange(std::chrono::milliseconds timeout) {
@@ -207,7 +207,7 @@ bool HttpStore::WaitForChange(std::chrono::milliseconds timeout) {
   if (!body.ok()) {
     return true;  // let the caller read, and see the error there
   }
-  auto revision = apiserver::DecodeRevision(*body);
+  auto revision = apiwire::DecodeRevision(*body);
   if (!revision.ok()) {
     return true;
   }
@@ -225,7 +225,7 @@ StatusOr<std::vector<Store::Event>> HttpStore::ListEvents(
   const std::string path =
       involved ? ObjectPath(*involved) + "/events" : std::string(kApiPrefix) + "/events";
   ASSIGN_OR_RETURN(std::string body, Call("GET", path));
-  return apiserver::DecodeEvents(body);
+  return apiwire::DecodeEvents(body);
 }
 
 StatusOr<int64_t> HttpStore::ExpireEvents(std::chrono::system_clock::time_point) {
@@ -251,7 +251,7 @@ StatusOr<std::optional<Store::InventoryRecord>> HttpStore::GetInventory(
 StatusOr<std::vector<Store::InventoryRecord>> HttpStore::ListInventory(
     const std::optional<std::string>& workspace) {
   ASSIGN_OR_RETURN(std::string body, Call("GET", std::string(kApiPrefix) + "/inventory"));
-  ASSIGN_OR_RETURN(std::vector<InventoryRecord> records, apiserver::DecodeInventory(body));
+  ASSIGN_OR_RETURN(std::vector<InventoryRecord> records, apiwire::DecodeInventory(body));
   if (workspace) {
     std::erase_if(records, [&](const InventoryRecord& r) { return r.workspace != *workspace; });
   }
@@ -296,7 +296,7 @@ StatusOr<Store::TaskLogPage> HttpStore::ReadTaskLog(const std::string& task_uid,
     path += "&limit=" + std::to_string(limit);
   }
   ASSIGN_OR_RETURN(std::string body, Call("GET", path));
-  return apiserver::DecodeTaskLogPage(body);
+  return apiwire::DecodeTaskLogPage(body);
 }
 
 Status HttpStore::PutArtifact(const ObjectKey&, const std::string&, const Artifact&) {
@@ -310,7 +310,7 @@ StatusOr<std::vector<Store::Artifact>> HttpStore::ListArtifacts(const std::strin
   }
   ASSIGN_OR_RETURN(std::string body,
                    Call("GET", ObjectPath(*key) + "/artifacts?uid=" + PercentEncode(task_uid)));
-  return apiserver::DecodeArtifacts(body);
+  return apiwire::DecodeArtifacts(body);
 }
 
 StatusOr<Store::Artifact> HttpStore::GetArtifact(const std::string& task_uid,
@@ -319,7 +319,7 @@ StatusOr<Store::Artifact> HttpStore::GetArtifact(const std::string& task_uid,
   ASSIGN_OR_RETURN(std::string body,
                    Call("GET", ObjectPath(key) + "/artifacts?uid=" + PercentEncode(task_uid) +
                                    "&path=" + PercentEncode(path)));
-  ASSIGN_OR_RETURN(std::vector<Artifact> artifacts, apiserver::DecodeArtifacts(body));
+  ASSIGN_OR_RETURN(std::vector<Artifact> artifacts, apiwire::DecodeArtifacts(body));
   if (artifacts.empty()) {
     return api::NotFoundError("artifact " + path + " not found");
   }
@@ -329,13 +329,13 @@ StatusOr<Store::Artifact> HttpStore::GetArtifact(const std::string& task_uid,
 StatusOr<CommandResult> HttpStore::Exec(const ObjectKey& sandbox,
                                         const std::vector<std::string>& command,
                                         std::chrono::seconds timeout) {
-  apiserver::ExecRequest request;
+  apiwire::ExecRequest request;
   request.command = command;
   request.timeout_seconds = timeout.count();
   ASSIGN_OR_RETURN(std::string body,
-                   Call("POST", ObjectPath(sandbox) + "/exec", apiserver::ExecRequestJson(request),
+                   Call("POST", ObjectPath(sandbox) + "/exec", apiwire::ExecRequestJson(request),
                         timeout + options_.timeout));
-  return apiserver::DecodeCommandResult(body);
+  return apiwire::DecodeCommandResult(body);
 }
 
 Status HttpStore::ExecutorLog(const ObjectKey& worker, int tail_lines, bool follow,
@@ -361,7 +361,7 @@ Status HttpStore::ExecutorLog(const ObjectKey& worker, int tail_lines, bool foll
     return api::UnavailableError("server " + options_.server + ": " + result.status.message());
   }
   if (result.response.status < 200 || result.response.status >= 300) {
-    return apiserver::StatusFromReply(result.response.status, result.response.body);
+    return apiwire::StatusFromReply(result.response.status, result.response.body);
   }
   return api::OkStatus();
 }

@@ -15,7 +15,7 @@
 #include "api/kinds.h"
 #include "api/manifest_check.h"
 #include "api/rfc3339.h"
-#include "controller/apiserver/api_wire.h"
+#include "controller/apiwire/api_wire.h"
 #include "controller/cloud/executor_log.h"
 
 namespace sbx::controller::apiserver {
@@ -23,6 +23,26 @@ namespace {
 
 using Change = Store::Change;
 using Ms = std::chrono::milliseconds;
+// The wire format shared with the client (controller/apiwire).
+using apiwire::ApplyResultsJson;
+using apiwire::ArtifactsJson;
+using apiwire::CommandResultJson;
+using apiwire::DecodeApplyRequest;
+using apiwire::DecodeExecRequest;
+using apiwire::DeleteOutcomeJson;
+using apiwire::EventsJson;
+using apiwire::HttpStatusOf;
+using apiwire::InventoryJson;
+using apiwire::kApiPrefix;
+using apiwire::KindOfPlural;
+using apiwire::ListJson;
+using apiwire::ManifestFile;
+using apiwire::RevisionJson;
+using apiwire::StatusJson;
+using apiwire::TaskLogEntryJson;
+using apiwire::TaskLogPageJson;
+using apiwire::WatchErrorJson;
+using apiwire::WatchEventJson;
 
 constexpr size_t kMaxRing = 20'000;          // changes the hub keeps for watchers
 constexpr int kHubBatch = 1000;              // changes read per store call

@@ -34,8 +34,8 @@
 #include "api/validation.h"
 #include "controller/apiserver/http_server.h"
 #include "controller/apiserver/tokens.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/sandbox_commands.h"
-#include "controller/engine/clock.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller::apiserver {

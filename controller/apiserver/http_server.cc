@@ -17,6 +17,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "api/percent_encoding.h"
 #include "api/text.h"
 
 namespace sbx::controller::apiserver {
@@ -31,19 +32,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxHeaderBytes = size_t{8} << 10;
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
 std::map<std::string, std::string> ParseQuery(std::string_view s) {
   std::map<std::string, std::string> out;
   size_t start = 0;
@@ -55,9 +43,10 @@ std::map<std::string, std::string> ParseQuery(std::string_view s) {
     const std::string_view pair = s.substr(start, amp - start);
     if (!pair.empty()) {
       const size_t eq = pair.find('=');
-      std::string key = PercentDecode(pair.substr(0, eq), true);
-      std::string value =
-          eq == std::string_view::npos ? std::string() : PercentDecode(pair.substr(eq + 1), true);
+      std::string key = api::PercentDecode(pair.substr(0, eq), true);
+      std::string value = eq == std::string_view::npos
+                              ? std::string()
+                              : api::PercentDecode(pair.substr(eq + 1), true);
       out.emplace(std::move(key), std::move(value));
     }
     start = amp + 1;
@@ -85,7 +74,7 @@ HttpRequest ToRequest(const http::request<http::string_body>& req, std::string r
       slash = raw_path.size();
     }
     if (slash > start) {
-      out.segments.push_back(PercentDecode(raw_path.substr(start, slash - start), false));
+      out.segments.push_back(api::PercentDecode(raw_path.substr(start, slash - start), false));
     }
     start = slash + 1;
   }
@@ -244,25 +233,6 @@ std::string HttpRequest::Header(std::string_view name) const {
   return it == headers.end() ? std::string() : it->second;
 }
 
-std::string PercentDecode(std::string_view s, bool plus_is_space) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (c == '%' && i + 2 < s.size()) {
-      const int hi = HexValue(s[i + 1]);
-      const int lo = HexValue(s[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out.push_back(static_cast<char>(hi * 16 + lo));
-        i += 2;
-        continue;
-      }
-    }
-    out.push_back(plus_is_space && c == '+' ? ' ' : c);
-  }
-  return out;
-}
-
 api::StatusOr<ListenAddress> ParseListenAddress(std::string_view text) {
   const size_t colon = text.rfind(':');
   const auto bad = [&](std::string_view why) {
@@ -298,23 +268,6 @@ api::StatusOr<ListenAddress> ParseListenAddress(std::string_view text) {
   }
   out.loopback = address.is_loopback();
   out.host = host;
-  return out;
-}
-
-std::string PercentEncode(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || u == '-' ||
-        u == '.' || u == '_' || u == '~') {
-      out.push_back(c);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[u >> 4]);
-      out.push_back(kHex[u & 15]);
-    }
-  }
   return out;
 }
 

@@ -132,10 +132,4 @@ struct ListenAddress {
 };
 api::StatusOr<ListenAddress> ParseListenAddress(std::string_view text);
 
-// Percent-decodes `s`; '+' becomes a space when `plus_is_space`.
-std::string PercentDecode(std::string_view s, bool plus_is_space);
-// Percent-encodes everything but unreserved characters (RFC 3986), for query values and path
-// segments.
-std::string PercentEncode(std::string_view s);
-
 }  // namespace sbx::controller::apiserver

@@ -26,14 +26,14 @@
 #include <string>
 #include <vector>
 
+#include "controller/base/clock.h"
+#include "controller/base/endpoint_pacing.h"
 #include "controller/cloud/cloud_clients.h"
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/databricks/http_sandbox_api.h"
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/openai/http_agents_api.h"
 #include "controller/cloud/secret_resolver.h"
-#include "controller/engine/clock.h"
-#include "controller/engine/endpoint_pacing.h"
 #include "controller/engine/workspace_leases.h"
 #include "controller/store/store.h"
 

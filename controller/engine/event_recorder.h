@@ -7,7 +7,7 @@
 #include <string>
 
 #include "api/resources.h"
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {

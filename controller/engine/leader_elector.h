@@ -30,7 +30,7 @@
 #include <string>
 #include <string_view>
 
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {

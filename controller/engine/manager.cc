@@ -5,7 +5,7 @@
 #include <exception>
 #include <string>
 
-#include "controller/engine/inline_wait.h"
+#include "controller/base/inline_wait.h"
 
 namespace sbx::controller {
 namespace {

@@ -43,9 +43,9 @@
 
 #include "api/resources.h"
 #include "api/status.h"
-#include "controller/engine/backoff.h"
-#include "controller/engine/classify_error.h"
-#include "controller/engine/clock.h"
+#include "controller/base/backoff.h"
+#include "controller/base/classify_error.h"
+#include "controller/base/clock.h"
 #include "controller/engine/dependency_index.h"
 #include "controller/engine/reconcile_result.h"
 #include "controller/engine/source.h"

@@ -13,8 +13,8 @@
 #include <chrono>
 #include <cstdint>
 
-#include "controller/engine/backoff.h"
-#include "controller/engine/clock.h"
+#include "controller/base/backoff.h"
+#include "controller/base/clock.h"
 #include "controller/engine/source.h"
 #include "controller/engine/store_watch.h"
 #include "controller/store/store.h"

@@ -26,7 +26,7 @@
 #include <stop_token>
 
 #include "api/status.h"
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {

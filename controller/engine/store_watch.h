@@ -38,8 +38,8 @@
 #include <string_view>
 
 #include "api/status.h"
-#include "controller/engine/backoff.h"
-#include "controller/engine/clock.h"
+#include "controller/base/backoff.h"
+#include "controller/base/clock.h"
 #include "controller/engine/source.h"
 #include "controller/engine/wake_hints.h"
 #include "controller/store/store.h"

@@ -38,8 +38,8 @@
 #include <utility>
 
 #include "api/resources.h"
-#include "controller/engine/backoff.h"
-#include "controller/engine/clock.h"
+#include "controller/base/backoff.h"
+#include "controller/base/clock.h"
 
 namespace sbx::controller {
 

@@ -47,7 +47,7 @@
 #include <vector>
 
 #include "api/status.h"
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {

@@ -127,8 +127,8 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Reconcile(const api::ObjectKey& k
   steps.record_outcome = [this](Target& t, const Status& s) {
     RecordSyncedError(t.object, s, clock_);
     if (s.ok()) {
-      internal::SetCondition(t.object, condition::kSynced, ConditionStatus::kTrue, reason::kSynced,
-                             "", clock_);
+      reconcilers_internal::SetCondition(t.object, condition::kSynced, ConditionStatus::kTrue,
+                                         reason::kSynced, "", clock_);
     }
   };
   steps.forget = [this](const api::ObjectKey& k) {
@@ -208,10 +208,10 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Converge(Target& t) {
 StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
   auto wait = [&](std::string_view why, std::string message) {
     t.status().phase = TaskPhase::kQueued;
-    internal::SetCondition(t.object, condition::kSubmitted, ConditionStatus::kFalse, why,
-                           std::move(message), clock_);
-    internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse, why, "",
-                           clock_);
+    reconcilers_internal::SetCondition(t.object, condition::kSubmitted, ConditionStatus::kFalse,
+                                       why, std::move(message), clock_);
+    reconcilers_internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
+                                       why, "", clock_);
     return ReconcileResult::RequeueAfter(options_.queue_recheck);
   };
   if (t.object.metadata.annotations.count(std::string(api::kCancelRequestedAnnotation)) != 0) {
@@ -314,10 +314,11 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
   st.previous_turn_id = before.data.empty() ? "" : before.data.front().id;
   st.submitted_at = FormatRfc3339(clock_.Now());
   st.queue_position = 0;
-  internal::SetCondition(t.object, condition::kSubmitted, ConditionStatus::kTrue,
-                         reason::kSubmittedReason, "input sent to session " + session, clock_);
-  internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
-                         reason::kSubmittedReason, "", clock_);
+  reconcilers_internal::SetCondition(t.object, condition::kSubmitted, ConditionStatus::kTrue,
+                                     reason::kSubmittedReason, "input sent to session " + session,
+                                     clock_);
+  reconcilers_internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
+                                     reason::kSubmittedReason, "", clock_);
   t.object.agent_task_status().observed_generation = t.object.metadata.generation;
   ASSIGN_OR_RETURN(Object stored, store_.UpdateStatus(t.object));
   t.object = stored;
@@ -506,18 +507,18 @@ void AgentTaskReconciler::SetWaitingCondition(Target& t) {
   const api::AgentTaskStatus& st = t.status();
   if (ConditionFalse(t.worker, condition::kExecutorConnected) ||
       ConditionFalse(t.worker, condition::kExecutorRunning)) {
-    internal::SetCondition(
+    reconcilers_internal::SetCondition(
         t.object, condition::kCompleted, ConditionStatus::kFalse, reason::kWaitingForExecutor,
         "the executor of worker " + st.worker + " is not connected; the service holds the " +
             (st.turn_id.empty() ? "input" : "turn") + " for its connection wait (5 minutes)",
         clock_);
   } else if (!st.cancel_reason.empty()) {
-    internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
-                           reason::kCancelling, "", clock_);
+    reconcilers_internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
+                                       reason::kCancelling, "", clock_);
   } else {
-    internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
-                           st.turn_id.empty() ? reason::kSubmittedReason : reason::kTurnRunning, "",
-                           clock_);
+    reconcilers_internal::SetCondition(
+        t.object, condition::kCompleted, ConditionStatus::kFalse,
+        st.turn_id.empty() ? reason::kSubmittedReason : reason::kTurnRunning, "", clock_);
   }
 }
 
@@ -549,8 +550,8 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
   st.queue_position = 0;
   st.completed_at = FormatRfc3339(clock_.Now());
   const std::string_view name = api::TaskPhaseName(phase);
-  internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kTrue, name,
-                         st.result.error.message, clock_);
+  reconcilers_internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kTrue, name,
+                                     st.result.error.message, clock_);
   Log(t, {Line(LogKind::kStatus, std::string(name) + (st.result.error.code.empty()
                                                           ? ""
                                                           : ": " + st.result.error.code + " " +
@@ -689,7 +690,7 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::Finalize(Target& t
   // An input POST still held by the service would start a turn after the task is gone, which the
   // worker's next task could take for its own: wait for its answer, then cancel what it started.
   if (submitter_.Take(t.object.metadata.uid).state == InputSubmitter::State::kInFlight) {
-    internal::SetCondition(
+    reconcilers_internal::SetCondition(
         t.object, condition::kCompleted, ConditionStatus::kFalse, reason::kCancelling,
         "deleted while the service holds its input: waiting for its answer", clock_);
     return std::optional<ReconcileResult>(ReconcileResult::RequeueAfter(options_.poll_interval));

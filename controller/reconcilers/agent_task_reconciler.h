@@ -62,8 +62,8 @@
 #include <string>
 
 #include "api/resources.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/cloud_clients.h"
-#include "controller/engine/clock.h"
 #include "controller/engine/dependency_index.h"
 #include "controller/engine/manager.h"
 #include "controller/reconcilers/input_submitter.h"

@@ -7,7 +7,7 @@
 
 #include "api/conditions.h"
 #include "api/defaults.h"
-#include "controller/engine/classify_error.h"
+#include "controller/base/classify_error.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
@@ -775,19 +775,20 @@ StatusOr<std::optional<ReconcileResult>> AgentWorkerReconciler::Finalize(Target&
   bool settled = true;
   for (const Store::InventoryRecord& row : rows) {
     ASSIGN_OR_RETURN(t.agents, clouds_.Agents(ns, workspace_ref));
-    ASSIGN_OR_RETURN(SessionLifecycle::RowDeletion done,
-                     sessions_.DeleteRecorded(
-                         row, *t.agents, listed, options_.session_delete, t.stop,
-                         [&](const std::string& id, const internal::SessionDeleteResult& result) {
-                           if (result.cancelled) {
-                             events_.Normal(t.key(), "TurnCancelled",
-                                            "cancelled the active turn of session " + id +
-                                                " before deleting it");
-                           }
-                           if (result.deleted) {
-                             events_.Normal(t.key(), "SessionDeleted", "deleted session " + id);
-                           }
-                         }));
+    ASSIGN_OR_RETURN(
+        SessionLifecycle::RowDeletion done,
+        sessions_.DeleteRecorded(
+            row, *t.agents, listed, options_.session_delete, t.stop,
+            [&](const std::string& id, const reconcilers_internal::SessionDeleteResult& result) {
+              if (result.cancelled) {
+                events_.Normal(
+                    t.key(), "TurnCancelled",
+                    "cancelled the active turn of session " + id + " before deleting it");
+              }
+              if (result.deleted) {
+                events_.Normal(t.key(), "SessionDeleted", "deleted session " + id);
+              }
+            }));
     settled = settled && done.settled;
   }
   if (!settled) {
@@ -817,7 +818,7 @@ StatusOr<std::optional<ReconcileResult>> AgentWorkerReconciler::Finalize(Target&
 
 void AgentWorkerReconciler::Set(Target& t, std::string_view type, ConditionStatus status,
                                 std::string_view why, std::string message) {
-  internal::SetCondition(t.object, type, status, why, std::move(message), clock_);
+  reconcilers_internal::SetCondition(t.object, type, status, why, std::move(message), clock_);
 }
 
 }  // namespace sbx::controller

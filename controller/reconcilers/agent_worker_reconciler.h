@@ -57,8 +57,8 @@
 #include <string>
 
 #include "api/resources.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/cloud_clients.h"
-#include "controller/engine/clock.h"
 #include "controller/engine/dependency_index.h"
 #include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
@@ -78,13 +78,13 @@ struct AgentWorkerReconcilerOptions {
   ExecutorScheduleOptions schedule{};
   // Marker file of the current boot (see internal/boot_marker.h); the launch script writes it
   // when the Sandbox reconciler had no setup to run and so never did.
-  std::string boot_marker = internal::kDefaultBootMarker;
+  std::string boot_marker = reconcilers_internal::kDefaultBootMarker;
   // An API error while observing is not evidence that the executor is down: Ready turns False
   // only after this many consecutive transient failures (Kubernetes' failureThreshold); until
   // then Synced=False says the observation is stale and the Manager retries with backoff.
   int failure_threshold = 3;
   // Deleting the session (Finalize): retry cadence and when a refused session is abandoned.
-  internal::SessionDeletePolicy session_delete{};
+  reconcilers_internal::SessionDeletePolicy session_delete{};
   // Optional (sbxd --webhook-addr): a worker marked here (the service asked for its environment
   // connection) checks its environment at once instead of on the status cadence.
   WakeHints* wake_hints = nullptr;

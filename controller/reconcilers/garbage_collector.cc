@@ -119,18 +119,18 @@ api::StatusOr<int> GarbageCollector::CollectSessions(const std::string& workspac
     if (store_.Get(record.owner).status().code() != api::StatusCode::kNotFound) {
       continue;  // its worker still exists (or we cannot tell): keep it
     }
-    ASSIGN_OR_RETURN(SessionLifecycle::RowDeletion done,
-                     sessions_.DeleteRecorded(
-                         record, agents, all, options_.session_delete, stop,
-                         [&](const std::string& id, const internal::SessionDeleteResult& result) {
-                           if (!result.deleted) {
-                             return;
-                           }
-                           deleted_total_.fetch_add(1);
-                           events_.Warning(
-                               record.owner, "GarbageCollected",
-                               "deleted orphaned session " + id + " (its AgentWorker is gone)");
-                         }));
+    ASSIGN_OR_RETURN(
+        SessionLifecycle::RowDeletion done,
+        sessions_.DeleteRecorded(
+            record, agents, all, options_.session_delete, stop,
+            [&](const std::string& id, const reconcilers_internal::SessionDeleteResult& result) {
+              if (!result.deleted) {
+                return;
+              }
+              deleted_total_.fetch_add(1);
+              events_.Warning(record.owner, "GarbageCollected",
+                              "deleted orphaned session " + id + " (its AgentWorker is gone)");
+            }));
     attempts += done.attempts;
     deleted += done.deleted;
   }

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "controller/base/clock.h"
 #include "controller/cloud/cloud_clients.h"
 #include "controller/cloud/databricks/sandbox_api.h"
 #include "controller/cloud/openai/agents_api.h"
-#include "controller/engine/clock.h"
 #include "controller/engine/event_recorder.h"
 #include "controller/reconcilers/internal/session_deletion.h"
 #include "controller/reconcilers/sandbox_cache.h"
@@ -38,7 +38,7 @@ struct GarbageCollectorOptions {
   double max_fraction = 0.1;
   // Sessions the service refuses to delete: retried on later passes, abandoned once
   // `give_up_after` has passed since the first refusal (retry_after is not used here).
-  internal::SessionDeletePolicy session_delete{};
+  reconcilers_internal::SessionDeletePolicy session_delete{};
 };
 
 class GarbageCollector {

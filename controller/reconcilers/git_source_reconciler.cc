@@ -8,7 +8,7 @@
 #include "api/conditions.h"
 #include "api/manifest_check.h"
 #include "api/validation.h"
-#include "controller/engine/classify_error.h"
+#include "controller/base/classify_error.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
 
@@ -158,8 +158,10 @@ void GitSourceReconciler::Fail(api::Object& source, std::string_view why, std::s
   if (!status.revision.empty()) {
     message += " (still at " + status.revision + ")";
   }
-  internal::SetCondition(source, condition::kReady, ConditionStatus::kFalse, why, message, clock_);
-  internal::SetCondition(source, condition::kSynced, ConditionStatus::kFalse, why, message, clock_);
+  reconcilers_internal::SetCondition(source, condition::kReady, ConditionStatus::kFalse, why,
+                                     message, clock_);
+  reconcilers_internal::SetCondition(source, condition::kSynced, ConditionStatus::kFalse, why,
+                                     message, clock_);
   failed_.fetch_add(1);
   events_.Warning(api::KeyOf(source), std::string(why), std::move(message));
 }
@@ -298,10 +300,10 @@ bool GitSourceReconciler::ApplyCommit(api::Object& source, const GitFetchResult&
                               *commit + " (" + std::to_string(created) + " created, " +
                               std::to_string(configured) + " configured, " +
                               std::to_string(pruned) + " pruned)";
-  internal::SetCondition(source, condition::kReady, ConditionStatus::kTrue, reason::kApplied,
-                         message, clock_);
-  internal::SetCondition(source, condition::kSynced, ConditionStatus::kTrue, reason::kSynced, "",
-                         clock_);
+  reconcilers_internal::SetCondition(source, condition::kReady, ConditionStatus::kTrue,
+                                     reason::kApplied, message, clock_);
+  reconcilers_internal::SetCondition(source, condition::kSynced, ConditionStatus::kTrue,
+                                     reason::kSynced, "", clock_);
   succeeded_.fetch_add(1);
   {
     std::lock_guard lock(mu_);

@@ -49,8 +49,8 @@
 
 #include "api/resources.h"
 #include "api/validation.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/cloud_clients.h"
-#include "controller/engine/clock.h"
 #include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
 #include "controller/gitops/git_client.h"

@@ -24,8 +24,8 @@
 #include "api/conditions.h"
 #include "api/resources.h"
 #include "api/status.h"
-#include "controller/engine/classify_error.h"
-#include "controller/engine/clock.h"
+#include "controller/base/classify_error.h"
+#include "controller/base/clock.h"
 #include "controller/engine/reconcile_result.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/store/store.h"
@@ -61,8 +61,9 @@ struct ReconcileSteps {
 // Synced=False with ClassifyError's reason and the error's message; nothing when `status` is OK.
 inline void RecordSyncedError(api::Object& object, const api::Status& status, const Clock& clock) {
   if (!status.ok()) {
-    internal::SetCondition(object, api::condition::kSynced, api::ConditionStatus::kFalse,
-                           ClassifyError(status).reason, ConditionMessage(status), clock);
+    reconcilers_internal::SetCondition(object, api::condition::kSynced,
+                                       api::ConditionStatus::kFalse, ClassifyError(status).reason,
+                                       ConditionMessage(status), clock);
   }
 }
 
@@ -88,12 +89,12 @@ api::StatusOr<ReconcileResult> RunReconcile(Store& store, const api::ObjectKey& 
   }
   api::StatusOr<ReconcileResult> result = ReconcileResult::Done();
   if (t.object.metadata.deletion_timestamp.empty()) {
-    api::Status added = internal::EnsureFinalizer(store, t.object, steps.finalizer);
+    api::Status added = reconcilers_internal::EnsureFinalizer(store, t.object, steps.finalizer);
     result = added.ok() ? steps.converge(t) : added;
-  } else if (internal::HasFinalizer(t.object, steps.finalizer)) {
+  } else if (reconcilers_internal::HasFinalizer(t.object, steps.finalizer)) {
     api::StatusOr<std::optional<ReconcileResult>> finalized = steps.finalize(t);
     if (finalized.ok() && !finalized->has_value()) {
-      RETURN_IF_ERROR(internal::RemoveFinalizer(store, t.object, steps.finalizer));
+      RETURN_IF_ERROR(reconcilers_internal::RemoveFinalizer(store, t.object, steps.finalizer));
       if (steps.forget) {
         steps.forget(key);
       }
@@ -106,7 +107,7 @@ api::StatusOr<ReconcileResult> RunReconcile(Store& store, const api::ObjectKey& 
   }
   std::visit([&](auto& status) { status.observed_generation = t.object.metadata.generation; },
              t.object.status);
-  RETURN_IF_ERROR(internal::WriteStatusIfChanged(store, t.object, t.original_status));
+  RETURN_IF_ERROR(reconcilers_internal::WriteStatusIfChanged(store, t.object, t.original_status));
   return result;
 }
 

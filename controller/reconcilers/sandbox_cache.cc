@@ -3,7 +3,7 @@
 #include <set>
 
 #include "api/conditions.h"
-#include "controller/engine/classify_error.h"
+#include "controller/base/classify_error.h"
 
 namespace sbx::controller {
 namespace {

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "api/status.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/databricks/sandbox_api.h"
-#include "controller/engine/clock.h"
 
 namespace sbx::controller {
 

@@ -6,7 +6,7 @@
 
 #include "api/conditions.h"
 #include "api/duration.h"
-#include "controller/engine/classify_error.h"
+#include "controller/base/classify_error.h"
 #include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/on_demand_power.h"
@@ -618,7 +618,8 @@ StatusOr<ReconcileResult> SandboxReconciler::RunSetup(Target& t, const databrick
   if (maybe_rebooted && !t.spec().setup.empty()) {
     databricks::ExecRequest probe;
     probe.cmd = "/bin/bash";
-    probe.args = {"-c", std::string("m=$1\n") + internal::kEnsureBootMarkerSh + "cat \"$m\"",
+    probe.args = {"-c",
+                  std::string("m=$1\n") + reconcilers_internal::kEnsureBootMarkerSh + "cat \"$m\"",
                   "sbx-boot", options_.boot_marker};
     probe.execution_timeout = std::chrono::seconds(30);
     ASSIGN_OR_RETURN(databricks::ExecResult r, t.api->ExecSync(t.sandbox_id, probe, t.stop));
@@ -762,12 +763,14 @@ StatusOr<std::optional<ReconcileResult>> SandboxReconciler::Finalize(Target& t) 
 
 void SandboxReconciler::SetReady(Target& t, ConditionStatus status, std::string_view reason,
                                  std::string message) {
-  internal::SetCondition(t.object, condition::kReady, status, reason, std::move(message), clock_);
+  reconcilers_internal::SetCondition(t.object, condition::kReady, status, reason,
+                                     std::move(message), clock_);
 }
 
 void SandboxReconciler::SetSynced(Target& t, ConditionStatus status, std::string_view reason,
                                   std::string message) {
-  internal::SetCondition(t.object, condition::kSynced, status, reason, std::move(message), clock_);
+  reconcilers_internal::SetCondition(t.object, condition::kSynced, status, reason,
+                                     std::move(message), clock_);
 }
 
 }  // namespace sbx::controller

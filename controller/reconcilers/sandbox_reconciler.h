@@ -50,10 +50,10 @@
 #include <string_view>
 
 #include "api/resources.h"
+#include "controller/base/backoff.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/cloud_clients.h"
 #include "controller/cloud/databricks/sandbox_api.h"
-#include "controller/engine/backoff.h"
-#include "controller/engine/clock.h"
 #include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
 #include "controller/reconcilers/internal/boot_marker.h"
@@ -69,7 +69,7 @@ struct SandboxReconcilerOptions {
   // sweeper's fast sweep usually enqueues it sooner, with one LIST for the whole workspace.
   std::chrono::milliseconds transition_requeue{10'000};
   // Marker file of the current boot; outside /home/sandbox-agent, so a stop wipes it.
-  std::string boot_marker = internal::kDefaultBootMarker;
+  std::string boot_marker = reconcilers_internal::kDefaultBootMarker;
   // A sandbox with setup steps has its boot marker read again this often, and once after every
   // sbxd start: a stop and start that happened between two sweeps, or while sbxd was down, is
   // noticed and setup runs for the new boot.

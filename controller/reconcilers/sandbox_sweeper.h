@@ -30,9 +30,9 @@
 #include <mutex>
 #include <string>
 
+#include "controller/base/backoff.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/cloud_clients.h"
-#include "controller/engine/backoff.h"
-#include "controller/engine/clock.h"
 #include "controller/engine/source.h"
 #include "controller/reconcilers/garbage_collector.h"
 #include "controller/reconcilers/sandbox_cache.h"

@@ -47,9 +47,9 @@
 #include <string>
 #include <thread>
 
+#include "controller/base/backoff.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/openai/agents_api.h"
-#include "controller/engine/backoff.h"
-#include "controller/engine/clock.h"
 #include "controller/engine/source.h"
 #include "controller/reconcilers/task_log_writer.h"
 

@@ -128,15 +128,15 @@ StatusOr<bool> SessionLifecycle::Verify(const SessionOwner& owner, openai::Agent
 
 api::Status SessionLifecycle::DeleteLost(const SessionOwner& owner, openai::AgentsApi& agents,
                                          const std::string& id, std::stop_token stop) {
-  ASSIGN_OR_RETURN(internal::SessionDeleteResult result,
-                   internal::CancelThenDeleteSession(agents, id, stop));
+  ASSIGN_OR_RETURN(reconcilers_internal::SessionDeleteResult result,
+                   reconcilers_internal::CancelThenDeleteSession(agents, id, stop));
   if (result.deleted) {
     return store_.DeleteInventory(owner.workspace, kInventorySession, id);
   }
   ASSIGN_OR_RETURN(std::optional<Store::InventoryRecord> row,
                    store_.GetInventory(owner.workspace, kInventorySession, id));
-  return internal::AbandonSession(store_, events_, row ? *std::move(row) : Row(owner), id,
-                                  result.refusal, clock_.Now());
+  return reconcilers_internal::AbandonSession(store_, events_, row ? *std::move(row) : Row(owner),
+                                              id, result.refusal, clock_.Now());
 }
 
 StatusOr<std::vector<Store::InventoryRecord>> SessionLifecycle::Recorded(
@@ -152,7 +152,8 @@ StatusOr<std::vector<Store::InventoryRecord>> SessionLifecycle::Recorded(
 StatusOr<SessionLifecycle::RowDeletion> SessionLifecycle::DeleteRecorded(
     const Store::InventoryRecord& row, openai::AgentsApi& agents,
     std::optional<std::vector<openai::Session>>& listed,
-    const internal::SessionDeletePolicy& policy, std::stop_token stop, const OnResult& on_result) {
+    const reconcilers_internal::SessionDeletePolicy& policy, std::stop_token stop,
+    const OnResult& on_result) {
   std::vector<std::string> ids;
   if (row.state == Store::InventoryState::kIntent) {
     if (!listed) {
@@ -166,16 +167,16 @@ StatusOr<SessionLifecycle::RowDeletion> SessionLifecycle::DeleteRecorded(
   bool keep_row = false;
   for (const std::string& id : ids) {
     ++done.attempts;
-    ASSIGN_OR_RETURN(internal::SessionDeleteResult result,
-                     internal::CancelThenDeleteSession(agents, id, stop));
+    ASSIGN_OR_RETURN(reconcilers_internal::SessionDeleteResult result,
+                     reconcilers_internal::CancelThenDeleteSession(agents, id, stop));
     on_result(id, result);
     if (result.deleted) {
       ++done.deleted;
       continue;
     }
     ASSIGN_OR_RETURN(bool abandoned,
-                     internal::RecordSessionRefusal(store_, events_, row, id, result.refusal,
-                                                    clock_.Now(), policy));
+                     reconcilers_internal::RecordSessionRefusal(
+                         store_, events_, row, id, result.refusal, clock_.Now(), policy));
     done.settled = done.settled && abandoned;
     keep_row = keep_row || id == row.external_id;  // its row now says deleting or abandoned
   }

@@ -22,8 +22,8 @@
 
 #include "api/resources.h"
 #include "api/status.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/openai/agents_api.h"
-#include "controller/engine/clock.h"
 #include "controller/engine/event_recorder.h"
 #include "controller/reconcilers/internal/session_deletion.h"
 #include "controller/store/store.h"
@@ -79,11 +79,12 @@ class SessionLifecycle {
   // `listed` (listed once, lazily, and shared across rows). A refusal is recorded per
   // `policy`; the row is removed unless it now records a refusal. `on_result` is called with
   // each session's id and what deleting it did (for events).
-  using OnResult = std::function<void(const std::string&, const internal::SessionDeleteResult&)>;
+  using OnResult =
+      std::function<void(const std::string&, const reconcilers_internal::SessionDeleteResult&)>;
   api::StatusOr<RowDeletion> DeleteRecorded(const Store::InventoryRecord& row,
                                             openai::AgentsApi& agents,
                                             std::optional<std::vector<openai::Session>>& listed,
-                                            const internal::SessionDeletePolicy& policy,
+                                            const reconcilers_internal::SessionDeletePolicy& policy,
                                             std::stop_token stop, const OnResult& on_result);
 
  private:

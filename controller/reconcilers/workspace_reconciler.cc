@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "api/conditions.h"
-#include "controller/engine/classify_error.h"
+#include "controller/base/classify_error.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
 
@@ -137,7 +137,8 @@ std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::sto
   Side ready{ConditionStatus::kTrue, std::string(reason::kReady), "", false};
   bool retry_soon = false;
   for (const auto& [type, side] : sides) {
-    internal::SetCondition(workspace, type, side.status, side.reason, side.message, clock_);
+    reconcilers_internal::SetCondition(workspace, type, side.status, side.reason, side.message,
+                                       clock_);
     retry_soon = retry_soon || side.retry_soon;
     const std::string label = type == kDatabricksReady ? "Databricks" : "OpenAI";
     if (side.status == ConditionStatus::kTrue) {
@@ -160,8 +161,8 @@ std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::sto
   } else if (ready.status == ConditionStatus::kTrue) {
     ready.message = "credentials accepted";
   }
-  internal::SetCondition(workspace, condition::kReady, ready.status, ready.reason, ready.message,
-                         clock_);
+  reconcilers_internal::SetCondition(workspace, condition::kReady, ready.status, ready.reason,
+                                     ready.message, clock_);
   return retry_soon ? options_.retry_interval : options_.check_interval;
 }
 
@@ -209,11 +210,12 @@ StatusOr<std::optional<ReconcileResult>> WorkspaceReconciler::Finalize(Object& w
   if (users.size() > kUsersNamed) {
     names += " and " + std::to_string(users.size() - kUsersNamed) + " more";
   }
-  internal::SetCondition(workspace, condition::kDeleting, ConditionStatus::kTrue, reason::kInUse,
-                         "waiting for " + std::to_string(users.size()) +
-                             (users.size() == 1 ? " object that uses" : " objects that use") +
-                             " this workspace to be deleted: " + names,
-                         clock_);
+  reconcilers_internal::SetCondition(
+      workspace, condition::kDeleting, ConditionStatus::kTrue, reason::kInUse,
+      "waiting for " + std::to_string(users.size()) +
+          (users.size() == 1 ? " object that uses" : " objects that use") +
+          " this workspace to be deleted: " + names,
+      clock_);
   return std::optional<ReconcileResult>(ReconcileResult::RequeueAfter(options_.in_use_recheck));
 }
 

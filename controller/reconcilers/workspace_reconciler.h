@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "api/resources.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/cloud_clients.h"
-#include "controller/engine/clock.h"
 #include "controller/engine/dependency_index.h"
 #include "controller/engine/manager.h"
 #include "controller/store/store.h"

@@ -170,7 +170,7 @@ api::StatusOr<int> HealthServer::Start(const std::string& addr) {
   for (int attempt = 0; attempt < (pick ? kPortAttempts : 1); ++attempt) {
     // Also for an explicit port: opening a cpprest listener on a port this process already
     // listens on fails AND unregisters the existing listener, so never let cpprest find out.
-    ASSIGN_OR_RETURN(hp.port, internal::ProbeBind(hp.host, wanted));
+    ASSIGN_OR_RETURN(hp.port, server_internal::ProbeBind(hp.host, wanted));
     try {
       auto listener = std::make_unique<Listener>(UriFor(hp));
       std::shared_ptr<Shared> shared = shared_;

@@ -24,21 +24,21 @@ namespace sbx::controller {
 
 using api::KindName;
 using api::OkStatus;
-using internal::DataLossError;
-using internal::kObjectColumns;
-using internal::NullIfEmpty;
-using internal::P;
-using internal::PgConnection;
-using internal::PgResult;
-using internal::PgRow;
-using internal::PgTxn;
-using internal::ReadRowColumns;
-using internal::RowParams;
-using Writes = internal::ObjectWrites<PostgresStore>;
+using store_internal::DataLossError;
+using store_internal::kObjectColumns;
+using store_internal::NullIfEmpty;
+using store_internal::P;
+using store_internal::PgConnection;
+using store_internal::PgResult;
+using store_internal::PgRow;
+using store_internal::PgTxn;
+using store_internal::ReadRowColumns;
+using store_internal::RowParams;
+using Writes = store_internal::ObjectWrites<PostgresStore>;
 
 namespace {
 
-const int kLatestSchemaVersion = static_cast<int>(internal::PostgresMigrations().size());
+const int kLatestSchemaVersion = static_cast<int>(store_internal::PostgresMigrations().size());
 
 // The NOTIFY channel WaitForChange listens on.
 constexpr std::string_view kChannel = "sbx_store";
@@ -52,7 +52,9 @@ bool IsPostgresUrl(std::string_view db) {
   return db.starts_with("postgres://") || db.starts_with("postgresql://");
 }
 
-std::string RedactDatabaseUrl(std::string_view url) { return internal::RedactDatabaseUrl(url); }
+std::string RedactDatabaseUrl(std::string_view url) {
+  return store_internal::RedactDatabaseUrl(url);
+}
 
 // ---- opening ----------------------------------------------------------------------------------
 
@@ -124,7 +126,7 @@ Status PostgresStore::Migrate() {
       return txn.Commit();
     }
     // One migration per transaction: a failure leaves the schema at the last complete version.
-    RETURN_IF_ERROR(c.Exec(internal::PostgresMigrations()[version]).status());
+    RETURN_IF_ERROR(c.Exec(store_internal::PostgresMigrations()[version]).status());
     RETURN_IF_ERROR(c.Exec("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)",
                            {P(version + 1), P(Now())})
                         .status());
@@ -136,7 +138,7 @@ Status PostgresStore::Migrate() {
 
 std::string PostgresStore::Now() const { return FormatRfc3339(clock_.Now()); }
 
-std::string PostgresStore::NewUid() { return internal::MakeUuidV4(uid_random_); }
+std::string PostgresStore::NewUid() { return store_internal::MakeUuidV4(uid_random_); }
 
 StatusOr<int64_t> PostgresStore::LockRevision() {
   ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT value FROM revision WHERE id = 1 FOR UPDATE"));
@@ -160,7 +162,8 @@ Status PostgresStore::WriteRevision(int64_t revision) {
 
 Status PostgresStore::Notify() { return conn_->Exec("NOTIFY " + std::string(kChannel)).status(); }
 
-std::vector<internal::PgParam> internal::RowParams(const internal::ObjectRow& row) {
+std::vector<store_internal::PgParam> store_internal::RowParams(
+    const store_internal::ObjectRow& row) {
   return {P(KindName(row.key.kind)),
           P(row.key.namespace_),
           P(row.key.name),
@@ -181,7 +184,7 @@ std::vector<internal::PgParam> internal::RowParams(const internal::ObjectRow& ro
 
 namespace {
 
-std::vector<internal::PgParam> KeyParams(const ObjectKey& key) {
+std::vector<store_internal::PgParam> KeyParams(const ObjectKey& key) {
   return {P(KindName(key.kind)), P(key.namespace_), P(key.name)};
 }
 
@@ -200,7 +203,7 @@ StatusOr<std::optional<PostgresStore::Row>> PostgresStore::ReadRow(const ObjectK
 }
 
 StatusOr<Object> PostgresStore::RowToObject(const Row& row) const {
-  return internal::RowToObject(redacted_url_, row);
+  return store_internal::RowToObject(redacted_url_, row);
 }
 
 Status PostgresStore::InsertRow(const Row& row) {
@@ -244,8 +247,9 @@ Status PostgresStore::AppendChange(int64_t revision, ChangeType type, const Obje
       ->Exec(
           "INSERT INTO changes (revision, type, kind, namespace, name, object, wake_hint) VALUES "
           "($1, $2, $3, $4, $5, $6, $7)",
-          {P(revision), P(internal::ChangeTypeName(type)), P(KindName(key.kind)), P(key.namespace_),
-           P(key.name), row != nullptr ? P(internal::EncodeChangeObject(*row)) : internal::Null(),
+          {P(revision), P(store_internal::ChangeTypeName(type)), P(KindName(key.kind)),
+           P(key.namespace_), P(key.name),
+           row != nullptr ? P(store_internal::EncodeChangeObject(*row)) : store_internal::Null(),
            P(int64_t{wake_hint ? 1 : 0})})
       .status();
 }
@@ -257,7 +261,7 @@ Status PostgresStore::AppendChange(int64_t revision, ChangeType type, const Obje
 
 StatusOr<std::vector<ApplyResult>> PostgresStore::Apply(const std::vector<Object>& objects,
                                                         const ApplyOptions& options) {
-  ASSIGN_OR_RETURN(internal::ApplyPlan plan, internal::PlanApply(objects, options));
+  ASSIGN_OR_RETURN(store_internal::ApplyPlan plan, store_internal::PlanApply(objects, options));
   std::lock_guard lock(mu_);
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
@@ -288,7 +292,7 @@ StatusOr<Object> PostgresStore::Get(const ObjectKey& key) {
 
 StatusOr<std::vector<Object>> PostgresStore::List(const ListOptions& options) {
   std::string sql = "SELECT " + std::string(kObjectColumns) + " FROM objects";
-  std::vector<internal::PgParam> params;
+  std::vector<store_internal::PgParam> params;
   if (options.kind) {
     params.push_back(P(KindName(*options.kind)));
     sql += " WHERE kind = $1";
@@ -305,7 +309,7 @@ StatusOr<std::vector<Object>> PostgresStore::List(const ListOptions& options) {
     for (int i = 0; i < r.Rows(); ++i) {
       ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, PgRow(r, i)));
       ASSIGN_OR_RETURN(Object object, RowToObject(row));
-      if (internal::MatchesLabels(object, options.label_selector)) {
+      if (store_internal::MatchesLabels(object, options.label_selector)) {
         out.push_back(std::move(object));
       }
     }
@@ -344,8 +348,8 @@ StatusOr<Object> PostgresStore::UpdateStatus(const Object& object) {
 }
 
 StatusOr<Object> PostgresStore::UpdateControllerMetadata(const Object& object) {
-  std::string finalizers = internal::FinalizersToJson(object.metadata.finalizers);
-  std::string owners = internal::OwnersToJson(object.metadata.owner_references);
+  std::string finalizers = store_internal::FinalizersToJson(object.metadata.finalizers);
+  std::string owners = store_internal::OwnersToJson(object.metadata.owner_references);
   ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
                      return Writes::UpdateControllerMetadata(*this, object, std::move(finalizers),
                                                              std::move(owners), revision);
@@ -389,7 +393,7 @@ StatusOr<std::vector<Store::Change>> PostgresStore::WatchSince(int64_t since, in
                                "LIMIT $2",
                                {P(since), P(int64_t{limit})}));
   for (int i = 0; i < r.Rows(); ++i) {
-    ASSIGN_OR_RETURN(Change change, internal::ReadChangeColumns(redacted_url_, PgRow(r, i)));
+    ASSIGN_OR_RETURN(Change change, store_internal::ReadChangeColumns(redacted_url_, PgRow(r, i)));
     out.push_back(std::move(change));
   }
   const bool gap = out.empty() ? since < current : out.front().revision != since + 1;

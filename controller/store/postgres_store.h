@@ -39,12 +39,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
 
-namespace internal {
+namespace store_internal {
 class PgConnection;
 class PgRow;
 struct ObjectRow;
@@ -52,7 +52,7 @@ template <typename Db>
 class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
 template <typename Db>
 class ObjectWrites;  // what the object writes do to the rows; internal/object_writes.h
-}  // namespace internal
+}  // namespace store_internal
 
 struct PostgresStoreOptions {
   // Longest single sleep of WaitForChange between checks of the listening connection.
@@ -146,17 +146,17 @@ class PostgresStore final : public Store {
   StatusOr<Stats> ReadStats();
 
  private:
-  using Row = internal::ObjectRow;
-  // What internal::StoreCopier uses: the rows of Query, its placeholders ($1, $2, …).
+  using Row = store_internal::ObjectRow;
+  // What store_internal::StoreCopier uses: the rows of Query, its placeholders ($1, $2, …).
   template <typename Db>
-  friend class internal::StoreCopier;
+  friend class store_internal::StoreCopier;
   template <typename Db>
-  friend class internal::ObjectWrites;
-  using CopyRow = internal::PgRow;
+  friend class store_internal::ObjectWrites;
+  using CopyRow = store_internal::PgRow;
   static constexpr char kParam = '$';
 
   PostgresStore(std::string redacted_url, std::string url, Options options,
-                std::unique_ptr<internal::PgConnection> conn);
+                std::unique_ptr<store_internal::PgConnection> conn);
 
   // UpdateStatus's, UpdateControllerMetadata's and Delete's transaction (the .cc has the
   // definition); takes mu_.
@@ -191,7 +191,7 @@ class PostgresStore final : public Store {
   // Runs `sql` with `params` as $1, $2, … and calls `each_row` (when not null) on each row,
   // stopping at its first error.
   Status Query(std::string_view sql, const std::vector<std::string>& params,
-               const std::function<Status(const internal::PgRow&)>& each_row);
+               const std::function<Status(const store_internal::PgRow&)>& each_row);
   // NOTIFY the listeners of WaitForChange (delivered at commit).
   Status Notify();
   std::string Now() const;
@@ -207,11 +207,11 @@ class PostgresStore final : public Store {
   Clock& clock_;
 
   std::mutex mu_;
-  std::unique_ptr<internal::PgConnection> conn_;  // Guarded by mu_.
-  std::mt19937_64 uid_random_;                    // Guarded by mu_.
+  std::unique_ptr<store_internal::PgConnection> conn_;  // Guarded by mu_.
+  std::mt19937_64 uid_random_;                          // Guarded by mu_.
 
   std::mutex listen_mu_;
-  std::unique_ptr<internal::PgConnection> listener_;  // Guarded by listen_mu_.
+  std::unique_ptr<store_internal::PgConnection> listener_;  // Guarded by listen_mu_.
 };
 
 }  // namespace sbx::controller

@@ -1,6 +1,6 @@
 // PostgresStore's side of copying a whole store (store_copy.h, `sbxctl migrate`): the
-// transactions around internal::StoreCopier, which reads and writes the records the same way for
-// both backends. The export reads from one snapshot (REPEATABLE READ, READ ONLY); the import
+// transactions around store_internal::StoreCopier, which reads and writes the records the same way
+// for both backends. The export reads from one snapshot (REPEATABLE READ, READ ONLY); the import
 // writes in one transaction holding the revision row's lock.
 #include <string>
 #include <vector>
@@ -12,10 +12,10 @@
 namespace sbx::controller {
 
 using api::OkStatus;
-using internal::PgResult;
-using internal::PgRow;
-using internal::PgTxn;
-using Copier = internal::StoreCopier<PostgresStore>;
+using store_internal::PgResult;
+using store_internal::PgRow;
+using store_internal::PgTxn;
+using Copier = store_internal::StoreCopier<PostgresStore>;
 
 Status PostgresStore::ExportTo(StoreSink& sink) {
   std::lock_guard lock(mu_);
@@ -41,10 +41,10 @@ Status PostgresStore::ImportFrom(const std::function<Status(StoreSink&)>& fill) 
 
 Status PostgresStore::Query(std::string_view sql, const std::vector<std::string>& params,
                             const std::function<Status(const PgRow&)>& each_row) {
-  std::vector<internal::PgParam> values;
+  std::vector<store_internal::PgParam> values;
   values.reserve(params.size());
   for (const std::string& param : params) {
-    values.push_back(internal::P(param));
+    values.push_back(store_internal::P(param));
   }
   ASSIGN_OR_RETURN(PgResult r, conn_->Exec(sql, values));
   if (each_row) {

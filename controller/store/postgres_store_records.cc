@@ -19,19 +19,19 @@ namespace sbx::controller {
 
 using api::KindName;
 using api::OkStatus;
-using internal::DataLossError;
-using internal::kEventColumns;
-using internal::kInventoryColumns;
-using internal::kLeaseColumns;
-using internal::kTaskLogEntryColumns;
-using internal::P;
-using internal::PgResult;
-using internal::PgRow;
-using internal::PgTxn;
-using internal::ReadEventColumns;
-using internal::ReadInventoryColumns;
-using internal::ReadLeaseColumns;
-using internal::ReadTaskLogEntryColumns;
+using store_internal::DataLossError;
+using store_internal::kEventColumns;
+using store_internal::kInventoryColumns;
+using store_internal::kLeaseColumns;
+using store_internal::kTaskLogEntryColumns;
+using store_internal::P;
+using store_internal::PgResult;
+using store_internal::PgRow;
+using store_internal::PgTxn;
+using store_internal::ReadEventColumns;
+using store_internal::ReadInventoryColumns;
+using store_internal::ReadLeaseColumns;
+using store_internal::ReadTaskLogEntryColumns;
 
 // ---- events -----------------------------------------------------------------------------------
 
@@ -40,7 +40,7 @@ Status PostgresStore::RecordEvent(const Event& event) {
   const std::string now = Now();
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
-  RETURN_IF_ERROR(InsertEvent(internal::RecordedEvent(event, now),
+  RETURN_IF_ERROR(InsertEvent(store_internal::RecordedEvent(event, now),
                               " ON CONFLICT (kind, namespace, name, type, reason, md5(message)) "
                               "DO UPDATE SET count = events.count + excluded.count, last_seen = "
                               "excluded.last_seen"));
@@ -65,7 +65,7 @@ Status PostgresStore::InsertEvent(const Event& event, std::string_view on_confli
           "INSERT INTO events (" + std::string(kEventColumns) +
               ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)" + std::string(on_conflict),
           {P(KindName(event.involved.kind)), P(event.involved.namespace_), P(event.involved.name),
-           P(event.type), P(event.reason), internal::Bytes(event.message), P(event.count),
+           P(event.type), P(event.reason), store_internal::Bytes(event.message), P(event.count),
            P(event.first_seen), P(event.last_seen)})
       .status();
 }
@@ -82,7 +82,7 @@ StatusOr<int64_t> PostgresStore::ExpireEvents(std::chrono::system_clock::time_po
 StatusOr<std::vector<Store::Event>> PostgresStore::ListEvents(
     const std::optional<ObjectKey>& involved) {
   std::string sql = "SELECT " + std::string(kEventColumns) + " FROM events";
-  std::vector<internal::PgParam> params;
+  std::vector<store_internal::PgParam> params;
   if (involved) {
     sql += " WHERE kind = $1 AND namespace = $2 AND name = $3";
     params = {P(KindName(involved->kind)), P(involved->namespace_), P(involved->name)};
@@ -103,7 +103,7 @@ StatusOr<std::vector<Store::Event>> PostgresStore::ListEvents(
 Status PostgresStore::PutInventory(const InventoryRecord& record) {
   std::lock_guard lock(mu_);
   const std::string now = Now();
-  return InsertInventory(internal::PutInventoryRecord(record, now),
+  return InsertInventory(store_internal::PutInventoryRecord(record, now),
                          " ON CONFLICT (workspace, resource_type, external_id) DO UPDATE SET "
                          "state = excluded.state, owner_kind = excluded.owner_kind, "
                          "owner_namespace = excluded.owner_namespace, owner_name = "
@@ -116,7 +116,7 @@ Status PostgresStore::InsertInventory(const InventoryRecord& record, std::string
       ->Exec("INSERT INTO inventory (" + std::string(kInventoryColumns) +
                  ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)" + std::string(on_conflict),
              {P(record.workspace), P(record.resource_type), P(record.external_id),
-              P(internal::InventoryStateName(record.state)), P(KindName(record.owner.kind)),
+              P(store_internal::InventoryStateName(record.state)), P(KindName(record.owner.kind)),
               P(record.owner.namespace_), P(record.owner.name), P(record.owner_uid),
               P(record.created_at), P(record.updated_at)})
       .status();
@@ -140,7 +140,7 @@ StatusOr<std::optional<Store::InventoryRecord>> PostgresStore::GetInventory(
 StatusOr<std::vector<Store::InventoryRecord>> PostgresStore::ListInventory(
     const std::optional<std::string>& workspace) {
   std::string sql = "SELECT " + std::string(kInventoryColumns) + " FROM inventory";
-  std::vector<internal::PgParam> params;
+  std::vector<store_internal::PgParam> params;
   if (workspace) {
     sql += " WHERE workspace = $1";
     params.push_back(P(*workspace));
@@ -258,7 +258,8 @@ StatusOr<int64_t> PostgresStore::AppendTaskLog(const ObjectKey& task, const std:
   const int64_t bound = std::max<int64_t>(options_.task_log_max_bytes, 1);
   for (const TaskLogEntry& e : entries) {
     ++seq;
-    RETURN_IF_ERROR(InsertTaskLogEntry(task_uid, internal::StoredTaskLogEntry(e, seq, bound, now)));
+    RETURN_IF_ERROR(
+        InsertTaskLogEntry(task_uid, store_internal::StoredTaskLogEntry(e, seq, bound, now)));
   }
   RETURN_IF_ERROR(InsertTaskLogHead(task, task_uid, seq, 0,
                                     " ON CONFLICT (task_uid) DO UPDATE SET last_seq = "
@@ -322,10 +323,10 @@ Status PostgresStore::InsertTaskLogEntry(const std::string& task_uid, const Task
   return conn_
       ->Exec("INSERT INTO task_log (task_uid, " + std::string(kTaskLogEntryColumns) +
                  ", bytes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-             {P(task_uid), P(entry.seq), P(internal::TaskLogKindName(entry.kind)), P(entry.item_id),
-              internal::Bytes(entry.text),
-              entry.exit_code.has_value() ? P(*entry.exit_code) : internal::Null(), P(entry.at),
-              P(static_cast<int64_t>(entry.text.size()))})
+             {P(task_uid), P(entry.seq), P(store_internal::TaskLogKindName(entry.kind)),
+              P(entry.item_id), store_internal::Bytes(entry.text),
+              entry.exit_code.has_value() ? P(*entry.exit_code) : store_internal::Null(),
+              P(entry.at), P(static_cast<int64_t>(entry.text.size()))})
       .status();
 }
 
@@ -348,9 +349,10 @@ StatusOr<Store::TaskLogPage> PostgresStore::ReadTaskLog(const std::string& task_
   }
   ASSIGN_OR_RETURN(
       PgResult r,
-      conn_->Exec("SELECT " + std::string(kTaskLogEntryColumns) +
-                      " FROM task_log WHERE task_uid = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-                  {P(task_uid), P(after_seq), limit > 0 ? P(int64_t{limit}) : internal::Null()}));
+      conn_->Exec(
+          "SELECT " + std::string(kTaskLogEntryColumns) +
+              " FROM task_log WHERE task_uid = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+          {P(task_uid), P(after_seq), limit > 0 ? P(int64_t{limit}) : store_internal::Null()}));
   for (int i = 0; i < r.Rows(); ++i) {
     page.entries.push_back(ReadTaskLogEntryColumns(PgRow(r, i)));
   }
@@ -360,7 +362,7 @@ StatusOr<Store::TaskLogPage> PostgresStore::ReadTaskLog(const std::string& task_
 
 Status PostgresStore::PutArtifact(const ObjectKey& task, const std::string& task_uid,
                                   const Artifact& artifact) {
-  RETURN_IF_ERROR(internal::CheckArtifactSize(artifact));
+  RETURN_IF_ERROR(store_internal::CheckArtifactSize(artifact));
   std::lock_guard lock(mu_);
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
@@ -370,7 +372,7 @@ Status PostgresStore::PutArtifact(const ObjectKey& task, const std::string& task
   ASSIGN_OR_RETURN(PgResult others, conn_->Exec("SELECT coalesce(sum(bytes), 0) FROM artifacts "
                                                 "WHERE task_uid = $1 AND path != $2",
                                                 {P(task_uid), P(artifact.path)}));
-  RETURN_IF_ERROR(internal::CheckArtifactBudget(task, artifact, others.Int(0, 0)));
+  RETURN_IF_ERROR(store_internal::CheckArtifactBudget(task, artifact, others.Int(0, 0)));
   RETURN_IF_ERROR(InsertArtifact(task, task_uid, artifact,
                                  " ON CONFLICT (task_uid, path) DO UPDATE SET bytes = "
                                  "excluded.bytes, sha256 = excluded.sha256, content = "
@@ -387,7 +389,7 @@ Status PostgresStore::InsertArtifact(const ObjectKey& task, const std::string& t
           "content) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)" +
               std::string(on_conflict),
           {P(task_uid), P(KindName(task.kind)), P(task.namespace_), P(task.name), P(artifact.path),
-           P(artifact.bytes), P(artifact.sha256), internal::Bytes(artifact.content)})
+           P(artifact.bytes), P(artifact.sha256), store_internal::Bytes(artifact.content)})
       .status();
 }
 

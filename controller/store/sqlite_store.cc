@@ -22,11 +22,11 @@
 namespace sbx::controller {
 
 using api::OkStatus;
-using internal::DataLossError;
+using store_internal::DataLossError;
 
 namespace {
 
-const int kLatestSchemaVersion = static_cast<int>(internal::SqliteMigrations().size());
+const int kLatestSchemaVersion = static_cast<int>(store_internal::SqliteMigrations().size());
 
 }  // namespace
 
@@ -179,7 +179,7 @@ Status SqliteStore::Migrate() {
   }
   const std::string now = Now();
   for (int64_t v = version; v < kLatestSchemaVersion; ++v) {
-    RETURN_IF_ERROR(Exec(internal::SqliteMigrations()[v]));
+    RETURN_IF_ERROR(Exec(store_internal::SqliteMigrations()[v]));
     ASSIGN_OR_RETURN(Stmt stmt,
                      Prepare("INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)"));
     RETURN_IF_ERROR(stmt.Bind(1, v + 1).Bind(2, now).Run());
@@ -226,7 +226,7 @@ StatusOr<SqliteStore::Stmt> SqliteStore::Prepare(std::string_view sql) {
     const int rc = sqlite3_prepare_v3(db_, key.data(), static_cast<int>(key.size()),
                                       SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
     if (rc != SQLITE_OK) {
-      return Error(rc, internal::Describe(sql));
+      return Error(rc, store_internal::Describe(sql));
     }
     it = statements_.emplace(std::move(key), stmt).first;
   }
@@ -237,7 +237,7 @@ Status SqliteStore::Exec(std::string_view sql) {
   const std::string text(sql);
   const int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) {
-    return Error(rc, internal::Describe(sql));
+    return Error(rc, store_internal::Describe(sql));
   }
   return OkStatus();
 }
@@ -276,7 +276,7 @@ StatusOr<int64_t> SqliteStore::DataVersion() {
 
 std::string SqliteStore::Now() const { return FormatRfc3339(clock_.Now()); }
 
-std::string SqliteStore::NewUid() { return internal::MakeUuidV4(uid_random_); }
+std::string SqliteStore::NewUid() { return store_internal::MakeUuidV4(uid_random_); }
 
 StatusOr<int64_t> SqliteStore::ReadRevision() {
   ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT value FROM revision WHERE id = 1"));

@@ -44,7 +44,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 #include "controller/store/store.h"
 
 struct sqlite3;
@@ -52,13 +52,13 @@ struct sqlite3_stmt;
 
 namespace sbx::controller {
 
-namespace internal {
+namespace store_internal {
 struct ObjectRow;  // one row of the objects table; internal/object_row.h
 template <typename Db>
 class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
 template <typename Db>
 class ObjectWrites;  // what the object writes do to the rows; internal/object_writes.h
-}  // namespace internal
+}  // namespace store_internal
 
 struct SqliteStoreOptions {
   // How long a write waits for another writer before giving up with kUnavailable.
@@ -168,12 +168,12 @@ class SqliteStore final : public Store {
  private:
   class Stmt;
   class Txn;
-  using Row = internal::ObjectRow;
-  // What internal::StoreCopier uses: the rows of Query, its placeholders (?1, ?2, …).
+  using Row = store_internal::ObjectRow;
+  // What store_internal::StoreCopier uses: the rows of Query, its placeholders (?1, ?2, …).
   template <typename Db>
-  friend class internal::StoreCopier;
+  friend class store_internal::StoreCopier;
   template <typename Db>
-  friend class internal::ObjectWrites;
+  friend class store_internal::ObjectWrites;
   using CopyRow = Stmt;
   static constexpr char kParam = '?';
 

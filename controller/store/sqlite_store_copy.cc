@@ -1,5 +1,5 @@
 // SqliteStore's side of copying a whole store (store_copy.h, `sbxctl migrate`): the transactions
-// around internal::StoreCopier, which reads and writes the records the same way for both
+// around store_internal::StoreCopier, which reads and writes the records the same way for both
 // backends. The export reads in one deferred transaction (one WAL snapshot, writers not
 // blocked); the import writes in one BEGIN IMMEDIATE transaction.
 #include <string>
@@ -12,7 +12,7 @@
 namespace sbx::controller {
 
 using api::OkStatus;
-using Copier = internal::StoreCopier<SqliteStore>;
+using Copier = store_internal::StoreCopier<SqliteStore>;
 
 Status SqliteStore::ExportTo(StoreSink& sink) {
   std::lock_guard lock(mu_);

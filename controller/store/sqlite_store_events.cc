@@ -13,8 +13,8 @@ namespace sbx::controller {
 
 using api::KindName;
 using api::OkStatus;
-using internal::kEventColumns;
-using internal::ReadEventColumns;
+using store_internal::kEventColumns;
+using store_internal::ReadEventColumns;
 
 // ---- events -----------------------------------------------------------------------------------
 
@@ -23,7 +23,7 @@ Status SqliteStore::RecordEvent(const Event& event) {
   const std::string now = Now();
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
-  RETURN_IF_ERROR(InsertEvent(internal::RecordedEvent(event, now),
+  RETURN_IF_ERROR(InsertEvent(store_internal::RecordedEvent(event, now),
                               " ON CONFLICT (kind, namespace, name, type, reason, message) DO "
                               "UPDATE SET count = count + excluded.count, last_seen = "
                               "excluded.last_seen"));

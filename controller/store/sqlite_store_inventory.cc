@@ -13,9 +13,9 @@ namespace sbx::controller {
 
 using api::KindName;
 using api::OkStatus;
-using internal::DataLossError;
-using internal::kInventoryColumns;
-using internal::ReadInventoryColumns;
+using store_internal::DataLossError;
+using store_internal::kInventoryColumns;
+using store_internal::ReadInventoryColumns;
 
 // ---- inventory --------------------------------------------------------------------------------
 
@@ -25,7 +25,7 @@ Status SqliteStore::PutInventory(const InventoryRecord& record) {
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
   RETURN_IF_ERROR(
-      InsertInventory(internal::PutInventoryRecord(record, now),
+      InsertInventory(store_internal::PutInventoryRecord(record, now),
                       " ON CONFLICT (workspace, resource_type, external_id) DO UPDATE SET "
                       "state = excluded.state, owner_kind = excluded.owner_kind, "
                       "owner_namespace = excluded.owner_namespace, owner_name = "
@@ -41,7 +41,7 @@ Status SqliteStore::InsertInventory(const InventoryRecord& record, std::string_v
   return stmt.Bind(1, record.workspace)
       .Bind(2, record.resource_type)
       .Bind(3, record.external_id)
-      .Bind(4, internal::InventoryStateName(record.state))
+      .Bind(4, store_internal::InventoryStateName(record.state))
       .Bind(5, KindName(record.owner.kind))
       .Bind(6, record.owner.namespace_)
       .Bind(7, record.owner.name)
@@ -159,20 +159,20 @@ Status SqliteStore::ReleaseLease(const std::string& name, const std::string& hol
 
 StatusOr<std::optional<Store::Lease>> SqliteStore::GetLease(const std::string& name) {
   std::lock_guard lock(mu_);
-  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT " + std::string(internal::kLeaseColumns) +
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT " + std::string(store_internal::kLeaseColumns) +
                                       " FROM leases WHERE name = ? AND holder != ''"));
   stmt.Bind(1, name);
   ASSIGN_OR_RETURN(bool found, stmt.Step());
   if (!found) {
     return std::optional<Lease>();
   }
-  return std::optional<Lease>(internal::ReadLeaseColumns(stmt));
+  return std::optional<Lease>(store_internal::ReadLeaseColumns(stmt));
 }
 
 StatusOr<std::vector<Store::Lease>> SqliteStore::ListLeases(const std::string& prefix) {
   std::lock_guard lock(mu_);
   // Bytes compared, not LIKE: a prefix may hold '%' or '_'.
-  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT " + std::string(internal::kLeaseColumns) +
+  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT " + std::string(store_internal::kLeaseColumns) +
                                       " FROM leases WHERE substr(CAST(name AS BLOB), 1, ?) = "
                                       "CAST(? AS BLOB) AND holder != '' ORDER BY name"));
   stmt.Bind(1, static_cast<int64_t>(prefix.size())).Bind(2, prefix);
@@ -182,7 +182,7 @@ StatusOr<std::vector<Store::Lease>> SqliteStore::ListLeases(const std::string& p
     if (!found) {
       break;
     }
-    leases.push_back(internal::ReadLeaseColumns(stmt));
+    leases.push_back(store_internal::ReadLeaseColumns(stmt));
   }
   return leases;
 }

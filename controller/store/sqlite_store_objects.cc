@@ -20,12 +20,12 @@ namespace sbx::controller {
 
 using api::KindName;
 using api::OkStatus;
-using internal::BindRowColumns;
-using internal::DataLossError;
-using internal::kObjectColumns;
-using internal::ObjectRow;
-using internal::ReadRowColumns;
-using Writes = internal::ObjectWrites<SqliteStore>;
+using store_internal::BindRowColumns;
+using store_internal::DataLossError;
+using store_internal::kObjectColumns;
+using store_internal::ObjectRow;
+using store_internal::ReadRowColumns;
+using Writes = store_internal::ObjectWrites<SqliteStore>;
 
 // ---- rows -------------------------------------------------------------------------------------
 
@@ -43,7 +43,7 @@ StatusOr<std::optional<SqliteStore::Row>> SqliteStore::ReadRow(const ObjectKey& 
 }
 
 StatusOr<Object> SqliteStore::RowToObject(const Row& row) const {
-  return internal::RowToObject(path_, row);
+  return store_internal::RowToObject(path_, row);
 }
 
 Status SqliteStore::InsertRow(const Row& row) {
@@ -85,13 +85,13 @@ Status SqliteStore::AppendChange(int64_t revision, ChangeType type, const Object
   ASSIGN_OR_RETURN(Stmt stmt, Prepare("INSERT INTO changes (revision, type, kind, namespace, "
                                       "name, object, wake_hint) VALUES (?, ?, ?, ?, ?, ?, ?)"));
   stmt.Bind(1, revision)
-      .Bind(2, internal::ChangeTypeName(type))
+      .Bind(2, store_internal::ChangeTypeName(type))
       .Bind(3, KindName(key.kind))
       .Bind(4, key.namespace_)
       .Bind(5, key.name)
       .Bind(7, static_cast<int64_t>(wake_hint ? 1 : 0));
   if (row != nullptr) {
-    stmt.Bind(6, internal::EncodeChangeObject(*row));
+    stmt.Bind(6, store_internal::EncodeChangeObject(*row));
   }
   return stmt.Run();
 }
@@ -100,7 +100,7 @@ Status SqliteStore::AppendChange(int64_t revision, ChangeType type, const Object
 
 StatusOr<std::vector<ApplyResult>> SqliteStore::Apply(const std::vector<Object>& objects,
                                                       const ApplyOptions& options) {
-  ASSIGN_OR_RETURN(internal::ApplyPlan plan, internal::PlanApply(objects, options));
+  ASSIGN_OR_RETURN(store_internal::ApplyPlan plan, store_internal::PlanApply(objects, options));
   std::lock_guard lock(mu_);
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
@@ -158,7 +158,7 @@ StatusOr<std::vector<Object>> SqliteStore::List(const ListOptions& options) {
       }
       ASSIGN_OR_RETURN(Row row, ReadRowColumns(path_, stmt));
       ASSIGN_OR_RETURN(Object object, RowToObject(row));
-      if (internal::MatchesLabels(object, options.label_selector)) {
+      if (store_internal::MatchesLabels(object, options.label_selector)) {
         out.push_back(std::move(object));
       }
     }
@@ -198,8 +198,8 @@ StatusOr<Object> SqliteStore::UpdateStatus(const Object& object) {
 }
 
 StatusOr<Object> SqliteStore::UpdateControllerMetadata(const Object& object) {
-  std::string finalizers = internal::FinalizersToJson(object.metadata.finalizers);
-  std::string owners = internal::OwnersToJson(object.metadata.owner_references);
+  std::string finalizers = store_internal::FinalizersToJson(object.metadata.finalizers);
+  std::string owners = store_internal::OwnersToJson(object.metadata.owner_references);
   ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
                      return Writes::UpdateControllerMetadata(*this, object, std::move(finalizers),
                                                              std::move(owners), revision);

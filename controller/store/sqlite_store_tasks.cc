@@ -18,9 +18,9 @@ using api::KindName;
 
 // ---- AgentTask log and artifacts --------------------------------------------------------------
 
-using internal::kTaskLogEntryColumns;
-using internal::ReadTaskLogEntryColumns;
-using internal::TaskLogKindName;
+using store_internal::kTaskLogEntryColumns;
+using store_internal::ReadTaskLogEntryColumns;
+using store_internal::TaskLogKindName;
 
 StatusOr<int64_t> SqliteStore::AppendTaskLog(const ObjectKey& task, const std::string& task_uid,
                                              const std::vector<TaskLogEntry>& entries) {
@@ -38,7 +38,8 @@ StatusOr<int64_t> SqliteStore::AppendTaskLog(const ObjectKey& task, const std::s
   const int64_t bound = std::max<int64_t>(options_.task_log_max_bytes, 1);
   for (const TaskLogEntry& e : entries) {
     ++seq;
-    RETURN_IF_ERROR(InsertTaskLogEntry(task_uid, internal::StoredTaskLogEntry(e, seq, bound, now)));
+    RETURN_IF_ERROR(
+        InsertTaskLogEntry(task_uid, store_internal::StoredTaskLogEntry(e, seq, bound, now)));
   }
   RETURN_IF_ERROR(InsertTaskLogHead(task, task_uid, seq, 0,
                                     " ON CONFLICT (task_uid) DO UPDATE SET last_seq = "
@@ -158,7 +159,7 @@ StatusOr<Store::TaskLogPage> SqliteStore::ReadTaskLog(const std::string& task_ui
 
 Status SqliteStore::PutArtifact(const ObjectKey& task, const std::string& task_uid,
                                 const Artifact& artifact) {
-  RETURN_IF_ERROR(internal::CheckArtifactSize(artifact));
+  RETURN_IF_ERROR(store_internal::CheckArtifactSize(artifact));
   std::lock_guard lock(mu_);
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
@@ -167,7 +168,7 @@ Status SqliteStore::PutArtifact(const ObjectKey& task, const std::string& task_u
                                         "task_uid = ? AND path != ?"));
     stmt.Bind(1, task_uid).Bind(2, artifact.path);
     ASSIGN_OR_RETURN(bool row, stmt.Step());
-    RETURN_IF_ERROR(internal::CheckArtifactBudget(task, artifact, row ? stmt.Int(0) : 0));
+    RETURN_IF_ERROR(store_internal::CheckArtifactBudget(task, artifact, row ? stmt.Int(0) : 0));
   }
   RETURN_IF_ERROR(InsertArtifact(task, task_uid, artifact,
                                  " ON CONFLICT (task_uid, path) DO UPDATE SET bytes = "

@@ -37,7 +37,7 @@ StatusOr<std::vector<Store::Change>> SqliteStore::WatchSince(int64_t since, int 
     if (!more) {
       break;
     }
-    ASSIGN_OR_RETURN(Change change, internal::ReadChangeColumns(path_, stmt));
+    ASSIGN_OR_RETURN(Change change, store_internal::ReadChangeColumns(path_, stmt));
     out.push_back(std::move(change));
   }
   const bool gap = out.empty() ? since < current : out.front().revision != since + 1;

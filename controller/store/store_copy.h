@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {

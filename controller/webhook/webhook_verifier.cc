@@ -9,41 +9,13 @@
 #include <utility>
 #include <vector>
 
+#include "api/base64.h"
+
 namespace sbx::controller {
 namespace {
 
 constexpr std::string_view kSecretPrefix = "whsec_";
 constexpr std::string_view kVersion = "v1,";
-
-std::string Base64Encode(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(bytes.data()),
-                                static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-// Standard base64 with padding; nullopt for anything else. EVP_DecodeBlock decodes the padding
-// as zero bytes, which are cut off again here.
-std::optional<std::string> Base64Decode(std::string_view text) {
-  if (text.empty() || text.size() % 4 != 0) {
-    return std::nullopt;
-  }
-  std::string out(3 * (text.size() / 4), '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(text.data()),
-                                static_cast<int>(text.size()));
-  if (n < 0) {
-    return std::nullopt;
-  }
-  size_t padding = 0;
-  for (size_t i = text.size(); i > 0 && text[i - 1] == '=' && padding < 2; --i) {
-    ++padding;
-  }
-  out.resize(static_cast<size_t>(n) - padding);
-  return out;
-}
 
 std::string Mac(const std::string& key, std::string_view id, std::string_view timestamp,
                 std::string_view body) {
@@ -117,7 +89,10 @@ api::StatusOr<WebhookSecret> WebhookSecret::Parse(std::string_view text) {
   if (text.substr(0, kSecretPrefix.size()) != kSecretPrefix) {
     return WebhookSecret(std::string(text));
   }
-  std::optional<std::string> key = Base64Decode(text.substr(kSecretPrefix.size()));
+  // Standard base64, padded (as Standard Webhooks secrets are): a multiple of 4 characters.
+  const std::string_view encoded = text.substr(kSecretPrefix.size());
+  std::optional<std::string> key =
+      encoded.size() % 4 == 0 ? api::Base64Decode(encoded) : std::nullopt;
   if (!key || key->empty()) {
     return api::InvalidArgumentError(
         "the webhook secret starts with whsec_ but the rest is not base64");
@@ -127,7 +102,7 @@ api::StatusOr<WebhookSecret> WebhookSecret::Parse(std::string_view text) {
 
 std::string SignWebhook(const WebhookSecret& secret, std::string_view id,
                         std::string_view timestamp, std::string_view body) {
-  return std::string(kVersion) + Base64Encode(Mac(secret.key(), id, timestamp, body));
+  return std::string(kVersion) + api::Base64Encode(Mac(secret.key(), id, timestamp, body));
 }
 
 WebhookVerifier::WebhookVerifier(WebhookSecret secret, Clock& clock, WebhookVerifierOptions options)

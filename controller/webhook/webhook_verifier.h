@@ -35,7 +35,7 @@
 #include <string_view>
 
 #include "api/status.h"
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 
 namespace sbx::controller {
 

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "api/percent_encoding.h"
 #include "api/text.h"
 
 namespace sbx::emulator::internal {
@@ -27,19 +28,6 @@ using tcp = asio::ip::tcp;
 constexpr std::uint64_t kMaxBodyBytes = 64ull << 20;
 
 using api::Lower;
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
 
 // One request/response exchange on a connection thread's socket.
 class BeastExchange : public HttpExchange {
@@ -143,7 +131,7 @@ HttpRequest ToRequest(const http::request<http::string_body>& req) {
     raw_path = target.substr(0, q);
     raw_query = target.substr(q + 1);
   }
-  out.path = PercentDecode(raw_path, false);
+  out.path = api::PercentDecode(raw_path, false);
   std::size_t start = 0;
   while (start <= raw_path.size()) {
     std::size_t slash = raw_path.find('/', start);
@@ -151,7 +139,7 @@ HttpRequest ToRequest(const http::request<http::string_body>& req) {
       slash = raw_path.size();
     }
     if (slash > start) {
-      out.segments.push_back(PercentDecode(raw_path.substr(start, slash - start), false));
+      out.segments.push_back(api::PercentDecode(raw_path.substr(start, slash - start), false));
     }
     start = slash + 1;
   }
@@ -175,25 +163,6 @@ std::string HttpRequest::Header(std::string_view name) const {
 
 std::string Trim(std::string_view s) { return std::string(api::Trim(s)); }
 
-std::string PercentDecode(std::string_view s, bool plus_is_space) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == '%' && i + 2 < s.size()) {
-      int hi = HexValue(s[i + 1]);
-      int lo = HexValue(s[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out.push_back(static_cast<char>(hi * 16 + lo));
-        i += 2;
-        continue;
-      }
-    }
-    out.push_back(plus_is_space && c == '+' ? ' ' : c);
-  }
-  return out;
-}
-
 std::map<std::string, std::string> ParseFormEncoded(std::string_view s) {
   std::map<std::string, std::string> out;
   std::size_t start = 0;
@@ -205,9 +174,10 @@ std::map<std::string, std::string> ParseFormEncoded(std::string_view s) {
     std::string_view pair = s.substr(start, amp - start);
     if (!pair.empty()) {
       std::size_t eq = pair.find('=');
-      std::string key = PercentDecode(pair.substr(0, eq), true);
-      std::string value =
-          eq == std::string_view::npos ? std::string() : PercentDecode(pair.substr(eq + 1), true);
+      std::string key = api::PercentDecode(pair.substr(0, eq), true);
+      std::string value = eq == std::string_view::npos
+                              ? std::string()
+                              : api::PercentDecode(pair.substr(eq + 1), true);
       out.emplace(std::move(key), std::move(value));
     }
     start = amp + 1;

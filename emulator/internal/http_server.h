@@ -70,8 +70,6 @@ class HttpExchange {
 
 using HttpHandler = std::function<void(HttpExchange&)>;
 
-// Percent-decodes `s`; '+' becomes a space when `plus_is_space`.
-std::string PercentDecode(std::string_view s, bool plus_is_space);
 // api::Trim as an owning string (header values, form fields, bodies outlive their request).
 std::string Trim(std::string_view s);
 // Parses "a=1&b=two" (application/x-www-form-urlencoded or a query string).

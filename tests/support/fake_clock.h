@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 
 namespace sbx::testing {
 

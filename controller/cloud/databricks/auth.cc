@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "api/base64.h"
+#include "api/percent_encoding.h"
 #include "api/text.h"
 #include "controller/cloud/databricks/http_errors.h"
 #include "controller/cloud/databricks/wire_format.h"
@@ -23,6 +24,7 @@ using api::FailedPreconditionError;
 using api::InternalError;
 using api::InvalidArgumentError;
 using api::OkStatus;
+using api::PercentEncode;
 using api::UnauthenticatedError;
 using http::BodyExcerpt;
 using http::HttpRequest;
@@ -30,7 +32,6 @@ using http::HttpResponse;
 using http::HttpResult;
 using http::HttpTransport;
 using http::Redact;
-using http::UrlEscape;
 
 namespace {
 
@@ -455,7 +456,7 @@ StatusOr<OAuthM2MCredentials::Token> OAuthM2MCredentials::FetchToken(std::stop_t
       {"Accept", "application/json"},
       {"Content-Type", "application/x-www-form-urlencoded"},
   };
-  request.body = "grant_type=client_credentials&scope=" + UrlEscape(scopes_);
+  request.body = "grant_type=client_credentials&scope=" + PercentEncode(scopes_);
   request.timeout = timeout_;
   const Clock::SteadyTime sent = clock_.Steady();
   HttpResult result = transport_.Send(request, stop);

@@ -21,9 +21,9 @@
 #include <string_view>
 
 #include "api/status.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http/retrying_caller.h"
-#include "controller/engine/clock.h"
 
 namespace sbx::controller::databricks {
 

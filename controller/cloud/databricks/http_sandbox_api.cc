@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "api/percent_encoding.h"
 #include "controller/cloud/databricks/wire_format.h"
 #include "controller/cloud/http/wire_text.h"
 
@@ -10,8 +11,8 @@ namespace sbx::controller::databricks {
 using api::InternalError;
 using api::InvalidArgumentError;
 using api::OkStatus;
+using api::PercentEncode;
 using http::BodyExcerpt;
-using http::UrlEscape;
 
 namespace {
 
@@ -23,7 +24,7 @@ constexpr std::string_view kExecPath = "/api/2.0/sandbox-exec/sandboxes/";
 // endpoint (e.g. id "x/start" would start sandbox x). For ids made of DNS-1123 characters, which
 // is all sbx generates, the escaped and verbatim forms are the same bytes.
 std::string SandboxPath(const std::string& sandbox_id) {
-  return std::string(kSandboxesPath) + "/" + UrlEscape(sandbox_id);
+  return std::string(kSandboxesPath) + "/" + PercentEncode(sandbox_id);
 }
 
 Status CheckId(const std::string& sandbox_id) {
@@ -85,9 +86,10 @@ StatusOr<std::string> HttpSandboxApi::Send(const Call& call, std::stop_token sto
 StatusOr<Sandbox> HttpSandboxApi::Create(const std::string& sandbox_id, const Sandbox& desired,
                                          std::stop_token stop) {
   RETURN_IF_ERROR(CheckId(sandbox_id));
-  Call call{.method = "POST",
-            .path_and_query = std::string(kSandboxesPath) + "?sandbox_id=" + UrlEscape(sandbox_id),
-            .body = EncodeSandboxForCreate(desired)};
+  Call call{
+      .method = "POST",
+      .path_and_query = std::string(kSandboxesPath) + "?sandbox_id=" + PercentEncode(sandbox_id),
+      .body = EncodeSandboxForCreate(desired)};
   ASSIGN_OR_RETURN(const std::string body, Send(call, stop));
   return DecodeSandbox(body);
 }
@@ -108,7 +110,7 @@ StatusOr<SandboxPage> HttpSandboxApi::List(int page_size, const std::string& pag
     sep = '&';
   }
   if (!page_token.empty()) {
-    path += sep + std::string("page_token=") + UrlEscape(page_token);
+    path += sep + std::string("page_token=") + PercentEncode(page_token);
   }
   ASSIGN_OR_RETURN(const std::string body,
                    Send(Call{.method = "GET", .path_and_query = path}, stop));
@@ -144,9 +146,9 @@ StatusOr<Sandbox> HttpSandboxApi::Update(const std::string& sandbox_id, const Sa
   for (const std::string& path : mask) {
     joined += (joined.empty() ? "" : ",") + path;
   }
-  // UrlEscape keeps '.' and turns ',' into %2C, which every form decoder reads back as ','.
+  // PercentEncode keeps '.' and turns ',' into %2C, which every form decoder reads back as ','.
   Call call{.method = "PATCH",
-            .path_and_query = SandboxPath(sandbox_id) + "?update_mask=" + UrlEscape(joined),
+            .path_and_query = SandboxPath(sandbox_id) + "?update_mask=" + PercentEncode(joined),
             .body = std::move(patch)};
   ASSIGN_OR_RETURN(const std::string body, Send(call, stop));
   return DecodeSandbox(body);
@@ -188,7 +190,7 @@ StatusOr<ExecResult> HttpSandboxApi::ExecSync(const std::string& sandbox_id,
       std::chrono::duration_cast<std::chrono::milliseconds>(request.execution_timeout) +
       options_.exec_timeout_margin;
   Call call{.method = "POST",
-            .path_and_query = std::string(kExecPath) + UrlEscape(sandbox_id) + "/exec-sync",
+            .path_and_query = std::string(kExecPath) + PercentEncode(sandbox_id) + "/exec-sync",
             .body = EncodeExecRequest(request),
             .idempotency = http::Idempotency::kNotIdempotent,
             .timeout = timeout,
@@ -204,9 +206,9 @@ StatusOr<std::vector<Command>> HttpSandboxApi::ListCommands(const std::string& s
   std::string token;
   std::set<std::string> seen;
   while (true) {
-    std::string path = std::string(kExecPath) + UrlEscape(sandbox_id) + "/commands";
+    std::string path = std::string(kExecPath) + PercentEncode(sandbox_id) + "/commands";
     if (!token.empty()) {
-      path += "?page_token=" + UrlEscape(token);
+      path += "?page_token=" + PercentEncode(token);
     }
     ASSIGN_OR_RETURN(const std::string body,
                      Send(Call{.method = "GET", .path_and_query = path}, stop));

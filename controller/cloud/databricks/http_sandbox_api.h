@@ -19,13 +19,13 @@
 #include <functional>
 #include <string>
 
+#include "controller/base/clock.h"
+#include "controller/base/endpoint_pacing.h"
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/databricks/http_errors.h"
 #include "controller/cloud/databricks/sandbox_api.h"
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http/retrying_caller.h"
-#include "controller/engine/clock.h"
-#include "controller/engine/endpoint_pacing.h"
 
 namespace sbx::controller::databricks {
 

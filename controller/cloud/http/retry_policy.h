@@ -18,9 +18,9 @@
 #include <optional>
 
 #include "api/status.h"
+#include "controller/base/backoff.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/http/http_transport.h"
-#include "controller/engine/backoff.h"
-#include "controller/engine/clock.h"
 
 namespace sbx::controller::http {
 

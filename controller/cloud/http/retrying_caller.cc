@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
+#include "controller/base/classify_error.h"
+#include "controller/base/inline_wait.h"
 #include "controller/cloud/http/redact.h"
-#include "controller/engine/classify_error.h"
-#include "controller/engine/inline_wait.h"
 
 namespace sbx::controller::http {
 

@@ -43,12 +43,12 @@
 #include <string>
 
 #include "api/status.h"
+#include "controller/base/backoff.h"
+#include "controller/base/clock.h"
+#include "controller/base/credential_breaker.h"
+#include "controller/base/endpoint_pacing.h"
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http/retry_policy.h"
-#include "controller/engine/backoff.h"
-#include "controller/engine/clock.h"
-#include "controller/engine/credential_breaker.h"
-#include "controller/engine/endpoint_pacing.h"
 
 namespace sbx::controller::http {
 

@@ -1,6 +1,6 @@
-// Text that every cloud client puts on the wire or into a message: percent-encoding of URL parts,
-// short printable excerpts of bodies for error messages, and the User-Agent. Pure functions;
-// thread-safe.
+// Text that every cloud client puts on the wire or into a message: short printable excerpts of
+// bodies for error messages, and the User-Agent (URL parts are percent-encoded by
+// api/percent_encoding.h). Pure functions; thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -8,9 +8,6 @@
 #include <string_view>
 
 namespace sbx::controller::http {
-
-// Percent-encodes every byte outside RFC 3986 "unreserved" (A-Z a-z 0-9 - . _ ~).
-std::string UrlEscape(std::string_view text);
 
 // At most `max` bytes of `body` for an error message, control characters as spaces, with "…"
 // when cut.

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "api/percent_encoding.h"
 #include "controller/cloud/http/wire_text.h"
 #include "controller/cloud/openai/sse_parser.h"
 #include "controller/cloud/openai/wire_format.h"
@@ -10,8 +11,8 @@ namespace sbx::controller::openai {
 
 using api::InvalidArgumentError;
 using api::OkStatus;
+using api::PercentEncode;
 using http::HttpResponse;
-using http::UrlEscape;
 
 namespace {
 
@@ -36,11 +37,11 @@ Status CheckId(std::string_view what, const std::string& id) {
 }
 
 std::string SessionPath(const std::string& session_id) {
-  return std::string(kSessionsPath) + "/" + UrlEscape(session_id);
+  return std::string(kSessionsPath) + "/" + PercentEncode(session_id);
 }
 
 std::string TurnPath(const std::string& session_id, const std::string& turn_id) {
-  return SessionPath(session_id) + "/turns/" + UrlEscape(turn_id);
+  return SessionPath(session_id) + "/turns/" + PercentEncode(turn_id);
 }
 
 // Reference §1.2: limit 1–100 on the turn and item lists; 0 lets the server choose (20).
@@ -231,7 +232,7 @@ StatusOr<Environment> HttpAgentsApi::GetEnvironment(const std::string& environme
   RETURN_IF_ERROR(CheckId("environment", environment_id));
   ASSIGN_OR_RETURN(const std::string body, Send(Call{.method = "GET",
                                                      .path = std::string(kEnvironmentsPath) + "/" +
-                                                             UrlEscape(environment_id)},
+                                                             PercentEncode(environment_id)},
                                                 stop));
   return DecodeEnvironment(body);
 }

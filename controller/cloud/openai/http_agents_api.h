@@ -22,13 +22,13 @@
 #include <optional>
 #include <string>
 
+#include "controller/base/backoff.h"
+#include "controller/base/clock.h"
+#include "controller/base/endpoint_pacing.h"
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http/retrying_caller.h"
 #include "controller/cloud/openai/agents_api.h"
 #include "controller/cloud/openai/http_errors.h"
-#include "controller/engine/backoff.h"
-#include "controller/engine/clock.h"
-#include "controller/engine/endpoint_pacing.h"
 
 namespace sbx::controller::openai {
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "api/percent_encoding.h"
 #include "controller/cloud/http/json_fields.h"
 #include "controller/cloud/http/wire_text.h"
 
@@ -317,7 +318,7 @@ std::string EncodeQuery(int limit, const std::string& after, const std::string& 
     q += q.empty() ? '?' : '&';
     q += key;
     q += '=';
-    q += http::UrlEscape(value);
+    q += api::PercentEncode(value);
   };
   if (limit > 0) {
     add("limit", std::to_string(limit));

@@ -5,7 +5,7 @@
 // Constants only; thread-safe.
 #pragma once
 
-namespace sbx::controller::internal {
+namespace sbx::controller::reconcilers_internal {
 
 inline constexpr char kDefaultBootMarker[] = "/tmp/.sbx-boot-id";
 
@@ -21,4 +21,4 @@ inline constexpr char kEnsureBootMarkerSh[] =
 fi
 )sh";
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::reconcilers_internal

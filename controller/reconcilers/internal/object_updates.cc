@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace sbx::controller::internal {
+namespace sbx::controller::reconcilers_internal {
 
 bool HasFinalizer(const api::Object& object, std::string_view finalizer) {
   const auto& f = object.metadata.finalizers;
@@ -51,4 +51,4 @@ api::Status WriteStatusIfChanged(Store& store, const api::Object& object,
   return stored.status();
 }
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::reconcilers_internal

@@ -8,10 +8,10 @@
 
 #include "api/resources.h"
 #include "api/status.h"
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 #include "controller/store/store.h"
 
-namespace sbx::controller::internal {
+namespace sbx::controller::reconcilers_internal {
 
 // `finalizer` is the controller finalizer unless a reconciler holds one of its own (the
 // Workspace's kWorkspaceInUseFinalizer).
@@ -38,4 +38,4 @@ void SetCondition(api::Object& object, std::string_view type, api::ConditionStat
 api::Status WriteStatusIfChanged(Store& store, const api::Object& object,
                                  const api::ResourceStatus& original);
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::reconcilers_internal

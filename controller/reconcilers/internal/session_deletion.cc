@@ -2,7 +2,7 @@
 
 #include <utility>
 
-namespace sbx::controller::internal {
+namespace sbx::controller::reconcilers_internal {
 
 using api::StatusCode;
 
@@ -81,4 +81,4 @@ api::Status AbandonSession(Store& store, EventRecorder& events, Store::Inventory
   return api::OkStatus();
 }
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::reconcilers_internal

@@ -17,12 +17,12 @@
 #include <string>
 
 #include "api/status.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/openai/agents_api.h"
-#include "controller/engine/clock.h"
 #include "controller/engine/event_recorder.h"
 #include "controller/store/store.h"
 
-namespace sbx::controller::internal {
+namespace sbx::controller::reconcilers_internal {
 
 struct SessionDeletePolicy {
   // A session still refusing deletion this long after its first refusal is abandoned. Long
@@ -63,4 +63,4 @@ api::Status AbandonSession(Store& store, EventRecorder& events, Store::Inventory
                            const std::string& session_id, const std::string& refusal,
                            Clock::WallTime now);
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::reconcilers_internal

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <memory>
 
-namespace sbx::controller::internal {
+namespace sbx::controller::server_internal {
 
 api::StatusOr<int> ProbeBind(const std::string& host, int port_wanted) {
   addrinfo hints{};
@@ -53,4 +53,4 @@ api::StatusOr<int> ProbeBind(const std::string& host, int port_wanted) {
   return api::UnavailableError("cannot bind " + host + ":" + service + ": " + last_error);
 }
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::server_internal

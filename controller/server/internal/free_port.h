@@ -9,7 +9,7 @@
 
 #include "api/status.h"
 
-namespace sbx::controller::internal {
+namespace sbx::controller::server_internal {
 
 // Binds `host`:`port` (port 0: any free port) and returns the port bound. `host` is a numeric
 // IPv4/IPv6 address or a name resolvable to one ("localhost"); "" means all IPv4 interfaces.
@@ -18,4 +18,4 @@ api::StatusOr<int> ProbeBind(const std::string& host, int port);
 // ProbeBind(host, 0): a port that is free right now.
 inline api::StatusOr<int> PickFreePort(const std::string& host) { return ProbeBind(host, 0); }
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::server_internal

@@ -7,7 +7,7 @@
 
 #include "api/codec.h"
 
-namespace sbx::controller::internal {
+namespace sbx::controller::store_internal {
 
 using json = nlohmann::json;
 using api::KindName;
@@ -302,4 +302,4 @@ StatusOr<Object> RowToObject(std::string_view database, const ObjectRow& row) {
   return object;
 }
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::store_internal

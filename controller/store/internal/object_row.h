@@ -18,7 +18,7 @@
 #include "api/status.h"
 #include "controller/store/store.h"
 
-namespace sbx::controller::internal {
+namespace sbx::controller::store_internal {
 
 // One object row as stored; JSON columns kept as text.
 struct ObjectRow {
@@ -98,4 +98,4 @@ ObjectRow ObjectToRow(const Object& object, std::string applyset, std::string up
 // decode.
 StatusOr<Object> RowToObject(std::string_view database, const ObjectRow& row);
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::store_internal

@@ -22,7 +22,7 @@
 #include "controller/store/internal/object_row.h"
 #include "controller/store/store.h"
 
-namespace sbx::controller::internal {
+namespace sbx::controller::store_internal {
 
 // An apply's objects, validated and encoded before any lock is taken (pure work).
 struct ApplyPlan {
@@ -305,4 +305,4 @@ class ObjectWrites {
   }
 };
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::store_internal

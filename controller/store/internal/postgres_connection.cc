@@ -6,7 +6,7 @@
 #include <cstring>
 #include <utility>
 
-namespace sbx::controller::internal {
+namespace sbx::controller::store_internal {
 
 // Defined in sqlite_statement.cc: a short, single-line description of a statement.
 std::string Describe(std::string_view sql);
@@ -291,4 +291,4 @@ StatusOr<int> PgConnection::DrainNotifications() {
   return drained;
 }
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::store_internal

@@ -19,7 +19,7 @@
 struct pg_conn;
 struct pg_result;
 
-namespace sbx::controller::internal {
+namespace sbx::controller::store_internal {
 
 using api::Status;
 using api::StatusOr;
@@ -128,4 +128,4 @@ class PgTxn {
   PgConnection& conn_;
 };
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::store_internal

@@ -12,9 +12,9 @@
 #include "controller/store/internal/postgres_connection.h"
 #include "controller/store/store.h"
 
-namespace sbx::controller::internal {
+namespace sbx::controller::store_internal {
 
 // $1 … $16 in kObjectColumns order (INSERT and UPDATE).
 std::vector<PgParam> RowParams(const ObjectRow& row);
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::store_internal

@@ -1,6 +1,6 @@
 #include "controller/store/internal/postgres_schema.h"
 
-namespace sbx::controller::internal {
+namespace sbx::controller::store_internal {
 namespace {
 
 // The SQLite schema (sqlite_schema.cc) at its latest version, in PostgreSQL's types. Text that
@@ -125,4 +125,4 @@ ALTER TABLE changes ADD COLUMN wake_hint INTEGER NOT NULL DEFAULT 0;
 
 std::span<const std::string_view> PostgresMigrations() { return kMigrations; }
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::store_internal

@@ -12,7 +12,7 @@
 #include "controller/store/internal/object_row.h"
 #include "controller/store/store.h"
 
-namespace sbx::controller::internal {
+namespace sbx::controller::store_internal {
 
 // Binds parameters 1 to 16 to the row's columns in kObjectColumns order (INSERT and UPDATE).
 void BindRowColumns(auto& stmt, const ObjectRow& row) {
@@ -34,4 +34,4 @@ void BindRowColumns(auto& stmt, const ObjectRow& row) {
       .Bind(16, row.update_timestamp);
 }
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::store_internal

@@ -1,6 +1,6 @@
 #include "controller/store/internal/sqlite_schema.h"
 
-namespace sbx::controller::internal {
+namespace sbx::controller::store_internal {
 namespace {
 
 // Schema migrations: entry i takes the schema from version i to i + 1. Append only; never edit
@@ -150,4 +150,4 @@ ALTER TABLE changes ADD COLUMN wake_hint INTEGER NOT NULL DEFAULT 0;
 
 std::span<const std::string_view> SqliteMigrations() { return kMigrations; }
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::store_internal

@@ -7,7 +7,7 @@
 #include <span>
 #include <string_view>
 
-namespace sbx::controller::internal {
+namespace sbx::controller::store_internal {
 
 // Schema migrations: entry i takes the schema from version i to i + 1 (PRAGMA user_version).
 std::span<const std::string_view> SqliteMigrations();
@@ -33,4 +33,4 @@ inline constexpr std::string_view kLeaseColumns = "name, holder, expires_at_ms, 
 // Columns of `task_log` in the order a TaskLogEntry is read (all but task_uid and bytes).
 inline constexpr std::string_view kTaskLogEntryColumns = "seq, kind, item_id, text, exit_code, at";
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::store_internal

@@ -1,6 +1,6 @@
 #include "controller/store/internal/sqlite_statement.h"
 
-namespace sbx::controller::internal {
+namespace sbx::controller::store_internal {
 
 // A short, single-line description of a statement for error messages.
 std::string Describe(std::string_view sql) {
@@ -21,4 +21,4 @@ std::string Describe(std::string_view sql) {
   return out;
 }
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::store_internal

@@ -16,10 +16,10 @@
 
 namespace sbx::controller {
 
-namespace internal {
+namespace store_internal {
 // A short, single-line description of a statement for error messages.
 std::string Describe(std::string_view sql);
-}  // namespace internal
+}  // namespace store_internal
 
 // A cached prepared statement in use; resets it (and its bindings) when it goes out of scope.
 class SqliteStore::Stmt {
@@ -62,7 +62,7 @@ class SqliteStore::Stmt {
   // True when a row is available, false when done.
   StatusOr<bool> Step() {
     if (bind_rc_ != SQLITE_OK) {
-      return store_->Error(bind_rc_, internal::Describe(sqlite3_sql(stmt_)));
+      return store_->Error(bind_rc_, store_internal::Describe(sqlite3_sql(stmt_)));
     }
     const int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) {
@@ -71,7 +71,7 @@ class SqliteStore::Stmt {
     if (rc == SQLITE_DONE) {
       return false;
     }
-    return store_->Error(rc, internal::Describe(sqlite3_sql(stmt_)));
+    return store_->Error(rc, store_internal::Describe(sqlite3_sql(stmt_)));
   }
   // Steps to completion, ignoring rows.
   Status Run() {

@@ -25,7 +25,7 @@
 #include "controller/store/internal/store_rows.h"
 #include "controller/store/store_copy.h"
 
-namespace sbx::controller::internal {
+namespace sbx::controller::store_internal {
 
 template <typename Db>
 class StoreCopier {
@@ -188,4 +188,4 @@ class StoreCopier {
   }
 };
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::store_internal

@@ -19,7 +19,7 @@
 #include "controller/store/internal/object_row.h"
 #include "controller/store/store.h"
 
-namespace sbx::controller::internal {
+namespace sbx::controller::store_internal {
 
 // kDataLoss naming `database` for a kind this build does not know.
 StatusOr<ObjectRow> ReadRowColumns(const std::string& database, const auto& row) {
@@ -140,4 +140,4 @@ Store::TaskLogEntry ReadTaskLogEntryColumns(const auto& row) {
   return entry;
 }
 
-}  // namespace sbx::controller::internal
+}  // namespace sbx::controller::store_internal

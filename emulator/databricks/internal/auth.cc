@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "api/base64.h"
+#include "api/percent_encoding.h"
 
 namespace sbx::emulator::internal::databricks {
 namespace {
@@ -85,9 +86,9 @@ HttpResponse Auth::Token(const HttpRequest& req) {
     auto decoded = api::Base64Decode(Trim(h.substr(6)));
     if (decoded) {
       auto colon = decoded->find(':');
-      client_id = internal::PercentDecode(decoded->substr(0, colon), false);
+      client_id = api::PercentDecode(decoded->substr(0, colon), false);
       if (colon != std::string::npos) {
-        client_secret = internal::PercentDecode(decoded->substr(colon + 1), false);
+        client_secret = api::PercentDecode(decoded->substr(colon + 1), false);
       }
     }
   } else {

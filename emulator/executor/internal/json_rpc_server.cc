@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "api/base64.h"
+#include "api/percent_encoding.h"
 
 extern char** environ;
 
@@ -28,20 +29,6 @@ constexpr char kSandboxHome[] = "/home/sandbox-agent";
 // fs/readFile refuses bigger files (the WebSocket's messages are bounded anyway).
 constexpr std::uintmax_t kMaxReadFileBytes = 16u << 20;
 
-std::string PercentDecode(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 // "file:///abs/path" → "/abs/path"; nullopt for anything else (codex rejects native paths).
 std::optional<std::string> PathFromFileUri(const std::string& uri) {
   const std::string prefix = "file://";
@@ -52,7 +39,7 @@ std::optional<std::string> PathFromFileUri(const std::string& uri) {
   if (rest.empty() || rest[0] != '/') {
     return std::nullopt;  // host part unsupported
   }
-  return PercentDecode(rest);
+  return api::PercentDecode(rest);
 }
 
 std::string RewriteSandboxHome(std::string path) {

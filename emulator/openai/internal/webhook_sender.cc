@@ -9,6 +9,7 @@
 #include <exception>
 #include <utility>
 
+#include "api/base64.h"
 #include "emulator/openai/internal/api_error.h"
 #include "emulator/openai/internal/state.h"
 
@@ -17,32 +18,17 @@ namespace {
 
 constexpr size_t kMaxKept = 2000;  // deliveries remembered for Stats (finished ones dropped first)
 
-std::string Base64Encode(const unsigned char* bytes, size_t n) {
-  std::string out(4 * ((n + 2) / 3), '\0');
-  const int len =
-      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes, static_cast<int>(n));
-  out.resize(static_cast<size_t>(len));
-  return out;
-}
-
 std::optional<std::string> SecretKey(const std::string& secret) {
   static const std::string kPrefix = "whsec_";
   if (secret.rfind(kPrefix, 0) != 0) {
     return secret;
   }
-  const std::string text = secret.substr(kPrefix.size());
-  if (text.empty() || text.size() % 4 != 0) {
+  const std::string encoded = secret.substr(kPrefix.size());  // standard base64, padded
+  std::optional<std::string> key =
+      encoded.size() % 4 == 0 ? api::Base64Decode(encoded) : std::nullopt;
+  if (!key || key->empty()) {
     return std::nullopt;
   }
-  std::string key(3 * (text.size() / 4), '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(key.data()),
-                                reinterpret_cast<const unsigned char*>(text.data()),
-                                static_cast<int>(text.size()));
-  if (n < 0) {
-    return std::nullopt;
-  }
-  const size_t padding = static_cast<size_t>(std::count(text.end() - 2, text.end(), '='));
-  key.resize(static_cast<size_t>(n) - padding);
   return key;
 }
 
@@ -60,7 +46,7 @@ std::optional<std::string> SignStandardWebhook(const std::string& secret, const 
   unsigned int length = 0;
   HMAC(EVP_sha256(), key->data(), static_cast<int>(key->size()),
        reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &length);
-  return "v1," + Base64Encode(digest, length);
+  return "v1," + api::Base64Encode(std::string_view(reinterpret_cast<const char*>(digest), length));
 }
 
 api::Status WebhookSender::Validate(const Config& config) {

@@ -17,13 +17,13 @@
 #include "api/codec.h"
 #include "api/defaults.h"
 #include "controller/apiclient/http_store.h"
-#include "controller/apiserver/api_wire.h"
 #include "controller/apiserver/http_server.h"
 #include "controller/apiserver/tokens.h"
+#include "controller/apiwire/api_wire.h"
+#include "controller/base/clock.h"
 #include "controller/cloud/http/cpprest_tls.h"
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/sandbox_commands.h"
-#include "controller/engine/clock.h"
 #include "controller/server/log.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
@@ -36,6 +36,8 @@ namespace sbx::controller::apiserver {
 namespace {
 
 namespace fs = std::filesystem;
+using apiwire::DecodeCommandResult;
+using apiwire::ExecRequest;
 namespace db = databricks;
 using json = nlohmann::json;
 using sbx::testing::HttpTestClient;

@@ -7,10 +7,10 @@
 #include <future>
 #include <map>
 
+#include "controller/base/endpoint_pacing.h"
 #include "controller/cloud/databricks/auth.h"
 #include "controller/cloud/databricks/http_sandbox_api.h"
 #include "controller/cloud/http/http_transport.h"
-#include "controller/engine/endpoint_pacing.h"
 #include "emulator/databricks/databricks_emulator.h"
 #include "emulator/internal/fault_injector.h"
 #include "tests/support/fake_clock.h"

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <mutex>
 
+#include "controller/base/endpoint_pacing.h"
 #include "controller/cloud/openai/http_agents_api.h"
-#include "controller/engine/endpoint_pacing.h"
 #include "emulator/openai/openai_emulator.h"
 #include "tests/support/process.h"
 

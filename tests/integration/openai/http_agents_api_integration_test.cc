@@ -11,8 +11,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "controller/base/endpoint_pacing.h"
 #include "controller/cloud/openai/http_agents_api.h"
-#include "controller/engine/endpoint_pacing.h"
 #include "emulator/internal/http_server.h"
 
 namespace sbx::controller::openai {

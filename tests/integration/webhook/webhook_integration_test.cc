@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 #include "controller/webhook/webhook_server.h"
 #include "controller/webhook/webhook_verifier.h"
 #include "emulator/openai/openai_emulator.h"

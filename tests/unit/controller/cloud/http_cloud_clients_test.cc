@@ -6,8 +6,8 @@
 #include <fstream>
 #include <mutex>
 
+#include "controller/base/classify_error.h"
 #include "controller/cloud/fenced_transport.h"
-#include "controller/engine/classify_error.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/support/fake_clock.h"
 

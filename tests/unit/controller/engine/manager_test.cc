@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "controller/engine/inline_wait.h"
+#include "controller/base/inline_wait.h"
 #include "tests/support/fake_clock.h"
 #include "tests/unit/controller/engine/poll.h"
 

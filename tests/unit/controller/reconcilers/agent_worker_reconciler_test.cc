@@ -798,7 +798,7 @@ TEST_F(AgentWorkerReconcilerTest, DeletionOfAnIdleSessionSendsNoCancel) {
 TEST_F(AgentWorkerReconcilerTest, ASessionThatNeverRanATurnIsAbandonedAfterBoundedRetries) {
   ASSERT_NO_FATAL_FAILURE(StartRunningWorker());
   const std::string session = Worker().agent_worker_status().session_id;
-  const internal::SessionDeletePolicy policy;
+  const reconcilers_internal::SessionDeletePolicy policy;
   ASSERT_TRUE(store_->Delete({api::Kind::kAgentWorker, "default", "w"}).ok());
 
   auto first = Reconcile();

@@ -216,7 +216,7 @@ TEST_F(GarbageCollectorTest, AbandonsASessionThatKeepsRefusingDeletionAndNeverRe
   // The next pass retries at once (no second grace period), still within the bound.
   EXPECT_EQ(*gc_->CollectSessions(kWs, agents, {}), 0);
   EXPECT_EQ(agents.Calls("delete"), 2);
-  clock_.Advance(internal::SessionDeletePolicy{}.give_up_after);
+  clock_.Advance(reconcilers_internal::SessionDeletePolicy{}.give_up_after);
   EXPECT_EQ(*gc_->CollectSessions(kWs, agents, {}), 0);
   EXPECT_EQ(agents.Calls("delete"), 3);
   row = store_->GetInventory(kWs, "session", never_ran);

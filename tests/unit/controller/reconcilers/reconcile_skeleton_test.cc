@@ -25,8 +25,8 @@ class ReconcileSkeletonTest : public ::testing::Test {
     steps_.converge = [this](CountingTarget& t) -> api::StatusOr<ReconcileResult> {
       ++converged_;
       EXPECT_TRUE(t.prepared);
-      internal::SetCondition(t.object, api::condition::kReady, ConditionStatus::kTrue,
-                             api::reason::kReady, "", clock_);
+      reconcilers_internal::SetCondition(t.object, api::condition::kReady, ConditionStatus::kTrue,
+                                         api::reason::kReady, "", clock_);
       return converge_result_;
     };
     steps_.finalize = [this](CountingTarget&) -> api::StatusOr<std::optional<ReconcileResult>> {
@@ -54,7 +54,7 @@ TEST_F(ReconcileSkeletonTest, AddsTheFinalizerConvergesAndWritesStatusOnlyWhenIt
   ASSERT_TRUE(Run().ok());
   EXPECT_EQ(converged_, 1);
   const api::Object first = Box();
-  EXPECT_TRUE(internal::HasFinalizer(first));
+  EXPECT_TRUE(reconcilers_internal::HasFinalizer(first));
   EXPECT_EQ(first.sandbox_status().observed_generation, first.metadata.generation);
   ASSERT_NE(api::FindCondition(first.conditions(), api::condition::kReady), nullptr);
 

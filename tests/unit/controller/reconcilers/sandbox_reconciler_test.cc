@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "controller/engine/classify_error.h"
+#include "controller/base/classify_error.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
 #include "tests/support/fake_clock.h"

@@ -79,13 +79,13 @@ TEST_F(SessionLifecycleTest, VerifyForgetsAGoneSessionAndDeleteRecordedRemovesTh
   agents_.FinishTurn(second);
   std::optional<std::vector<openai::Session>> listed;
   std::vector<std::string> seen;
-  auto done =
-      sessions_.DeleteRecorded(Rows().at(0), agents_, listed, {}, {},
-                               [&](const std::string& s, const internal::SessionDeleteResult& r) {
-                                 if (r.deleted) {
-                                   seen.push_back(s);
-                                 }
-                               });
+  auto done = sessions_.DeleteRecorded(
+      Rows().at(0), agents_, listed, {}, {},
+      [&](const std::string& s, const reconcilers_internal::SessionDeleteResult& r) {
+        if (r.deleted) {
+          seen.push_back(s);
+        }
+      });
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->deleted, 1);
   EXPECT_TRUE(done->settled);

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 #include "controller/store/postgres_store.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/support/postgres_server.h"

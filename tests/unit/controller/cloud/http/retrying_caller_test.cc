@@ -8,8 +8,8 @@
 #include <set>
 #include <vector>
 
+#include "controller/base/inline_wait.h"
 #include "controller/cloud/http/retry_after.h"
-#include "controller/engine/inline_wait.h"
 #include "tests/support/fake_clock.h"
 #include "tests/unit/controller/cloud/http/fake_transport.h"
 

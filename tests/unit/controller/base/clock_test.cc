@@ -1,4 +1,4 @@
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 
 #include <gtest/gtest.h>
 

@@ -29,8 +29,8 @@
 #include <stop_token>
 #include <string_view>
 
-#include "controller/engine/clock.h"
-#include "controller/engine/token_bucket.h"
+#include "controller/base/clock.h"
+#include "controller/base/token_bucket.h"
 
 namespace sbx::controller {
 

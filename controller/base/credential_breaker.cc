@@ -1,4 +1,4 @@
-#include "controller/engine/credential_breaker.h"
+#include "controller/base/credential_breaker.h"
 
 namespace sbx::controller {
 

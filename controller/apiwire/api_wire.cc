@@ -1,14 +1,13 @@
-#include "controller/apiserver/api_wire.h"
-
-#include <openssl/evp.h>
+#include "controller/apiwire/api_wire.h"
 
 #include <nlohmann/json.hpp>
 
+#include "api/base64.h"
 #include "api/codec.h"
 #include "api/kinds.h"
-#include "controller/apiserver/http_server.h"
+#include "api/percent_encoding.h"
 
-namespace sbx::controller::apiserver {
+namespace sbx::controller::apiwire {
 namespace {
 
 using json = nlohmann::json;
@@ -24,35 +23,6 @@ api::StatusOr<json> ParseJson(std::string_view body, std::string_view what) {
 }
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-std::string Base64(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(bytes.data()),
-                                static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-std::optional<std::string> FromBase64(std::string_view text) {
-  if (text.size() % 4 != 0) {
-    return std::nullopt;
-  }
-  std::string out(3 * (text.size() / 4) + 1, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(text.data()),
-                                static_cast<int>(text.size()));
-  if (n < 0) {
-    return std::nullopt;
-  }
-  size_t size = static_cast<size_t>(n);
-  // EVP_DecodeBlock counts the padding as zero bytes.
-  for (size_t i = text.size(); i > 0 && text[i - 1] == '=' && size > 0; --i) {
-    --size;
-  }
-  out.resize(size);
-  return out;
-}
 
 std::string Str(const json& j, const char* key) {
   auto it = j.find(key);
@@ -256,13 +226,13 @@ std::optional<api::Kind> KindOfPlural(std::string_view plural) {
 std::string CollectionPath(api::Kind kind, const std::optional<std::string>& namespace_) {
   std::string path(kApiPrefix);
   if (namespace_) {
-    path += "/namespaces/" + PercentEncode(*namespace_);
+    path += "/namespaces/" + api::PercentEncode(*namespace_);
   }
   return path + "/" + std::string(PluralOf(kind));
 }
 
 std::string ObjectPath(const api::ObjectKey& key) {
-  return CollectionPath(key.kind, key.namespace_) + "/" + PercentEncode(key.name);
+  return CollectionPath(key.kind, key.namespace_) + "/" + api::PercentEncode(key.name);
 }
 
 int HttpStatusOf(api::StatusCode code) {
@@ -631,7 +601,7 @@ std::string ArtifactsJson(const std::vector<Store::Artifact>& artifacts) {
   for (const Store::Artifact& a : artifacts) {
     json item{{"path", a.path}, {"bytes", a.bytes}, {"sha256", a.sha256}};
     if (!a.content.empty()) {
-      item["content"] = Base64(a.content);
+      item["content"] = api::Base64Encode(a.content);
     }
     items.push_back(std::move(item));
   }
@@ -647,7 +617,7 @@ api::StatusOr<std::vector<Store::Artifact>> DecodeArtifacts(std::string_view bod
     artifact.bytes = Int(a, "bytes");
     artifact.sha256 = Str(a, "sha256");
     if (a.contains("content")) {
-      auto content = FromBase64(Str(a, "content"));
+      auto content = api::Base64Decode(Str(a, "content"));
       if (!content) {
         return api::InternalError("the server sent an artifact that is not base64");
       }
@@ -742,8 +712,8 @@ std::string CommandResultJson(const CommandResult& result) {
       break;
   }
   json j{{"outcome", outcome},
-         {"stdout", Base64(result.stdout_text)},
-         {"stderr", Base64(result.stderr_text)},
+         {"stdout", api::Base64Encode(result.stdout_text)},
+         {"stderr", api::Base64Encode(result.stderr_text)},
          {"truncated", result.truncated}};
   if (result.exit_code) {
     j["exitCode"] = *result.exit_code;
@@ -762,8 +732,8 @@ api::StatusOr<CommandResult> DecodeCommandResult(std::string_view body) {
   if (j.contains("exitCode")) {
     result.exit_code = static_cast<int>(Int(j, "exitCode"));
   }
-  auto out = FromBase64(Str(j, "stdout"));
-  auto err = FromBase64(Str(j, "stderr"));
+  auto out = api::Base64Decode(Str(j, "stdout"));
+  auto err = api::Base64Decode(Str(j, "stderr"));
   if (!out || !err) {
     return api::InternalError("the server's exec result is not base64");
   }
@@ -773,4 +743,4 @@ api::StatusOr<CommandResult> DecodeCommandResult(std::string_view body) {
   return result;
 }
 
-}  // namespace sbx::controller::apiserver
+}  // namespace sbx::controller::apiwire

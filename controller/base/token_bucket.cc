@@ -1,4 +1,4 @@
-#include "controller/engine/token_bucket.h"
+#include "controller/base/token_bucket.h"
 
 #include <algorithm>
 

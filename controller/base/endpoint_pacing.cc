@@ -1,4 +1,4 @@
-#include "controller/engine/endpoint_pacing.h"
+#include "controller/base/endpoint_pacing.h"
 
 namespace sbx::controller {
 

@@ -45,7 +45,7 @@
 #include <optional>
 #include <stop_token>
 
-#include "controller/engine/clock.h"
+#include "controller/base/clock.h"
 
 namespace sbx::controller {
 

@@ -1,4 +1,4 @@
-#include "controller/engine/inline_wait.h"
+#include "controller/base/inline_wait.h"
 
 namespace sbx::controller {
 namespace {

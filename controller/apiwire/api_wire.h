@@ -22,7 +22,7 @@
 #include "controller/cloud/sandbox_commands.h"
 #include "controller/store/store.h"
 
-namespace sbx::controller::apiserver {
+namespace sbx::controller::apiwire {
 
 inline constexpr std::string_view kApiPrefix = "/apis/sbx.dev/v1alpha1";
 
@@ -106,4 +106,4 @@ api::StatusOr<ExecRequest> DecodeExecRequest(std::string_view body);
 std::string CommandResultJson(const CommandResult& result);
 api::StatusOr<CommandResult> DecodeCommandResult(std::string_view body);
 
-}  // namespace sbx::controller::apiserver
+}  // namespace sbx::controller::apiwire

@@ -1,4 +1,4 @@
-#include "controller/engine/backoff.h"
+#include "controller/base/backoff.h"
 
 #include <gtest/gtest.h>
 

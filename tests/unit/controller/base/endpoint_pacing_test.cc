@@ -1,8 +1,8 @@
-#include "controller/engine/endpoint_pacing.h"
+#include "controller/base/endpoint_pacing.h"
 
 #include <gtest/gtest.h>
 
-#include "controller/engine/inline_wait.h"
+#include "controller/base/inline_wait.h"
 #include "tests/support/fake_clock.h"
 
 namespace sbx::controller {

@@ -1,4 +1,4 @@
-#include "controller/engine/classify_error.h"
+#include "controller/base/classify_error.h"
 
 #include <algorithm>
 #include <array>

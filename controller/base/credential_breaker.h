@@ -15,8 +15,8 @@
 #include <optional>
 
 #include "api/status.h"
-#include "controller/engine/backoff.h"
-#include "controller/engine/clock.h"
+#include "controller/base/backoff.h"
+#include "controller/base/clock.h"
 
 namespace sbx::controller {
 

@@ -1,0 +1,28 @@
+# cmake -DROOT=<repo> -DDIRS=a,b -DFORBIDDEN=controller/engine/ -P CheckIncludeDirection.cmake
+# Fails (for ctest) when a file under one of DIRS includes a header under FORBIDDEN: a
+# dependency edge that must not come back (issue #26: the store, the HTTP request loop and the
+# API client sit below the engine and the API server, and the CMake links used to hide a loop).
+cmake_policy(SET CMP0007 NEW)
+if(NOT ROOT OR NOT DIRS OR NOT FORBIDDEN)
+  message(FATAL_ERROR "usage: cmake -DROOT=… -DDIRS=… -DFORBIDDEN=… -P CheckIncludeDirection.cmake")
+endif()
+string(REPLACE "," ";" dirs "${DIRS}")
+set(offenders "")
+foreach(dir IN LISTS dirs)
+  if(NOT IS_DIRECTORY "${ROOT}/${dir}")
+    message(FATAL_ERROR "${dir}: no such directory under ${ROOT}")
+  endif()
+  file(GLOB_RECURSE files "${ROOT}/${dir}/*.h" "${ROOT}/${dir}/*.cc")
+  foreach(file IN LISTS files)
+    file(STRINGS "${file}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"${FORBIDDEN}")
+    foreach(line IN LISTS lines)
+      file(RELATIVE_PATH rel "${ROOT}" "${file}")
+      list(APPEND offenders "${rel}: ${line}")
+    endforeach()
+  endforeach()
+endforeach()
+if(offenders)
+  list(JOIN offenders "\n" text)
+  message(FATAL_ERROR "${DIRS} must not include ${FORBIDDEN}:\n${text}")
+endif()
+message(STATUS "${DIRS}: no include of ${FORBIDDEN}")
