@@ -113,11 +113,19 @@ void TokenBucket::Succeeded(const Permit& permit) {
     return;
   }
   Refill(now);  // the tokens so far accrued at the old rate
-  // Near a limit found above the start rate, approach it by a fraction of it; after cuts below
-  // the start rate (random 429s cut a rate again and again), come back by a fraction of the start
-  // rate: a step of the collapsed rate would take minutes to climb back (issue #25).
-  const double step =
-      last_cut_ ? std::max(recovery_ * std::max(cut_from_, initial_rate_), 0.01) : increase_;
+  double step = increase_;
+  if (last_cut_) {
+    // Near the limit just found, approach it by a fraction of the rate the throttle came at; the
+    // longer no throttle comes, the further the limit may have moved, so the step doubles every
+    // `hold` (at least 1 s) since the cut, as CUBIC's window grows with the time since its last
+    // loss. A real limit far below the start rate is approached gently (not by a fraction of
+    // the start rate, which overshot a 2/s limit every few seconds), 10% random 429s leave
+    // most of the rate (the step is back to its base after each shallow cut), and a rate that
+    // a storm of 429s cut to its floor is back within seconds once the storm ends.
+    const auto period = std::max(hold_, std::chrono::milliseconds(1000));
+    const int64_t doublings = std::min<int64_t>((now - *last_cut_) / period, 16);
+    step = std::max(recovery_ * cut_from_ * static_cast<double>(int64_t{1} << doublings), 0.01);
+  }
   rate_ = std::min(max_rate_, rate_ + step / rate_);
 }
 
