@@ -1,9 +1,7 @@
 #include "api/kinds.h"
 
-#include <algorithm>
-#include <cctype>
-
 #include "api/defaults.h"
+#include "api/text.h"
 #include "api/validation.h"
 
 namespace sbx::api {
@@ -31,11 +29,14 @@ const KindInfo kKinds[] = {
      &Make<GitSourceSpec, GitSourceStatus>, &DefaultGitSource, &ValidateGitSourceObject},
 };
 
-bool SameWord(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
+// The `field` of every row, joined with ", " (the last with `last_separator`).
+std::string Join(std::string (*field)(const KindInfo&), std::string_view last_separator = ", ") {
+  std::string out;
+  for (size_t i = 0; i < std::size(kKinds); ++i) {
+    out += i == 0 ? "" : i + 1 == std::size(kKinds) ? std::string(last_separator) : ", ";
+    out += field(kKinds[i]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -52,9 +53,10 @@ const KindInfo& KindInfoOf(Kind kind) {
 }
 
 const KindInfo* FindKind(std::string_view word) {
+  // singular, plural and short name are lower case (kinds_test checks it).
+  const std::string lower = Lower(word);
   for (const KindInfo& info : kKinds) {
-    if (SameWord(word, info.name) || SameWord(word, info.plural) ||
-        SameWord(word, info.short_name)) {
+    if (lower == info.singular || lower == info.plural || lower == info.short_name) {
       return &info;
     }
   }
@@ -62,28 +64,17 @@ const KindInfo* FindKind(std::string_view word) {
 }
 
 std::string KindNameList() {
-  std::string out;
-  for (const KindInfo& info : kKinds) {
-    out += (out.empty() ? "" : ", ") + std::string(info.name);
-  }
-  return out;
+  return Join([](const KindInfo& k) { return std::string(k.name); });
 }
 
 std::string KindWordList() {
-  std::string out;
-  for (size_t i = 0; i < std::size(kKinds); ++i) {
-    const std::string_view sep = i == 0 ? "" : i + 1 == std::size(kKinds) ? " or " : ", ";
-    out += std::string(sep) + std::string(kKinds[i].name) + "|" + std::string(kKinds[i].short_name);
-  }
-  return out;
+  return Join(
+      [](const KindInfo& k) { return std::string(k.name) + "|" + std::string(k.short_name); },
+      " or ");
 }
 
 std::string PluralList() {
-  std::string out;
-  for (const KindInfo& info : kKinds) {
-    out += (out.empty() ? "" : ", ") + std::string(info.plural);
-  }
-  return out;
+  return Join([](const KindInfo& k) { return std::string(k.plural); });
 }
 
 }  // namespace sbx::api

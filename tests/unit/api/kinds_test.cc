@@ -30,6 +30,8 @@ TEST(KindTableTest, EveryWordNamesOneKindInAnyCase) {
   std::set<std::string> words;
   for (const KindInfo& info : Kinds()) {
     EXPECT_EQ(info.singular, Lower(info.name));
+    EXPECT_EQ(info.plural, Lower(info.plural)) << "FindKind compares lower case";
+    EXPECT_EQ(info.short_name, Lower(info.short_name)) << "FindKind compares lower case";
     for (std::string_view word : {info.name, info.singular, info.plural, info.short_name}) {
       ASSERT_FALSE(word.empty()) << info.name;
       const std::string upper = [&] {
