@@ -158,19 +158,27 @@ void InstallCodexWrapper(const std::filesystem::path& bin_dir, const std::string
 }
 
 // The program itself; main (at the end) runs it behind a catch-all.
-int Main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "executor") {
-    return RunExecutor(argc - 1, argv + 1);
-  }
-
-  CLI::App app{"sbx-emulator: local emulator of the Databricks Sandbox API for tests and demos"};
+// The flags of both halves, and what they leave to be resolved after parsing.
+struct EmulatorFlags {
   sbx::emulator::DatabricksEmulator::Options opts;
   std::string host = "127.0.0.1";
   int databricks_port = 0;
   std::vector<std::string> tokens;
+  std::string builtin_codex;
+  bool no_namespace = false;
+  // The OpenAI Agents API half (started only with --openai-port).
+  int openai_port = -1;
+  sbx::emulator::OpenAiEmulator::Options openai_opts;
+  std::vector<std::string> openai_keys;
+  std::vector<std::string> executor_keys;
+  std::string registration_failure = "none";
+  std::string ip_allowlist;
+};
 
-  app.add_option("--host", host, "Address to listen on")->capture_default_str();
-  app.add_option("--databricks-port", databricks_port, "Databricks API port (0 = any free port)")
+void AddDatabricksFlags(CLI::App& app, EmulatorFlags& f) {
+  sbx::emulator::DatabricksEmulator::Options& opts = f.opts;
+  app.add_option("--host", f.host, "Address to listen on")->capture_default_str();
+  app.add_option("--databricks-port", f.databricks_port, "Databricks API port (0 = any free port)")
       ->capture_default_str();
   app.add_option("--root", opts.root_dir,
                  "State directory (sandbox homes live under <root>/sandboxes); default: a new "
@@ -191,7 +199,7 @@ int Main(int argc, char** argv) {
   app.add_option("--exec-output-cap", opts.exec_output_cap_bytes,
                  "Max stdout+stderr bytes per exec-sync response")
       ->capture_default_str();
-  app.add_option("--token", tokens, "Accepted PAT (repeatable; default dapi-emulator)");
+  app.add_option("--token", f.tokens, "Accepted PAT (repeatable; default dapi-emulator)");
   app.add_flag("--accept-any-token", opts.accept_any_token, "Accept any bearer token (demos)");
   app.add_option("--client-id", opts.oauth_client_id, "OAuth M2M client id")->capture_default_str();
   app.add_option("--client-secret", opts.oauth_client_secret, "OAuth M2M client secret");
@@ -216,24 +224,21 @@ int Main(int argc, char** argv) {
   app.add_flag("--reject-unknown-fields", opts.reject_unknown_fields,
                "400 on unknown fields in sandbox bodies");
   app.add_option("--exec-home", opts.exec_home_env, "$HOME for exec-sync commands (default unset)");
-  std::string builtin_codex;
-  app.add_option("--builtin-codex", builtin_codex,
+  app.add_option("--builtin-codex", f.builtin_codex,
                  "Make this binary the sandboxes' built-in codex instead of the stand-in (e.g. "
                  "the real codex from scripts/install-deps.sh; not under /tmp)")
       ->check(CLI::ExistingFile);
-  bool no_namespace = false;
-  app.add_flag("--no-mount-namespace", no_namespace,
+  app.add_flag("--no-mount-namespace", f.no_namespace,
                "Rewrite /home/sandbox-agent paths instead of using a mount namespace");
-  // OpenAI Agents API half (started only with --openai-port).
-  int openai_port = -1;
-  sbx::emulator::OpenAiEmulator::Options openai_opts;
-  std::vector<std::string> openai_keys, executor_keys;
-  std::string registration_failure = "none";
-  app.add_option("--openai-port", openai_port,
+}
+
+void AddOpenAiFlags(CLI::App& app, EmulatorFlags& f) {
+  sbx::emulator::OpenAiEmulator::Options& openai_opts = f.openai_opts;
+  app.add_option("--openai-port", f.openai_port,
                  "Also serve the OpenAI Agents API on this port (0 = any free port)");
-  app.add_option("--openai-api-key", openai_keys,
+  app.add_option("--openai-api-key", f.openai_keys,
                  "Accepted OpenAI application key (repeatable; default sk-emulator)");
-  app.add_option("--openai-executor-key", executor_keys,
+  app.add_option("--openai-executor-key", f.executor_keys,
                  "Accepted environment (executor) key (repeatable; default sk-exec-emulator)");
   app.add_flag("--openai-accept-any-key", openai_opts.accept_any_api_key,
                "Accept any application and executor key (demos)");
@@ -248,7 +253,7 @@ int Main(int argc, char** argv) {
                "(default on)");
   app.add_option("--openai-rate-limit", openai_opts.requests_per_second,
                  "OpenAI API requests per second (0 = unlimited); above it 429 + Retry-After");
-  app.add_option("--registration-failure", registration_failure,
+  app.add_option("--registration-failure", f.registration_failure,
                  "Executor registration fails: none|ip (401)|scope (403)")
       ->check(CLI::IsMember({"none", "ip", "scope"}));
   app.add_option("--webhook-url", openai_opts.webhook_url,
@@ -264,44 +269,51 @@ int Main(int argc, char** argv) {
               "First webhook retry delay, doubling per attempt (default 1s)");
   AddDuration(app, "--webhook-retry-cap", openai_opts.webhook_retry_cap,
               "Longest webhook retry delay (default 5m)");
-  std::string ip_allowlist;
-  app.add_option("--ip-allowlist", ip_allowlist,
+  app.add_option("--ip-allowlist", f.ip_allowlist,
                  "Turn on the OpenAI IP allowlist: comma-separated IPv4 addresses or CIDR blocks "
                  "(\"\" = allow none); a registration from an emulated sandbox whose egress "
                  "address is not listed gets 401 \"IP is not authorized\"");
-  CLI11_PARSE(app, argc, argv);
+}
+
+// What the parsed flags leave to resolve: the allowlist, the keys, the registration failure.
+void ResolveOpenAiFlags(const CLI::App& app, EmulatorFlags& f) {
   if (app.count("--ip-allowlist") > 0) {
-    openai_opts.ip_allowlist_enabled = true;
-    for (size_t start = 0; start < ip_allowlist.size();) {
-      size_t comma = ip_allowlist.find(',', start);
+    f.openai_opts.ip_allowlist_enabled = true;
+    for (size_t start = 0; start < f.ip_allowlist.size();) {
+      size_t comma = f.ip_allowlist.find(',', start);
       if (comma == std::string::npos) {
-        comma = ip_allowlist.size();
+        comma = f.ip_allowlist.size();
       }
       if (comma > start) {
-        openai_opts.ip_allowlist.push_back(ip_allowlist.substr(start, comma - start));
+        f.openai_opts.ip_allowlist.push_back(f.ip_allowlist.substr(start, comma - start));
       }
       start = comma + 1;
     }
   }
-  if (!openai_keys.empty()) {
-    openai_opts.api_keys = openai_keys;
+  if (!f.openai_keys.empty()) {
+    f.openai_opts.api_keys = f.openai_keys;
   }
-  if (!executor_keys.empty()) {
-    openai_opts.executor_keys = executor_keys;
+  if (!f.executor_keys.empty()) {
+    f.openai_opts.executor_keys = f.executor_keys;
   }
-  openai_opts.accept_any_executor_key = openai_opts.accept_any_api_key;
+  f.openai_opts.accept_any_executor_key = f.openai_opts.accept_any_api_key;
   using RegistrationFailure = sbx::emulator::OpenAiEmulator::RegistrationFailure;
-  openai_opts.registration_failure =
-      registration_failure == "ip"      ? RegistrationFailure::kIpNotAuthorized
-      : registration_failure == "scope" ? RegistrationFailure::kMissingScope
-                                        : RegistrationFailure::kNone;
+  f.openai_opts.registration_failure =
+      f.registration_failure == "ip"      ? RegistrationFailure::kIpNotAuthorized
+      : f.registration_failure == "scope" ? RegistrationFailure::kMissingScope
+                                          : RegistrationFailure::kNone;
+}
 
+// Both halves until SIGTERM/SIGINT.
+int Serve(EmulatorFlags& f) {
+  sbx::emulator::DatabricksEmulator::Options& opts = f.opts;
+  sbx::emulator::OpenAiEmulator::Options& openai_opts = f.openai_opts;
   // stdout carries only the URL lines a caller parses; logs go to stderr.
   spdlog::set_default_logger(spdlog::stderr_color_mt("sbx-emulator"));
-  if (!tokens.empty()) {
-    opts.tokens = tokens;
+  if (!f.tokens.empty()) {
+    opts.tokens = f.tokens;
   }
-  opts.prefer_mount_namespace = !no_namespace;
+  opts.prefer_mount_namespace = !f.no_namespace;
   if (opts.root_dir.empty()) {
     char tmpl[] = "/tmp/sbx-emulator-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) {
@@ -320,9 +332,9 @@ int Main(int argc, char** argv) {
 
   InstallCodexWrapper(opts.bin_dir.empty() ? std::filesystem::path(opts.root_dir) / "bin"
                                            : std::filesystem::path(opts.bin_dir),
-                      builtin_codex);
+                      f.builtin_codex);
   sbx::emulator::DatabricksEmulator databricks(opts);
-  auto port = databricks.Start(host, databricks_port);
+  auto port = databricks.Start(f.host, f.databricks_port);
   if (!port.ok()) {
     std::cerr << "sbx-emulator: " << port.status() << "\n";
     return 1;
@@ -338,9 +350,9 @@ int Main(int argc, char** argv) {
     return databricks.EgressAddressOf(peer, peer_port, local_port);
   };
   std::unique_ptr<sbx::emulator::OpenAiEmulator> openai;
-  if (openai_port >= 0) {
+  if (f.openai_port >= 0) {
     openai = std::make_unique<sbx::emulator::OpenAiEmulator>(openai_opts);
-    auto bound = openai->Start(host, openai_port);
+    auto bound = openai->Start(f.host, f.openai_port);
     if (!bound.ok()) {
       std::cerr << "sbx-emulator: " << bound.status() << "\n";
       databricks.Stop();
@@ -356,6 +368,19 @@ int Main(int argc, char** argv) {
   }
   databricks.Stop();
   return 0;
+}
+
+int Main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "executor") {
+    return RunExecutor(argc - 1, argv + 1);
+  }
+  CLI::App app{"sbx-emulator: local emulator of the Databricks Sandbox API for tests and demos"};
+  EmulatorFlags flags;
+  AddDatabricksFlags(app, flags);
+  AddOpenAiFlags(app, flags);
+  CLI11_PARSE(app, argc, argv);
+  ResolveOpenAiFlags(app, flags);
+  return Serve(flags);
 }
 
 }  // namespace
