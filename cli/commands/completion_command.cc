@@ -163,17 +163,21 @@ std::vector<std::string> WithPrefix(std::vector<std::string> candidates, std::st
   return out;
 }
 
-}  // namespace
-
-std::vector<std::string> CompletionCandidates(CLI::App& app, CommandContext& ctx,
-                                              const std::vector<std::string>& words) {
-  const std::string current = words.empty() ? "" : words.back();
-  const std::vector<std::string> before(words.begin(),
-                                        words.empty() ? words.begin() : words.end() - 1);
-  GlobalOptions& global = ctx.options();
+// What the words before the cursor say: the verb, its positionals, and the flag whose value is
+// being typed (if any). The global flags' values land in `global` (the store to list from).
+// nullopt for an unknown verb: nothing sensible to offer.
+struct TypedLine {
   CLI::App* verb = nullptr;
   std::vector<std::string> positionals;
-  std::string value_of;  // the flag whose value `current` is
+  std::string value_of;  // the flag whose value the current word is
+};
+
+std::optional<TypedLine> ParseTypedLine(CLI::App& app, GlobalOptions& global,
+                                        const std::vector<std::string>& before) {
+  TypedLine line;
+  CLI::App*& verb = line.verb;
+  std::vector<std::string>& positionals = line.positionals;
+  std::string& value_of = line.value_of;
   for (size_t i = 0; i < before.size(); ++i) {
     const std::string& w = before[i];
     const bool last = i + 1 == before.size();
@@ -204,7 +208,7 @@ std::vector<std::string> CompletionCandidates(CLI::App& app, CommandContext& ctx
         }
       }
       if (verb == nullptr) {
-        return {};  // an unknown verb: nothing sensible to offer
+        return std::nullopt;
       }
     } else if (verb != nullptr && StartsWith(w, "-")) {
       if (w.find('=') == std::string::npos && TakesValue(*verb, w)) {
@@ -215,6 +219,115 @@ std::vector<std::string> CompletionCandidates(CLI::App& app, CommandContext& ctx
     }
   }
 
+  return line;
+}
+
+// KIND/NAME forms: "sandbox/<TAB>".
+std::vector<std::string> SlashNames(StoreNames& store, const std::string& current) {
+  const size_t slash = current.find('/');
+  auto kind = api::ParseKind(current.substr(0, slash));
+  if (!kind.ok()) {
+    return {};
+  }
+  std::vector<std::string> out;
+  for (const std::string& n : store.Names(*kind)) {
+    out.push_back(current.substr(0, slash + 1) + n);
+  }
+  return WithPrefix(std::move(out), current);
+}
+
+// The words for the verb's own arguments: kinds, names, shells, explain paths.
+std::vector<std::string> ArgumentCandidates(const CLI::App& verb,
+                                            const std::vector<std::string>& positionals,
+                                            const std::string& current, StoreNames& store) {
+  const std::string& name = verb.get_name();
+  if (name == "completion") {
+    return positionals.empty() ? WithPrefix({"bash", "zsh", "fish"}, current)
+                               : std::vector<std::string>{};
+  }
+  if (name == "explain") {
+    if (!positionals.empty()) {
+      return {};
+    }
+    const size_t dot = current.rfind('.');
+    if (dot == std::string::npos) {
+      return WithPrefix(KindWords(), current);
+    }
+    std::vector<std::string> paths;
+    for (const std::string& field : ExplainFieldNames(current.substr(0, dot))) {
+      paths.push_back(current.substr(0, dot + 1) + field);
+    }
+    return WithPrefix(std::move(paths), current);
+  }
+  if (name == "exec" || name == "logs") {
+    if (!positionals.empty()) {
+      return {};
+    }
+    if (current.find('/') != std::string::npos) {
+      return SlashNames(store, current);
+    }
+    return WithPrefix(store.Names(name == "exec" ? api::Kind::kSandbox : api::Kind::kAgentWorker),
+                      current);
+  }
+  // The AgentTask verbs: `cancel agenttask/NAME…` or `cancel at NAME…`; `artifacts
+  // agenttask/NAME` or `artifacts NAME`.
+  if (name == "cancel" || name == "artifacts") {
+    if (current.find('/') != std::string::npos) {
+      auto kind = api::ParseKind(current.substr(0, current.find('/')));
+      return kind.ok() && *kind == api::Kind::kAgentTask ? SlashNames(store, current)
+                                                         : std::vector<std::string>{};
+    }
+    if (name == "artifacts") {
+      return positionals.empty() ? WithPrefix(store.Names(api::Kind::kAgentTask), current)
+                                 : std::vector<std::string>{};
+    }
+    if (positionals.empty()) {
+      return WithPrefix(KindWords(api::Kind::kAgentTask), current);
+    }
+    auto kind = api::ParseKind(positionals[0]);
+    if (!kind.ok() || *kind != api::Kind::kAgentTask) {
+      return {};  // agenttask/NAME forms, or not a task
+    }
+    return WithPrefix(store.Names(api::Kind::kAgentTask), current);
+  }
+  if (kObjectVerbs.count(name) == 0) {
+    return {};
+  }
+  if (current.find('/') != std::string::npos) {
+    return SlashNames(store, current);
+  }
+  if (positionals.empty()) {
+    std::vector<std::string> kinds = KindWords();
+    if (name == "get") {
+      kinds.insert(kinds.end(), {"all", "inventory", "abandoned"});
+    }
+    return WithPrefix(std::move(kinds), current);
+  }
+  if (positionals[0].find('/') != std::string::npos) {
+    return {};
+  }
+  const std::string first_kind = positionals[0].substr(0, positionals[0].find(','));
+  auto kind = api::ParseKind(first_kind);
+  if (!kind.ok()) {
+    return {};
+  }
+  return WithPrefix(store.Names(*kind), current);
+}
+
+}  // namespace
+
+std::vector<std::string> CompletionCandidates(CLI::App& app, CommandContext& ctx,
+                                              const std::vector<std::string>& words) {
+  const std::string current = words.empty() ? "" : words.back();
+  const std::vector<std::string> before(words.begin(),
+                                        words.empty() ? words.begin() : words.end() - 1);
+  GlobalOptions& global = ctx.options();
+  std::optional<TypedLine> line = ParseTypedLine(app, global, before);
+  if (!line) {
+    return {};
+  }
+  CLI::App* verb = line->verb;
+  const std::string& value_of = line->value_of;
   StoreNames store(ctx);
   if (value_of == "-n" || value_of == "--namespace") {
     return WithPrefix(store.Namespaces(), current);
@@ -245,91 +358,7 @@ std::vector<std::string> CompletionCandidates(CLI::App& app, CommandContext& ctx
     return WithPrefix(std::move(verbs), current);
   }
 
-  const std::string& name = verb->get_name();
-  if (name == "completion") {
-    return positionals.empty() ? WithPrefix({"bash", "zsh", "fish"}, current)
-                               : std::vector<std::string>{};
-  }
-  if (name == "explain") {
-    if (!positionals.empty()) {
-      return {};
-    }
-    const size_t dot = current.rfind('.');
-    if (dot == std::string::npos) {
-      return WithPrefix(KindWords(), current);
-    }
-    std::vector<std::string> paths;
-    for (const std::string& field : ExplainFieldNames(current.substr(0, dot))) {
-      paths.push_back(current.substr(0, dot + 1) + field);
-    }
-    return WithPrefix(std::move(paths), current);
-  }
-  // KIND/NAME forms: "sandbox/<TAB>".
-  const auto slash_names = [&]() -> std::vector<std::string> {
-    const size_t slash = current.find('/');
-    auto kind = api::ParseKind(current.substr(0, slash));
-    if (!kind.ok()) {
-      return {};
-    }
-    std::vector<std::string> out;
-    for (const std::string& n : store.Names(*kind)) {
-      out.push_back(current.substr(0, slash + 1) + n);
-    }
-    return WithPrefix(std::move(out), current);
-  };
-  if (name == "exec" || name == "logs") {
-    if (!positionals.empty()) {
-      return {};
-    }
-    if (current.find('/') != std::string::npos) {
-      return slash_names();
-    }
-    return WithPrefix(store.Names(name == "exec" ? api::Kind::kSandbox : api::Kind::kAgentWorker),
-                      current);
-  }
-  // The AgentTask verbs: `cancel agenttask/NAME…` or `cancel at NAME…`; `artifacts
-  // agenttask/NAME` or `artifacts NAME`.
-  if (name == "cancel" || name == "artifacts") {
-    if (current.find('/') != std::string::npos) {
-      auto kind = api::ParseKind(current.substr(0, current.find('/')));
-      return kind.ok() && *kind == api::Kind::kAgentTask ? slash_names()
-                                                         : std::vector<std::string>{};
-    }
-    if (name == "artifacts") {
-      return positionals.empty() ? WithPrefix(store.Names(api::Kind::kAgentTask), current)
-                                 : std::vector<std::string>{};
-    }
-    if (positionals.empty()) {
-      return WithPrefix(KindWords(api::Kind::kAgentTask), current);
-    }
-    auto kind = api::ParseKind(positionals[0]);
-    if (!kind.ok() || *kind != api::Kind::kAgentTask) {
-      return {};  // agenttask/NAME forms, or not a task
-    }
-    return WithPrefix(store.Names(api::Kind::kAgentTask), current);
-  }
-  if (kObjectVerbs.count(name) == 0) {
-    return {};
-  }
-  if (current.find('/') != std::string::npos) {
-    return slash_names();
-  }
-  if (positionals.empty()) {
-    std::vector<std::string> kinds = KindWords();
-    if (name == "get") {
-      kinds.insert(kinds.end(), {"all", "inventory", "abandoned"});
-    }
-    return WithPrefix(std::move(kinds), current);
-  }
-  if (positionals[0].find('/') != std::string::npos) {
-    return {};
-  }
-  const std::string first_kind = positionals[0].substr(0, positionals[0].find(','));
-  auto kind = api::ParseKind(first_kind);
-  if (!kind.ok()) {
-    return {};
-  }
-  return WithPrefix(store.Names(*kind), current);
+  return ArgumentCandidates(*verb, line->positionals, current, store);
 }
 
 void AddCompletionCommand(CLI::App& app, CommandContext& ctx) {
