@@ -19,6 +19,54 @@ size_t Score(const std::string& identity, const std::string& id) {
   return std::hash<std::string>{}(identity + '\n' + id);
 }
 
+// What one round starts from: this replica's membership renewed, how many replicas are alive,
+// the Workspace objects and the workspace lease rows.
+struct World {
+  int members = 1;                 // this replica and every other unexpired member
+  std::set<std::string> existing;  // "namespace/name" of every Workspace object
+  std::vector<Store::Lease> rows;  // every workspace lease
+};
+
+// `failed` names the store operation that failed, for the report.
+api::StatusOr<World> ReadWorld(Store& store, const std::string& identity,
+                               std::chrono::milliseconds lease_duration, Clock::WallTime wall,
+                               std::string& failed) {
+  World w;
+  if (auto member = store.AcquireLease(LeaseName(WorkspaceLeases::kMemberPrefix, identity),
+                                       identity, lease_duration);
+      !member.ok()) {
+    failed = "renew membership";
+    return member.status();
+  }
+  auto members = store.ListLeases(std::string(WorkspaceLeases::kMemberPrefix));
+  if (!members.ok()) {
+    failed = "list members";
+    return members.status();
+  }
+  for (const Store::Lease& m : *members) {
+    if (m.holder != identity && m.expires_at > wall) {
+      ++w.members;
+    }
+  }
+  ListOptions workspaces;
+  workspaces.kind = api::Kind::kWorkspace;
+  auto objects = store.List(workspaces);
+  if (!objects.ok()) {
+    failed = "list workspaces";
+    return objects.status();
+  }
+  auto rows = store.ListLeases(std::string(WorkspaceLeases::kWorkspacePrefix));
+  if (!rows.ok()) {
+    failed = "list workspace leases";
+    return rows.status();
+  }
+  for (const api::Object& o : *objects) {
+    w.existing.insert(o.metadata.namespace_ + "/" + o.metadata.name);
+  }
+  w.rows = *std::move(rows);
+  return w;
+}
+
 }  // namespace
 
 WorkspaceLeases::WorkspaceLeases(Store& store, Clock& clock, Options options)
@@ -63,36 +111,17 @@ api::StatusOr<WorkspaceLeases::Round> WorkspaceLeases::Tick() {
   };
 
   // 1. Membership, and who else is alive.
-  if (auto member = store_.AcquireLease(LeaseName(kMemberPrefix, options_.identity),
-                                        options_.identity, options_.lease_duration);
-      !member.ok()) {
-    return fail("renew membership", member.status());
+  std::string failed;
+  api::StatusOr<World> world =
+      ReadWorld(store_, options_.identity, options_.lease_duration, wall, failed);
+  if (!world.ok()) {
+    return fail(failed, world.status());
   }
-  auto members = store_.ListLeases(std::string(kMemberPrefix));
-  if (!members.ok()) {
-    return fail("list members", members.status());
-  }
-  round.members = 1;
-  for (const Store::Lease& m : *members) {
-    if (m.holder != options_.identity && m.expires_at > wall) {
-      ++round.members;
-    }
-  }
-  auto objects = store_.List(ListOptions{.kind = api::Kind::kWorkspace});
-  if (!objects.ok()) {
-    return fail("list workspaces", objects.status());
-  }
-  auto rows = store_.ListLeases(std::string(kWorkspacePrefix));
-  if (!rows.ok()) {
-    return fail("list workspace leases", rows.status());
-  }
-  std::set<std::string> existing;  // Workspace objects
-  for (const api::Object& o : *objects) {
-    existing.insert(o.metadata.namespace_ + "/" + o.metadata.name);
-  }
+  round.members = world->members;
+  const std::set<std::string>& existing = world->existing;
   std::map<std::string, const Store::Lease*> row_of;  // by workspace id
   std::set<std::string> ids = existing;
-  for (const Store::Lease& row : *rows) {
+  for (const Store::Lease& row : world->rows) {
     const std::string id = row.name.substr(kWorkspacePrefix.size());
     row_of[id] = &row;
     ids.insert(id);
