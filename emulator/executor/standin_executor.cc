@@ -213,6 +213,101 @@ std::string CheckRemoteHost(const std::string& remote) {
   }
 }
 
+namespace {
+
+// One link to the registry: connect, serve JSON-RPC frames until the link closes (or `stop`),
+// then close it and detach the server from `sessions`. False if it did not connect within the
+// request timeout.
+bool ServeOneLink(const std::string& url, internal::executor::ExecSessions& sessions,
+                  const StandinExecutorOptions& options, std::stop_token stop) {
+  // Shared with the client's callbacks, which may outlive one loop iteration.
+  struct LinkState {
+    std::mutex mu;
+    std::condition_variable_any cv;
+    bool closed = false;
+  };
+  auto state = std::make_shared<LinkState>();
+  auto client = std::make_shared<wsc::websocket_callback_client>();
+  std::weak_ptr<wsc::websocket_callback_client> weak = client;
+  auto send = [weak](const std::string& text) {
+    if (auto c = weak.lock()) {
+      wsc::websocket_outgoing_message msg;
+      msg.set_utf8_message(text);
+      try {
+        c->send(msg).then([](const pplx::task<void>& t) {
+          try {
+            t.get();
+          } catch (...) {
+            // The socket is gone; the close handler reconnects.
+          }
+        });
+      } catch (...) {
+      }
+    }
+  };
+  auto server = std::make_shared<internal::executor::JsonRpcServer>(sessions, send);
+  client->set_message_handler([server, weak](const wsc::websocket_incoming_message& msg) {
+    if (msg.message_type() != wsc::websocket_message_type::text_message) {
+      return;
+    }
+    std::string text;
+    try {
+      text = msg.extract_string().get();
+    } catch (...) {
+      return;
+    }
+    if (!server->OnFrame(text)) {
+      if (auto c = weak.lock()) {
+        c->close().then([](const pplx::task<void>& t) {
+          try {
+            t.get();
+          } catch (...) {
+          }
+        });
+      }
+    }
+  });
+  client->set_close_handler(
+      [state](wsc::websocket_close_status, const std::string&, const std::error_code&) {
+        std::lock_guard lock(state->mu);
+        state->closed = true;
+        state->cv.notify_all();
+      });
+
+  auto connected = std::make_shared<std::promise<bool>>();
+  auto future = connected->get_future();
+  try {
+    client->connect(web::uri(url)).then([connected](const pplx::task<void>& t) {
+      try {
+        t.get();
+        connected->set_value(true);
+      } catch (...) {
+        connected->set_value(false);
+      }
+    });
+  } catch (const std::exception&) {
+    connected->set_value(false);
+  }
+  const bool ok =
+      future.wait_for(options.request_timeout) == std::future_status::ready && future.get();
+  if (ok) {
+    std::unique_lock lock(state->mu);
+    state->cv.wait(lock, stop, [&] { return state->closed; });
+  }
+  try {
+    client->close().wait();
+  } catch (...) {
+  }
+  // As in codex, the session's children survive a dropped link for the resume window: the
+  // harness may resume the session on the next connection (initialize {resumeSessionId}).
+  // (Detached here, not by the server's destructor: cpprest may keep the handler, and with it
+  // the server, alive after `sessions` is gone.)
+  server->Detach();
+  return ok;
+}
+
+}  // namespace
+
 int RunStandinExecutor(const StandinExecutorOptions& options, std::ostream& err,
                        std::stop_token stop) {
   // One executor per emulated sandbox: cpprest's default pool of 40 threads each made 1,000
@@ -264,98 +359,17 @@ int RunStandinExecutor(const StandinExecutorOptions& options, std::ostream& err,
   auto backoff = options.first_reconnect_delay;
   int connect_failures = 0;
   while (!stop.stop_requested()) {
-    // Shared with the client's callbacks, which may outlive one loop iteration.
-    struct LinkState {
-      std::mutex mu;
-      std::condition_variable_any cv;
-      bool closed = false;
-    };
-    auto state = std::make_shared<LinkState>();
-    auto client = std::make_shared<wsc::websocket_callback_client>();
-    std::weak_ptr<wsc::websocket_callback_client> weak = client;
-    auto send = [weak](const std::string& text) {
-      if (auto c = weak.lock()) {
-        wsc::websocket_outgoing_message msg;
-        msg.set_utf8_message(text);
-        try {
-          c->send(msg).then([](const pplx::task<void>& t) {
-            try {
-              t.get();
-            } catch (...) {
-              // The socket is gone; the close handler reconnects.
-            }
-          });
-        } catch (...) {
-        }
-      }
-    };
-    auto server = std::make_shared<internal::executor::JsonRpcServer>(sessions, send);
-    client->set_message_handler([server, weak](const wsc::websocket_incoming_message& msg) {
-      if (msg.message_type() != wsc::websocket_message_type::text_message) {
-        return;
-      }
-      std::string text;
-      try {
-        text = msg.extract_string().get();
-      } catch (...) {
-        return;
-      }
-      if (!server->OnFrame(text)) {
-        if (auto c = weak.lock()) {
-          c->close().then([](const pplx::task<void>& t) {
-            try {
-              t.get();
-            } catch (...) {
-            }
-          });
-        }
-      }
-    });
-    client->set_close_handler(
-        [state](wsc::websocket_close_status, const std::string&, const std::error_code&) {
-          std::lock_guard lock(state->mu);
-          state->closed = true;
-          state->cv.notify_all();
-        });
-
-    auto connected = std::make_shared<std::promise<bool>>();
-    auto future = connected->get_future();
-    try {
-      client->connect(web::uri(reg.url)).then([connected](const pplx::task<void>& t) {
-        try {
-          t.get();
-          connected->set_value(true);
-        } catch (...) {
-          connected->set_value(false);
-        }
-      });
-    } catch (const std::exception&) {
-      connected->set_value(false);
-    }
-    bool ok = future.wait_for(options.request_timeout) == std::future_status::ready && future.get();
-    if (ok) {
+    if (ServeOneLink(reg.url, sessions, options, stop)) {
       connect_failures = 0;
       backoff = options.first_reconnect_delay;
-      std::unique_lock lock(state->mu);
-      state->cv.wait(lock, stop, [&] { return state->closed; });
     } else if (++connect_failures >= 3) {
       // The registration may be stale (e.g. the registry restarted): register again.
       connect_failures = 0;
       reg = register_once();
       if (reg.exit_code != 0) {
-        server->Detach();
         return 1;  // `sessions` kills the children
       }
     }
-    try {
-      client->close().wait();
-    } catch (...) {
-    }
-    // As in codex, the session's children survive a dropped link for the resume window: the
-    // harness may resume the session on the next connection (initialize {resumeSessionId}).
-    // (Detached here, not by the server's destructor: cpprest may keep the handler, and with it
-    // the server, alive after `sessions` is gone.)
-    server->Detach();
     if (stop.stop_requested()) {
       break;  // `sessions` kills the children
     }
