@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 #include <utility>
 
 #include "api/conditions.h"
 #include "api/defaults.h"
 #include "controller/base/classify_error.h"
 #include "controller/reconcilers/internal/object_updates.h"
+#include "controller/reconcilers/internal/worker_fingerprints.h"
 #include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
 
@@ -22,40 +22,9 @@ using api::Object;
 using api::Status;
 using api::StatusCode;
 using api::StatusOr;
+using reconcilers_internal::AgentHash;
+using reconcilers_internal::ExecutorSpecHash;
 using std::chrono::milliseconds;
-
-// FNV-1a, 64 bits, as 16 hex digits: a stable fingerprint across processes and builds (unlike
-// std::hash), for the status fields that record what a session or an executor was made with.
-std::string Fingerprint(std::string_view text) {
-  uint64_t h = 14695981039346656037ULL;
-  for (unsigned char c : text) {
-    h = (h ^ c) * 1099511628211ULL;
-  }
-  char out[17];
-  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
-  return out;
-}
-
-std::string RefText(const api::SecretRef& ref) {
-  return ref.empty() ? "" : (ref.env.empty() ? "file:" + ref.file : "env:" + ref.env);
-}
-
-// What the executor is launched with (references, never secret values).
-std::string ExecutorSpecHash(const api::AgentWorkerSpec& s) {
-  std::string text = s.executor.command + '\0' + s.workspace_directory + '\0' +
-                     RefText(s.executor.api_key_from) + '\0';
-  for (const std::string& arg : s.executor.args) {
-    text += "arg=" + arg + '\0';
-  }
-  for (const api::EnvVar& var : s.executor.env) {
-    text += "env=" + var.name + '=' + var.value + '\0' + RefText(var.value_from) + '\0';
-  }
-  return Fingerprint(text);
-}
-
-std::string AgentHash(const api::AgentSpec& agent) {
-  return Fingerprint(agent.model + '\0' + agent.instructions);
-}
 
 // The Sandbox a worker created from its template carries the worker's uid.
 constexpr char kAnnotationCreatedBy[] = "sbx.dev/created-by-uid";

@@ -3,8 +3,9 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
-#include <cstdio>
 #include <utility>
+
+#include "api/fingerprint.h"
 
 namespace sbx::emulator::internal::databricks {
 namespace {
@@ -95,14 +96,8 @@ std::string State::PrincipalLocked(const HttpRequest& req) const {
   if (auto it = issued.find(token); it != issued.end()) {
     return "sp:" + it->second.client_id;
   }
-  // FNV-1a: the PAT itself is a secret and never shown.
-  std::uint64_t hash = 14695981039346656037ULL;
-  for (unsigned char c : token) {
-    hash = (hash ^ c) * 1099511628211ULL;
-  }
-  char out[17];
-  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(hash));
-  return std::string("user:") + std::string(out).substr(0, 8);
+  // A fingerprint: the PAT itself is a secret and never shown.
+  return "user:" + api::Fingerprint(token).substr(0, 8);
 }
 
 void State::BeginPendingLocked(SandboxRec& sb, SteadyClock::time_point now) {
@@ -125,10 +120,7 @@ std::string State::BootEgressIpLocked(SandboxRec& sb) const {
   if (!sb.next_boot_egress_ip.empty()) {
     return std::exchange(sb.next_boot_egress_ip, std::string());
   }
-  std::uint64_t hash = 14695981039346656037ULL;
-  for (unsigned char c : sb.id + "#" + std::to_string(sb.boot)) {
-    hash = (hash ^ c) * 1099511628211ULL;
-  }
+  const std::uint64_t hash = api::Fnv1a64(sb.id + "#" + std::to_string(sb.boot));
   const std::uint32_t host = static_cast<std::uint32_t>(hash % 131070) + 1;  // 198.18.0.0/15
   return "198." + std::to_string(18 + (host >> 16)) + "." + std::to_string((host >> 8) & 255) +
          "." + std::to_string(host & 255);
