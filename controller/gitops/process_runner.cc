@@ -283,8 +283,8 @@ std::optional<api::Status> Pump(const ProcessSpec& spec, ChildPipes& p, std::sto
 // Waits for the child; a child that closed its output may still run, and gets the rest of the
 // deadline too. After `abort` (or a stop, or the deadline) its whole group is killed and reaped.
 // The wait status, or `abort`'s error.
-api::StatusOr<int> Reap(const ProcessSpec& spec, pid_t pid, std::stop_token stop,
-                        Deadline deadline, std::optional<api::Status> abort) {
+api::StatusOr<int> Reap(const ProcessSpec& spec, pid_t pid, std::stop_token stop, Deadline deadline,
+                        std::optional<api::Status> abort) {
   int wait_status = 0;
   while (!abort) {
     const pid_t done = ::waitpid(pid, &wait_status, WNOHANG);
