@@ -671,6 +671,11 @@ struct EnumNames<RestartPolicy> {
       {"Always", RestartPolicy::kAlways}, {"Never", RestartPolicy::kNever}};
 };
 template <>
+struct EnumNames<SessionMode> {
+  static constexpr std::pair<std::string_view, SessionMode> kNames[] = {
+      {"Shared", SessionMode::kShared}, {"PerTask", SessionMode::kPerTask}};
+};
+template <>
 struct EnumNames<TaskPhase> {
   static constexpr std::pair<std::string_view, TaskPhase> kNames[] = {
       {"Pending", TaskPhase::kPending},     {"Queued", TaskPhase::kQueued},
@@ -1026,6 +1031,7 @@ struct FieldsOf<AgentTaskSpec> {
       Row<&AgentTaskSpec::worker_ref, Str>("workerRef"),
       Row<&AgentTaskSpec::worker_selector, Optional<Struct<WorkerSelector>>>("workerSelector",
                                                                              kAlways),
+      Row<&AgentTaskSpec::pool_ref, Str>("poolRef"),
       Row<&AgentTaskSpec::input, BoundedStr<kMaxTaskInputBytes>>("input"),
       Row<&AgentTaskSpec::timeout, Duration>("timeout", kAlways),
       Row<&AgentTaskSpec::collect, ListOf<CollectSpec>>("collect"),
@@ -1169,6 +1175,59 @@ struct FieldsOf<GitSourceStatus> : PlainMapping {
       Row<&GitSourceStatus::objects, Int32>("objects"),
       Row<&GitSourceStatus::last_attempted_revision, Str>("lastAttemptedRevision"),
       Row<&GitSourceStatus::last_attempt_at, Str>("lastAttemptAt"),
+  };
+};
+
+// -- AgentPool
+
+template <>
+struct FieldsOf<PoolTemplateMeta> : PlainMapping {
+  static constexpr FieldRow<PoolTemplateMeta> kRows[] = {
+      Row<&PoolTemplateMeta::labels, StrMap>("labels"),
+  };
+};
+
+template <>
+struct FieldsOf<AgentPoolTemplate> : PlainMapping {
+  static constexpr FieldRow<AgentPoolTemplate> kRows[] = {
+      Row<&AgentPoolTemplate::metadata, Struct<PoolTemplateMeta>>("metadata"),
+      Row<&AgentPoolTemplate::spec, Struct<AgentWorkerSpec>>("spec", kAlways),
+  };
+};
+
+template <>
+struct FieldsOf<PoolReplicas> : PlainMapping {
+  static constexpr FieldRow<PoolReplicas> kRows[] = {
+      Row<&PoolReplicas::min, Int32>("min", kAlways),
+      Row<&PoolReplicas::max, Int32>("max", kAlways),
+  };
+};
+
+template <>
+struct FieldsOf<AgentPoolSpec> : PlainMapping {
+  static constexpr FieldRow<AgentPoolSpec> kRows[] = {
+      Row<&AgentPoolSpec::template_, Struct<AgentPoolTemplate>>("template", kAlways),
+      Row<&AgentPoolSpec::replicas, Struct<PoolReplicas>>("replicas", kAlways),
+      Row<&AgentPoolSpec::warm, Int32>("warm"),
+      Row<&AgentPoolSpec::scale_down_after, Duration>("scaleDownAfter", kAlways),
+      Row<&AgentPoolSpec::session, Enum<SessionMode>>("session", kAlways),
+      Row<&AgentPoolSpec::progress_deadline, Duration>("progressDeadline", kAlways),
+  };
+};
+
+template <>
+struct FieldsOf<AgentPoolStatus> : PlainMapping {
+  static constexpr FieldRow<AgentPoolStatus> kRows[] = {
+      Row<&AgentPoolStatus::observed_generation, Int>("observedGeneration"),
+      Row<&AgentPoolStatus::conditions, ListOf<Condition>>("conditions"),
+      Row<&AgentPoolStatus::replicas, Int32>("replicas"),
+      Row<&AgentPoolStatus::ready, Int32>("ready"),
+      Row<&AgentPoolStatus::busy, Int32>("busy"),
+      Row<&AgentPoolStatus::idle, Int32>("idle"),
+      Row<&AgentPoolStatus::sleeping, Int32>("sleeping"),
+      Row<&AgentPoolStatus::queued, Int32>("queued"),
+      Row<&AgentPoolStatus::updated_replicas, Int32>("updatedReplicas"),
+      Row<&AgentPoolStatus::template_hash, Str>("templateHash"),
   };
 };
 

@@ -28,6 +28,10 @@ inline constexpr std::string_view kDeleting = "Deleting";
 // task reached its outcome (True, reason = the final phase) or not yet (False).
 inline constexpr std::string_view kSubmitted = "Submitted";
 inline constexpr std::string_view kCompleted = "Completed";
+// AgentPool (DESIGN §8.1): a rollout of a new template is under way (True), done (True, reason
+// RolloutComplete) or stuck (False); queued work is held at spec.replicas.max (True).
+inline constexpr std::string_view kProgressing = "Progressing";
+inline constexpr std::string_view kScalingLimited = "ScalingLimited";
 }  // namespace condition
 
 // Condition reasons.
@@ -118,6 +122,8 @@ inline constexpr std::string_view kWorkerNotFound = "WorkerNotFound";
 inline constexpr std::string_view kQueued = "Queued";  // behind other tasks of its worker
 inline constexpr std::string_view kWaitingForExecutor = "WaitingForExecutor";  // executor gone
 inline constexpr std::string_view kWaitingForWake = "WaitingForWake";  // OnDemand sandbox asleep
+inline constexpr std::string_view kPoolNotFound = "PoolNotFound";      // poolRef
+inline constexpr std::string_view kWaitingForReplica = "WaitingForReplica";  // no idle replica
 // … what it is doing (Submitted=True, Completed=False) …
 inline constexpr std::string_view kSubmittedReason = "Submitted";
 inline constexpr std::string_view kTurnRunning = "TurnRunning";
@@ -127,6 +133,17 @@ inline constexpr std::string_view kSucceeded = "Succeeded";
 inline constexpr std::string_view kFailed = "Failed";
 inline constexpr std::string_view kTimedOut = "TimedOut";
 // (Cancelled is reason::kCancelled above.)
+
+// AgentPool.
+inline constexpr std::string_view kNoReplicas = "NoReplicas";  // Ready=False: none is Ready
+inline constexpr std::string_view kScalingUp = "ScalingUp";    // Ready=False: the first comes up
+inline constexpr std::string_view kScaledToZero = "ScaledToZero";  // Ready=True: none needed
+inline constexpr std::string_view kRollingOut = "RollingOut";
+inline constexpr std::string_view kRolloutComplete = "RolloutComplete";
+inline constexpr std::string_view kRolloutStuck = "RolloutStuck";
+inline constexpr std::string_view kAtMaxReplicas = "AtMaxReplicas";
+inline constexpr std::string_view kWithinLimits = "WithinLimits";
+inline constexpr std::string_view kDeletingReplicas = "DeletingReplicas";
 
 // Workspace.
 inline constexpr std::string_view kUnreachable = "Unreachable";

@@ -6,18 +6,37 @@
 
 namespace sbx::api {
 
-void ApplySandboxDefaults(SandboxSpec& spec, std::string_view namespace_, std::string_view name) {
+namespace {
+
+// What a sandbox spec defaults to whatever its name.
+void ApplyUnnamedSandboxDefaults(SandboxSpec& spec) {
   if (spec.workspace_ref.empty()) {
     spec.workspace_ref = std::string(kDefaultWorkspaceRef);
   }
+  if (spec.power == Power::kOnDemand && !spec.idle_stop.has_value()) {
+    spec.idle_stop = kDefaultIdleStop;
+  }
+}
+
+// An AgentWorker spec's defaults but its inline sandbox's.
+void ApplyWorkerDefaults(AgentWorkerSpec& spec) {
+  if (spec.workspace_directory.empty()) {
+    spec.workspace_directory = std::string(kDefaultWorkspaceDirectory);
+  }
+  if (spec.executor.command.empty()) {
+    spec.executor.command = "codex";
+  }
+}
+
+}  // namespace
+
+void ApplySandboxDefaults(SandboxSpec& spec, std::string_view namespace_, std::string_view name) {
+  ApplyUnnamedSandboxDefaults(spec);
   if (spec.sandbox_id.empty()) {
     spec.sandbox_id = std::string(namespace_) + "-" + std::string(name);
   }
   if (spec.display_name.empty()) {
     spec.display_name = std::string(name);
-  }
-  if (spec.power == Power::kOnDemand && !spec.idle_stop.has_value()) {
-    spec.idle_stop = kDefaultIdleStop;
   }
 }
 
@@ -39,12 +58,7 @@ void DefaultSandbox(Object& object) {
 
 void DefaultAgentWorker(Object& object) {
   AgentWorkerSpec& spec = object.agent_worker_spec();
-  if (spec.workspace_directory.empty()) {
-    spec.workspace_directory = std::string(kDefaultWorkspaceDirectory);
-  }
-  if (spec.executor.command.empty()) {
-    spec.executor.command = "codex";
-  }
+  ApplyWorkerDefaults(spec);
   if (spec.sandbox.has_value()) {
     ApplySandboxDefaults(*spec.sandbox, object.metadata.namespace_, object.metadata.name);
   }
@@ -60,6 +74,16 @@ void DefaultGitSource(Object& object) {
   }
   if (spec.applyset.empty()) {
     spec.applyset = "gitsource-" + object.metadata.namespace_ + "-" + object.metadata.name;
+  }
+}
+
+// The template's sandbox is each replica's: its id and display name are the replica's, set when
+// the replica is made (ApplyDefaults of the AgentWorker), so only the rest is defaulted here.
+void DefaultAgentPool(Object& object) {
+  AgentWorkerSpec& spec = object.agent_pool_spec().template_.spec;
+  ApplyWorkerDefaults(spec);
+  if (spec.sandbox.has_value()) {
+    ApplyUnnamedSandboxDefaults(*spec.sandbox);
   }
 }
 

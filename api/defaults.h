@@ -37,5 +37,6 @@ void DefaultSandbox(Object& object);
 void DefaultAgentWorker(Object& object);
 void DefaultAgentTask(Object& object);
 void DefaultGitSource(Object& object);
+void DefaultAgentPool(Object& object);
 
 }  // namespace sbx::api

@@ -27,6 +27,8 @@ const KindInfo kKinds[] = {
      &Make<AgentTaskSpec, AgentTaskStatus>, &DefaultAgentTask, &ValidateAgentTaskObject},
     {Kind::kGitSource, "GitSource", "gitsource", "gitsources", "gs", "gitsource.schema.json",
      &Make<GitSourceSpec, GitSourceStatus>, &DefaultGitSource, &ValidateGitSourceObject},
+    {Kind::kAgentPool, "AgentPool", "agentpool", "agentpools", "ap", "agentpool.schema.json",
+     &Make<AgentPoolSpec, AgentPoolStatus>, &DefaultAgentPool, &ValidateAgentPoolObject},
 };
 
 // The `field` of every row, joined with ", " (the last with `last_separator`).

@@ -103,6 +103,16 @@ const GitSourceStatus& Object::git_source_status() const {
 GitSourceStatus& Object::git_source_status() {
   return GetAs<GitSourceStatus>(status, *this, "GitSource");
 }
+const AgentPoolSpec& Object::agent_pool_spec() const {
+  return GetAs<AgentPoolSpec>(spec, *this, "AgentPool");
+}
+AgentPoolSpec& Object::agent_pool_spec() { return GetAs<AgentPoolSpec>(spec, *this, "AgentPool"); }
+const AgentPoolStatus& Object::agent_pool_status() const {
+  return GetAs<AgentPoolStatus>(status, *this, "AgentPool");
+}
+AgentPoolStatus& Object::agent_pool_status() {
+  return GetAs<AgentPoolStatus>(status, *this, "AgentPool");
+}
 
 std::string_view TaskPhaseName(TaskPhase phase) {
   switch (phase) {

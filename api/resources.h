@@ -35,9 +35,9 @@ inline constexpr std::string_view kControllerFinalizer = "sbx.dev/controller";
 inline constexpr std::string_view kCancelRequestedAnnotation = "sbx.dev/cancel-requested";
 
 // Every kind; the kind table (api/kinds.h) has one row for each, in this order.
-enum class Kind { kWorkspace, kSandbox, kAgentWorker, kAgentTask, kGitSource };
-inline constexpr Kind kAllKinds[] = {Kind::kWorkspace, Kind::kSandbox, Kind::kAgentWorker,
-                                     Kind::kAgentTask, Kind::kGitSource};
+enum class Kind { kWorkspace, kSandbox, kAgentWorker, kAgentTask, kGitSource, kAgentPool };
+inline constexpr Kind kAllKinds[] = {Kind::kWorkspace, Kind::kSandbox,   Kind::kAgentWorker,
+                                     Kind::kAgentTask, Kind::kGitSource, Kind::kAgentPool};
 
 // "Workspace", "Sandbox", "AgentWorker", "AgentTask", "GitSource" (the kind table's names).
 std::string_view KindName(Kind kind);
@@ -297,9 +297,10 @@ struct CollectSpec {
 };
 
 struct AgentTaskSpec {
-  std::string worker_ref;                              // "workerRef"; exactly one of these two
-  std::optional<WorkerSelector> worker_selector;       // "workerSelector": any Ready worker
-  std::string input;                                   // the user message of the turn
+  std::string worker_ref;                         // "workerRef"; exactly one of these three
+  std::optional<WorkerSelector> worker_selector;  // "workerSelector": any Ready worker
+  std::string pool_ref;  // "poolRef": an idle Ready replica of that AgentPool (DESIGN §8.1)
+  std::string input;     // the user message of the turn
   std::chrono::seconds timeout = kDefaultTaskTimeout;  // from submission; 1s–24h
   std::vector<CollectSpec> collect;
   std::optional<std::chrono::seconds> ttl_after_finished;  // "ttlAfterFinished"
@@ -439,12 +440,72 @@ struct GitSourceStatus {
   friend bool operator==(const GitSourceStatus&, const GitSourceStatus&) = default;
 };
 
+// ---- AgentPool (DESIGN §8.1) ----------------------------------------------------------------
+
+// Label on every replica of a pool: the pool's name.
+inline constexpr std::string_view kPoolLabel = "sbx.dev/pool";
+// Annotation on a pool replica while a task is bound to it: the task's uid. Written by the
+// AgentTask reconciler with a resourceVersion check, so two tasks never hold one replica.
+inline constexpr std::string_view kBoundTaskAnnotation = "sbx.dev/bound-task";
+// Annotation on a pool replica: the pool's templateHash it was made from.
+inline constexpr std::string_view kTemplateHashAnnotation = "sbx.dev/template-hash";
+inline constexpr std::chrono::seconds kDefaultScaleDownAfter{5 * 60};
+inline constexpr std::chrono::seconds kDefaultProgressDeadline{10 * 60};
+// Replicas a pool may have at most (spec.replicas.max).
+inline constexpr int32_t kMaxPoolReplicas = 1000;
+
+// How a worker's tasks use sessions: one standing session for all (Shared), or a fresh one per
+// task (PerTask).
+enum class SessionMode { kShared, kPerTask };
+
+struct PoolTemplateMeta {
+  std::map<std::string, std::string> labels;  // copied onto every replica
+  friend bool operator==(const PoolTemplateMeta&, const PoolTemplateMeta&) = default;
+};
+
+// An AgentWorker spec with an inline sandbox: each replica owns its sandbox.
+struct AgentPoolTemplate {
+  PoolTemplateMeta metadata;
+  AgentWorkerSpec spec;
+  friend bool operator==(const AgentPoolTemplate&, const AgentPoolTemplate&) = default;
+};
+
+struct PoolReplicas {
+  int32_t min = 0;
+  int32_t max = 1;
+  friend bool operator==(const PoolReplicas&, const PoolReplicas&) = default;
+};
+
+struct AgentPoolSpec {
+  AgentPoolTemplate template_;  // "template"
+  PoolReplicas replicas;
+  int32_t warm = 0;  // idle Ready replicas kept ahead of demand (within max)
+  std::chrono::seconds scale_down_after = kDefaultScaleDownAfter;  // "scaleDownAfter"
+  SessionMode session = SessionMode::kPerTask;
+  std::chrono::seconds progress_deadline = kDefaultProgressDeadline;  // "progressDeadline"
+  friend bool operator==(const AgentPoolSpec&, const AgentPoolSpec&) = default;
+};
+
+struct AgentPoolStatus {
+  int64_t observed_generation = 0;
+  std::vector<Condition> conditions;  // Ready, Progressing, ScalingLimited
+  int32_t replicas = 0;               // replicas that exist
+  int32_t ready = 0;                  // Ready (awake or asleep)
+  int32_t busy = 0;                   // with a task bound
+  int32_t idle = 0;                   // Ready, awake, no task
+  int32_t sleeping = 0;               // Ready, their OnDemand sandbox asleep, no task
+  int32_t queued = 0;                 // the pool's tasks not yet bound
+  int32_t updated_replicas = 0;       // "updatedReplicas": made from the current template
+  std::string template_hash;          // "templateHash"
+  friend bool operator==(const AgentPoolStatus&, const AgentPoolStatus&) = default;
+};
+
 // ---- The envelope ---------------------------------------------------------------------------
 
-using Spec =
-    std::variant<WorkspaceSpec, SandboxSpec, AgentWorkerSpec, AgentTaskSpec, GitSourceSpec>;
+using Spec = std::variant<WorkspaceSpec, SandboxSpec, AgentWorkerSpec, AgentTaskSpec, GitSourceSpec,
+                          AgentPoolSpec>;
 using ResourceStatus = std::variant<WorkspaceStatus, SandboxStatus, AgentWorkerStatus,
-                                    AgentTaskStatus, GitSourceStatus>;
+                                    AgentTaskStatus, GitSourceStatus, AgentPoolStatus>;
 
 // One object of any kind. Invariant: spec and status hold the alternative matching `kind`
 // (use MakeObject to get a consistent one).
@@ -476,6 +537,10 @@ struct Object {
   GitSourceSpec& git_source_spec();
   const GitSourceStatus& git_source_status() const;
   GitSourceStatus& git_source_status();
+  const AgentPoolSpec& agent_pool_spec() const;
+  AgentPoolSpec& agent_pool_spec();
+  const AgentPoolStatus& agent_pool_status() const;
+  AgentPoolStatus& agent_pool_status();
 
   // The conditions of whichever status this object has.
   const std::vector<Condition>& conditions() const;

@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "api/defaults.h"
 #include "api/duration.h"
 #include "api/kinds.h"
 
@@ -94,6 +95,22 @@ std::string ValidateKey(std::string_view key) {
   return "";
 }
 
+// Label keys and values (a value may be empty), under `prefix` ("metadata.labels").
+Status ValidateLabels(std::string_view prefix, const std::map<std::string, std::string>& labels) {
+  for (const auto& [key, value] : labels) {
+    const std::string path = std::string(prefix) + "." + key;
+    if (std::string p = ValidateKey(key); !p.empty()) {
+      return Invalid(path, p);
+    }
+    if (!value.empty()) {
+      if (std::string p = ValidateQualifiedNamePart(value); !p.empty()) {
+        return Invalid(path, "invalid value " + Quote(value) + ": " + p);
+      }
+    }
+  }
+  return OkStatus();
+}
+
 Status ValidateMeta(const ObjectMeta& m) {
   if (m.name.empty()) {
     return Invalid("metadata.name", "is required");
@@ -104,17 +121,7 @@ Status ValidateMeta(const ObjectMeta& m) {
   if (std::string p = ValidateDnsLabel(m.namespace_); !p.empty()) {
     return Invalid("metadata.namespace", "invalid namespace " + Quote(m.namespace_) + ": " + p);
   }
-  for (const auto& [key, value] : m.labels) {
-    const std::string path = "metadata.labels." + key;
-    if (std::string p = ValidateKey(key); !p.empty()) {
-      return Invalid(path, p);
-    }
-    if (!value.empty()) {
-      if (std::string p = ValidateQualifiedNamePart(value); !p.empty()) {
-        return Invalid(path, "invalid value " + Quote(value) + ": " + p);
-      }
-    }
-  }
+  RETURN_IF_ERROR(ValidateLabels("metadata.labels", m.labels));
   size_t annotation_bytes = 0;
   for (const auto& [key, value] : m.annotations) {
     if (std::string p = ValidateKey(key); !p.empty()) {
@@ -287,41 +294,44 @@ Status ValidateSandbox(std::string_view prefix, const SandboxSpec& s) {
   return OkStatus();
 }
 
-Status ValidateAgentWorker(const AgentWorkerSpec& s, const ValidationOptions& o) {
+// `prefix`: where the spec sits ("spec", or "spec.template.spec" in an AgentPool).
+Status ValidateAgentWorker(std::string_view prefix, const AgentWorkerSpec& s,
+                           const ValidationOptions& o) {
+  const std::string p(prefix);
   const bool has_ref = !s.sandbox_ref.empty();
   if (has_ref == s.sandbox.has_value()) {
-    return Invalid("spec", has_ref ? "set exactly one of sandboxRef or sandbox, not both"
-                                   : "set exactly one of sandboxRef or sandbox");
+    return Invalid(p, has_ref ? "set exactly one of sandboxRef or sandbox, not both"
+                              : "set exactly one of sandboxRef or sandbox");
   }
   if (has_ref) {
     if (std::string p = ValidateDnsLabel(s.sandbox_ref); !p.empty()) {
-      return Invalid("spec.sandboxRef", "invalid Sandbox name " + Quote(s.sandbox_ref) + ": " + p);
+      return Invalid(p + ".sandboxRef", "invalid Sandbox name " + Quote(s.sandbox_ref) + ": " + p);
     }
   } else {
-    RETURN_IF_ERROR(ValidateSandbox("spec.sandbox", *s.sandbox));
+    RETURN_IF_ERROR(ValidateSandbox(p + ".sandbox", *s.sandbox));
   }
   if (s.workspace_directory.empty() || s.workspace_directory.front() != '/') {
-    return Invalid("spec.workspaceDirectory",
+    return Invalid(p + ".workspaceDirectory",
                    "must be an absolute path, got " + Quote(s.workspace_directory));
   }
   if (HasControlChars(s.workspace_directory, false)) {
-    return Invalid("spec.workspaceDirectory", "must not contain control characters");
+    return Invalid(p + ".workspaceDirectory", "must not contain control characters");
   }
   if (s.executor.command.empty()) {
-    return Invalid("spec.executor.command", "is required");
+    return Invalid(p + ".executor.command", "is required");
   }
   if (HasControlChars(s.executor.command, false)) {
-    return Invalid("spec.executor.command", "must not contain control characters");
+    return Invalid(p + ".executor.command", "must not contain control characters");
   }
   for (size_t i = 0; i < s.executor.args.size(); ++i) {
     if (s.executor.args[i].find('\0') != std::string::npos) {
-      return Invalid("spec.executor.args[" + std::to_string(i) + "]", "must not contain NUL");
+      return Invalid(p + ".executor.args[" + std::to_string(i) + "]", "must not contain NUL");
     }
   }
   std::set<std::string_view> env_names;
   for (size_t i = 0; i < s.executor.env.size(); ++i) {
     const EnvVar& var = s.executor.env[i];
-    const std::string path = "spec.executor.env[" + std::to_string(i) + "]";
+    const std::string path = p + ".executor.env[" + std::to_string(i) + "]";
     if (std::string problem = ValidateEnvName(var.name); !problem.empty()) {
       return Invalid(path + ".name", problem);
     }
@@ -342,7 +352,7 @@ Status ValidateAgentWorker(const AgentWorkerSpec& s, const ValidationOptions& o)
     RETURN_IF_ERROR(ValidateSecretRef(path + ".valueFrom", var.value_from, o.secret_env_prefix));
   }
   RETURN_IF_ERROR(
-      ValidateSecretRef("spec.executor.apiKeyFrom", s.executor.api_key_from, o.secret_env_prefix));
+      ValidateSecretRef(p + ".executor.apiKeyFrom", s.executor.api_key_from, o.secret_env_prefix));
   return OkStatus();
 }
 
@@ -369,31 +379,29 @@ std::string ValidateCollectPath(std::string_view path) {
 }
 
 Status ValidateAgentTask(const AgentTaskSpec& s) {
-  const bool has_ref = !s.worker_ref.empty();
-  if (has_ref && s.worker_selector.has_value()) {
-    return Invalid("spec.workerSelector",
-                   "set exactly one of workerRef or workerSelector, not both");
+  const int targets = static_cast<int>(!s.worker_ref.empty()) +
+                      static_cast<int>(s.worker_selector.has_value()) +
+                      static_cast<int>(!s.pool_ref.empty());
+  if (targets != 1) {
+    return Invalid(targets == 0          ? "spec"
+                   : !s.pool_ref.empty() ? "spec.poolRef"
+                                         : "spec.workerSelector",
+                   targets == 0 ? "set exactly one of workerRef, workerSelector or poolRef"
+                                : "set exactly one of workerRef, workerSelector or poolRef, not "
+                                  "several");
   }
-  if (!has_ref && !s.worker_selector.has_value()) {
-    return Invalid("spec", "set exactly one of workerRef or workerSelector");
-  }
-  if (has_ref) {
+  if (!s.worker_ref.empty()) {
     if (std::string p = ValidateDnsLabel(s.worker_ref); !p.empty()) {
       return Invalid("spec.workerRef",
                      "invalid AgentWorker name " + Quote(s.worker_ref) + ": " + p);
     }
-  } else {
-    for (const auto& [key, value] : s.worker_selector->match_labels) {
-      const std::string path = "spec.workerSelector.matchLabels." + key;
-      if (std::string p = ValidateKey(key); !p.empty()) {
-        return Invalid(path, p);
-      }
-      if (!value.empty()) {
-        if (std::string p = ValidateQualifiedNamePart(value); !p.empty()) {
-          return Invalid(path, "invalid value " + Quote(value) + ": " + p);
-        }
-      }
+  } else if (!s.pool_ref.empty()) {
+    if (std::string p = ValidateDnsLabel(s.pool_ref); !p.empty()) {
+      return Invalid("spec.poolRef", "invalid AgentPool name " + Quote(s.pool_ref) + ": " + p);
     }
+  } else {
+    RETURN_IF_ERROR(
+        ValidateLabels("spec.workerSelector.matchLabels", s.worker_selector->match_labels));
   }
   if (s.input.find_first_not_of(" \t\r\n") == std::string::npos) {
     return Invalid("spec.input", "must not be empty: it is the user message of the turn");
@@ -714,7 +722,7 @@ Status ValidateSandboxObject(const Object& object, const ValidationOptions&) {
 }
 
 Status ValidateAgentWorkerObject(const Object& object, const ValidationOptions& options) {
-  return ValidateAgentWorker(object.agent_worker_spec(), options);
+  return ValidateAgentWorker("spec", object.agent_worker_spec(), options);
 }
 
 Status ValidateAgentTaskObject(const Object& object, const ValidationOptions&) {
@@ -723,6 +731,73 @@ Status ValidateAgentTaskObject(const Object& object, const ValidationOptions&) {
 
 Status ValidateGitSourceObject(const Object& object, const ValidationOptions& options) {
   return ValidateGitSource(object.git_source_spec(), options);
+}
+
+Status ValidateAgentPoolObject(const Object& object, const ValidationOptions& options) {
+  const AgentPoolSpec& s = object.agent_pool_spec();
+  // Replicas are <pool>-<5 characters>, and their sandboxes <namespace>-<replica>: both DNS
+  // labels, and a replica's sandbox id cannot be set by hand.
+  const size_t max_name = 63 - 6 - (object.metadata.namespace_.size() + 1);
+  if (object.metadata.name.size() > max_name) {
+    return Invalid("metadata.name",
+                   "an AgentPool's name must be at most " + std::to_string(max_name) +
+                       " characters in namespace " + Quote(object.metadata.namespace_) +
+                       " (each replica's sandbox is <namespace>-<pool>-<5 chars>, at most 63)");
+  }
+  RETURN_IF_ERROR(ValidateLabels("spec.template.metadata.labels", s.template_.metadata.labels));
+  if (s.template_.metadata.labels.count(std::string(kPoolLabel)) != 0) {
+    return Invalid("spec.template.metadata.labels." + std::string(kPoolLabel),
+                   "is set by sbx on every replica (the pool's name)");
+  }
+  const AgentWorkerSpec& t = s.template_.spec;
+  if (!t.sandbox_ref.empty() || !t.sandbox.has_value()) {
+    return Invalid("spec.template.spec.sandbox",
+                   "a pool's template needs an inline sandbox (each replica owns its own), not "
+                   "sandboxRef");
+  }
+  if (!t.sandbox->sandbox_id.empty()) {
+    return Invalid("spec.template.spec.sandbox.sandboxId",
+                   "must not be set: each replica's sandbox gets its own id "
+                   "(<namespace>-<replica name>)");
+  }
+  // The template as a replica will have it: named, with its sandbox's name defaults.
+  AgentWorkerSpec replica = t;
+  ApplySandboxDefaults(*replica.sandbox, object.metadata.namespace_,
+                       object.metadata.name + "-aaaaa");
+  RETURN_IF_ERROR(ValidateAgentWorker("spec.template.spec", replica, options));
+  if (s.replicas.max < 1 || s.replicas.max > kMaxPoolReplicas) {
+    return Invalid("spec.replicas.max", "must be between 1 and " +
+                                            std::to_string(kMaxPoolReplicas) + ", got " +
+                                            std::to_string(s.replicas.max));
+  }
+  if (s.replicas.min < 0 || s.replicas.min > s.replicas.max) {
+    return Invalid("spec.replicas.min", "must be between 0 and max (" +
+                                            std::to_string(s.replicas.max) + "), got " +
+                                            std::to_string(s.replicas.min));
+  }
+  if (s.warm < 0 || s.warm > s.replicas.max) {
+    return Invalid("spec.warm", "must be between 0 and replicas.max (" +
+                                    std::to_string(s.replicas.max) + "), got " +
+                                    std::to_string(s.warm));
+  }
+  constexpr std::chrono::seconds kMaxScaleDownAfter{7 * 24 * 3600};
+  if (s.scale_down_after.count() < 0 || s.scale_down_after > kMaxScaleDownAfter) {
+    return Invalid("spec.scaleDownAfter",
+                   "must be between 0s and 7 days, got " + FormatDuration(s.scale_down_after));
+  }
+  if (s.progress_deadline < std::chrono::seconds(1) ||
+      s.progress_deadline > std::chrono::hours(24)) {
+    return Invalid("spec.progressDeadline",
+                   "must be between 1s and 24h, got " + FormatDuration(s.progress_deadline));
+  }
+  // Not yet built (issue #27): a fresh session per task. Refused rather than run as Shared, so
+  // no pool silently shares sessions between tasks it was told to isolate.
+  if (s.session == SessionMode::kPerTask) {
+    return Invalid("spec.session",
+                   "PerTask (the default) is not implemented in this version of sbx yet; set "
+                   "session: Shared (each replica keeps one session for the tasks it runs)");
+  }
+  return OkStatus();
 }
 
 }  // namespace sbx::api

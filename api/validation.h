@@ -32,6 +32,7 @@ Status ValidateSandboxObject(const Object& object, const ValidationOptions& opti
 Status ValidateAgentWorkerObject(const Object& object, const ValidationOptions& options);
 Status ValidateAgentTaskObject(const Object& object, const ValidationOptions& options);
 Status ValidateGitSourceObject(const Object& object, const ValidationOptions& options);
+Status ValidateAgentPoolObject(const Object& object, const ValidationOptions& options);
 
 // A secret reference a manifest may hold (SECURITY.md): `{env: NAME}` with NAME starting with
 // `env_prefix`, or `{file: NAME}` with NAME a plain file name (no '/', not "." or "..") that the

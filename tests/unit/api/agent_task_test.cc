@@ -56,12 +56,19 @@ TEST(AgentTaskTest, ValidTasks) {
             "OK");
 }
 
-TEST(AgentTaskTest, BothOrNeitherWorkerSourceIsRefusedAtItsPlace) {
+TEST(AgentTaskTest, SeveralOrNoWorkerSourceIsRefusedAtItsPlace) {
   EXPECT_EQ(Apply("  workerRef: fixer\n  workerSelector: {matchLabels: {a: b}}\n  input: x\n"),
-            "task.yaml:7:3: spec.workerSelector: set exactly one of workerRef or workerSelector, "
-            "not both");
+            "task.yaml:7:3: spec.workerSelector: set exactly one of workerRef, workerSelector or "
+            "poolRef, not several");
+  EXPECT_EQ(Apply("  workerRef: fixer\n  poolRef: fixers\n  input: x\n"),
+            "task.yaml:7:3: spec.poolRef: set exactly one of workerRef, workerSelector or poolRef, "
+            "not several");
   EXPECT_EQ(Apply("  input: x\n"),
-            "task.yaml:5:1: spec: set exactly one of workerRef or workerSelector");
+            "task.yaml:5:1: spec: set exactly one of workerRef, workerSelector or poolRef");
+  EXPECT_EQ(Apply("  poolRef: Fixers\n  input: x\n"),
+            "task.yaml:6:3: spec.poolRef: invalid AgentPool name \"Fixers\": must consist of "
+            "lowercase letters, digits and '-'");
+  EXPECT_EQ(Apply("  poolRef: fixers\n  input: Fix it\n"), "OK");
 }
 
 TEST(AgentTaskTest, EmptyInputIsRefused) {

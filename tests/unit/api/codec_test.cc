@@ -20,6 +20,7 @@ namespace {
 
 using std::chrono::seconds;
 using test_objects::FullGitSource;
+using test_objects::FullPool;
 using test_objects::FullSandbox;
 using test_objects::FullTask;
 using test_objects::FullWorker;
@@ -27,9 +28,9 @@ using test_objects::FullWorkspace;
 
 TEST(CodecTest, ObjectJsonRoundTripsEveryKind) {
   for (const Object& o : {FullSandbox(), FullWorkspace(), FullWorker(), FullTask(), FullGitSource(),
-                          MakeObject(Kind::kSandbox, "empty"), MakeObject(Kind::kWorkspace, "e"),
-                          MakeObject(Kind::kAgentWorker, "e"), MakeObject(Kind::kAgentTask, "e"),
-                          MakeObject(Kind::kGitSource, "e")}) {
+                          FullPool(), MakeObject(Kind::kSandbox, "empty"),
+                          MakeObject(Kind::kWorkspace, "e"), MakeObject(Kind::kAgentWorker, "e"),
+                          MakeObject(Kind::kAgentTask, "e"), MakeObject(Kind::kGitSource, "e")}) {
     for (bool pretty : {true, false}) {
       StatusOr<Object> back = DecodeObjectJson(EncodeObjectJson(o, pretty));
       ASSERT_TRUE(back.ok()) << back.status();
@@ -40,7 +41,7 @@ TEST(CodecTest, ObjectJsonRoundTripsEveryKind) {
 
 TEST(CodecTest, SpecAndStatusJsonRoundTrip) {
   for (const Object& o :
-       {FullSandbox(), FullWorkspace(), FullWorker(), FullTask(), FullGitSource()}) {
+       {FullSandbox(), FullWorkspace(), FullWorker(), FullTask(), FullGitSource(), FullPool()}) {
     StatusOr<Spec> spec = DecodeSpecJson(o.kind, EncodeSpecJson(o));
     ASSERT_TRUE(spec.ok()) << spec.status();
     EXPECT_TRUE(*spec == o.spec) << EncodeSpecJson(o);
@@ -86,7 +87,7 @@ TEST(CodecTest, DecodeSpecJsonReportsBadInput) {
 TEST(CodecTest, YamlRoundTripsThroughManifestDecoding) {
   // Manifest decoding drops server-set fields and status, so compare specs and user metadata.
   for (const Object& o :
-       {FullSandbox(), FullWorkspace(), FullWorker(), FullTask(), FullGitSource()}) {
+       {FullSandbox(), FullWorkspace(), FullWorker(), FullTask(), FullGitSource(), FullPool()}) {
     const std::string yaml = EncodeObjectYaml(o);
     StatusOr<std::vector<Manifest>> ms = DecodeManifests(yaml, "x.yaml");
     ASSERT_TRUE(ms.ok()) << ms.status() << "\n" << yaml;
@@ -268,10 +269,10 @@ TEST(DecodeManifestsTest, BadEnum) {
 TEST(DecodeManifestsTest, UnknownKind) {
   EXPECT_EQ(DecodeError(std::string(kHeader) + "kind: Sandboxx\nmetadata:\n  name: a\n"),
             "workers/a.yaml:2:1: kind: unknown kind \"Sandboxx\" (expected one of: Workspace, "
-            "Sandbox, AgentWorker, AgentTask, GitSource; did you mean \"Sandbox\"?)");
+            "Sandbox, AgentWorker, AgentTask, GitSource, AgentPool; did you mean \"Sandbox\"?)");
   EXPECT_EQ(DecodeError(std::string(kHeader) + "metadata:\n  name: a\n"),
             "workers/a.yaml:1:1: kind: required field is missing (expected one of: Workspace, "
-            "Sandbox, AgentWorker, AgentTask, GitSource)");
+            "Sandbox, AgentWorker, AgentTask, GitSource, AgentPool)");
 }
 
 TEST(DecodeManifestsTest, WrongApiVersion) {

@@ -74,10 +74,11 @@ TEST(KindTableTest, EntryPointsMakeDefaultAndValidateTheirKind) {
 }
 
 TEST(KindTableTest, MessagesListEveryKind) {
-  EXPECT_EQ(KindNameList(), "Workspace, Sandbox, AgentWorker, AgentTask, GitSource");
+  EXPECT_EQ(KindNameList(), "Workspace, Sandbox, AgentWorker, AgentTask, GitSource, AgentPool");
   EXPECT_EQ(KindWordList(),
-            "Workspace|ws, Sandbox|sb, AgentWorker|aw, AgentTask|at or GitSource|gs");
-  EXPECT_EQ(PluralList(), "workspaces, sandboxes, agentworkers, agenttasks, gitsources");
+            "Workspace|ws, Sandbox|sb, AgentWorker|aw, AgentTask|at, GitSource|gs or AgentPool|ap");
+  EXPECT_EQ(PluralList(),
+            "workspaces, sandboxes, agentworkers, agenttasks, gitsources, agentpools");
   StatusOr<std::vector<Manifest>> unknown =
       DecodeManifests("apiVersion: sbx.dev/v1alpha1\nkind: Sandboxx\nmetadata: {name: a}\n", "f");
   ASSERT_FALSE(unknown.ok());

@@ -70,7 +70,8 @@ void SchemaPaths(const json& root, const json& node, const std::string& prefix,
 void EncodedPaths(const json& node, const std::string& prefix, std::set<std::string>& out) {
   if (node.is_object()) {
     if (prefix == "metadata.labels" || prefix == "metadata.annotations" ||
-        prefix == "spec.workerSelector.matchLabels" || prefix == "status") {
+        prefix == "spec.workerSelector.matchLabels" || prefix == "status" ||
+        prefix == "spec.template.metadata.labels") {
       return;
     }
     for (const auto& [key, child] : node.items()) {
@@ -102,6 +103,14 @@ void FillSecrets(Object& o) {
     o.agent_worker_spec().sandbox_ref = "also-set";
   } else if (o.kind == Kind::kGitSource) {
     o.git_source_spec().credentials = {both, both};
+  } else if (o.kind == Kind::kAgentPool) {
+    AgentWorkerSpec& t = o.agent_pool_spec().template_.spec;
+    t.executor.api_key_from = both;
+    for (EnvVar& var : t.executor.env) {
+      if (!var.value_from.empty()) {
+        var.value_from = both;
+      }
+    }
   }
 }
 
@@ -112,6 +121,7 @@ TEST_P(SchemaTest, PropertiesMatchTheCodec) {
              : GetParam() == Kind::kSandbox   ? test_objects::FullSandbox()
              : GetParam() == Kind::kAgentTask ? test_objects::FullTask()
              : GetParam() == Kind::kGitSource ? test_objects::FullGitSource()
+             : GetParam() == Kind::kAgentPool ? test_objects::FullPool()
                                               : test_objects::FullWorker();
   FillSecrets(o);
   o.metadata = test_objects::FullSandbox().metadata;  // every metadata field set
@@ -152,7 +162,8 @@ TEST_P(SchemaTest, EnumValuesDecode) {
       ++checked;
     }
   }
-  if (GetParam() == Kind::kSandbox || GetParam() == Kind::kAgentWorker) {
+  if (GetParam() == Kind::kSandbox || GetParam() == Kind::kAgentWorker ||
+      GetParam() == Kind::kAgentPool) {
     EXPECT_GT(checked, 0);
   }
 }

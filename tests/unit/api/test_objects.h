@@ -98,7 +98,8 @@ inline Object FullTask() {
   Object o = MakeObject(Kind::kAgentTask, "t1");
   AgentTaskSpec& s = o.agent_task_spec();
   s.worker_ref = "w1";
-  s.worker_selector = WorkerSelector{{{"team", "agents"}}};  // both set: codec does not validate
+  s.worker_selector = WorkerSelector{{{"team", "agents"}}};  // all set: codec does not validate
+  s.pool_ref = "p1";
   s.input = "Fix the flaky test\n$ echo hi > out.txt\n";
   s.timeout = std::chrono::seconds(90);
   s.collect = {{"out.txt", 2048}, {"reports/summary.md", int64_t{1} << 20}};
@@ -145,6 +146,30 @@ inline Object FullGitSource() {
   st.objects = 7;
   st.last_attempted_revision = std::string(40, 'c');
   st.last_attempt_at = "2024-01-02T03:04:06Z";
+  return o;
+}
+
+inline Object FullPool() {
+  Object o = MakeObject(Kind::kAgentPool, "fixers", "team-a");
+  AgentPoolSpec& s = o.agent_pool_spec();
+  s.template_.metadata.labels = {{"team", "a"}};
+  s.template_.spec = FullWorker().agent_worker_spec();
+  s.replicas = {1, 20};
+  s.warm = 2;
+  s.scale_down_after = std::chrono::seconds(120);
+  s.session = SessionMode::kShared;
+  s.progress_deadline = std::chrono::seconds(300);
+  AgentPoolStatus& st = o.agent_pool_status();
+  st.observed_generation = 3;
+  st.conditions = {{"Ready", ConditionStatus::kTrue, "Ready", "", "t", 3}};
+  st.replicas = 5;
+  st.ready = 4;
+  st.busy = 2;
+  st.idle = 1;
+  st.sleeping = 1;
+  st.queued = 7;
+  st.updated_replicas = 5;
+  st.template_hash = "0123456789abcdef";
   return o;
 }
 
