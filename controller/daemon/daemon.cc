@@ -29,6 +29,7 @@
 #include "controller/engine/workspace_leases.h"
 #include "controller/gitops/git_client.h"
 #include "controller/gitops/process_runner.h"
+#include "controller/reconcilers/agent_pool_reconciler.h"
 #include "controller/reconcilers/agent_task_reconciler.h"
 #include "controller/reconcilers/agent_worker_reconciler.h"
 #include "controller/reconcilers/garbage_collector.h"
@@ -247,6 +248,7 @@ struct Daemon::Parts {
               streams.get()),
         git(git_runner, GitOptions(config)),
         git_sources(store, clouds, git, clock, GitSourceOptions(config, manager)),
+        pools(store, clock, &manager.dependencies()),
         elector(store, clock, ElectorOptions(config)),
         watch(store, clock, WatchOptions(wake_hints)),
         resyncer(store, clock, ResyncOptions(config)),
@@ -256,11 +258,11 @@ struct Daemon::Parts {
 
   WorkspaceLeases* Leases() { return leases.get(); }
 
-  // Every reconciler, in the order of a --once pass: Sandboxes before the AgentWorkers that use
-  // them, Workspaces late (one being deleted goes in the same pass as the last object using it).
-  // The Manager registers the same list.
+  // Every reconciler, in the order of a --once pass: AgentPools first (they make AgentWorkers),
+  // Sandboxes before the AgentWorkers that use them, Workspaces late (one being deleted goes in
+  // the same pass as the last object using it). The Manager registers the same list.
   std::vector<Reconciler*> Reconcilers() {
-    return {&sandboxes, &workers, &tasks, &workspaces, &git_sources};
+    return {&pools, &sandboxes, &workers, &tasks, &workspaces, &git_sources};
   }
 
   std::pair<bool, std::string> Readiness() const {
@@ -301,6 +303,7 @@ struct Daemon::Parts {
   gitops::PosixProcessRunner git_runner;
   gitops::GitClient git;
   GitSourceReconciler git_sources;
+  AgentPoolReconciler pools;
   LeaderElector elector;
   StoreWatch watch;
   PeriodicResync resyncer;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "api/conditions.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/on_demand_power.h"
+#include "controller/reconcilers/pool_binding.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
 #include "controller/reconcilers/scripts/executor_scripts.h"
 
@@ -225,6 +227,12 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
   std::erase_if(tasks,
                 [](const Object& o) { return api::IsFinished(o.agent_task_status().phase); });
 
+  if (!t.spec().pool_ref.empty()) {
+    ASSIGN_OR_RETURN(std::optional<ReconcileResult> waiting, BindToPool(t, tasks));
+    if (waiting) {
+      return *waiting;
+    }
+  }
   std::string worker_name = AssignedWorker(t.object);
   if (worker_name.empty()) {
     // workerSelector: a Ready worker with all the labels, the one with the fewest unfinished
@@ -296,6 +304,107 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
     return wait(reason::kWaitingForWorker, admission.message);
   }
   return Submit(t);
+}
+
+StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::BindToPool(
+    Target& t, const std::vector<Object>& tasks) {
+  const std::string& ns = t.object.metadata.namespace_;
+  const std::string& pool_name = t.spec().pool_ref;
+  const std::string& uid = t.object.metadata.uid;
+  const api::ObjectKey pool_key{api::Kind::kAgentPool, ns, pool_name};
+  auto wait = [&](std::string_view why, std::string message) {
+    t.status().phase = TaskPhase::kQueued;
+    reconcilers_internal::SetCondition(t.object, condition::kSubmitted, ConditionStatus::kFalse,
+                                       why, std::move(message), clock_);
+    reconcilers_internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
+                                       why, "", clock_);
+    return std::optional(ReconcileResult::RequeueAfter(options_.queue_recheck));
+  };
+  StatusOr<Object> pool = store_.Get(pool_key);
+  if (pool.status().code() == api::StatusCode::kNotFound) {
+    t.status().worker.clear();
+    if (dependencies_ != nullptr) {
+      dependencies_->SetDependencies(t.key(), {pool_key});  // its creation wakes the task
+    }
+    return wait(reason::kPoolNotFound, "AgentPool " + pool_name + " does not exist");
+  }
+  RETURN_IF_ERROR(pool.status());
+  ASSIGN_OR_RETURN(std::vector<Object> replicas, ListReplicas(store_, *pool));
+  std::vector<api::ObjectKey> deps = {pool_key};
+  for (const Object& r : replicas) {
+    deps.push_back(api::KeyOf(r));
+    if (BindingOf(r) == uid) {
+      t.status().worker = r.metadata.name;  // bound (by this pass or one before a restart)
+      return std::optional<ReconcileResult>();
+    }
+  }
+  if (dependencies_ != nullptr) {
+    dependencies_->SetDependencies(t.key(), deps);
+  }
+  t.status().worker.clear();  // a replica that went away before the input was sent
+  // First come, first served: the pool's tasks not bound yet, in creation order.
+  const LiveTasks live = LiveTasksOf(tasks);
+  std::set<std::string> bound;
+  for (const Object& r : replicas) {
+    bound.insert(BindingOf(r));
+  }
+  int ahead = 0;
+  for (const Object& o : tasks) {
+    if (o.agent_task_spec().pool_ref == pool_name && o.metadata.uid != uid &&
+        !bound.contains(o.metadata.uid) && CreatedBefore(o, t.object)) {
+      ++ahead;
+    }
+  }
+  // Free Ready replicas, awake ones first (a sleeping one is woken by its task).
+  std::vector<const Object*> free;
+  for (const Object& r : replicas) {
+    if (r.metadata.deletion_timestamp.empty() && !Held(r, live) &&
+        ConditionTrue(r, condition::kReady)) {
+      free.push_back(&r);
+    }
+  }
+  std::stable_partition(free.begin(), free.end(), [](const Object* r) {
+    const api::Condition* ready = api::FindCondition(r->conditions(), condition::kReady);
+    return ready->reason != reason::kSleeping;
+  });
+  t.status().queue_position = ahead;
+  if (options_.enqueuer != nullptr) {
+    options_.enqueuer->Enqueue(pool_key);  // queued work is the pool's demand
+  }
+  if (ahead >= static_cast<int>(free.size())) {
+    return wait(reason::kWaitingForReplica, std::to_string(ahead) + " task(s) ahead in pool " +
+                                                pool_name + ", " + std::to_string(free.size()) +
+                                                " replica(s) free");
+  }
+  // The ahead-th free replica: the tasks ahead take the ones before it, so concurrent binds
+  // mostly ask for different replicas; a lost race (kAborted) looks again at once.
+  const Object& replica = *free[static_cast<size_t>(ahead)];
+  Status claimed = Bind(store_, replica, uid);
+  if (claimed.code() == api::StatusCode::kAborted ||
+      claimed.code() == api::StatusCode::kFailedPrecondition ||
+      claimed.code() == api::StatusCode::kNotFound) {
+    return std::optional(ReconcileResult::RequeueAfter(std::chrono::milliseconds(100)));
+  }
+  RETURN_IF_ERROR(claimed);
+  t.status().worker = replica.metadata.name;
+  t.status().queue_position = 0;
+  Log(t, {Line(LogKind::kStatus,
+               "bound to replica " + replica.metadata.name + " of pool " + pool_name)});
+  return std::optional<ReconcileResult>();
+}
+
+Status AgentTaskReconciler::Unbind(Target& t) {
+  if (t.spec().pool_ref.empty() || t.status().worker.empty()) {
+    return api::OkStatus();
+  }
+  RETURN_IF_ERROR(controller::Unbind(
+      store_, {api::Kind::kAgentWorker, t.object.metadata.namespace_, t.status().worker},
+      t.object.metadata.uid));
+  if (options_.enqueuer != nullptr) {
+    options_.enqueuer->Enqueue(
+        {api::Kind::kAgentPool, t.object.metadata.namespace_, t.spec().pool_ref});
+  }
+  return api::OkStatus();
 }
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
@@ -557,6 +666,14 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
                                                           : ": " + st.result.error.code + " " +
                                                                 st.result.error.message))});
   Release(t);
+  if (!t.spec().pool_ref.empty()) {
+    // The final status first: a replica given back before it is stored could start another
+    // task while this one still looks unfinished.
+    t.status().observed_generation = t.object.metadata.generation;
+    ASSIGN_OR_RETURN(Object stored, store_.UpdateStatus(t.object));
+    t.object = stored;
+    t.original_status = stored.status;
+  }
   return Expire(t);
 }
 
@@ -658,6 +775,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Expire(Target& t) {
   if (dependencies_ != nullptr) {
     dependencies_->Untrack(t.key());
   }
+  RETURN_IF_ERROR(Unbind(t));
   const auto& ttl = t.spec().ttl_after_finished;
   if (!ttl) {
     return ReconcileResult::Done();
@@ -679,6 +797,7 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::Finalize(Target& t
   api::AgentTaskStatus& st = t.status();
   if (st.phase != TaskPhase::kSubmitted && st.phase != TaskPhase::kRunning) {
     Release(t);
+    RETURN_IF_ERROR(Unbind(t));
     return std::optional<ReconcileResult>();
   }
   // A running turn is cancelled before the task goes (its worker would stay busy otherwise).
@@ -717,6 +836,7 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::Finalize(Target& t
       turn->status == openai::TurnStatus::kFailed ||
       turn->status == openai::TurnStatus::kCancelled) {
     Release(t);
+    RETURN_IF_ERROR(Unbind(t));
     return std::optional<ReconcileResult>();
   }
   return std::optional<ReconcileResult>(ReconcileResult::RequeueAfter(options_.poll_interval));

@@ -2,8 +2,11 @@
 // (DESIGN §7.1), the third user of the reconcile skeleton.
 //
 // Contract, by phase:
-//   Pending/Queued → pick the worker (workerRef, or workerSelector: a Ready worker with all the
-//     labels, least busy first) and record it in status.worker; the worker's unfinished tasks
+//   Pending/Queued → pick the worker (workerRef; workerSelector: a Ready worker with all the
+//     labels, least busy first; poolRef: an idle Ready replica of the pool, bound to the task
+//     alone in a store transaction, the pool's tasks first come first served — queuePosition
+//     counts the pool's unbound tasks ahead, reason WaitingForReplica, PoolNotFound) and record
+//     it in status.worker; the worker's unfinished tasks
 //     run one at a time in creation order: a task with others ahead is Queued with
 //     queuePosition = how many are ahead (Submitted=False, reason Queued); a worker that is not
 //     Ready or has no session keeps it Queued (reason WaitingForWorker; WaitingForExecutor when
@@ -44,7 +47,8 @@
 //     then every collect path is read with exec-sync (collect_file.sh: at most maxBytes, base64)
 //     and stored with its sha256 (at most 16 MiB per task); completedAt; Completed=True reason =
 //     the phase.
-//   Finished → with ttlAfterFinished, the task is deleted that long after completedAt.
+//   Finished → a pool task gives its replica back once its final status is stored; with
+//     ttlAfterFinished, the task is deleted that long after completedAt.
 //   Deleted while submitted/running → cancel, wait for the turn to end, then let it go.
 // Dependencies: a task depends on its worker and on the tasks ahead of it, so a worker's status
 // change or the end of the task ahead reconciles it at once.
@@ -116,6 +120,13 @@ class AgentTaskReconciler final : public Reconciler {
   struct Target;
   api::StatusOr<ReconcileResult> Converge(Target& t);
   api::StatusOr<ReconcileResult> Queue(Target& t);
+  // poolRef: binds the task to an idle Ready replica of its pool (pool_binding.h), first come
+  // first served, or says why it waits (nullopt once bound: status.worker is the replica).
+  // `tasks`: the namespace's unfinished tasks.
+  api::StatusOr<std::optional<ReconcileResult>> BindToPool(Target& t,
+                                                           const std::vector<api::Object>& tasks);
+  // A pool task that is done with its replica gives it back (after its final status is stored).
+  api::Status Unbind(Target& t);
   api::StatusOr<ReconcileResult> Submit(Target& t);
   api::StatusOr<ReconcileResult> Follow(Target& t);
   // `usage`: the terminal turn's, when known (else the turn is read for it).

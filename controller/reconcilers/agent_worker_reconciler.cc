@@ -23,23 +23,10 @@ using api::Status;
 using api::StatusCode;
 using api::StatusOr;
 using reconcilers_internal::AgentHash;
+using reconcilers_internal::CreateOwned;
 using reconcilers_internal::ExecutorSpecHash;
+using reconcilers_internal::OwnedBy;
 using std::chrono::milliseconds;
-
-// The Sandbox a worker created from its template carries the worker's uid.
-constexpr char kAnnotationCreatedBy[] = "sbx.dev/created-by-uid";
-
-// Ours: an owner reference to the worker, or — when the owner-reference write after the create
-// was lost (a conflict with the Sandbox reconciler's finalizer write) — our uid from the create.
-bool OwnedBy(const Object& sandbox, const std::string& uid) {
-  const auto& refs = sandbox.metadata.owner_references;
-  if (refs.empty()) {
-    auto it = sandbox.metadata.annotations.find(kAnnotationCreatedBy);
-    return it != sandbox.metadata.annotations.end() && it->second == uid;
-  }
-  return std::any_of(refs.begin(), refs.end(),
-                     [&](const api::OwnerReference& r) { return r.uid == uid; });
-}
 
 std::string CamelCase(std::string_view snake) {
   std::string out;
@@ -385,24 +372,11 @@ StatusOr<api::ObjectKey> AgentWorkerReconciler::EnsureSandboxObject(Target& t) {
   desired.sandbox_spec() = *t.spec().sandbox;
   api::ApplySandboxDefaults(desired.sandbox_spec(), ns, key.name);
   desired.metadata.labels = {{"sbx.dev/agent-worker", t.object.metadata.name}};
-  // Written by the create itself, so that the Sandbox is recognisably ours even before the
-  // owner reference (a second write, which can lose a race) is in place.
-  desired.metadata.annotations = {{kAnnotationCreatedBy, t.object.metadata.uid}};
   // Apply writes nothing when the template did not change.
-  ASSIGN_OR_RETURN(std::vector<ApplyResult> applied, store_.Apply({desired}, ApplyOptions{}));
-  if (applied.at(0).action == ApplyAction::kCreated) {
+  const bool created = existing.status().code() == StatusCode::kNotFound;
+  RETURN_IF_ERROR(CreateOwned(store_, std::move(desired), owner).status());
+  if (created) {
     events_.Normal(t.key(), "SandboxCreated", "created Sandbox " + key.name + " from the template");
-  }
-  Object stored = applied.at(0).object;
-  // The Sandbox reconciler adds its finalizer concurrently: read again on a conflict.
-  for (int attempt = 0; stored.metadata.owner_references.empty(); ++attempt) {
-    stored.metadata.owner_references.push_back(owner);
-    StatusOr<Object> updated = store_.UpdateControllerMetadata(stored);
-    if (updated.ok() || updated.status().code() != StatusCode::kAborted || attempt == 2) {
-      RETURN_IF_ERROR(updated.status());
-      break;
-    }
-    ASSIGN_OR_RETURN(stored, store_.Get(key));
   }
   return key;
 }

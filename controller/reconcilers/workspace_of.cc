@@ -41,6 +41,19 @@ Answer OfWorker(Store& store, const std::string& namespace_, const std::string& 
   return OfSandbox(store, namespace_, spec.sandbox_ref);
 }
 
+// A pool's replicas all use its template's workspace.
+Answer OfPool(Store& store, const std::string& namespace_, const std::string& name) {
+  ASSIGN_OR_RETURN(std::optional<api::Object> pool,
+                   Find(store, {api::Kind::kAgentPool, namespace_, name}));
+  if (!pool) {
+    return std::optional<std::string>();
+  }
+  const api::AgentWorkerSpec& spec = pool->agent_pool_spec().template_.spec;
+  const std::string workspace =
+      spec.sandbox ? spec.sandbox->workspace_ref : std::string(api::kDefaultWorkspaceRef);
+  return std::optional<std::string>(WorkspaceId(namespace_, workspace));
+}
+
 }  // namespace
 
 Answer WorkspaceOf(Store& store, const api::ObjectKey& key) {
@@ -60,6 +73,10 @@ Answer WorkspaceOf(Store& store, const api::ObjectKey& key) {
       if (worker.empty()) {
         worker = task->agent_task_status().worker;
       }
+      if (worker.empty() && !task->agent_task_spec().pool_ref.empty()) {
+        // Not bound yet: the pool's, whose replicas it will run on.
+        return OfPool(store, key.namespace_, task->agent_task_spec().pool_ref);
+      }
       if (worker.empty()) {
         return std::optional<std::string>();
       }
@@ -67,6 +84,8 @@ Answer WorkspaceOf(Store& store, const api::ObjectKey& key) {
     }
     case api::Kind::kGitSource:
       return std::optional<std::string>();
+    case api::Kind::kAgentPool:
+      return OfPool(store, key.namespace_, key.name);
   }
   return std::optional<std::string>();
 }

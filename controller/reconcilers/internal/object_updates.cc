@@ -51,4 +51,34 @@ api::Status WriteStatusIfChanged(Store& store, const api::Object& object,
   return stored.status();
 }
 
+bool OwnedBy(const api::Object& object, const std::string& owner_uid) {
+  const auto& refs = object.metadata.owner_references;
+  if (refs.empty()) {
+    auto it = object.metadata.annotations.find(std::string(kCreatedByAnnotation));
+    return it != object.metadata.annotations.end() && it->second == owner_uid;
+  }
+  return std::any_of(refs.begin(), refs.end(),
+                     [&](const api::OwnerReference& r) { return r.uid == owner_uid; });
+}
+
+api::StatusOr<api::Object> CreateOwned(Store& store, api::Object desired,
+                                       const api::OwnerReference& owner) {
+  desired.metadata.annotations[std::string(kCreatedByAnnotation)] = owner.uid;
+  ASSIGN_OR_RETURN(std::vector<ApplyResult> applied, store.Apply({desired}, ApplyOptions{}));
+  api::Object stored = applied.at(0).object;
+  // The object's own reconciler adds its finalizer concurrently: read again on a conflict.
+  for (int attempt = 0; stored.metadata.owner_references.empty(); ++attempt) {
+    stored.metadata.owner_references.push_back(owner);
+    api::StatusOr<api::Object> updated = store.UpdateControllerMetadata(stored);
+    if (updated.ok()) {
+      return updated;
+    }
+    if (updated.status().code() != api::StatusCode::kAborted || attempt == 2) {
+      return updated.status();
+    }
+    ASSIGN_OR_RETURN(stored, store.Get(api::KeyOf(desired)));
+  }
+  return stored;
+}
+
 }  // namespace sbx::controller::reconcilers_internal

@@ -38,4 +38,18 @@ void SetCondition(api::Object& object, std::string_view type, api::ConditionStat
 api::Status WriteStatusIfChanged(Store& store, const api::Object& object,
                                  const api::ResourceStatus& original);
 
+// An object a reconciler creates for another (an inline template's Sandbox, a pool's replica)
+// carries the creator's uid in this annotation from the create on, so that it is recognisably
+// the creator's before the owner reference (a second write, which can lose a race) is in place.
+inline constexpr std::string_view kCreatedByAnnotation = "sbx.dev/created-by-uid";
+
+// Whether `object` belongs to the object with `owner_uid`: an owner reference to it, or, while
+// there is no owner reference yet, kCreatedByAnnotation.
+bool OwnedBy(const api::Object& object, const std::string& owner_uid);
+
+// Creates `desired` (Apply; nothing is written when it exists unchanged) with `owner` as its
+// controller owner reference, retried over a concurrent finalizer write. The stored object.
+api::StatusOr<api::Object> CreateOwned(Store& store, api::Object desired,
+                                       const api::OwnerReference& owner);
+
 }  // namespace sbx::controller::reconcilers_internal

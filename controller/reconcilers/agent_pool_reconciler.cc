@@ -1,0 +1,382 @@
+#include "controller/reconcilers/agent_pool_reconciler.h"
+
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "api/codec.h"
+#include "api/conditions.h"
+#include "api/defaults.h"
+#include "api/duration.h"
+#include "api/fingerprint.h"
+#include "controller/reconcilers/internal/object_updates.h"
+#include "controller/reconcilers/pool_binding.h"
+#include "controller/reconcilers/reconcile_skeleton.h"
+
+namespace sbx::controller {
+namespace {
+
+namespace condition = api::condition;
+namespace reason = api::reason;
+using api::ConditionStatus;
+using api::Object;
+using api::Status;
+using api::StatusOr;
+using std::chrono::milliseconds;
+using WallTime = Clock::WallTime;
+
+std::string RandomSuffix() {
+  // As Kubernetes' generated names: no vowels (no words), no look-alike characters.
+  static constexpr std::string_view kAlphabet = "bcdfghjklmnpqrstvwxz2456789";
+  thread_local std::mt19937 random{std::random_device{}()};
+  std::uniform_int_distribution<size_t> pick(0, kAlphabet.size() - 1);
+  std::string out;
+  for (int i = 0; i < 5; ++i) {
+    out += kAlphabet[pick(random)];
+  }
+  return out;
+}
+
+const std::string& Annotation(const Object& o, std::string_view key) {
+  static const std::string kNone;
+  auto it = o.metadata.annotations.find(std::string(key));
+  return it == o.metadata.annotations.end() ? kNone : it->second;
+}
+
+const api::Condition* ReadyOf(const Object& o) {
+  return api::FindCondition(o.conditions(), condition::kReady);
+}
+
+// One replica, as this pass sees it.
+struct Replica {
+  const Object* object = nullptr;
+  bool deleting = false;
+  bool busy = false;      // a live task holds it
+  bool retiring = false;  // claimed for deletion
+  bool ready = false;
+  bool sleeping = false;  // Ready, its OnDemand sandbox asleep
+  bool updated = false;   // made from the current template
+  WallTime idle_since{};  // its creation, or its last task's completion
+  bool idle() const { return ready && !busy && !retiring && !deleting && !sleeping; }
+  bool free() const { return !busy && !retiring && !deleting; }
+};
+
+}  // namespace
+
+struct AgentPoolReconciler::Target : ReconcileTarget {
+  const api::AgentPoolSpec& spec() const { return object.agent_pool_spec(); }
+  api::AgentPoolStatus& status() { return object.agent_pool_status(); }
+};
+
+AgentPoolReconciler::AgentPoolReconciler(Store& store, Clock& clock, DependencyIndex* dependencies,
+                                         AgentPoolReconcilerOptions options)
+    : store_(store),
+      clock_(clock),
+      dependencies_(dependencies),
+      events_(store, clock),
+      options_(std::move(options)) {
+  if (!options_.suffix) {
+    options_.suffix = RandomSuffix;
+  }
+}
+
+std::string AgentPoolReconciler::TemplateHash(const Object& pool) {
+  const api::AgentPoolSpec& spec = pool.agent_pool_spec();
+  Object shape = api::MakeObject(api::Kind::kAgentWorker, "template", pool.metadata.namespace_);
+  shape.metadata.labels = spec.template_.metadata.labels;
+  shape.agent_worker_spec() = spec.template_.spec;
+  return api::Fingerprint(api::EncodeObjectJson(shape, /*pretty=*/false) + "\nsession=" +
+                          (spec.session == api::SessionMode::kShared ? "Shared" : "PerTask"));
+}
+
+StatusOr<ReconcileResult> AgentPoolReconciler::Reconcile(const api::ObjectKey& key,
+                                                         std::stop_token stop) {
+  ReconcileSteps<Target> steps;
+  steps.converge = [this](Target& t) { return Converge(t); };
+  steps.finalize = [this](Target& t) { return Finalize(t); };
+  steps.record_outcome = [this](Target& t, const Status& s) {
+    RecordSyncedError(t.object, s, clock_);
+    if (s.ok()) {
+      reconcilers_internal::SetCondition(t.object, condition::kSynced, ConditionStatus::kTrue,
+                                         reason::kSynced, "", clock_);
+    }
+  };
+  steps.forget = [this](const api::ObjectKey& k) {
+    if (dependencies_ != nullptr) {
+      dependencies_->Untrack(k);
+    }
+  };
+  return RunReconcile(store_, key, stop, steps);
+}
+
+Status AgentPoolReconciler::CreateReplica(Target& t, const std::string& hash) {
+  const std::string& ns = t.object.metadata.namespace_;
+  // A name nobody has: Apply would otherwise configure an existing worker of that name.
+  std::string name;
+  for (int attempt = 0;; ++attempt) {
+    name = t.object.metadata.name + "-" + options_.suffix();
+    StatusOr<Object> existing = store_.Get({api::Kind::kAgentWorker, ns, name});
+    if (existing.status().code() == api::StatusCode::kNotFound) {
+      break;
+    }
+    RETURN_IF_ERROR(existing.status());
+    if (attempt == 9) {
+      return api::AbortedError("no free replica name for pool " + t.object.metadata.name);
+    }
+  }
+  Object replica = api::MakeObject(api::Kind::kAgentWorker, name, ns);
+  replica.agent_worker_spec() = t.spec().template_.spec;
+  replica.metadata.labels = t.spec().template_.metadata.labels;
+  replica.metadata.labels[std::string(api::kPoolLabel)] = t.object.metadata.name;
+  replica.metadata.annotations[std::string(api::kTemplateHashAnnotation)] = hash;
+  api::ApplyDefaults(replica);  // the sandbox's id and display name are the replica's
+  const api::OwnerReference owner{api::Kind::kAgentPool, t.object.metadata.name,
+                                  t.object.metadata.uid, true};
+  RETURN_IF_ERROR(reconcilers_internal::CreateOwned(store_, std::move(replica), owner).status());
+  events_.Normal(t.key(), "ReplicaCreated", "created AgentWorker " + name);
+  return api::OkStatus();
+}
+
+StatusOr<bool> AgentPoolReconciler::Retire(Target& t, const Object& replica,
+                                           const std::string& why) {
+  if (BindingOf(replica) != kRetiring) {
+    Status claimed = Bind(store_, replica, std::string(kRetiring));
+    if (claimed.code() == api::StatusCode::kAborted) {
+      return false;  // written meanwhile (a task may have bound it): look again next pass
+    }
+    RETURN_IF_ERROR(claimed);
+  }
+  StatusOr<DeleteOutcome> deleted = store_.Delete(api::KeyOf(replica));
+  if (!deleted.ok() && deleted.status().code() != api::StatusCode::kNotFound) {
+    return deleted.status();
+  }
+  events_.Normal(t.key(), "ReplicaDeleted",
+                 "deleting AgentWorker " + replica.metadata.name + ": " + why);
+  return true;
+}
+
+StatusOr<ReconcileResult> AgentPoolReconciler::Converge(Target& t) {
+  const api::AgentPoolSpec& spec = t.spec();
+  const std::string& ns = t.object.metadata.namespace_;
+  const std::string hash = TemplateHash(t.object);
+  const WallTime now = clock_.Now();
+  ASSIGN_OR_RETURN(std::vector<Object> replicas, ListReplicas(store_, t.object));
+  ListOptions same_ns;
+  same_ns.kind = api::Kind::kAgentTask;
+  same_ns.namespace_ = ns;
+  ASSIGN_OR_RETURN(std::vector<Object> tasks, store_.List(same_ns));
+  const LiveTasks live = LiveTasksOf(tasks);
+
+  // The last completion of a task on each replica (for how long it has been idle).
+  std::map<std::string, WallTime> last_task_end;
+  for (const Object& task : tasks) {
+    const api::AgentTaskStatus& st = task.agent_task_status();
+    if (api::IsFinished(st.phase) && !st.worker.empty()) {
+      if (std::optional<WallTime> end = ParseRfc3339(st.completed_at)) {
+        WallTime& last = last_task_end[st.worker];
+        last = std::max(last, *end);
+      }
+    }
+  }
+  std::vector<Replica> seen;
+  std::set<std::string> bound;  // task uids bound to a replica
+  std::vector<api::ObjectKey> keys;
+  for (const Object& r : replicas) {
+    Replica x;
+    x.object = &r;
+    x.deleting = !r.metadata.deletion_timestamp.empty();
+    const std::string binding = BindingOf(r);
+    x.busy = live.contains(binding);
+    x.retiring = binding == kRetiring;
+    const api::Condition* ready = ReadyOf(r);
+    x.ready = !x.deleting && ready != nullptr && ready->status == ConditionStatus::kTrue;
+    x.sleeping = x.ready && ready->reason == reason::kSleeping && !x.busy;
+    x.updated = Annotation(r, api::kTemplateHashAnnotation) == hash;
+    x.idle_since = ParseRfc3339(r.metadata.creation_timestamp).value_or(now);
+    if (auto it = last_task_end.find(r.metadata.name); it != last_task_end.end()) {
+      x.idle_since = std::max(x.idle_since, it->second);
+    }
+    if (x.busy) {
+      bound.insert(binding);
+    } else if (!binding.empty() && !x.retiring && !x.deleting) {
+      // A finished or deleted task's: the replica is free again.
+      RETURN_IF_ERROR(Unbind(store_, api::KeyOf(r), binding));
+    }
+    if (x.retiring && !x.deleting) {
+      // Claimed by an earlier pass that did not get to the delete.
+      ASSIGN_OR_RETURN(bool retired, Retire(t, r, "claimed for deletion earlier"));
+      x.deleting = retired;
+    }
+    keys.push_back(api::KeyOf(r));
+    seen.push_back(x);
+  }
+  if (dependencies_ != nullptr) {
+    dependencies_->SetDependencies(t.key(), keys);
+  }
+  int queued = 0;
+  for (const auto& [uid, task] : live) {
+    if (task->agent_task_spec().pool_ref == t.object.metadata.name && !bound.contains(uid)) {
+      ++queued;
+    }
+  }
+
+  // Rollout: a replica of an older template goes as soon as it holds no task.
+  for (Replica& x : seen) {
+    if (!x.updated && x.free()) {
+      ASSIGN_OR_RETURN(bool retired, Retire(t, *x.object, "made from an older template"));
+      x.deleting = retired;
+    }
+  }
+  int busy = 0;
+  int active = 0;  // replicas that stay: busy ones, and free ones of the current template
+  for (const Replica& x : seen) {
+    busy += x.busy ? 1 : 0;
+    active += !x.deleting && !x.retiring && (x.busy || x.updated) ? 1 : 0;
+  }
+  const int demand = busy + queued + spec.warm;
+  const int want = std::clamp(std::max(spec.replicas.min, demand), 0, spec.replicas.max);
+  for (int i = active; i < want; ++i) {
+    RETURN_IF_ERROR(CreateReplica(t, hash));
+  }
+
+  // Scale down: free replicas above the demand, idle for scaleDownAfter, the longest idle first.
+  std::optional<WallTime> next_due;
+  std::vector<Replica*> candidates;
+  for (Replica& x : seen) {
+    if (x.updated && x.free()) {
+      candidates.push_back(&x);
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Replica* a, const Replica* b) { return a->idle_since < b->idle_since; });
+  int excess = active - want;
+  for (Replica* x : candidates) {
+    if (excess <= 0) {
+      break;
+    }
+    const WallTime due = x->idle_since + spec.scale_down_after;
+    if (due > now) {
+      next_due = next_due ? std::min(*next_due, due) : due;
+      continue;
+    }
+    ASSIGN_OR_RETURN(
+        bool retired,
+        Retire(t, *x->object, "idle for " + api::FormatDuration(spec.scale_down_after)));
+    if (retired) {
+      x->deleting = true;
+      --excess;
+    }
+  }
+
+  // Status.
+  api::AgentPoolStatus& st = t.status();
+  {
+    api::AgentPoolStatus fresh;
+    fresh.observed_generation = st.observed_generation;
+    fresh.conditions = std::move(st.conditions);
+    st = std::move(fresh);
+  }
+  std::optional<WallTime> stuck_since;
+  bool outdated = false;
+  for (const Replica& x : seen) {
+    if (x.deleting) {
+      continue;
+    }
+    ++st.replicas;
+    st.ready += x.ready ? 1 : 0;
+    st.busy += x.busy ? 1 : 0;
+    st.idle += x.idle() ? 1 : 0;
+    st.sleeping += x.sleeping && !x.retiring ? 1 : 0;
+    st.updated_replicas += x.updated ? 1 : 0;
+    outdated = outdated || !x.updated;
+    if (x.updated && !x.ready) {
+      const WallTime created = ParseRfc3339(x.object->metadata.creation_timestamp).value_or(now);
+      if (now - created >= spec.progress_deadline) {
+        stuck_since = created;
+      } else {
+        const WallTime due = created + spec.progress_deadline;
+        next_due = next_due ? std::min(*next_due, due) : due;
+      }
+    }
+  }
+  st.replicas += std::max(0, want - active);  // created in this pass
+  st.updated_replicas += std::max(0, want - active);
+  st.queued = queued;
+  st.template_hash = hash;
+  const std::string counts = std::to_string(st.ready) + " of " + std::to_string(st.replicas) +
+                             " replicas Ready, " + std::to_string(st.busy) + " busy, " +
+                             std::to_string(queued) + " task(s) queued";
+  if (st.ready > 0) {
+    reconcilers_internal::SetCondition(t.object, condition::kReady, ConditionStatus::kTrue,
+                                       reason::kReady, counts, clock_);
+  } else if (want == 0) {
+    reconcilers_internal::SetCondition(t.object, condition::kReady, ConditionStatus::kTrue,
+                                       reason::kScaledToZero,
+                                       "no replica is needed: nothing is queued", clock_);
+  } else {
+    reconcilers_internal::SetCondition(t.object, condition::kReady, ConditionStatus::kFalse,
+                                       st.replicas > 0 ? reason::kScalingUp : reason::kNoReplicas,
+                                       counts, clock_);
+  }
+  if (stuck_since) {
+    reconcilers_internal::SetCondition(
+        t.object, condition::kProgressing, ConditionStatus::kFalse, reason::kRolloutStuck,
+        "a replica of the current template is not Ready after " +
+            api::FormatDuration(spec.progress_deadline) + " (spec.progressDeadline)",
+        clock_);
+  } else if (outdated) {
+    reconcilers_internal::SetCondition(
+        t.object, condition::kProgressing, ConditionStatus::kTrue, reason::kRollingOut,
+        std::to_string(st.updated_replicas) + " of " + std::to_string(st.replicas) +
+            " replicas made from the current template",
+        clock_);
+  } else {
+    reconcilers_internal::SetCondition(t.object, condition::kProgressing, ConditionStatus::kTrue,
+                                       reason::kRolloutComplete, "", clock_);
+  }
+  if (demand > spec.replicas.max && queued > 0) {
+    reconcilers_internal::SetCondition(
+        t.object, condition::kScalingLimited, ConditionStatus::kTrue, reason::kAtMaxReplicas,
+        std::to_string(queued) + " task(s) queued at spec.replicas.max (" +
+            std::to_string(spec.replicas.max) + ")",
+        clock_);
+  } else {
+    reconcilers_internal::SetCondition(t.object, condition::kScalingLimited,
+                                       ConditionStatus::kFalse, reason::kWithinLimits, "", clock_);
+  }
+  milliseconds wait = options_.recheck;
+  if (next_due) {
+    wait = std::clamp(std::chrono::ceil<milliseconds>(*next_due - now), milliseconds(1), wait);
+  }
+  return ReconcileResult::RequeueAfter(wait);
+}
+
+StatusOr<std::optional<ReconcileResult>> AgentPoolReconciler::Finalize(Target& t) {
+  ASSIGN_OR_RETURN(std::vector<Object> replicas, ListReplicas(store_, t.object));
+  if (replicas.empty()) {
+    return std::optional<ReconcileResult>();
+  }
+  std::vector<api::ObjectKey> keys;
+  for (const Object& r : replicas) {
+    keys.push_back(api::KeyOf(r));
+    if (r.metadata.deletion_timestamp.empty()) {
+      StatusOr<DeleteOutcome> deleted = store_.Delete(api::KeyOf(r));
+      if (!deleted.ok() && deleted.status().code() != api::StatusCode::kNotFound) {
+        return deleted.status();
+      }
+    }
+  }
+  if (dependencies_ != nullptr) {
+    dependencies_->SetDependencies(t.key(), keys);  // each replica gone reconciles the pool
+  }
+  t.status().replicas = static_cast<int32_t>(replicas.size());
+  reconcilers_internal::SetCondition(
+      t.object, condition::kReady, ConditionStatus::kFalse, reason::kDeletingReplicas,
+      "deleting " + std::to_string(replicas.size()) + " replica(s)", clock_);
+  return std::optional<ReconcileResult>(ReconcileResult::RequeueAfter(std::chrono::seconds(5)));
+}
+
+}  // namespace sbx::controller

@@ -1,0 +1,78 @@
+#include "controller/reconcilers/pool_binding.h"
+
+#include <algorithm>
+
+#include "controller/reconcilers/internal/object_updates.h"
+
+namespace sbx::controller {
+
+api::StatusOr<std::vector<api::Object>> ListReplicas(Store& store, const api::Object& pool) {
+  ListOptions options;
+  options.kind = api::Kind::kAgentWorker;
+  options.namespace_ = pool.metadata.namespace_;
+  options.label_selector = {{std::string(api::kPoolLabel), pool.metadata.name}};
+  ASSIGN_OR_RETURN(std::vector<api::Object> replicas, store.List(options));
+  std::erase_if(replicas, [&](const api::Object& w) {
+    return !reconcilers_internal::OwnedBy(w, pool.metadata.uid);
+  });
+  return replicas;  // List sorts by name
+}
+
+std::string BindingOf(const api::Object& replica) {
+  auto it = replica.metadata.annotations.find(std::string(api::kBoundTaskAnnotation));
+  return it == replica.metadata.annotations.end() ? "" : it->second;
+}
+
+LiveTasks LiveTasksOf(const std::vector<api::Object>& tasks) {
+  LiveTasks live;
+  for (const api::Object& t : tasks) {
+    if (!api::IsFinished(t.agent_task_status().phase)) {
+      live[t.metadata.uid] = &t;
+    }
+  }
+  return live;
+}
+
+bool Held(const api::Object& replica, const LiveTasks& live) {
+  const std::string binding = BindingOf(replica);
+  return binding == kRetiring || live.contains(binding);
+}
+
+namespace {
+
+// Writes `replica` (as read) with the binding set to `value`, or removed when empty.
+api::Status WriteBinding(Store& store, api::Object replica, const std::string& value) {
+  if (value.empty()) {
+    replica.metadata.annotations.erase(std::string(api::kBoundTaskAnnotation));
+  } else {
+    replica.metadata.annotations[std::string(api::kBoundTaskAnnotation)] = value;
+  }
+  ApplyOptions cas;
+  cas.require_resource_version = true;
+  return store.Apply({replica}, cas).status();
+}
+
+}  // namespace
+
+api::Status Bind(Store& store, const api::Object& replica, const std::string& value) {
+  return WriteBinding(store, replica, value);
+}
+
+api::Status Unbind(Store& store, const api::ObjectKey& key, const std::string& value) {
+  for (int attempt = 0;; ++attempt) {
+    api::StatusOr<api::Object> replica = store.Get(key);
+    if (replica.status().code() == api::StatusCode::kNotFound) {
+      return api::OkStatus();
+    }
+    RETURN_IF_ERROR(replica.status());
+    if (BindingOf(*replica) != value || !replica->metadata.deletion_timestamp.empty()) {
+      return api::OkStatus();
+    }
+    api::Status written = WriteBinding(store, *std::move(replica), "");
+    if (written.code() != api::StatusCode::kAborted || attempt == 4) {
+      return written.code() == api::StatusCode::kNotFound ? api::OkStatus() : written;
+    }
+  }
+}
+
+}  // namespace sbx::controller

@@ -1,0 +1,191 @@
+// AgentPool end to end (DESIGN §8.1): the built sbxd, sbxctl and sbx-emulator (both halves). A
+// pool scaled to zero comes up for a batch of tasks, runs each on one replica at a time, never
+// more replicas than max, and goes back to zero sandboxes once the work is done; the CLI's pool
+// verbs (run --pool, scale, get ap) and their errors.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/support/http_test_client.h"
+#include "tests/support/process.h"
+#include "tests/support/sbxd_harness.h"
+
+namespace {
+
+using nlohmann::json;
+using sbx::testing::ConditionOf;
+using sbx::testing::In;
+using sbx::testing::PollUntil;
+using sbx::testing::RunResult;
+using sbx::testing::SbxdHarness;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kConverge{120'000};
+constexpr char kWorkspace[] = "/home/sandbox-agent/ws";
+
+std::string PoolYaml(int max, const std::string& scale_down_after) {
+  return "apiVersion: sbx.dev/v1alpha1\nkind: AgentPool\nmetadata:\n  name: fixers\nspec:\n"
+         "  template:\n    metadata:\n      labels: {team: a}\n    spec:\n"
+         "      sandbox:\n        inactivityTimeout: 1h\n        setup:\n"
+         "          - name: workspace\n            run: " +
+         json(std::string("mkdir -p ") + kWorkspace).dump() +
+         "\n      agent:\n        model: gpt-5-codex\n      workspaceDirectory: " + kWorkspace +
+         "\n  replicas: {min: 0, max: " + std::to_string(max) +
+         "}\n  scaleDownAfter: " + scale_down_after + "\n  session: Shared\n";
+}
+
+class AgentPoolTest : public ::testing::Test {
+ protected:
+  AgentPoolTest()
+      : harness_({.binaries = {SBXD_PATH, SBXCTL_PATH, SBX_EMULATOR_PATH},
+                  .dir_prefix = "sbx-ap-itest-",
+                  .token = "dapi-SECRET-ap-1",
+                  .app_key = "sk-app-SECRET-ap-2",
+                  .executor_key = "sk-exec-SECRET-ap-3"}) {}
+  void TearDown() override { harness_.Finish(/*keep_dir=*/HasFailure()); }
+
+  void ApplyYaml(const std::string& name, const std::string& yaml) {
+    RunResult r = harness_.Apply(name, yaml);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  json Get(const std::string& kind, const std::string& name) { return harness_.Get(kind, name); }
+  // Sandboxes that exist in the emulator.
+  size_t CloudSandboxes() {
+    const json list = json::parse(
+        harness_.databricks().Get("/api/2.0/sandboxes?page_size=100").body, nullptr, false);
+    return list.is_object() ? list.value("sandboxes", json::array()).size() : 0;
+  }
+
+  SbxdHarness harness_;
+  json last_;
+};
+
+TEST_F(AgentPoolTest, ScalesFromZeroForABatchRunsOneTaskPerReplicaAndScalesBackToZero) {
+  ASSERT_TRUE(harness_.StartEmulator({}, kConverge).ok());
+  ASSERT_TRUE(harness_
+                  .StartSbxd("sbxd", {"--executor-status-interval", "2s",
+                                      "--executor-probe-interval", "2s"})
+                  .ok());
+  // Replicas stay while the test looks at their sessions; then scaleDownAfter drops to 1s.
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("pool", PoolYaml(/*max=*/2, "10m")));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        last_ = Get("agentpool", "fixers");
+        return ConditionOf(last_, "Ready") ==
+               std::make_pair(std::string("True"), std::string("ScaledToZero"));
+      },
+      In(kConverge), milliseconds(200)))
+      << last_.dump(2);
+  EXPECT_EQ(CloudSandboxes(), 0u);  // nothing runs without work
+
+  std::string tasks;
+  for (int i = 0; i < 4; ++i) {
+    tasks += "---\napiVersion: sbx.dev/v1alpha1\nkind: AgentTask\nmetadata:\n  name: t" +
+             std::to_string(i) + "\nspec:\n  poolRef: fixers\n  input: \"$ echo " +
+             std::to_string(i) + " > out.txt\"\n  timeout: 2m\n  collect:\n    - path: out.txt\n";
+  }
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("tasks", tasks));
+  std::map<std::string, json> done;
+  size_t most_replicas = 0;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        const json pool = Get("agentpool", "fixers");
+        if (pool.is_object()) {
+          const json st = pool.value("status", json::object());
+          most_replicas = std::max(most_replicas, st.value("replicas", size_t{0}));
+        }
+        for (int i = 0; i < 4; ++i) {
+          const std::string name = "t" + std::to_string(i);
+          last_ = Get("agenttask", name);
+          const std::string phase =
+              last_.is_object() ? last_.value("status", json::object()).value("phase", "") : "";
+          if (phase == "Succeeded" || phase == "Failed" || phase == "TimedOut" ||
+              phase == "Cancelled") {
+            done[name] = last_;
+          }
+        }
+        return done.size() == 4;
+      },
+      In(kConverge), milliseconds(250)))
+      << last_.dump(2);
+  EXPECT_LE(most_replicas, 2u);  // never above max
+
+  // Each task on one replica of the pool, in that replica's session, one turn each; no replica
+  // ran two tasks at once.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> spans;  // by replica
+  std::map<std::string, int> turns_expected;
+  for (const auto& [name, task] : done) {
+    const json st = task.value("status", json::object());
+    EXPECT_EQ(st.value("phase", ""), "Succeeded") << task.dump(2);
+    const std::string replica = st.value("worker", "");
+    EXPECT_EQ(replica.rfind("fixers-", 0), 0u) << task.dump(2);
+    EXPECT_EQ(replica.size(), std::string("fixers-").size() + 5);
+    spans[replica].emplace_back(st.value("submittedAt", ""), st.value("completedAt", ""));
+    ++turns_expected[st.value("sessionId", "")];
+    const json artifacts = st.value("artifacts", json::array());
+    ASSERT_EQ(artifacts.size(), 1u) << task.dump(2);
+    EXPECT_EQ(artifacts.at(0).value("bytes", 0), 2) << task.dump(2);
+  }
+  for (auto& [replica, list] : spans) {
+    std::sort(list.begin(), list.end());
+    for (size_t i = 1; i < list.size(); ++i) {
+      EXPECT_LE(list[i - 1].second, list[i].first) << replica << " ran two tasks at once";
+    }
+  }
+  for (const auto& [session, n] : turns_expected) {
+    const json turns = json::parse(
+        harness_.openai().Get("/v1/agents/sessions/" + session + "/turns").body, nullptr, false);
+    ASSERT_TRUE(turns.is_object()) << session;
+    EXPECT_EQ(static_cast<int>(turns.value("data", json::array()).size()), n) << turns.dump(2);
+  }
+
+  // No work left: after scaleDownAfter every replica and its sandbox goes.
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("pool", PoolYaml(/*max=*/2, "1s")));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        last_ = Get("agentpool", "fixers");
+        return last_.is_object() &&
+               last_.value("status", json::object()).value("replicas", 0) == 0 &&
+               CloudSandboxes() == 0;
+      },
+      In(kConverge), milliseconds(250)))
+      << last_.dump(2) << "\nsandboxes in the cloud: " << CloudSandboxes();
+  EXPECT_EQ(ConditionOf(last_, "Ready").second, "ScaledToZero");
+}
+
+TEST_F(AgentPoolTest, TheCliNamesAMissingPoolAndScalesWithinTheRules) {
+  RunResult r = harness_.Sbxctl({"run", "--pool", "nosuch", "--input", "hi"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("agentpools \"nosuch\" not found in namespace \"default\"; no task was "
+                       "created"),
+            std::string::npos)
+      << r.err;
+  r = harness_.Sbxctl({"get", "agenttasks", "-o", "name"});
+  EXPECT_EQ(r.out, "");  // nothing was created
+  r = harness_.Sbxctl({"run", "nosuchworker", "--input", "hi"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("agentworkers \"nosuchworker\" not found"), std::string::npos) << r.err;
+
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("pool", PoolYaml(/*max=*/2, "5m")));
+  r = harness_.Sbxctl({"scale", "ap/fixers", "--max", "6"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "agentpool/fixers scaled\n");
+  r = harness_.Sbxctl({"scale", "ap/fixers", "--min", "7"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("spec.replicas.min: must be between 0 and max (6), got 7"),
+            std::string::npos)
+      << r.err;
+  r = harness_.Sbxctl({"get", "ap"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, r.out.find('\n')),
+            "NAME     READY   BUSY   IDLE   QUEUED   MIN   MAX   AGE");
+  EXPECT_NE(r.out.find("fixers   0/0     0      0      0        0     6"), std::string::npos)
+      << r.out;
+}
+
+}  // namespace
