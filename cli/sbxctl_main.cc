@@ -31,6 +31,7 @@
 #include "cli/commands/migrate_command.h"
 #include "cli/commands/patch_command.h"
 #include "cli/commands/run_command.h"
+#include "cli/commands/scale_command.h"
 #include "cli/commands/version_command.h"
 #include "cli/commands/wait_command.h"
 #include "cli/main_guard.h"
@@ -90,6 +91,7 @@ int Main(int argc, char** argv) {
   sbx::cli::AddExecCommand(app, ctx);
   sbx::cli::AddLogsCommand(app, ctx);
   sbx::cli::AddRunCommand(app, ctx);
+  sbx::cli::AddScaleCommand(app, ctx);
   sbx::cli::AddCancelCommand(app, ctx);
   sbx::cli::AddArtifactsCommand(app, ctx);
   sbx::cli::AddMigrateCommand(app, ctx);

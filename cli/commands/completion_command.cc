@@ -290,6 +290,16 @@ std::vector<std::string> ArgumentCandidates(const CLI::App& verb,
     }
     return WithPrefix(store.Names(api::Kind::kAgentTask), current);
   }
+  if (name == "scale") {
+    if (current.find('/') != std::string::npos) {
+      return SlashNames(store, current);
+    }
+    if (positionals.empty()) {
+      return WithPrefix(KindWords(api::Kind::kAgentPool), current);
+    }
+    return positionals.size() == 1 ? WithPrefix(store.Names(api::Kind::kAgentPool), current)
+                                   : std::vector<std::string>{};
+  }
   if (kObjectVerbs.count(name) == 0) {
     return {};
   }

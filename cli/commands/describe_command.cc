@@ -164,6 +164,19 @@ void StatusFields(std::ostream& out, const api::Object& o,
       Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
       break;
     }
+    case api::Kind::kAgentPool: {
+      const auto& s = o.agent_pool_status();
+      Field(out, "Replicas",
+            std::to_string(s.replicas) + " (" + std::to_string(s.ready) + " ready, " +
+                std::to_string(s.busy) + " busy, " + std::to_string(s.idle) + " idle, " +
+                std::to_string(s.sleeping) + " sleeping)",
+            2);
+      Field(out, "Updated", std::to_string(s.updated_replicas), 2);
+      Field(out, "Queued Tasks", std::to_string(s.queued), 2);
+      Field(out, "Template Hash", s.template_hash, 2);
+      Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
+      break;
+    }
   }
 }
 

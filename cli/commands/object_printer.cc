@@ -291,6 +291,12 @@ std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_names
         h.insert(h.end(), {"PATH", "OBJECTS", "REASON", "MESSAGE"});
       }
       break;
+    case api::Kind::kAgentPool:
+      h.insert(h.end(), {"READY", "BUSY", "IDLE", "QUEUED", "MIN", "MAX", "AGE"});
+      if (wide) {
+        h.insert(h.end(), {"SLEEPING", "UPDATED", "SESSION", "REASON", "MESSAGE"});
+      }
+      break;
   }
   return h;
 }
@@ -333,8 +339,10 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
     case api::Kind::kAgentTask: {
       const auto& spec = o.agent_task_spec();
       const auto& status = o.agent_task_status();
-      // Before a worker is picked, the one asked for (a selector picks one later).
-      const std::string worker = !status.worker.empty() ? status.worker : spec.worker_ref;
+      // Before a worker is picked, the one asked for (a selector picks one later), or the pool.
+      const std::string worker = !status.worker.empty()   ? status.worker
+                                 : !spec.pool_ref.empty() ? "agentpool/" + spec.pool_ref
+                                                          : spec.worker_ref;
       r.insert(r.end(),
                {std::string(api::TaskPhaseName(status.phase)), OrNone(worker), age,
                 TaskDuration(status, now), std::to_string(status.commands), ResultCell(status)});
@@ -366,6 +374,20 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
       if (wide) {
         r.insert(r.end(), {spec.path, std::to_string(status.objects), OrNone(ReadyReason(o)),
                            ReadyMessage(o)});
+      }
+      break;
+    }
+    case api::Kind::kAgentPool: {
+      const auto& spec = o.agent_pool_spec();
+      const auto& status = o.agent_pool_status();
+      r.insert(r.end(), {std::to_string(status.ready) + "/" + std::to_string(status.replicas),
+                         std::to_string(status.busy), std::to_string(status.idle),
+                         std::to_string(status.queued), std::to_string(spec.replicas.min),
+                         std::to_string(spec.replicas.max), age});
+      if (wide) {
+        r.insert(r.end(), {std::to_string(status.sleeping), std::to_string(status.updated_replicas),
+                           spec.session == api::SessionMode::kShared ? "Shared" : "PerTask",
+                           OrNone(ReadyReason(o)), ReadyMessage(o)});
       }
       break;
     }

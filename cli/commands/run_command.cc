@@ -70,6 +70,9 @@ std::string InFlagTerms(const RunCommandOptions& options, const api::Object& tas
   if (field == "spec.workerRef") {
     return "WORKER" + rest;
   }
+  if (field == "spec.poolRef") {
+    return "--pool" + rest;
+  }
   if (field.substr(0, 13) == "spec.collect[") {
     const size_t index = std::stoul(std::string(field.substr(13)));
     return "--collect " + options.collect.at(index) + rest;
@@ -81,12 +84,18 @@ std::string InFlagTerms(const RunCommandOptions& options, const api::Object& tas
 }
 
 api::StatusOr<api::Object> BuildTask(CommandContext& ctx, const RunCommandOptions& options) {
+  if (options.worker.empty() == options.pool.empty()) {
+    return api::InvalidArgumentError(
+        "give exactly one of WORKER (an AgentWorker) or --pool NAME (an AgentPool)");
+  }
   ASSIGN_OR_RETURN(std::string input, ReadInput(ctx, options));
-  api::Object task = api::MakeObject(
-      api::Kind::kAgentTask, options.name.empty() ? GenerateTaskName(options.worker) : options.name,
-      ctx.options().namespace_);
+  const std::string& target = options.worker.empty() ? options.pool : options.worker;
+  api::Object task = api::MakeObject(api::Kind::kAgentTask,
+                                     options.name.empty() ? GenerateTaskName(target) : options.name,
+                                     ctx.options().namespace_);
   api::AgentTaskSpec& spec = task.agent_task_spec();
   spec.worker_ref = options.worker;
+  spec.pool_ref = options.pool;
   spec.input = std::move(input);
   if (!options.timeout.empty()) {
     auto timeout = api::ParseDuration(options.timeout);
@@ -130,6 +139,19 @@ int RunRun(CommandContext& ctx, const RunCommandOptions& options) {
   auto store = ctx.store();
   if (!store.ok()) {
     return ctx.Fail(store.status());
+  }
+  // A worker or pool that does not exist is a mistake to say now, not a task queued forever.
+  const api::ObjectKey runs_on =
+      options.pool.empty() ? api::ObjectKey{api::Kind::kAgentWorker, key.namespace_, options.worker}
+                           : api::ObjectKey{api::Kind::kAgentPool, key.namespace_, options.pool};
+  if (auto found = (*store)->Get(runs_on); !found.ok()) {
+    if (found.status().code() == api::StatusCode::kNotFound) {
+      ctx.err() << "Error from server (NotFound): " << ResourceName(runs_on.kind) << " \""
+                << runs_on.name << "\" not found in namespace \"" << runs_on.namespace_
+                << "\"; no task was created\n";
+      return ctx.exit_code = kExitError;
+    }
+    return ctx.Fail(found.status());
   }
   // Store::Apply would configure an existing task; run only ever creates one.
   if (auto existing = (*store)->Get(key); existing.ok()) {
@@ -178,8 +200,11 @@ void AddRunCommand(CLI::App& app, CommandContext& ctx) {
   auto options = std::make_shared<RunCommandOptions>();
   CLI::App* sub = app.add_subcommand(
       "run",
-      "Run one agent turn: create an AgentTask for WORKER, follow its log, write its artifacts");
-  sub->add_option("worker", options->worker, "the AgentWorker to run the turn")->required();
+      "Run one agent turn: create an AgentTask for WORKER (or --pool NAME), follow its log, "
+      "write its artifacts");
+  sub->add_option("worker", options->worker, "the AgentWorker to run the turn");
+  sub->add_option("--pool", options->pool,
+                  "run the turn on an idle replica of this AgentPool instead of a WORKER");
   sub->add_option("--input", options->input, "the user message of the turn");
   sub->add_option("-f,--filename", options->input_file, "read the input from FILE (- for stdin)");
   sub->add_option("--collect", options->collect,
@@ -189,7 +214,8 @@ void AddRunCommand(CLI::App& app, CommandContext& ctx) {
                   "cancel the turn after this long from its submission (1s–24h; default 30m)");
   sub->add_option("-o,--output-dir", options->output_dir, "where to write the collected files")
       ->capture_default_str();
-  sub->add_option("--name", options->name, "the task's name (default WORKER-<random>)");
+  sub->add_option("--name", options->name,
+                  "the task's name (default WORKER-<random>, or POOL-<random>)");
   sub->callback([&ctx, options, sub] {
     options->input_given = sub->count("--input") > 0;
     ctx.action = [&ctx, options] { return RunRun(ctx, *options); };

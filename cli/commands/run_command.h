@@ -29,14 +29,15 @@ class App;
 namespace sbx::cli {
 
 struct RunCommandOptions {
-  std::string worker;                // WORKER: the AgentWorker's name
+  std::string worker;                // WORKER: the AgentWorker's name (or --pool)
+  std::string pool;                  // --pool NAME: an AgentPool's idle replica runs it
   std::string input;                 // --input TEXT
   bool input_given = false;          // --input was on the line (an empty one is an error)
   std::string input_file;            // -f FILE ("-": stdin)
   std::vector<std::string> collect;  // --collect PATH…
   std::string timeout;               // --timeout; "" = the AgentTask default (30m)
   std::string output_dir = ".";      // -o DIR
-  std::string name;                  // --name; "" = WORKER-<random>
+  std::string name;                  // --name; "" = WORKER-<random> (or POOL-<random>)
 };
 
 int RunRun(CommandContext& ctx, const RunCommandOptions& options);
