@@ -139,9 +139,11 @@ HttpRequest ToRequest(const http::request<http::string_body>& req, const Peer& p
   return out;
 }
 
+// `head_only`: the answer to a HEAD request, its Content-Length that of the body it leaves out.
 template <class Stream>
 void WriteResponse(Stream& stream, ConnState& state, const HttpResponse& r, unsigned version,
-                   bool keep_alive, const std::string& server_name, beast::error_code& ec) {
+                   bool keep_alive, bool head_only, const std::string& server_name,
+                   beast::error_code& ec) {
   http::response<http::string_body> res{static_cast<http::status>(r.status), version};
   if (!server_name.empty()) {
     res.set(http::field::server, server_name);
@@ -155,6 +157,11 @@ void WriteResponse(Stream& stream, ConnState& state, const HttpResponse& r, unsi
   res.keep_alive(keep_alive);
   res.body() = r.body;
   res.prepare_payload();
+  if (head_only) {
+    http::response_serializer<http::string_body> sr{res};
+    TimedWrite(state, [&] { http::write_header(stream, sr, ec); });
+    return;
+  }
   TimedWrite(state, [&] { http::write(stream, res, ec); });
 }
 
@@ -184,7 +191,8 @@ class BeastExchange final : public HttpExchange {
     }
     responded_ = true;
     beast::error_code ec;
-    WriteResponse(stream_, state_, r, version_, keep_alive_, server_name_, ec);
+    WriteResponse(stream_, state_, r, version_, keep_alive_, request_.method == "HEAD",
+                  server_name_, ec);
     failed_ = static_cast<bool>(ec);
     return !ec;
   }
@@ -587,7 +595,8 @@ class HttpServer::Impl {
   void RefuseAndClose(Stream& stream, ConnState& state, const HttpResponse& r) const {
     state.reading_since_ms = 0;
     beast::error_code ec;
-    WriteResponse(stream, state, r, 11, /*keep_alive=*/false, options_.server_name, ec);
+    WriteResponse(stream, state, r, 11, /*keep_alive=*/false, /*head_only=*/false,
+                  options_.server_name, ec);
     if (!ec) {
       DrainBeforeClose(stream, state);
     }

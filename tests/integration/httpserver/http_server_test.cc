@@ -103,6 +103,19 @@ TEST(HttpServerTest, BindsPortZeroAndHandsOverTheRequestOnAKeptAliveConnection) 
   EXPECT_EQ(r.requests()[2].peer_port, r.requests()[3].peer_port);
 }
 
+// A HEAD answer has the headers of the GET answer and no body, so the next answer on the
+// connection is read as such.
+TEST(HttpServerTest, AHeadAnswerCarriesNoBody) {
+  Recording r;
+  RawConnection c(r.Start());
+  ASSERT_TRUE(c.Send("HEAD /abc HTTP/1.1\r\nHost: x\r\n\r\nGET /de HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const std::string both = c.ReadUntilClosed(1s);
+  EXPECT_TRUE(both.starts_with("HTTP/1.1 200")) << both;
+  EXPECT_NE(both.find("Content-Length: 4\r\n"), std::string::npos) << both;
+  EXPECT_NE(both.find("\r\n\r\nHTTP/1.1 200"), std::string::npos) << both;
+  EXPECT_TRUE(both.ends_with("\r\n\r\n/de")) << both;
+}
+
 TEST(HttpServerTest, AnAddressInUseIsUnavailableAndABadOneInvalid) {
   Recording first;
   const int port = first.Start();
