@@ -2,7 +2,7 @@
 #   cmake -DROOT=<repo> -DDIRS=a,b -DWORD=<word> -P CheckLayering.cmake
 #     no file under DIRS mentions WORD, case-insensitively (issue #11 item 2: "nothing under
 #     controller/server or controller/cloud/openai names databricks": they reach a cloud only
-#     through cloud-neutral interfaces);
+#     through cloud-neutral interfaces; issue #26: only httpserver/ says "acceptor");
 #   cmake -DROOT=<repo> -DDIRS=a,b -DINCLUDE=<regex> -P CheckLayering.cmake
 #     no .h/.cc under DIRS includes a header whose path matches INCLUDE (issue #26: an edge
 #     that once made a dependency loop, or pulled a server into a client, stays out).
@@ -43,7 +43,7 @@ foreach(dir IN LISTS dirs)
   endforeach()
 endforeach()
 if(WORD)
-  set(rule "mention \"${WORD}\" but must stay cloud-neutral")
+  set(rule "mention \"${WORD}\", against the layering")
 else()
   set(rule "include ${INCLUDE}, against the layering")
 endif()

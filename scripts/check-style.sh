@@ -4,9 +4,10 @@
 #      tracked .h and .cc file;
 #   2. tidy: clang-tidy with the checks in .clang-tidy (braces on every control statement,
 #      bugprone-*, performance-*, …) over the non-test translation units of api/, cli/,
-#      controller/ and emulator/ and the headers of those folders they include, using the
-#      compile commands of build/<preset> (configure that preset first: every preset exports
-#      compile_commands.json). Runs SBX_STYLE_JOBS (default 2) clang-tidy processes at a time.
+#      controller/, emulator/ and httpserver/ and the headers of those folders they include,
+#      using the compile commands of build/<preset> (configure that preset first: every preset
+#      exports compile_commands.json). Runs SBX_STYLE_JOBS (default 2) clang-tidy processes at
+#      a time.
 # Prints every finding once (a header included by many files is reported once), a count per
 # folder, and exits non-zero if there is any.
 #
@@ -76,7 +77,7 @@ if ((run_tidy)); then
   else
     # The non-test translation units of the four source folders, as the build compiles them.
     mapfile -t units < <(jq -r '.[].file' "$db" | sed "s|^$root/||" |
-      grep -E '^(api|cli|controller|emulator)/.*\.cc$' | sort -u)
+      grep -E '^(api|cli|controller|emulator|httpserver)/.*\.cc$' | sort -u)
   fi
   out=$(mktemp)
   trap 'rm -f "$out"' EXIT
@@ -85,10 +86,10 @@ if ((run_tidy)); then
   # generated them (scripts/test.sh builds before it checks).
   printf '%s\0' "${units[@]}" |
     xargs -0 -n 1 -P "$jobs" clang-tidy -p "build/$preset" --quiet \
-      --header-filter="^$root/(api|cli|controller|emulator)/" >"$out" 2>/dev/null || true
+      --header-filter="^$root/(api|cli|controller|emulator|httpserver)/" >"$out" 2>/dev/null || true
   # "path:line:col: warning: text [check]" once each, with the path relative to the repository.
   findings=$(grep -E '^/.*:[0-9]+:[0-9]+: (warning|error): ' "$out" | sed "s|^$root/||" |
-    grep -E '^(api|cli|controller|emulator)/' | sort -u || true)
+    grep -E '^(api|cli|controller|emulator|httpserver)/' | sort -u || true)
   if [[ -n "$findings" ]]; then
     echo "$findings"
     echo "check-style: $(wc -l <<<"$findings") clang-tidy findings in ${#units[@]} files" \

@@ -1,17 +1,18 @@
-// HealthServer: sbxd's operational HTTP endpoint (DESIGN §4 --metrics-addr), over cpprestsdk's
-// http_listener (kept out of this header).
+// HealthServer: sbxd's operational HTTP endpoint (DESIGN §4 --metrics-addr), an adapter over
+// sbx's one HTTP server (httpserver/http_server.h, kept out of this header).
 //
 //   GET /healthz → 200 "ok" while the process runs;
 //   GET /readyz  → 200 "ok" when readiness() returns {true, _}, else 503 with the reason
 //                  (e.g. "standby: waiting for the leader lease", "initial sync not done");
 //   GET /metrics → 200 Metrics::Render(), Content-Type "text/plain; version=0.0.4";
 //   other paths  → 404; other methods on these paths → 405.
+// The library's bounds apply (head, body, connections, request and write deadlines).
 //
-// Thread-safety: Start/Stop from one owning thread. Requests are served on cpprest's thread
-// pool, so `readiness` is called concurrently and must be thread-safe; an exception from it
-// answers 503. Stop() closes the listener and waits for requests in flight, so after it returns
-// neither `metrics` nor `readiness` is called again. Ownership: `metrics` and whatever
-// `readiness` refers to must outlive Stop() (the destructor calls it).
+// Thread-safety: Start/Stop from one owning thread. Requests are served on the server's
+// connection threads, so `readiness` is called concurrently and must be thread-safe; an
+// exception from it answers 503. Stop() closes the listener and joins every connection thread,
+// so after it returns neither `metrics` nor `readiness` is called again. Ownership: `metrics`
+// and whatever `readiness` refers to must outlive Stop() (the destructor calls it).
 #pragma once
 
 #include <functional>
@@ -21,6 +22,10 @@
 
 #include "api/status.h"
 #include "controller/server/metrics.h"
+
+namespace sbx::httpserver {
+class HttpServer;
+}
 
 namespace sbx::controller {
 
@@ -33,20 +38,18 @@ class HealthServer {
   HealthServer(const HealthServer&) = delete;
   HealthServer& operator=(const HealthServer&) = delete;
 
-  // Listens on `addr`: "host:port", "[v6addr]:port" or ":port" (all IPv4 interfaces). Port 0
-  // picks a free port (retrying if another process takes it first). Returns the port listened
-  // on. kInvalidArgument for a malformed address, kUnavailable if it cannot be bound,
-  // kFailedPrecondition if already started.
+  // Listens on `addr` (httpserver::ParseListenAddress: "host:port", "[v6addr]:port" or
+  // ":port"); port 0 picks a free port. Returns the port listened on. kInvalidArgument for a
+  // malformed address, kUnavailable if it cannot be bound, kFailedPrecondition if already
+  // started. After Stop() it may be started again.
   api::StatusOr<int> Start(const std::string& addr);
   // Idempotent.
   void Stop();
 
  private:
-  struct Shared;
-  class Listener;
-
-  std::shared_ptr<Shared> shared_;
-  std::unique_ptr<Listener> listener_;  // Set while started.
+  Metrics& metrics_;
+  Readiness readiness_;
+  std::unique_ptr<httpserver::HttpServer> server_;  // Set while started.
 };
 
 }  // namespace sbx::controller

@@ -1,14 +1,15 @@
-// WebhookServer: the HTTP/1.1 listener of `sbxd --webhook-addr` (Boost.Beast underneath, kept
-// out of this header). It reads each request within bounds and hands it to a handler (the
-// WebhookReceiver) as a WebhookRequest; it knows nothing of signatures.
+// WebhookServer: the HTTP/1.1 listener of `sbxd --webhook-addr`, an adapter over sbx's one HTTP
+// server (httpserver/http_server.h). It hands each request to a handler (the WebhookReceiver) as
+// a WebhookRequest and answers in plain text; it knows nothing of signatures.
 //
-// Bounds, so that an unauthenticated peer cannot make sbxd hold much: a body over
-// `max_body_bytes` is not read — the handler is called with body_too_large (it counts it) and
-// the answer is 413, then the connection closes; headers over 16 KiB close the connection; a
-// whole request (head and body, and the idle wait before it) must arrive within `read_timeout`,
-// however it trickles, or the connection is dropped; at most `max_connections` connections at
-// once: a new one closes the connection that has waited longest for its request, or is itself
-// closed when all are being handled. Keep-alive is honoured.
+// The library's bounds apply, so that an unauthenticated peer cannot make sbxd hold much: a body
+// over `max_body_bytes` is not read — the handler is called with body_too_large (it counts it)
+// and its answer (413) is sent, then the connection closes after a lingering close; a head over
+// the library's limit is answered 431; a whole request (head and body, and the idle wait before
+// it) must arrive within `read_timeout`, however it trickles, and a peer that reads nothing of
+// its answer is dropped after as long; at most `max_connections` connections at once: a new one
+// closes the connection that has waited longest for its request, or is itself closed when all
+// are being handled. Keep-alive is honoured.
 //
 // Thread-safety: Start/Stop from one owning thread; the handler is called concurrently from
 // connection threads and must be thread-safe. Stop() closes the listener and every connection
@@ -24,6 +25,10 @@
 
 #include "api/status.h"
 #include "controller/webhook/webhook_receiver.h"
+
+namespace sbx::httpserver {
+class HttpServer;
+}
 
 namespace sbx::controller {
 
@@ -42,16 +47,17 @@ class WebhookServer {
   WebhookServer(const WebhookServer&) = delete;
   WebhookServer& operator=(const WebhookServer&) = delete;
 
-  // Listens on `addr`: "host:port", "[v6addr]:port" or ":port" (all IPv4 interfaces); port 0
-  // picks a free one. Returns the port. kInvalidArgument for a malformed address, kUnavailable
-  // if it cannot be bound, kFailedPrecondition if already started.
+  // Listens on `addr` (httpserver::ParseListenAddress: "host:port", "[v6addr]:port" or ":port");
+  // port 0 picks a free one. Returns the port. kInvalidArgument for a malformed address,
+  // kUnavailable if it cannot be bound, kFailedPrecondition if already started.
   api::StatusOr<int> Start(const std::string& addr);
   // Idempotent.
   void Stop();
 
  private:
-  class Impl;
-  std::unique_ptr<Impl> impl_;
+  Handler handler_;
+  const WebhookServerOptions options_;
+  std::unique_ptr<httpserver::HttpServer> server_;  // Set by Start.
 };
 
 }  // namespace sbx::controller

@@ -1,5 +1,8 @@
 #include "emulator/openai/websocket_server.h"
 
+#include <unistd.h>
+
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
@@ -14,6 +17,8 @@
 #include <optional>
 #include <thread>
 #include <utility>
+
+#include "httpserver/http_server.h"
 
 namespace sbx::emulator::internal {
 namespace {
@@ -31,29 +36,12 @@ class WebSocketServer::Impl {
   explicit Impl(WebSocketHandlers handlers) : handlers_(std::move(handlers)) {}
 
   int Start(const std::string& host, int port, std::string& error) {
-    beast::error_code ec;
-    auto address = asio::ip::make_address(host, ec);
-    if (ec) {
-      error = "bad listen address " + host + ": " + ec.message();
+    api::StatusOr<int> bound = http_.Start(host, port);
+    if (!bound.ok()) {
+      error = bound.status().message();
       return -1;
     }
-    tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
-    acceptor_.open(endpoint.protocol(), ec);
-    if (!ec) {
-      acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-    }
-    if (!ec) {
-      acceptor_.bind(endpoint, ec);
-    }
-    if (!ec) {
-      acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    }
-    if (ec) {
-      error = "cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message();
-      return -1;
-    }
-    port_ = acceptor_.local_endpoint(ec).port();
-    Accept();
+    port_ = *bound;
     thread_ = std::thread([this] { ioc_.run(); });
     started_ = true;
     return port_;
@@ -64,11 +52,11 @@ class WebSocketServer::Impl {
       return;
     }
     stopped_ = true;
-    // On the I/O thread: stop accepting and start a close handshake on every connection.
+    // No new connection, and no handover in flight: every one already posted runs first.
+    http_.Stop();
+    // On the I/O thread: start a close handshake on every connection.
     auto closed = std::make_shared<std::promise<void>>();
     asio::post(ioc_, [this, closed] {
-      beast::error_code ec;
-      acceptor_.close(ec);
       for (auto& [id, session] : sessions_) {
         session->Close(websocket::close_code::going_away, "");
       }
@@ -86,6 +74,7 @@ class WebSocketServer::Impl {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    work_.reset();
     ioc_.stop();
     if (thread_.joinable()) {
       thread_.join();
@@ -133,12 +122,14 @@ class WebSocketServer::Impl {
   // One connection, from its HTTP upgrade request to its close. Lives on the I/O thread only.
   class Session : public std::enable_shared_from_this<Session> {
    public:
-    Session(Impl& server, tcp::socket socket) : server_(server), ws_(std::move(socket)) {}
+    Session(Impl& server, tcp::socket socket, http::request<http::string_body> request)
+        : server_(server), ws_(std::move(socket)), request_(std::move(request)) {}
 
+    // Answers the upgrade request (validated by Impl::Upgrade) with 101 and starts reading.
     void Run() {
-      http::async_read(
-          ws_.next_layer(), buffer_, request_,
-          [self = shared_from_this()](beast::error_code ec, std::size_t) { self->OnRequest(ec); });
+      resource_ = std::string(request_.target());
+      ws_.async_accept(request_,
+                       [self = shared_from_this()](beast::error_code ec) { self->OnAccept(ec); });
     }
 
     void Write(const std::string& text) {
@@ -164,30 +155,6 @@ class WebSocketServer::Impl {
     }
 
    private:
-    void OnRequest(beast::error_code ec) {
-      if (ec) {
-        return;  // not even a request: drop the socket
-      }
-      resource_ = std::string(request_.target());
-      int status = !websocket::is_upgrade(request_) ? 426
-                   : server_.handlers_.on_validate  ? server_.handlers_.on_validate(resource_)
-                                                    : 101;
-      if (status != 101) {
-        auto response = std::make_shared<http::response<http::string_body>>(
-            static_cast<http::status>(status), request_.version());
-        response->keep_alive(false);
-        response->prepare_payload();
-        http::async_write(ws_.next_layer(), *response,
-                          [self = shared_from_this(), response](beast::error_code, std::size_t) {
-                            beast::error_code ignored;
-                            self->ws_.next_layer().shutdown(tcp::socket::shutdown_both, ignored);
-                          });
-        return;
-      }
-      ws_.async_accept(request_,
-                       [self = shared_from_this()](beast::error_code ec) { self->OnAccept(ec); });
-    }
-
     void OnAccept(beast::error_code ec) {
       if (ec) {
         return;
@@ -257,13 +224,45 @@ class WebSocketServer::Impl {
     std::optional<websocket::close_reason> pending_close_;
   };
 
-  void Accept() {
-    acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
-      if (ec) {
-        return;  // the acceptor was closed (Stop)
-      }
-      std::make_shared<Session>(*this, std::move(socket))->Run();
-      Accept();
+  static httpserver::HttpServerOptions Options(Impl& impl) {
+    httpserver::HttpServerOptions options;
+    options.server_name = "sbx-emulator";
+    options.read_timeout = std::chrono::minutes(10);
+    options.write_timeout = std::chrono::minutes(10);
+    options.upgrade = [&impl](httpserver::HttpExchange& x) { impl.Upgrade(x); };
+    return options;
+  }
+
+  // On a connection thread of http_: validates the handshake, then hands the socket to the I/O
+  // thread, where the Session answers 101.
+  void Upgrade(httpserver::HttpExchange& x) {
+    const httpserver::HttpRequest& r = x.request();
+    http::request<http::string_body> request{http::string_to_verb(r.method), r.target, 11};
+    for (const auto& [name, value] : r.headers) {
+      request.set(name, value);
+    }
+    const int status = !websocket::is_upgrade(request) ? 426
+                       : handlers_.on_validate         ? handlers_.on_validate(r.target)
+                                                       : 101;
+    if (status != 101) {
+      x.Respond({status, "", {}, ""});
+      return;
+    }
+    httpserver::TakenSocket taken = x.TakeSocket();
+    if (taken.fd < 0) {
+      return;  // the server answers 500
+    }
+    // A client sends nothing before the 101 (RFC 6455 §4.1), so nothing is buffered to carry.
+    tcp::socket socket(ioc_);
+    beast::error_code ec;
+    socket.assign(r.peer_address.find(':') == std::string::npos ? tcp::v4() : tcp::v6(), taken.fd,
+                  ec);
+    if (ec) {
+      ::close(taken.fd);
+      return;
+    }
+    asio::post(ioc_, [this, socket = std::move(socket), request = std::move(request)]() mutable {
+      std::make_shared<Session>(*this, std::move(socket), std::move(request))->Run();
     });
   }
 
@@ -294,7 +293,13 @@ class WebSocketServer::Impl {
 
   WebSocketHandlers handlers_;
   asio::io_context ioc_{1};
-  tcp::acceptor acceptor_{ioc_};
+  // Keeps ioc_.run() going while no connection is open; reset by Stop().
+  asio::executor_work_guard<asio::io_context::executor_type> work_{ioc_.get_executor()};
+  // Every request reaches it; a WebSocket handshake is handed over (Upgrade), others get 426.
+  httpserver::HttpServer http_{[](httpserver::HttpExchange& x) {
+                                 x.Respond({426, "", {}, ""});
+                               },
+                               Options(*this)};
   std::thread thread_;
   bool started_ = false;
   bool stopped_ = false;

@@ -1,5 +1,7 @@
 // WebSocketServer: a minimal RFC 6455 server on loopback for the OpenAI emulator's executor
-// connections (Boost.Beast underneath, kept out of this header).
+// connections, on a port of its own. Its listener is sbx's one HTTP server
+// (httpserver/http_server.h), whose upgrade hook hands each validated handshake's socket over;
+// Beast's WebSocket stream then runs the connection (both kept out of this header).
 //
 // Model: one I/O thread runs every handler. Pings are answered with pongs automatically (the
 // real `codex exec-server` pings every 30 s and drops the link after 60 s without a pong).

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tests/support/http_test_client.h"
+#include "tests/support/raw_connection.h"
 
 namespace sbx::controller {
 namespace {
@@ -74,6 +75,18 @@ TEST_F(HealthServerTest, MetricsRendersTheRegistryAfterRunningCollectors) {
 TEST_F(HealthServerTest, UnknownPathsAre404AndOtherMethods405) {
   EXPECT_EQ(client_->Call("GET", "/nope").status, 404);
   EXPECT_EQ(client_->Call("POST", "/metrics", "{}").status, 405);
+}
+
+// A probe may use HEAD: the answer has no body, so the next answer on the connection is intact.
+TEST_F(HealthServerTest, HeadIsAnsweredWithoutABody) {
+  sbx::testing::RawConnection c(port_);
+  ASSERT_TRUE(
+      c.Send("HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+             "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  const std::string both = c.ReadUntilClosed(std::chrono::seconds(10));
+  EXPECT_TRUE(both.starts_with("HTTP/1.1 200")) << both;
+  EXPECT_NE(both.find("\r\n\r\nHTTP/1.1 200"), std::string::npos) << both;
+  EXPECT_TRUE(both.ends_with("\r\n\r\nok\n")) << both;
 }
 
 TEST_F(HealthServerTest, StopsListeningAndCanBeStartedAgain) {
