@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "api/text.h"
+#include "controller/base/sha256.h"
 
 namespace sbx::controller::apiserver {
 namespace {
@@ -28,13 +29,6 @@ bool ValidName(std::string_view name) {
     }
   }
   return true;
-}
-
-std::string RawSha256(std::string_view bytes) {
-  std::string digest(SHA256_DIGEST_LENGTH, '\0');
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
-         reinterpret_cast<unsigned char*>(digest.data()));
-  return digest;
 }
 
 std::optional<std::string> FromHex(std::string_view hex) {
@@ -93,7 +87,7 @@ api::StatusOr<Role> ParseRole(std::string_view text) {
 
 std::string Sha256Hex(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
-  const std::string digest = RawSha256(bytes);
+  const std::string digest = Sha256(bytes);
   std::string hex;
   hex.reserve(digest.size() * 2);
   for (const char c : digest) {
@@ -190,7 +184,7 @@ std::optional<Caller> TokenTable::Authenticate(std::string_view token) const {
   if (token.empty()) {
     return std::nullopt;
   }
-  const std::string presented = RawSha256(token);
+  const std::string presented = Sha256(token);
   std::optional<Caller> found;
   for (const Entry& e : entries_) {
     // Every entry is compared, in constant time each; no early exit on a match.
