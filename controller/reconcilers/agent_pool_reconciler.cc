@@ -158,21 +158,48 @@ StatusOr<bool> AgentPoolReconciler::Retire(Target& t, const Object& replica,
   return true;
 }
 
+// What one pass sees and decides.
+struct AgentPoolReconciler::Pass {
+  std::string hash;  // the current templateHash
+  WallTime now{};
+  std::vector<Object> replicas;
+  std::vector<Object> tasks;  // the namespace's
+  std::vector<Replica> seen;  // one per replica, pointing into `replicas`
+  int queued = 0;             // the pool's live tasks no replica is bound to
+  int busy = 0;
+  int active = 0;  // replicas that stay: busy ones, and free ones of the current template
+  int demand = 0;  // busy + queued + warm
+  int want = 0;    // demand within [min, max]
+  int created = 0;
+  std::optional<WallTime> next_due;  // the next scale-down or progress deadline
+
+  void Due(WallTime at) { next_due = next_due ? std::min(*next_due, at) : at; }
+};
+
 StatusOr<ReconcileResult> AgentPoolReconciler::Converge(Target& t) {
-  const api::AgentPoolSpec& spec = t.spec();
-  const std::string& ns = t.object.metadata.namespace_;
-  const std::string hash = TemplateHash(t.object);
-  const WallTime now = clock_.Now();
-  ASSIGN_OR_RETURN(std::vector<Object> replicas, ListReplicas(store_, t.object));
+  Pass p;
+  p.hash = TemplateHash(t.object);
+  p.now = clock_.Now();
+  RETURN_IF_ERROR(Observe(t, p));
+  RETURN_IF_ERROR(Scale(t, p));
+  Report(t, p);
+  milliseconds wait = options_.recheck;
+  if (p.next_due) {
+    wait = std::clamp(std::chrono::ceil<milliseconds>(*p.next_due - p.now), milliseconds(1), wait);
+  }
+  return ReconcileResult::RequeueAfter(wait);
+}
+
+Status AgentPoolReconciler::Observe(Target& t, Pass& p) {
+  ASSIGN_OR_RETURN(p.replicas, ListReplicas(store_, t.object));
   ListOptions same_ns;
   same_ns.kind = api::Kind::kAgentTask;
-  same_ns.namespace_ = ns;
-  ASSIGN_OR_RETURN(std::vector<Object> tasks, store_.List(same_ns));
-  const LiveTasks live = LiveTasksOf(tasks);
-
+  same_ns.namespace_ = t.object.metadata.namespace_;
+  ASSIGN_OR_RETURN(p.tasks, store_.List(same_ns));
+  const LiveTasks live = LiveTasksOf(p.tasks);
   // The last completion of a task on each replica (for how long it has been idle).
   std::map<std::string, WallTime> last_task_end;
-  for (const Object& task : tasks) {
+  for (const Object& task : p.tasks) {
     const api::AgentTaskStatus& st = task.agent_task_status();
     if (api::IsFinished(st.phase) && !st.worker.empty()) {
       if (std::optional<WallTime> end = ParseRfc3339(st.completed_at)) {
@@ -181,10 +208,9 @@ StatusOr<ReconcileResult> AgentPoolReconciler::Converge(Target& t) {
       }
     }
   }
-  std::vector<Replica> seen;
   std::set<std::string> bound;  // task uids bound to a replica
   std::vector<api::ObjectKey> keys;
-  for (const Object& r : replicas) {
+  for (const Object& r : p.replicas) {
     Replica x;
     x.object = &r;
     x.deleting = !r.metadata.deletion_timestamp.empty();
@@ -194,8 +220,8 @@ StatusOr<ReconcileResult> AgentPoolReconciler::Converge(Target& t) {
     const api::Condition* ready = ReadyOf(r);
     x.ready = !x.deleting && ready != nullptr && ready->status == ConditionStatus::kTrue;
     x.sleeping = x.ready && ready->reason == reason::kSleeping && !x.busy;
-    x.updated = Annotation(r, api::kTemplateHashAnnotation) == hash;
-    x.idle_since = ParseRfc3339(r.metadata.creation_timestamp).value_or(now);
+    x.updated = Annotation(r, api::kTemplateHashAnnotation) == p.hash;
+    x.idle_since = ParseRfc3339(r.metadata.creation_timestamp).value_or(p.now);
     if (auto it = last_task_end.find(r.metadata.name); it != last_task_end.end()) {
       x.idle_since = std::max(x.idle_since, it->second);
     }
@@ -207,59 +233,56 @@ StatusOr<ReconcileResult> AgentPoolReconciler::Converge(Target& t) {
     }
     if (x.retiring && !x.deleting) {
       // Claimed by an earlier pass that did not get to the delete.
-      ASSIGN_OR_RETURN(bool retired, Retire(t, r, "claimed for deletion earlier"));
-      x.deleting = retired;
+      ASSIGN_OR_RETURN(x.deleting, Retire(t, r, "claimed for deletion earlier"));
     }
     keys.push_back(api::KeyOf(r));
-    seen.push_back(x);
+    p.seen.push_back(x);
   }
   if (dependencies_ != nullptr) {
     dependencies_->SetDependencies(t.key(), keys);
   }
-  int queued = 0;
   for (const auto& [uid, task] : live) {
     if (task->agent_task_spec().pool_ref == t.object.metadata.name && !bound.contains(uid)) {
-      ++queued;
+      ++p.queued;
     }
   }
+  return api::OkStatus();
+}
 
+Status AgentPoolReconciler::Scale(Target& t, Pass& p) {
+  const api::AgentPoolSpec& spec = t.spec();
   // Rollout: a replica of an older template goes as soon as it holds no task.
-  for (Replica& x : seen) {
+  for (Replica& x : p.seen) {
     if (!x.updated && x.free()) {
-      ASSIGN_OR_RETURN(bool retired, Retire(t, *x.object, "made from an older template"));
-      x.deleting = retired;
+      ASSIGN_OR_RETURN(x.deleting, Retire(t, *x.object, "made from an older template"));
     }
   }
-  int busy = 0;
-  int active = 0;  // replicas that stay: busy ones, and free ones of the current template
-  for (const Replica& x : seen) {
-    busy += x.busy ? 1 : 0;
-    active += !x.deleting && !x.retiring && (x.busy || x.updated) ? 1 : 0;
+  for (const Replica& x : p.seen) {
+    p.busy += x.busy ? 1 : 0;
+    p.active += !x.deleting && !x.retiring && (x.busy || x.updated) ? 1 : 0;
   }
-  const int demand = busy + queued + spec.warm;
-  const int want = std::clamp(std::max(spec.replicas.min, demand), 0, spec.replicas.max);
-  for (int i = active; i < want; ++i) {
-    RETURN_IF_ERROR(CreateReplica(t, hash));
+  p.demand = p.busy + p.queued + spec.warm;
+  p.want = std::clamp(std::max(spec.replicas.min, p.demand), 0, spec.replicas.max);
+  for (; p.active + p.created < p.want; ++p.created) {
+    RETURN_IF_ERROR(CreateReplica(t, p.hash));
   }
-
   // Scale down: free replicas above the demand, idle for scaleDownAfter, the longest idle first.
-  std::optional<WallTime> next_due;
   std::vector<Replica*> candidates;
-  for (Replica& x : seen) {
+  for (Replica& x : p.seen) {
     if (x.updated && x.free()) {
       candidates.push_back(&x);
     }
   }
   std::sort(candidates.begin(), candidates.end(),
             [](const Replica* a, const Replica* b) { return a->idle_since < b->idle_since; });
-  int excess = active - want;
+  int excess = p.active - p.want;
   for (Replica* x : candidates) {
     if (excess <= 0) {
       break;
     }
     const WallTime due = x->idle_since + spec.scale_down_after;
-    if (due > now) {
-      next_due = next_due ? std::min(*next_due, due) : due;
+    if (due > p.now) {
+      p.Due(due);
       continue;
     }
     ASSIGN_OR_RETURN(
@@ -270,8 +293,11 @@ StatusOr<ReconcileResult> AgentPoolReconciler::Converge(Target& t) {
       --excess;
     }
   }
+  return api::OkStatus();
+}
 
-  // Status.
+void AgentPoolReconciler::Report(Target& t, Pass& p) {
+  const api::AgentPoolSpec& spec = t.spec();
   api::AgentPoolStatus& st = t.status();
   {
     api::AgentPoolStatus fresh;
@@ -279,9 +305,9 @@ StatusOr<ReconcileResult> AgentPoolReconciler::Converge(Target& t) {
     fresh.conditions = std::move(st.conditions);
     st = std::move(fresh);
   }
-  std::optional<WallTime> stuck_since;
+  bool stuck = false;
   bool outdated = false;
-  for (const Replica& x : seen) {
+  for (const Replica& x : p.seen) {
     if (x.deleting) {
       continue;
     }
@@ -293,65 +319,51 @@ StatusOr<ReconcileResult> AgentPoolReconciler::Converge(Target& t) {
     st.updated_replicas += x.updated ? 1 : 0;
     outdated = outdated || !x.updated;
     if (x.updated && !x.ready) {
-      const WallTime created = ParseRfc3339(x.object->metadata.creation_timestamp).value_or(now);
-      if (now - created >= spec.progress_deadline) {
-        stuck_since = created;
-      } else {
-        const WallTime due = created + spec.progress_deadline;
-        next_due = next_due ? std::min(*next_due, due) : due;
+      const WallTime created = ParseRfc3339(x.object->metadata.creation_timestamp).value_or(p.now);
+      stuck = stuck || p.now - created >= spec.progress_deadline;
+      if (p.now - created < spec.progress_deadline) {
+        p.Due(created + spec.progress_deadline);
       }
     }
   }
-  st.replicas += std::max(0, want - active);  // created in this pass
-  st.updated_replicas += std::max(0, want - active);
-  st.queued = queued;
-  st.template_hash = hash;
+  st.replicas += p.created;
+  st.updated_replicas += p.created;
+  st.queued = p.queued;
+  st.template_hash = p.hash;
+  const auto set = [&](std::string_view type, ConditionStatus status, std::string_view why,
+                       std::string message) {
+    reconcilers_internal::SetCondition(t.object, type, status, why, std::move(message), clock_);
+  };
   const std::string counts = std::to_string(st.ready) + " of " + std::to_string(st.replicas) +
                              " replicas Ready, " + std::to_string(st.busy) + " busy, " +
-                             std::to_string(queued) + " task(s) queued";
+                             std::to_string(p.queued) + " task(s) queued";
   if (st.ready > 0) {
-    reconcilers_internal::SetCondition(t.object, condition::kReady, ConditionStatus::kTrue,
-                                       reason::kReady, counts, clock_);
-  } else if (want == 0) {
-    reconcilers_internal::SetCondition(t.object, condition::kReady, ConditionStatus::kTrue,
-                                       reason::kScaledToZero,
-                                       "no replica is needed: nothing is queued", clock_);
+    set(condition::kReady, ConditionStatus::kTrue, reason::kReady, counts);
+  } else if (p.want == 0) {
+    set(condition::kReady, ConditionStatus::kTrue, reason::kScaledToZero,
+        "no replica is needed: nothing is queued");
   } else {
-    reconcilers_internal::SetCondition(t.object, condition::kReady, ConditionStatus::kFalse,
-                                       st.replicas > 0 ? reason::kScalingUp : reason::kNoReplicas,
-                                       counts, clock_);
+    set(condition::kReady, ConditionStatus::kFalse,
+        st.replicas > 0 ? reason::kScalingUp : reason::kNoReplicas, counts);
   }
-  if (stuck_since) {
-    reconcilers_internal::SetCondition(
-        t.object, condition::kProgressing, ConditionStatus::kFalse, reason::kRolloutStuck,
+  if (stuck) {
+    set(condition::kProgressing, ConditionStatus::kFalse, reason::kRolloutStuck,
         "a replica of the current template is not Ready after " +
-            api::FormatDuration(spec.progress_deadline) + " (spec.progressDeadline)",
-        clock_);
+            api::FormatDuration(spec.progress_deadline) + " (spec.progressDeadline)");
   } else if (outdated) {
-    reconcilers_internal::SetCondition(
-        t.object, condition::kProgressing, ConditionStatus::kTrue, reason::kRollingOut,
+    set(condition::kProgressing, ConditionStatus::kTrue, reason::kRollingOut,
         std::to_string(st.updated_replicas) + " of " + std::to_string(st.replicas) +
-            " replicas made from the current template",
-        clock_);
+            " replicas made from the current template");
   } else {
-    reconcilers_internal::SetCondition(t.object, condition::kProgressing, ConditionStatus::kTrue,
-                                       reason::kRolloutComplete, "", clock_);
+    set(condition::kProgressing, ConditionStatus::kTrue, reason::kRolloutComplete, "");
   }
-  if (demand > spec.replicas.max && queued > 0) {
-    reconcilers_internal::SetCondition(
-        t.object, condition::kScalingLimited, ConditionStatus::kTrue, reason::kAtMaxReplicas,
-        std::to_string(queued) + " task(s) queued at spec.replicas.max (" +
-            std::to_string(spec.replicas.max) + ")",
-        clock_);
+  if (p.demand > spec.replicas.max && p.queued > 0) {
+    set(condition::kScalingLimited, ConditionStatus::kTrue, reason::kAtMaxReplicas,
+        std::to_string(p.queued) + " task(s) queued at spec.replicas.max (" +
+            std::to_string(spec.replicas.max) + ")");
   } else {
-    reconcilers_internal::SetCondition(t.object, condition::kScalingLimited,
-                                       ConditionStatus::kFalse, reason::kWithinLimits, "", clock_);
+    set(condition::kScalingLimited, ConditionStatus::kFalse, reason::kWithinLimits, "");
   }
-  milliseconds wait = options_.recheck;
-  if (next_due) {
-    wait = std::clamp(std::chrono::ceil<milliseconds>(*next_due - now), milliseconds(1), wait);
-  }
-  return ReconcileResult::RequeueAfter(wait);
 }
 
 StatusOr<std::optional<ReconcileResult>> AgentPoolReconciler::Finalize(Target& t) {

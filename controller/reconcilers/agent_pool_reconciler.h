@@ -68,7 +68,16 @@ class AgentPoolReconciler final : public Reconciler {
 
  private:
   struct Target;
+  struct Pass;  // what one pass sees and decides
   api::StatusOr<ReconcileResult> Converge(Target& t);
+  // Lists the replicas and the namespace's tasks; clears stale bindings, finishes claimed
+  // deletions, counts the queue.
+  api::Status Observe(Target& t, Pass& p);
+  // Retires free replicas of older templates, creates the missing ones, retires free ones idle
+  // for scaleDownAfter above the demand.
+  api::Status Scale(Target& t, Pass& p);
+  // Status counts and conditions.
+  void Report(Target& t, Pass& p);
   api::StatusOr<std::optional<ReconcileResult>> Finalize(Target& t);
   // Creates one replica from the template.
   api::Status CreateReplica(Target& t, const std::string& hash);

@@ -1,17 +1,14 @@
 #include "controller/reconcilers/agent_task_reconciler.h"
 
-#include <openssl/sha.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "api/base64.h"
 #include "api/conditions.h"
+#include "controller/base/sha256.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/pool_binding.h"
@@ -29,19 +26,6 @@ using api::Status;
 using api::StatusOr;
 using api::TaskPhase;
 using LogKind = Store::TaskLogKind;
-
-std::string Sha256Hex(std::string_view bytes) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
-  std::string hex;
-  hex.reserve(size_t{2} * SHA256_DIGEST_LENGTH);
-  for (unsigned char b : digest) {
-    char two[3];
-    std::snprintf(two, sizeof two, "%02x", b);
-    hex += two;
-  }
-  return hex;
-}
 
 bool MatchesLabels(const Object& o, const std::map<std::string, std::string>& want) {
   for (const auto& [k, v] : want) {
@@ -68,12 +52,6 @@ bool ConditionFalse(const Object& o, std::string_view type) {
 std::string AssignedWorker(const Object& task) {
   const auto& st = task.agent_task_status();
   return !st.worker.empty() ? st.worker : task.agent_task_spec().worker_ref;
-}
-
-// Creation order, then name (same-second creations).
-bool CreatedBefore(const Object& a, const Object& b) {
-  return std::tie(a.metadata.creation_timestamp, a.metadata.name) <
-         std::tie(b.metadata.creation_timestamp, b.metadata.name);
 }
 
 // The input POST's refusal, if it has one: a definite answer (not transient), which the task
@@ -207,14 +185,18 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Converge(Target& t) {
   return ReconcileResult::Done();
 }
 
+ReconcileResult AgentTaskReconciler::Wait(Target& t, std::string_view why, std::string message) {
+  t.status().phase = TaskPhase::kQueued;
+  reconcilers_internal::SetCondition(t.object, condition::kSubmitted, ConditionStatus::kFalse, why,
+                                     std::move(message), clock_);
+  reconcilers_internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse, why,
+                                     "", clock_);
+  return ReconcileResult::RequeueAfter(options_.queue_recheck);
+}
+
 StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
   auto wait = [&](std::string_view why, std::string message) {
-    t.status().phase = TaskPhase::kQueued;
-    reconcilers_internal::SetCondition(t.object, condition::kSubmitted, ConditionStatus::kFalse,
-                                       why, std::move(message), clock_);
-    reconcilers_internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
-                                       why, "", clock_);
-    return ReconcileResult::RequeueAfter(options_.queue_recheck);
+    return Wait(t, why, std::move(message));
   };
   if (t.object.metadata.annotations.count(std::string(api::kCancelRequestedAnnotation)) != 0) {
     Log(t, {Line(LogKind::kStatus, "cancelled before submission")});
@@ -313,12 +295,7 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::BindToPool(
   const std::string& uid = t.object.metadata.uid;
   const api::ObjectKey pool_key{api::Kind::kAgentPool, ns, pool_name};
   auto wait = [&](std::string_view why, std::string message) {
-    t.status().phase = TaskPhase::kQueued;
-    reconcilers_internal::SetCondition(t.object, condition::kSubmitted, ConditionStatus::kFalse,
-                                       why, std::move(message), clock_);
-    reconcilers_internal::SetCondition(t.object, condition::kCompleted, ConditionStatus::kFalse,
-                                       why, "", clock_);
-    return std::optional(ReconcileResult::RequeueAfter(options_.queue_recheck));
+    return std::optional(Wait(t, why, std::move(message)));
   };
   StatusOr<Object> pool = store_.Get(pool_key);
   if (pool.status().code() == api::StatusCode::kNotFound) {
@@ -330,66 +307,40 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::BindToPool(
   }
   RETURN_IF_ERROR(pool.status());
   ASSIGN_OR_RETURN(std::vector<Object> replicas, ListReplicas(store_, *pool));
-  std::vector<api::ObjectKey> deps = {pool_key};
-  for (const Object& r : replicas) {
-    deps.push_back(api::KeyOf(r));
-    if (BindingOf(r) == uid) {
-      t.status().worker = r.metadata.name;  // bound (by this pass or one before a restart)
-      return std::optional<ReconcileResult>();
-    }
+  const PoolPick pick = PickReplica(t.object, replicas, tasks);
+  t.status().worker = pick.bound;  // "": not bound, or its replica went before the input was sent
+  if (!pick.bound.empty()) {
+    return std::optional<ReconcileResult>();
   }
   if (dependencies_ != nullptr) {
+    std::vector<api::ObjectKey> deps = {pool_key};
+    for (const Object& r : replicas) {
+      deps.push_back(api::KeyOf(r));
+    }
     dependencies_->SetDependencies(t.key(), deps);
   }
-  t.status().worker.clear();  // a replica that went away before the input was sent
-  // First come, first served: the pool's tasks not bound yet, in creation order.
-  const LiveTasks live = LiveTasksOf(tasks);
-  std::set<std::string> bound;
-  for (const Object& r : replicas) {
-    bound.insert(BindingOf(r));
-  }
-  int ahead = 0;
-  for (const Object& o : tasks) {
-    if (o.agent_task_spec().pool_ref == pool_name && o.metadata.uid != uid &&
-        !bound.contains(o.metadata.uid) && CreatedBefore(o, t.object)) {
-      ++ahead;
-    }
-  }
-  // Free Ready replicas, awake ones first (a sleeping one is woken by its task).
-  std::vector<const Object*> free;
-  for (const Object& r : replicas) {
-    if (r.metadata.deletion_timestamp.empty() && !Held(r, live) &&
-        ConditionTrue(r, condition::kReady)) {
-      free.push_back(&r);
-    }
-  }
-  std::stable_partition(free.begin(), free.end(), [](const Object* r) {
-    const api::Condition* ready = api::FindCondition(r->conditions(), condition::kReady);
-    return ready->reason != reason::kSleeping;
-  });
-  t.status().queue_position = ahead;
+  t.status().queue_position = pick.ahead;
   if (options_.enqueuer != nullptr) {
     options_.enqueuer->Enqueue(pool_key);  // queued work is the pool's demand
   }
-  if (ahead >= static_cast<int>(free.size())) {
-    return wait(reason::kWaitingForReplica, std::to_string(ahead) + " task(s) ahead in pool " +
-                                                pool_name + ", " + std::to_string(free.size()) +
-                                                " replica(s) free");
+  const Object* replica = pick.Candidate();
+  if (replica == nullptr) {
+    return wait(reason::kWaitingForReplica,
+                std::to_string(pick.ahead) + " task(s) ahead in pool " + pool_name + ", " +
+                    std::to_string(pick.free.size()) + " replica(s) free");
   }
-  // The ahead-th free replica: the tasks ahead take the ones before it, so concurrent binds
-  // mostly ask for different replicas; a lost race (kAborted) looks again at once.
-  const Object& replica = *free[static_cast<size_t>(ahead)];
-  Status claimed = Bind(store_, replica, uid);
+  Status claimed = Bind(store_, *replica, uid);
   if (claimed.code() == api::StatusCode::kAborted ||
       claimed.code() == api::StatusCode::kFailedPrecondition ||
       claimed.code() == api::StatusCode::kNotFound) {
+    // Another task won it, or it is going: look again at once.
     return std::optional(ReconcileResult::RequeueAfter(std::chrono::milliseconds(100)));
   }
   RETURN_IF_ERROR(claimed);
-  t.status().worker = replica.metadata.name;
+  t.status().worker = replica->metadata.name;
   t.status().queue_position = 0;
   Log(t, {Line(LogKind::kStatus,
-               "bound to replica " + replica.metadata.name + " of pool " + pool_name)});
+               "bound to replica " + replica->metadata.name + " of pool " + pool_name)});
   return std::optional<ReconcileResult>();
 }
 

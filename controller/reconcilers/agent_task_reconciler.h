@@ -120,6 +120,8 @@ class AgentTaskReconciler final : public Reconciler {
   struct Target;
   api::StatusOr<ReconcileResult> Converge(Target& t);
   api::StatusOr<ReconcileResult> Queue(Target& t);
+  // Queued, Submitted=False and Completed=False with `why`; looks again after queue_recheck.
+  ReconcileResult Wait(Target& t, std::string_view why, std::string message);
   // poolRef: binds the task to an idle Ready replica of its pool (pool_binding.h), first come
   // first served, or says why it waits (nullopt once bound: status.worker is the replica).
   // `tasks`: the namespace's unfinished tasks.

@@ -1,7 +1,10 @@
 #include "controller/reconcilers/pool_binding.h"
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
+#include "api/conditions.h"
 #include "controller/reconcilers/internal/object_updates.h"
 
 namespace sbx::controller {
@@ -36,6 +39,48 @@ LiveTasks LiveTasksOf(const std::vector<api::Object>& tasks) {
 bool Held(const api::Object& replica, const LiveTasks& live) {
   const std::string binding = BindingOf(replica);
   return binding == kRetiring || live.contains(binding);
+}
+
+bool CreatedBefore(const api::Object& a, const api::Object& b) {
+  return std::tie(a.metadata.creation_timestamp, a.metadata.name) <
+         std::tie(b.metadata.creation_timestamp, b.metadata.name);
+}
+
+PoolPick PickReplica(const api::Object& task, const std::vector<api::Object>& replicas,
+                     const std::vector<api::Object>& tasks) {
+  PoolPick pick;
+  const std::string& uid = task.metadata.uid;
+  const LiveTasks live = LiveTasksOf(tasks);
+  std::set<std::string> bound;
+  for (const api::Object& r : replicas) {
+    const std::string binding = BindingOf(r);
+    if (binding == uid) {
+      pick.bound = r.metadata.name;
+      return pick;
+    }
+    bound.insert(binding);
+  }
+  for (const api::Object& o : tasks) {
+    if (o.agent_task_spec().pool_ref == task.agent_task_spec().pool_ref && o.metadata.uid != uid &&
+        !bound.contains(o.metadata.uid) &&
+        std::tie(o.metadata.creation_timestamp, o.metadata.name) <
+            std::tie(task.metadata.creation_timestamp, task.metadata.name)) {
+      ++pick.ahead;
+    }
+  }
+  for (const api::Object& r : replicas) {
+    const api::Condition* ready = api::FindCondition(r.conditions(), api::condition::kReady);
+    if (r.metadata.deletion_timestamp.empty() && !Held(r, live) && ready != nullptr &&
+        ready->status == api::ConditionStatus::kTrue) {
+      pick.free.push_back(r);
+    }
+  }
+  // A sleeping replica is woken by its task: an awake one first.
+  std::stable_partition(pick.free.begin(), pick.free.end(), [](const api::Object& r) {
+    return api::FindCondition(r.conditions(), api::condition::kReady)->reason !=
+           api::reason::kSleeping;
+  });
+  return pick;
 }
 
 namespace {

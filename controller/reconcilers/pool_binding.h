@@ -43,6 +43,26 @@ LiveTasks LiveTasksOf(const std::vector<api::Object>& tasks);
 // Whether the replica is held: by a live task, or retiring.
 bool Held(const api::Object& replica, const LiveTasks& live);
 
+// The order tasks are served in: creation, then name (same-second creations).
+bool CreatedBefore(const api::Object& a, const api::Object& b);
+
+// Where a pool task stands, as PickReplica sees it.
+struct PoolPick {
+  std::string bound;  // the replica already bound to the task (adopted after a crash)
+  int ahead = 0;      // the pool's unbound tasks created before it (first come first served)
+  std::vector<api::Object> free;  // free Ready replicas, awake ones first
+  // The one this task should try to bind: free[ahead], when there are enough free ones.
+  const api::Object* Candidate() const {
+    return ahead < static_cast<int>(free.size()) ? &free[static_cast<size_t>(ahead)] : nullptr;
+  }
+};
+
+// The replica a pool task holds, or its place in the queue and the replica to try: the tasks
+// ahead take the free replicas before it, so concurrent binders mostly ask for different ones.
+// `replicas`: ListReplicas of its pool; `tasks`: the namespace's unfinished tasks.
+PoolPick PickReplica(const api::Object& task, const std::vector<api::Object>& replicas,
+                     const std::vector<api::Object>& tasks);
+
 // Sets the binding to `value` on `replica` as it was read: kAborted if it changed since (another
 // binding won), kFailedPrecondition if it is being deleted, kNotFound if gone.
 api::Status Bind(Store& store, const api::Object& replica, const std::string& value);
