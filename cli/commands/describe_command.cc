@@ -1,9 +1,13 @@
 #include "cli/commands/describe_command.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <map>
 #include <memory>
+#include <tuple>
 
 #include "api/codec.h"
+#include "api/conditions.h"
 #include "cli/commands/object_printer.h"
 #include "cli/commands/table_printer.h"
 #include "cli/commands/terminal_text.h"
@@ -115,6 +119,49 @@ void AgentTaskFields(std::ostream& out, const api::Object& o,
   Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
 }
 
+// An AgentPool's replicas (with the task each runs) and its queued tasks, oldest first.
+void PoolMembers(std::ostream& out, const Related& related,
+                 std::chrono::system_clock::time_point now) {
+  out << "Replicas:\n";
+  if (related.replicas.empty()) {
+    out << "  <none>\n";
+  } else {
+    std::map<std::string, std::string> task_of;  // uid → name
+    for (const api::Object& t : related.queued) {
+      task_of[t.metadata.uid] = t.metadata.name;
+    }
+    TablePrinter t({"  NAME", "READY", "TASK", "AGE"});
+    for (const api::Object& r : related.replicas) {
+      auto bound = r.metadata.annotations.find(std::string(api::kBoundTaskAnnotation));
+      std::string task = "<none>";
+      if (bound != r.metadata.annotations.end()) {
+        auto name = task_of.find(bound->second);
+        task = name != task_of.end() ? name->second : bound->second;  // or "retiring"
+      }
+      t.AddRow({"  " + r.metadata.name, ConditionCell(r, api::condition::kReady), task,
+                AgeSince(r.metadata.creation_timestamp, now)});
+    }
+    t.Print(out);
+  }
+  out << "Queued Tasks:\n";
+  std::vector<const api::Object*> waiting;
+  for (const api::Object& t : related.queued) {
+    if (t.agent_task_status().worker.empty()) {
+      waiting.push_back(&t);
+    }
+  }
+  if (waiting.empty()) {
+    out << "  <none>\n";
+    return;
+  }
+  TablePrinter t({"  NAME", "AHEAD", "AGE"});
+  for (const api::Object* task : waiting) {
+    t.AddRow({"  " + task->metadata.name, std::to_string(task->agent_task_status().queue_position),
+              AgeSince(task->metadata.creation_timestamp, now)});
+  }
+  t.Print(out);
+}
+
 void StatusFields(std::ostream& out, const api::Object& o,
                   std::chrono::system_clock::time_point now) {
   switch (o.kind) {
@@ -184,7 +231,7 @@ void StatusFields(std::ostream& out, const api::Object& o,
 
 void Describe(std::ostream& out, const api::Object& o,
               const std::vector<controller::Store::Event>& events,
-              std::chrono::system_clock::time_point now) {
+              std::chrono::system_clock::time_point now, const Related& related) {
   Field(out, "Name", o.metadata.name);
   Field(out, "Namespace", o.metadata.namespace_);
   Field(out, "Kind", api::KindName(o.kind));
@@ -221,6 +268,9 @@ void Describe(std::ostream& out, const api::Object& o,
   }
   out << "Status:\n";
   StatusFields(out, o, now);
+  if (o.kind == api::Kind::kAgentPool) {
+    PoolMembers(out, related, now);
+  }
 
   out << "Conditions:\n";
   if (o.conditions().empty()) {
@@ -253,6 +303,38 @@ void Describe(std::ostream& out, const api::Object& o,
     t.Print(out);
   }
 }
+
+namespace {
+
+// An AgentPool's replicas and its unfinished tasks (sorted by creation); nothing for other kinds.
+api::StatusOr<Related> RelatedTo(controller::Store& store, const api::Object& o) {
+  Related related;
+  if (o.kind != api::Kind::kAgentPool) {
+    return related;
+  }
+  controller::ListOptions list;
+  list.namespace_ = o.metadata.namespace_;
+  list.kind = api::Kind::kAgentWorker;
+  list.label_selector = {{std::string(api::kPoolLabel), o.metadata.name}};
+  ASSIGN_OR_RETURN(related.replicas, store.List(list));
+  list.kind = api::Kind::kAgentTask;
+  list.label_selector.clear();
+  ASSIGN_OR_RETURN(std::vector<api::Object> tasks, store.List(list));
+  for (api::Object& t : tasks) {
+    if (t.agent_task_spec().pool_ref == o.metadata.name &&
+        !api::IsFinished(t.agent_task_status().phase)) {
+      related.queued.push_back(std::move(t));
+    }
+  }
+  std::sort(related.queued.begin(), related.queued.end(),
+            [](const api::Object& a, const api::Object& b) {
+              return std::tie(a.metadata.creation_timestamp, a.metadata.name) <
+                     std::tie(b.metadata.creation_timestamp, b.metadata.name);
+            });
+  return related;
+}
+
+}  // namespace
 
 int RunDescribe(CommandContext& ctx, const DescribeCommandOptions& options) {
   if (options.args.empty()) {
@@ -312,7 +394,11 @@ int RunDescribe(CommandContext& ctx, const DescribeCommandOptions& options) {
       ctx.out() << "\n\n";
     }
     first = false;
-    Describe(ctx.out(), o, *events, ctx.clock().Now());
+    auto related = RelatedTo(**store, o);
+    if (!related.ok()) {
+      return ctx.Fail(related.status());
+    }
+    Describe(ctx.out(), o, *events, ctx.clock().Now(), *related);
   }
   return ctx.exit_code = not_found ? kExitError : kExitOk;
 }

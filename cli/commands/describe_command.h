@@ -26,9 +26,16 @@ struct DescribeCommandOptions {
 int RunDescribe(CommandContext& ctx, const DescribeCommandOptions& options);
 void AddDescribeCommand(CLI::App& app, CommandContext& ctx);
 
-// Writes the description of one object and its events.
+// Objects a description lists besides the object itself: an AgentPool's replicas and the tasks
+// waiting for one.
+struct Related {
+  std::vector<api::Object> replicas;
+  std::vector<api::Object> queued;
+};
+
+// Writes the description of one object, what is related to it, and its events.
 void Describe(std::ostream& out, const api::Object& object,
               const std::vector<controller::Store::Event>& events,
-              std::chrono::system_clock::time_point now);
+              std::chrono::system_clock::time_point now, const Related& related = {});
 
 }  // namespace sbx::cli

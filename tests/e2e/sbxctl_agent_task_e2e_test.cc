@@ -55,6 +55,15 @@ class AgentTaskTest : public SbxctlTest {
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 
+  // The AgentWorker `run` names: it must exist (an unknown one is an error at once).
+  void ApplyWorker(const std::string& name) {
+    WriteFile(dir_ / (name + "-worker.yaml"),
+              "apiVersion: sbx.dev/v1alpha1\nkind: AgentWorker\nmetadata:\n  name: " + name +
+                  "\nspec:\n  sandboxRef: box\n");
+    const Result r = Run({"apply", "-f", (dir_ / (name + "-worker.yaml")).string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+
   // Changes the task's status as the controller would (read, change, compare-and-swap).
   void UpdateTask(const std::string& name, const std::function<void(Object&)>& change) {
     auto store = OpenStore();
@@ -397,6 +406,7 @@ TEST_F(AgentTaskTest, ArtifactsWriteEachFileUnderTheDirectoryAndRefuseEscapingPa
 // ---- run ---------------------------------------------------------------------------------------
 
 TEST_F(AgentTaskTest, RunCreatesTheTaskFollowsItWritesItsArtifactsAndExitsZeroOnSucceeded) {
+  ASSERT_NO_FATAL_FAILURE(ApplyWorker("fixer"));
   const fs::path out = dir_ / "results";
   const int n = ++runs_;
   const pid_t run = Start({"run", "fixer", "--input", "$ echo hi > report.md", "--collect",
@@ -440,6 +450,7 @@ TEST_F(AgentTaskTest, RunCreatesTheTaskFollowsItWritesItsArtifactsAndExitsZeroOn
 }
 
 TEST_F(AgentTaskTest, RunExitsOneWhenTheTaskFails) {
+  ASSERT_NO_FATAL_FAILURE(ApplyWorker("fixer"));
   WriteFile(dir_ / "input.txt", "Fix it\n");
   const int n = ++runs_;
   const pid_t run = Start({"run", "fixer", "-f", (dir_ / "input.txt").string(), "--name", "t1",
@@ -462,6 +473,7 @@ TEST_F(AgentTaskTest, RunExitsOneWhenTheTaskFails) {
 }
 
 TEST_F(AgentTaskTest, RunStoppedByTheUserLeavesTheTaskRunningAndSaysHowToCancelIt) {
+  ASSERT_NO_FATAL_FAILURE(ApplyWorker("fixer"));
   const int n = ++runs_;
   const pid_t run = Start({"run", "fixer", "--input", "x", "--name", "t2"}, "", n);
   AwaitOutput(n, "agenttask/t2 created\n");

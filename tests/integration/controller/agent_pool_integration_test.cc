@@ -144,6 +144,14 @@ TEST_F(AgentPoolTest, ScalesFromZeroForABatchRunsOneTaskPerReplicaAndScalesBackT
     EXPECT_EQ(static_cast<int>(turns.value("data", json::array()).size()), n) << turns.dump(2);
   }
 
+  // The one-liner: a free replica runs it at once.
+  const RunResult run =
+      harness_.Sbxctl({"run", "--pool", "fixers", "--input", "$ echo hi > out.txt", "--collect",
+                       "out.txt", "-o", (harness_.dir() / "out").string()},
+                      kConverge);
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find("Succeeded"), std::string::npos) << run.out;
+
   // No work left: after scaleDownAfter every replica and its sandbox goes.
   ASSERT_NO_FATAL_FAILURE(ApplyYaml("pool", PoolYaml(/*max=*/2, "1s")));
   ASSERT_TRUE(PollUntil(
@@ -180,6 +188,14 @@ TEST_F(AgentPoolTest, TheCliNamesAMissingPoolAndScalesWithinTheRules) {
   EXPECT_NE(r.err.find("spec.replicas.min: must be between 0 and max (6), got 7"),
             std::string::npos)
       << r.err;
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("task",
+                                    "apiVersion: sbx.dev/v1alpha1\nkind: AgentTask\n"
+                                    "metadata:\n  name: waits\nspec:\n"
+                                    "  poolRef: fixers\n  input: hi\n"));
+  r = harness_.Sbxctl({"describe", "ap", "fixers"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Replicas:\n  <none>\nQueued Tasks:\n  NAME"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  waits "), std::string::npos) << r.out;
   r = harness_.Sbxctl({"get", "ap"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.substr(0, r.out.find('\n')),
