@@ -148,5 +148,6 @@ sbx is running against the local emulator ($databricks_url, $openai_url). Try:
   curl -s -X POST $databricks_url/_emulator/sandboxes/default-dev/stop   # stop it behind sbx's back
   sbxctl get sandboxes -w                                                 # … and watch it come back
   sbxctl describe agentworker fixer                                       # session, executor, conditions
+  sbxctl run --pool fixers --input '$ echo hello from a pool'            # pool fixers: a replica comes up for it
 Stop everything with: $stop_command
 EOT

@@ -90,6 +90,10 @@ $line" 2>&1)
     "sbxctl get sandboxes -w"*)
       [[ "$out" == *dev* ]] || fail "the watch showed no sandbox dev: $line"$'\n'"$out"
       ;;
+    "sbxctl run --pool "*)
+      [[ "$out" == *Succeeded* && "$out" == *"hello from a pool"* ]] ||
+        fail "the pool did not run the task: $line"$'\n'"$out"
+      ;;
   esac
   echo "ok: $line"
 done
