@@ -104,13 +104,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Reconcile(const api::ObjectKey& k
   ReconcileSteps<Target> steps;
   steps.converge = [this](Target& t) { return Converge(t); };
   steps.finalize = [this](Target& t) { return Finalize(t); };
-  steps.record_outcome = [this](Target& t, const Status& s) {
-    RecordSyncedError(t.object, s, clock_);
-    if (s.ok()) {
-      reconcilers_internal::SetCondition(t.object, condition::kSynced, ConditionStatus::kTrue,
-                                         reason::kSynced, "", clock_);
-    }
-  };
+  steps.record_outcome = [this](Target& t, const Status& s) { RecordSynced(t.object, s, clock_); };
   steps.forget = [this](const api::ObjectKey& k) {
     if (dependencies_ != nullptr) {
       dependencies_->Untrack(k);

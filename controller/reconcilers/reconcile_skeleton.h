@@ -67,6 +67,16 @@ inline void RecordSyncedError(api::Object& object, const api::Status& status, co
   }
 }
 
+// The usual outcome: Synced=False with the error (RecordSyncedError), Synced=True on success.
+inline void RecordSynced(api::Object& object, const api::Status& status, const Clock& clock) {
+  if (status.ok()) {
+    reconcilers_internal::SetCondition(object, api::condition::kSynced, api::ConditionStatus::kTrue,
+                                       api::reason::kSynced, "", clock);
+  } else {
+    RecordSyncedError(object, status, clock);
+  }
+}
+
 template <typename Target>
 api::StatusOr<ReconcileResult> RunReconcile(Store& store, const api::ObjectKey& key,
                                             std::stop_token stop,
