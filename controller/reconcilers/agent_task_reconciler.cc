@@ -618,6 +618,9 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
     ASSIGN_OR_RETURN(Object stored, store_.UpdateStatus(t.object));
     t.object = stored;
     t.original_status = stored.status;
+    // Once, here: a crash before it leaves a stale binding, which counts as free at once
+    // (pool_binding.h) and which the pool clears.
+    RETURN_IF_ERROR(Unbind(t));
   }
   return Expire(t);
 }
@@ -720,7 +723,6 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Expire(Target& t) {
   if (dependencies_ != nullptr) {
     dependencies_->Untrack(t.key());
   }
-  RETURN_IF_ERROR(Unbind(t));
   const auto& ttl = t.spec().ttl_after_finished;
   if (!ttl) {
     return ReconcileResult::Done();
