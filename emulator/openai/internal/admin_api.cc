@@ -135,7 +135,8 @@ json AdminApi::CountersJson(const InputCounters& c) {
   return {{"accepted_inputs", c.accepted_inputs},
           {"deduped_inputs", c.deduped_inputs},
           {"dropped_inputs", c.dropped_inputs},
-          {"turns_started", c.turns_started}};
+          {"turns_started", c.turns_started},
+          {"peak_open_inputs", c.peak_open_inputs}};
 }
 
 HttpResponse AdminApi::HoldInputs(const std::string& session_id, const HttpRequest& req) {

@@ -173,6 +173,7 @@ HttpResponse AgentsApi::CreateSession(const HttpRequest& req) {
   state_.EmitLocked(*s, state_.SessionEvent(*s, "agent.session.created"));
   if (input) {
     state_.CountLocked(*s, &InputCounters::accepted_inputs);
+    state_.OpenInputLocked(*s);
     runner_.EnqueueLocked(s, PendingInput{*input, false});
   }
   return JsonResponse(201, state_.SessionJson(*s));
@@ -480,6 +481,7 @@ HttpResponse AgentsApi::SendEvents(const std::string& id, const HttpRequest& req
       continue;
     }
     state_.CountLocked(*s, &InputCounters::accepted_inputs);
+    state_.OpenInputLocked(*s);
     runner_.EnqueueLocked(s, PendingInput{*in, failed});
   }
   if (dropped && !key.empty()) {

@@ -1,5 +1,6 @@
 #include "emulator/openai/internal/state.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -134,6 +135,18 @@ json State::ItemEvent(const SessionRec& s, const std::string& turn_id, const std
   e["item"] = item;
   e["output_index"] = std::move(output_index);
   return e;
+}
+
+void State::OpenInputLocked(SessionRec& s) {
+  ++s.open_inputs;
+  s.counters.peak_open_inputs = std::max(s.counters.peak_open_inputs, s.open_inputs);
+  totals.peak_open_inputs = std::max(totals.peak_open_inputs, s.open_inputs);
+}
+
+void State::CloseInputLocked(SessionRec& s) {
+  if (s.open_inputs > 0) {
+    --s.open_inputs;
+  }
 }
 
 void State::CountLocked(SessionRec& s, int64_t InputCounters::*counter, int64_t n) {

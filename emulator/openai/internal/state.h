@@ -99,6 +99,10 @@ struct InputCounters {
   // service drops the input of a cut POST (reference §2.1, observed)
   int64_t dropped_inputs = 0;
   int64_t turns_started = 0;  // root turns created (agent.session.turn.created)
+  // The most inputs a session ever had accepted and not yet finished as a turn, at once (in
+  // totals: the most of any session). 1 for a session that only ever got one input at a time:
+  // a pool chaos test proves from it that no replica ran two tasks at once.
+  int64_t peak_open_inputs = 0;
 };
 
 struct TurnRec {
@@ -127,6 +131,7 @@ struct SessionRec {
   std::string connect_token;  // the environment's (see EnvironmentRec)
   std::string workspace_directory;
   json capability_directories = json::array();
+  int64_t open_inputs = 0;  // accepted, their turn not finished (InputCounters::peak_open_inputs)
   std::vector<std::shared_ptr<Subscriber>> subscribers;
   int64_t subscriptions_total = 0;  // SSE streams ever opened on this session
   std::vector<TurnRec> turns;
@@ -205,6 +210,9 @@ class State {
   bool NoiseOnlyLocked(const SessionRec& s) const;
 
   // Counts on the session and in `totals` (which outlive deleted sessions).
+  // An input accepted / its turn finished: tracks InputCounters::peak_open_inputs.
+  void OpenInputLocked(SessionRec& s);
+  void CloseInputLocked(SessionRec& s);
   void CountLocked(SessionRec& s, int64_t InputCounters::*counter, int64_t n = 1);
 
   // ---- takes mu --------------------------------------------------------------------------------
@@ -220,7 +228,9 @@ class State {
 
   mutable std::mutex mu;
   std::condition_variable cv;
-  bool stopping = false;                                           // Guarded by mu.
+  bool stopping = false;  // Guarded by mu.
+  // Inputs whose `!flaky` step has failed a turn once (turn_script.h). Guarded by mu.
+  std::set<std::string> flaky_inputs_seen;
   std::mt19937_64 rng;                                             // Guarded by mu.
   RegistrationFailure registration_failure;                        // Guarded by mu.
   int64_t session_seq = 0;                                         // Guarded by mu.

@@ -214,6 +214,12 @@ void TurnRunner::RunTurnLocked(std::unique_lock<std::mutex>& lock,
       case TurnStep::Kind::kFail:
         FinishTurnLocked(tc, "failed", {{"code", step.code}, {"message", step.message}});
         return;
+      case TurnStep::Kind::kFlaky:
+        if (state_.flaky_inputs_seen.insert(in.text).second) {
+          FinishTurnLocked(tc, "failed", {{"code", step.code}, {"message", step.message}});
+          return;
+        }
+        break;
       case TurnStep::Kind::kSubagent:
         EmitSubagentTurnLocked(tc, step.status);
         break;
@@ -262,6 +268,7 @@ void TurnRunner::FinishTurnLocked(TurnContext& tc, const std::string& status, js
   tc.turn().completed_at = NowUnix();
   tc.turn().error = std::move(error);
   tc.turn().usage = UsageJson(tc.input_chars, tc.output_chars);
+  state_.CloseInputLocked(sr);
   state_.EmitLocked(sr, state_.TurnEvent(sr, tc.turn(), "agent.session.turn." + status));
   sr.last_active_at = NowUnix();
   if (sr.status != "failed") {

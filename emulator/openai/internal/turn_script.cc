@@ -13,16 +13,16 @@ namespace {
 std::optional<std::string> ParseControl(const std::string& name, const std::string& rest,
                                         TurnStep& step) {
   std::istringstream words(rest);
-  if (name == "fail") {
-    step.kind = TurnStep::Kind::kFail;
+  if (name == "fail" || name == "flaky") {
+    step.kind = name == "fail" ? TurnStep::Kind::kFail : TurnStep::Kind::kFlaky;
     if (!(words >> step.code)) {
-      return "!fail needs an error code: !fail <code> [<message>]";
+      return "!" + name + " needs an error code: !" + name + " <code> [<message>]";
     }
     std::string message;
     std::getline(words, message);
     step.message = Trim(message);
     if (step.message.empty()) {
-      step.message = "turn failed on request (!fail " + step.code + ")";
+      step.message = "turn failed on request (!" + name + " " + step.code + ")";
     }
     return std::nullopt;
   }
@@ -59,7 +59,8 @@ std::optional<std::string> ParseControl(const std::string& name, const std::stri
 
 // Only these names make a line a control line; "!important: …" in a real prompt stays text.
 bool IsControl(const std::string& name) {
-  return name == "fail" || name == "subagent" || name == "sleep" || name == "say";
+  return name == "fail" || name == "flaky" || name == "subagent" || name == "sleep" ||
+         name == "say";
 }
 
 }  // namespace

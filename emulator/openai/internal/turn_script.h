@@ -21,11 +21,14 @@
 namespace sbx::emulator::internal::openai {
 
 struct TurnStep {
-  enum class Kind { kCommand, kFail, kSubagent, kSleep, kSay };
+  // kFlaky: `!flaky <code> [<message>]` fails the turn like !fail the first time the emulator
+  // runs a turn with this exact input, and is skipped after that (a retry's second attempt
+  // passes): an infrastructure failure that goes away.
+  enum class Kind { kCommand, kFail, kSubagent, kSleep, kSay, kFlaky };
   Kind kind = Kind::kCommand;
   std::string command;               // kCommand; kSay: the text
-  std::string code;                  // kFail
-  std::string message;               // kFail
+  std::string code;                  // kFail, kFlaky
+  std::string message;               // kFail, kFlaky
   std::string status = "completed";  // kSubagent: how the subagent turn ends
   std::chrono::seconds duration{0};  // kSleep
 };

@@ -36,6 +36,15 @@ TEST(TurnScriptTest, FailWithoutAMessageGetsADefaultOne) {
   EXPECT_NE(script.steps[0].message.find("sandbox_error"), std::string::npos);
 }
 
+TEST(TurnScriptTest, FlakyIsAFailStepOfItsOwnKind) {
+  TurnScript script = ParseTurnScript("$ echo a\n!flaky server_error gone for now\n");
+  ASSERT_EQ(script.steps.size(), 2u);
+  EXPECT_EQ(script.steps[1].kind, Kind::kFlaky);
+  EXPECT_EQ(script.steps[1].code, "server_error");
+  EXPECT_EQ(script.steps[1].message, "gone for now");
+  EXPECT_NE(ParseTurnScript("!flaky").error.value_or("").find("!flaky <code>"), std::string::npos);
+}
+
 TEST(TurnScriptTest, MalformedControlLinesAreErrorsThatSayWhatIsWrong) {
   EXPECT_NE(ParseTurnScript("!fail").error.value_or("").find("!fail <code>"), std::string::npos);
   EXPECT_NE(ParseTurnScript("!sleep soon").error.value_or("").find("invalid duration"),
