@@ -676,6 +676,13 @@ struct EnumNames<SessionMode> {
       {"Shared", SessionMode::kShared}, {"PerTask", SessionMode::kPerTask}};
 };
 template <>
+struct EnumNames<RetryOn> {
+  static constexpr std::pair<std::string_view, RetryOn> kNames[] = {
+      {"InfrastructureFailure", RetryOn::kInfrastructureFailure},
+      {"Failed", RetryOn::kFailed},
+      {"TimedOut", RetryOn::kTimedOut}};
+};
+template <>
 struct EnumNames<TaskPhase> {
   static constexpr std::pair<std::string_view, TaskPhase> kNames[] = {
       {"Pending", TaskPhase::kPending},     {"Queued", TaskPhase::kQueued},
@@ -754,6 +761,28 @@ struct ListOf {
     Node n = Node::Seq();
     for (const S& item : v) {
       n.items.push_back(Struct<S>::Write(item));
+    }
+    return n;
+  }
+};
+
+// A list of enum names; reading replaces the whole list.
+template <typename E>
+struct EnumList {
+  using Value = std::vector<E>;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    out->clear();
+    return ForEachItem(ctx, f, [&](const Field& item) -> Status {
+      E value{};
+      RETURN_IF_ERROR(Enum<E>::Read(ctx, item, &value));
+      out->push_back(value);
+      return OkStatus();
+    });
+  }
+  static Node Write(const Value& v) {
+    Node n = Node::Seq();
+    for (E item : v) {
+      n.items.push_back(Enum<E>::Write(item));
     }
     return n;
   }
@@ -1036,6 +1065,8 @@ struct FieldsOf<AgentTaskSpec> {
       Row<&AgentTaskSpec::timeout, Duration>("timeout", kAlways),
       Row<&AgentTaskSpec::collect, ListOf<CollectSpec>>("collect"),
       Row<&AgentTaskSpec::ttl_after_finished, Optional<Duration>>("ttlAfterFinished", kAlways),
+      Row<&AgentTaskSpec::backoff_limit, Int32>("backoffLimit"),
+      Row<&AgentTaskSpec::retry_on, Optional<EnumList<RetryOn>>>("retryOn", kAlways),
   };
 };
 
@@ -1065,6 +1096,20 @@ struct FieldsOf<TaskResult> {
       Row<&TaskResult::message, Str>("message"),
       Row<&TaskResult::error, Struct<TaskError>>("error"),
       Row<&TaskResult::usage, Struct<TaskUsage>>("usage"),
+  };
+};
+
+template <>
+struct FieldsOf<TaskAttempt> {
+  static constexpr std::string_view kShape = "";
+  static constexpr FieldRow<TaskAttempt> kRows[] = {
+      Row<&TaskAttempt::attempt, Int32>("attempt", kAlways),
+      Row<&TaskAttempt::worker, Str>("worker"),
+      Row<&TaskAttempt::turn_id, Str>("turnId"),
+      Row<&TaskAttempt::phase, Enum<TaskPhase>>("phase", kAlways),
+      Row<&TaskAttempt::error, Struct<TaskError>>("error"),
+      Row<&TaskAttempt::started_at, Str>("startedAt"),
+      Row<&TaskAttempt::completed_at, Str>("completedAt"),
   };
 };
 
@@ -1100,6 +1145,8 @@ struct FieldsOf<AgentTaskStatus> {
       Row<&AgentTaskStatus::result, Struct<TaskResult>>("result"),
       Row<&AgentTaskStatus::commands, Int32>("commands"),
       Row<&AgentTaskStatus::artifacts, ListOf<ArtifactStatus>>("artifacts"),
+      Row<&AgentTaskStatus::attempts, ListOf<TaskAttempt>>("attempts"),
+      Row<&AgentTaskStatus::next_attempt_at, Str>("nextAttemptAt"),
   };
 };
 

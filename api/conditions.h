@@ -124,6 +124,8 @@ inline constexpr std::string_view kWaitingForExecutor = "WaitingForExecutor";  /
 inline constexpr std::string_view kWaitingForWake = "WaitingForWake";  // OnDemand sandbox asleep
 inline constexpr std::string_view kPoolNotFound = "PoolNotFound";      // poolRef
 inline constexpr std::string_view kWaitingForReplica = "WaitingForReplica";  // no idle replica
+// An attempt failed and a retry is left: Queued until status.nextAttemptAt (DESIGN §8.1).
+inline constexpr std::string_view kRetrying = "Retrying";
 // … what it is doing (Submitted=True, Completed=False) …
 inline constexpr std::string_view kSubmittedReason = "Submitted";
 inline constexpr std::string_view kTurnRunning = "TurnRunning";

@@ -141,6 +141,13 @@ bool IsFinished(TaskPhase phase) {
          phase == TaskPhase::kCancelled || phase == TaskPhase::kTimedOut;
 }
 
+bool RetriesOn(const AgentTaskSpec& spec, RetryOn kind) {
+  if (!spec.retry_on) {
+    return kind == RetryOn::kInfrastructureFailure;
+  }
+  return std::find(spec.retry_on->begin(), spec.retry_on->end(), kind) != spec.retry_on->end();
+}
+
 const std::vector<Condition>& Object::conditions() const {
   return std::visit([](const auto& s) -> const std::vector<Condition>& { return s.conditions; },
                     status);

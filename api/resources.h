@@ -282,6 +282,19 @@ inline constexpr std::chrono::seconds kMinTaskTimeout{1};
 inline constexpr std::chrono::seconds kMaxTaskTimeout{24 * 60 * 60};
 inline constexpr int64_t kDefaultCollectMaxBytes = int64_t{1} << 20;  // 1Mi
 inline constexpr int64_t kMaxCollectBytes = int64_t{16} << 20;        // 16Mi, per file and task
+// spec.backoffLimit: retries after the first attempt (DESIGN §8.1); at most this many.
+inline constexpr int32_t kMaxTaskBackoffLimit = 100;
+// The delay before retry n (n ≥ 1) is kFirstRetryDelay × 2^(n-1), capped at kMaxRetryDelay, and
+// never shorter than a Retry-After the failed attempt was given.
+inline constexpr std::chrono::seconds kFirstRetryDelay{10};
+inline constexpr std::chrono::seconds kMaxRetryDelay{60 * 60};
+
+// What a failed attempt counts as, for spec.retryOn (DESIGN §8.1). InfrastructureFailure: the
+// executor or the sandbox was lost mid-turn, the input POST got a 5xx or a connection failure,
+// or turn.failed came with one of the service's infrastructure codes (reference §2.3; the
+// codes are in controller/reconcilers/task_attempts.h). Failed: any other failure,
+// the agent's own (unknown codes included). TimedOut: spec.timeout passed.
+enum class RetryOn { kInfrastructureFailure, kFailed, kTimedOut };
 
 struct WorkerSelector {
   std::map<std::string, std::string> match_labels;  // "matchLabels"; all must match
@@ -304,8 +317,17 @@ struct AgentTaskSpec {
   std::chrono::seconds timeout = kDefaultTaskTimeout;  // from submission; 1s–24h
   std::vector<CollectSpec> collect;
   std::optional<std::chrono::seconds> ttl_after_finished;  // "ttlAfterFinished"
+  // Retries (DESIGN §8.1): "backoffLimit" is the number of retries (1 allows 2 attempts), of an
+  // attempt whose failure is one of "retryOn". Each attempt is a new turn; spec.timeout counts
+  // per attempt, from its submission.
+  int32_t backoff_limit = 0;  // "backoffLimit", 0–100
+  // "retryOn"; unset means [InfrastructureFailure] (RetriesOn), [] means never.
+  std::optional<std::vector<RetryOn>> retry_on;
   friend bool operator==(const AgentTaskSpec&, const AgentTaskSpec&) = default;
 };
+
+// Whether spec.retryOn (or its default, [InfrastructureFailure]) names `kind`.
+bool RetriesOn(const AgentTaskSpec& spec, RetryOn kind);
 
 // Pending → Queued → Submitted → Running → Succeeded | Failed | Cancelled | TimedOut.
 enum class TaskPhase {
@@ -345,6 +367,18 @@ struct TaskResult {
 
 // One collected file: its size and digest (the bytes are in the store, Store::GetArtifact), or
 // why it could not be read.
+// One attempt of a task (status.attempts[], DESIGN §8.1): written when the attempt ends.
+struct TaskAttempt {
+  int32_t attempt = 0;  // 1, 2, …
+  std::string worker;
+  std::string turn_id;                    // "turnId"; "" when no turn started
+  TaskPhase phase = TaskPhase::kPending;  // Succeeded, Failed, Cancelled or TimedOut
+  TaskError error;
+  std::string started_at;    // "startedAt": the attempt's submission
+  std::string completed_at;  // "completedAt"
+  friend bool operator==(const TaskAttempt&, const TaskAttempt&) = default;
+};
+
 struct ArtifactStatus {
   std::string path;
   int64_t bytes = 0;
@@ -378,6 +412,11 @@ struct AgentTaskStatus {
   TaskResult result;
   int commands = 0;  // command_execution items of the turn
   std::vector<ArtifactStatus> artifacts;
+  // One entry per attempt that has ended, the first included; the running attempt is number
+  // attempts.size() + 1. Between attempts the task is Queued (reason Retrying) until
+  // "nextAttemptAt" (RFC 3339; "" otherwise).
+  std::vector<TaskAttempt> attempts;
+  std::string next_attempt_at;  // "nextAttemptAt"
   friend bool operator==(const AgentTaskStatus&, const AgentTaskStatus&) = default;
 };
 

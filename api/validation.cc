@@ -431,6 +431,20 @@ Status ValidateAgentTask(const AgentTaskSpec& s) {
   if (s.ttl_after_finished.has_value() && s.ttl_after_finished->count() < 0) {
     return Invalid("spec.ttlAfterFinished", "must not be negative");
   }
+  if (s.backoff_limit < 0 || s.backoff_limit > kMaxTaskBackoffLimit) {
+    return Invalid("spec.backoffLimit",
+                   "must be between 0 and " + std::to_string(kMaxTaskBackoffLimit) +
+                       " (the number of retries after the first attempt), got " +
+                       std::to_string(s.backoff_limit));
+  }
+  if (s.retry_on) {
+    std::set<RetryOn> seen;
+    for (size_t i = 0; i < s.retry_on->size(); ++i) {
+      if (!seen.insert((*s.retry_on)[i]).second) {
+        return Invalid("spec.retryOn[" + std::to_string(i) + "]", "duplicate entry");
+      }
+    }
+  }
   return OkStatus();
 }
 

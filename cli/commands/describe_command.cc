@@ -116,6 +116,29 @@ void AgentTaskFields(std::ostream& out, const api::Object& o,
     }
     t.Print(out);
   }
+  if (!s.attempts.empty() || o.agent_task_spec().backoff_limit > 0) {
+    out << "  Attempts:";
+    if (o.agent_task_spec().backoff_limit > 0) {
+      out << " (backoffLimit " << o.agent_task_spec().backoff_limit << ")";
+    }
+    out << "\n";
+    if (s.attempts.empty()) {
+      out << "    <none>\n";
+    } else {
+      TablePrinter t({"    #", "WORKER", "TURN", "PHASE", "STARTED", "COMPLETED", "ERROR"});
+      auto or_none = [](const std::string& v) { return v.empty() ? "<none>" : v; };
+      for (const api::TaskAttempt& a : s.attempts) {
+        t.AddRow({"    " + std::to_string(a.attempt), or_none(a.worker), or_none(a.turn_id),
+                  std::string(api::TaskPhaseName(a.phase)), or_none(a.started_at),
+                  or_none(a.completed_at),
+                  or_none(a.error.code + (a.error.message.empty() ? "" : ": " + a.error.message))});
+      }
+      t.Print(out);
+    }
+    if (!s.next_attempt_at.empty()) {
+      Field(out, "Next Attempt At", s.next_attempt_at, 2);
+    }
+  }
   Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
 }
 

@@ -60,6 +60,13 @@ std::string ExecutorCell(const api::Object& o) {
   return OrNone(o.agent_worker_status().executor.last_exit_reason);
 }
 
+// Attempts made so far, the running one included ("2"); "2/3" when retries are allowed.
+std::string AttemptsCell(const api::AgentTaskSpec& spec, const api::AgentTaskStatus& s) {
+  const bool running = s.phase == api::TaskPhase::kSubmitted || s.phase == api::TaskPhase::kRunning;
+  std::string out = std::to_string(s.attempts.size() + (running ? 1 : 0));
+  return spec.backoff_limit > 0 ? out + "/" + std::to_string(spec.backoff_limit + 1) : out;
+}
+
 // RESULT cells longer than this are cut (the whole message is in `describe`).
 constexpr size_t kMaxResultCell = 60;
 
@@ -274,7 +281,7 @@ std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_names
       }
       break;
     case api::Kind::kAgentTask:
-      h.insert(h.end(), {"PHASE", "WORKER", "AGE", "DURATION", "COMMANDS", "RESULT"});
+      h.insert(h.end(), {"PHASE", "WORKER", "AGE", "DURATION", "COMMANDS", "ATTEMPTS", "RESULT"});
       if (wide) {
         h.insert(h.end(), {"QUEUE", "SESSION", "TURN"});
       }
@@ -343,9 +350,9 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
       const std::string worker = !status.worker.empty()   ? status.worker
                                  : !spec.pool_ref.empty() ? "agentpool/" + spec.pool_ref
                                                           : spec.worker_ref;
-      r.insert(r.end(),
-               {std::string(api::TaskPhaseName(status.phase)), OrNone(worker), age,
-                TaskDuration(status, now), std::to_string(status.commands), ResultCell(status)});
+      r.insert(r.end(), {std::string(api::TaskPhaseName(status.phase)), OrNone(worker), age,
+                         TaskDuration(status, now), std::to_string(status.commands),
+                         AttemptsCell(spec, status), ResultCell(status)});
       if (wide) {
         r.insert(r.end(),
                  {status.queue_position > 0 ? std::to_string(status.queue_position) : "<none>",

@@ -1,6 +1,7 @@
 // ObjectPrinter: how sbxctl shows objects — the per-kind table columns of `get` (plain and
 // wide), `-o yaml|json|name`, and the READY/AGE cells. AgentTasks show PHASE, WORKER (the
-// picked one, else workerRef), AGE, DURATION, COMMANDS, RESULT (the error code, else the first
+// picked one, else workerRef), AGE, DURATION, COMMANDS, ATTEMPTS
+// (made so far; "n/max" with retries), RESULT (the error code, else the first
 // line of the result message, cut at 60 bytes); wide adds QUEUE (position), SESSION, TURN.
 // kubectl conventions:
 //   - a named `get` prints the object itself; a list prints `---`-separated YAML documents, or

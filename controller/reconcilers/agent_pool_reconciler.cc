@@ -15,6 +15,7 @@
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/pool_binding.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
+#include "controller/reconcilers/task_attempts.h"
 
 namespace sbx::controller {
 namespace {
@@ -236,7 +237,9 @@ Status AgentPoolReconciler::Observe(Target& t, Pass& p) {
     dependencies_->SetDependencies(t.key(), keys);
   }
   for (const auto& [uid, task] : live) {
-    if (task->agent_task_spec().pool_ref == t.object.metadata.name && !bound.contains(uid)) {
+    // A task waiting out a retry delay is not demand yet (its wake-up enqueues the pool).
+    if (task->agent_task_spec().pool_ref == t.object.metadata.name && !bound.contains(uid) &&
+        !AwaitingRetry(*task, clock_.Now())) {
       ++p.queued;
     }
   }

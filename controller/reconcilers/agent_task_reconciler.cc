@@ -6,14 +6,13 @@
 #include <utility>
 #include <vector>
 
-#include "api/base64.h"
 #include "api/conditions.h"
-#include "controller/base/sha256.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/pool_binding.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
-#include "controller/reconcilers/scripts/executor_scripts.h"
+#include "controller/reconcilers/task_artifacts.h"
+#include "controller/reconcilers/task_attempts.h"
 
 namespace sbx::controller {
 namespace {
@@ -196,6 +195,13 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
     Log(t, {Line(LogKind::kStatus, "cancelled before submission")});
     return Finish(t, TaskPhase::kCancelled);
   }
+  const Clock::WallTime now = clock_.Now();
+  if (AwaitingRetry(t.object, now)) {
+    const Clock::WallTime at = *ParseRfc3339(t.status().next_attempt_at);
+    t.status().queue_position = 0;
+    Wait(t, reason::kRetrying, RetryMessage(t.spec(), t.status()));
+    return ReconcileResult::RequeueAfter(std::chrono::ceil<std::chrono::milliseconds>(at - now));
+  }
   ListOptions same_ns;
   same_ns.namespace_ = t.object.metadata.namespace_;
   same_ns.kind = api::Kind::kAgentTask;
@@ -242,6 +248,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
   std::vector<api::ObjectKey> ahead;
   for (const Object& o : tasks) {
     if (o.metadata.uid != t.object.metadata.uid && AssignedWorker(o) == worker_name &&
+        !AwaitingRetry(o, now) &&
         (CreatedBefore(o, t.object) || o.agent_task_status().phase == TaskPhase::kSubmitted ||
          o.agent_task_status().phase == TaskPhase::kRunning)) {
       ahead.push_back(api::KeyOf(o));
@@ -301,7 +308,7 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::BindToPool(
   }
   RETURN_IF_ERROR(pool.status());
   ASSIGN_OR_RETURN(std::vector<Object> replicas, ListReplicas(store_, *pool));
-  const PoolPick pick = PickReplica(t.object, replicas, tasks);
+  const PoolPick pick = PickReplica(t.object, replicas, tasks, clock_.Now());
   t.status().worker = pick.bound;  // "": not bound, or its replica went before the input was sent
   if (!pick.bound.empty()) {
     return std::optional<ReconcileResult>();
@@ -338,13 +345,13 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::BindToPool(
   return std::optional<ReconcileResult>();
 }
 
-Status AgentTaskReconciler::Unbind(Target& t) {
-  if (t.spec().pool_ref.empty() || t.status().worker.empty()) {
+Status AgentTaskReconciler::Unbind(Target& t, const std::string& replica) {
+  if (t.spec().pool_ref.empty() || replica.empty()) {
     return api::OkStatus();
   }
-  RETURN_IF_ERROR(controller::Unbind(
-      store_, {api::Kind::kAgentWorker, t.object.metadata.namespace_, t.status().worker},
-      t.object.metadata.uid));
+  RETURN_IF_ERROR(
+      controller::Unbind(store_, {api::Kind::kAgentWorker, t.object.metadata.namespace_, replica},
+                         t.object.metadata.uid));
   if (options_.enqueuer != nullptr) {
     options_.enqueuer->Enqueue(
         {api::Kind::kAgentPool, t.object.metadata.namespace_, t.spec().pool_ref});
@@ -364,7 +371,8 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
   api::AgentTaskStatus& st = t.status();
   st.phase = TaskPhase::kSubmitted;
   st.session_id = session;
-  st.idempotency_key = t.object.metadata.uid;
+  st.idempotency_key = AttemptKey(t.object.metadata.uid, static_cast<int>(st.attempts.size()) + 1);
+  st.next_attempt_at.clear();
   st.previous_turn_id = before.data.empty() ? "" : before.data.front().id;
   st.submitted_at = FormatRfc3339(clock_.Now());
   st.queue_position = 0;
@@ -401,7 +409,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
   // task), or done already (synchronous). A transient failure may or may not have reached the
   // service: Follow re-POSTs with the same key if no turn appears. With the stream open,
   // turn.created wakes the task.
-  if (std::optional<Status> refused = Refused(submitter_.Take(t.object.metadata.uid))) {
+  if (std::optional<Status> refused = Refused(TakePost(t.object.metadata.uid))) {
     return FailRefused(t, *refused);
   }
   return ReconcileResult::RequeueAfter(streaming ? options_.stream_check : options_.poll_interval);
@@ -410,7 +418,15 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
 StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
   api::AgentTaskStatus& st = t.status();
   const std::string& uid = t.object.metadata.uid;
-  RETURN_IF_ERROR(LoadWorker(t, st.worker));
+  if (Status loaded = LoadWorker(t, st.worker); !loaded.ok()) {
+    if (loaded.code() == api::StatusCode::kNotFound &&
+        (t.worker.metadata.uid.empty() || t.sandbox.metadata.uid.empty())) {
+      // Its worker or sandbox went while the attempt ran: nothing is left to follow.
+      st.result.error = {std::string(kWorkerLost), loaded.message()};
+      return Finish(t, TaskPhase::kFailed);
+    }
+    return loaded;
+  }
   if (dependencies_ != nullptr) {
     dependencies_->SetDependencies(
         t.key(), {{api::Kind::kAgentWorker, t.object.metadata.namespace_, st.worker}});
@@ -455,7 +471,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
   if (st.turn_id.empty()) {
     // The input POST: refused (the service's error code ends the task), or still held by the
     // service while it waits for an executor (no re-POST meanwhile: reference §2.2).
-    const InputSubmitter::Outcome post = submitter_.Take(uid);
+    const InputSubmitter::Outcome post = TakePost(uid);
     if (std::optional<Status> refused = Refused(post)) {
       return FailRefused(t, *refused);
     }
@@ -473,6 +489,11 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
       if (ours.empty()) {
         st.cancel_reason = timed_out && !cancel_requested ? "TimedOut" : "Cancelled";
         st.cancel_requested_at = FormatRfc3339(now);
+        if (st.cancel_reason == "TimedOut") {
+          if (std::string failure = LastPostFailure(uid); !failure.empty()) {
+            st.result.error = {std::string(kInputPostFailed), failure};
+          }
+        }
         Log(t, {Line(LogKind::kStatus,
                      std::string(st.cancel_reason == "TimedOut" ? "timeout reached"
                                                                 : "cancel requested") +
@@ -499,7 +520,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
         r.posts = std::max(r.posts, 1) + 1;
         r.last = now;
       }
-      if (std::optional<Status> refused = Refused(submitter_.Take(uid))) {
+      if (std::optional<Status> refused = Refused(TakePost(uid))) {
         return FailRefused(t, *refused);
       }
       SetWaitingCondition(t);
@@ -585,6 +606,10 @@ StatusOr<ReconcileResult> AgentTaskReconciler::FailRefused(Target& t, const Stat
 StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase,
                                                       std::optional<openai::Usage> usage) {
   api::AgentTaskStatus& st = t.status();
+  // The attempt ends here (one was made if the input was submitted); another may follow.
+  const int attempt = static_cast<int>(st.attempts.size()) + 1;
+  const bool attempted = !st.submitted_at.empty();
+  const bool retry = attempted && ShouldRetry(t.spec(), attempt, phase, st.result.error.code);
   if (!st.turn_id.empty() && t.agents != nullptr) {
     // The saved items are the final word (reference §2.6): whatever the stream missed goes in
     // now, and the result message and command count come from them.
@@ -598,7 +623,16 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
     if (usage) {
       st.result.usage = {usage->input_tokens, usage->output_tokens, usage->total_tokens};
     }
-    Collect(t);
+    if (!retry) {
+      Collect(t);  // from the last attempt only
+    }
+  }
+  if (attempted) {
+    st.attempts.push_back({attempt, st.worker, st.turn_id, phase, st.result.error, st.submitted_at,
+                           FormatRfc3339(clock_.Now())});
+  }
+  if (retry) {
+    return Retry(t);
   }
   st.phase = phase;
   st.queue_position = 0;
@@ -620,9 +654,66 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
     t.original_status = stored.status;
     // Once, here: a crash before it leaves a stale binding, which counts as free at once
     // (pool_binding.h) and which the pool clears.
-    RETURN_IF_ERROR(Unbind(t));
+    RETURN_IF_ERROR(Unbind(t, t.status().worker));
   }
   return Expire(t);
+}
+
+StatusOr<ReconcileResult> AgentTaskReconciler::Retry(Target& t) {
+  api::AgentTaskStatus& st = t.status();
+  const std::string& uid = t.object.metadata.uid;
+  std::chrono::milliseconds retry_after{0};
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = resubmits_.find(uid); it != resubmits_.end()) {
+      retry_after = it->second.retry_after;
+    }
+  }
+  const std::chrono::milliseconds delay = RetryDelay(st.attempts.back().attempt, retry_after);
+  const std::string replica = t.spec().pool_ref.empty() ? "" : st.worker;
+  Release(t);
+  // The next attempt starts afresh (a selector or a pool picks its worker again); the attempts
+  // so far stay.
+  api::AgentTaskStatus next;
+  next.observed_generation = t.object.metadata.generation;
+  next.conditions = std::move(st.conditions);
+  next.attempts = std::move(st.attempts);
+  next.worker = t.spec().worker_ref;
+  next.phase = TaskPhase::kQueued;
+  next.next_attempt_at = FormatRfc3339(clock_.Now() + delay);
+  st = std::move(next);
+  const std::string message = RetryMessage(t.spec(), st);
+  Wait(t, reason::kRetrying, message);
+  Log(t, {Line(LogKind::kStatus, message)});
+  if (!replica.empty()) {
+    // The status first, as in Finish: the replica is free for others during the delay.
+    ASSIGN_OR_RETURN(Object stored, store_.UpdateStatus(t.object));
+    t.object = stored;
+    t.original_status = stored.status;
+    RETURN_IF_ERROR(Unbind(t, replica));
+  }
+  return ReconcileResult::RequeueAfter(delay);
+}
+
+InputSubmitter::Outcome AgentTaskReconciler::TakePost(const std::string& uid) {
+  InputSubmitter::Outcome post = submitter_.Take(uid);
+  if (post.state == InputSubmitter::State::kDone) {
+    std::lock_guard lock(mu_);
+    Resubmits& r = resubmits_[uid];
+    if (post.status.ok()) {
+      r.last_failure.clear();
+    } else if (const ErrorClass error = ClassifyError(post.status); error.transient()) {
+      r.last_failure = error.reason + ": " + ConditionMessage(post.status);
+      r.retry_after = error.retry_after.value_or(std::chrono::milliseconds(0));
+    }
+  }
+  return post;
+}
+
+std::string AgentTaskReconciler::LastPostFailure(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  auto it = resubmits_.find(uid);
+  return it != resubmits_.end() ? it->second.last_failure : "";
 }
 
 void AgentTaskReconciler::SyncLog(Target& t, bool final) {
@@ -649,74 +740,10 @@ void AgentTaskReconciler::SyncLog(Target& t, bool final) {
 }
 
 void AgentTaskReconciler::Collect(Target& t) {
-  api::AgentTaskStatus& st = t.status();
-  st.artifacts.clear();
-  if (t.spec().collect.empty()) {
-    return;
-  }
-  // From the sandbox sbx created, never from the Sandbox's spec as it reads now: its author may
-  // have pointed it at a sandbox sbx never created while the task ran (#24).
-  StatusOr<api::SandboxIdentity> created = api::CreatedSandbox(t.sandbox);
-  StatusOr<databricks::SandboxApi*> sandboxes =
-      created.ok() ? clouds_.Sandboxes(t.object.metadata.namespace_, created->workspace_ref)
-                   : StatusOr<databricks::SandboxApi*>(created.status());
-  int64_t total = 0;
-  for (const api::CollectSpec& c : t.spec().collect) {
-    api::ArtifactStatus a;
-    a.path = c.path;
-    if (!sandboxes.ok()) {
-      a.error = sandboxes.status().message();
-      st.artifacts.push_back(std::move(a));
-      continue;
-    }
-    databricks::ExecRequest request;
-    request.cmd = "/bin/bash";
-    request.args = {"-c",          std::string(scripts::kCollectFile),
-                    "sbx-collect", t.worker.agent_worker_spec().workspace_directory,
-                    c.path,        std::to_string(c.max_bytes)};
-    StatusOr<databricks::ExecResult> r =
-        (*sandboxes)->ExecSync(created->sandbox_id, request, t.stop);
-    if (!r.ok()) {
-      a.error = r.status().message();
-    } else if (r->exit_code != 0) {
-      a.error = r->exit_code == 3 ? "not found" : "read failed: " + r->stderr_text;
-    } else {
-      const size_t nl = r->stdout_text.find('\n');
-      std::optional<std::string> bytes =
-          nl == std::string::npos
-              ? std::nullopt
-              : api::Base64Decode(std::string_view(r->stdout_text).substr(nl + 1));
-      if (!bytes) {
-        a.error = "unreadable answer from the sandbox";
-      } else if (total + static_cast<int64_t>(bytes->size()) > kMaxTaskArtifactBytes) {
-        a.error = "the task's artifacts would exceed 16 MiB";
-      } else {
-        std::string content = *std::move(bytes);
-        if (options_.scrub_artifact) {
-          // The executor key is in the sandbox's environment: a task can write it to a file.
-          std::string clean = options_.scrub_artifact(content);
-          if (clean != content) {
-            Log(t, {Line(LogKind::kStatus, "artifact " + a.path +
-                                               ": known secret values were replaced by "
-                                               "[REDACTED]")});
-            content = std::move(clean);
-          }
-        }
-        a.bytes = static_cast<int64_t>(content.size());
-        a.sha256 = Sha256Hex(content);
-        Status put = store_.PutArtifact(t.key(), t.object.metadata.uid,
-                                        {a.path, a.bytes, a.sha256, std::move(content)});
-        if (put.ok()) {
-          total += a.bytes;
-        } else {
-          a.error = put.message();
-          a.bytes = 0;
-          a.sha256.clear();
-        }
-      }
-    }
-    st.artifacts.push_back(std::move(a));
-  }
+  t.status().artifacts = CollectArtifacts(
+      store_, clouds_, t.object, t.sandbox, t.worker.agent_worker_spec().workspace_directory,
+      options_.scrub_artifact,
+      [&](std::string line) { Log(t, {Line(LogKind::kStatus, std::move(line))}); }, t.stop);
 }
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Expire(Target& t) {
@@ -744,7 +771,7 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::Finalize(Target& t
   api::AgentTaskStatus& st = t.status();
   if (st.phase != TaskPhase::kSubmitted && st.phase != TaskPhase::kRunning) {
     Release(t);
-    RETURN_IF_ERROR(Unbind(t));
+    RETURN_IF_ERROR(Unbind(t, t.status().worker));
     return std::optional<ReconcileResult>();
   }
   // A running turn is cancelled before the task goes (its worker would stay busy otherwise).
@@ -783,7 +810,7 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::Finalize(Target& t
       turn->status == openai::TurnStatus::kFailed ||
       turn->status == openai::TurnStatus::kCancelled) {
     Release(t);
-    RETURN_IF_ERROR(Unbind(t));
+    RETURN_IF_ERROR(Unbind(t, t.status().worker));
     return std::optional<ReconcileResult>();
   }
   return std::optional<ReconcileResult>(ReconcileResult::RequeueAfter(options_.poll_interval));

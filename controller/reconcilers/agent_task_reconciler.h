@@ -47,6 +47,12 @@
 //     then every collect path is read with exec-sync (collect_file.sh: at most maxBytes, base64)
 //     and stored with its sha256 (at most 16 MiB per task); completedAt; Completed=True reason =
 //     the phase.
+//   An attempt ends (every finished phase above, once submitted) → status.attempts[] gets its
+//     entry; if task_attempts.h ShouldRetry (its failure kind in spec.retryOn, attempts so far
+//     ≤ backoffLimit) the task starts afresh but for attempts: Queued, Submitted=False reason
+//     Retrying, nextAttemptAt (10 s doubling, ≥ a Retry-After), no collect; a pool replica is
+//     given back once that is stored. Attempt n ≥ 2 submits with Idempotency-Key <uid>-<n>. A
+//     worker or sandbox deleted mid-turn ends the attempt Failed (WorkerLost).
 //   Finished → a pool task gives its replica back once its final status is stored; with
 //     ttlAfterFinished, the task is deleted that long after completedAt.
 //   Deleted while submitted/running → cancel, wait for the turn to end, then let it go.
@@ -127,14 +133,21 @@ class AgentTaskReconciler final : public Reconciler {
   // `tasks`: the namespace's unfinished tasks.
   api::StatusOr<std::optional<ReconcileResult>> BindToPool(Target& t,
                                                            const std::vector<api::Object>& tasks);
-  // A pool task that is done with its replica gives it back (after its final status is stored).
-  api::Status Unbind(Target& t);
+  // A pool task that is done with `replica` gives it back (after its status is stored).
+  api::Status Unbind(Target& t, const std::string& replica);
   api::StatusOr<ReconcileResult> Submit(Target& t);
   api::StatusOr<ReconcileResult> Follow(Target& t);
   // `usage`: the terminal turn's, when known (else the turn is read for it).
   api::StatusOr<ReconcileResult> Finish(Target& t, api::TaskPhase phase,
                                         std::optional<openai::Usage> usage = std::nullopt);
   api::StatusOr<ReconcileResult> FailRefused(Target& t, const api::Status& refused);
+  // The attempt just recorded in status.attempts failed and spec allows another
+  // (task_attempts.h): Queued, reason Retrying, until status.nextAttemptAt.
+  api::StatusOr<ReconcileResult> Retry(Target& t);
+  // submitter_.Take, remembering a transient failure (and its Retry-After) for the attempt.
+  InputSubmitter::Outcome TakePost(const std::string& uid);
+  // The attempt's last transient input POST failure ("" if none, or none since a success).
+  std::string LastPostFailure(const std::string& uid);
   api::StatusOr<ReconcileResult> Expire(Target& t);
   api::StatusOr<std::optional<ReconcileResult>> Finalize(Target& t);
   // Loads the worker, its sandbox and the Agents API into `t`.
@@ -164,6 +177,8 @@ class AgentTaskReconciler final : public Reconciler {
   struct Resubmits {
     int posts = 1;  // the first POST is Submit's
     Clock::WallTime last{};
+    std::string last_failure;                  // TakePost
+    std::chrono::milliseconds retry_after{0};  // of the last transient failure
   };
   std::mutex mu_;
   std::map<std::string, Resubmits> resubmits_;  // by task uid. Guarded by mu_.

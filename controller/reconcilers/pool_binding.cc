@@ -6,6 +6,7 @@
 
 #include "api/conditions.h"
 #include "controller/reconcilers/internal/object_updates.h"
+#include "controller/reconcilers/task_attempts.h"
 
 namespace sbx::controller {
 
@@ -47,7 +48,7 @@ bool CreatedBefore(const api::Object& a, const api::Object& b) {
 }
 
 PoolPick PickReplica(const api::Object& task, const std::vector<api::Object>& replicas,
-                     const std::vector<api::Object>& tasks) {
+                     const std::vector<api::Object>& tasks, Clock::WallTime now) {
   PoolPick pick;
   const std::string& uid = task.metadata.uid;
   const LiveTasks live = LiveTasksOf(tasks);
@@ -62,7 +63,7 @@ PoolPick PickReplica(const api::Object& task, const std::vector<api::Object>& re
   }
   for (const api::Object& o : tasks) {
     if (o.agent_task_spec().pool_ref == task.agent_task_spec().pool_ref && o.metadata.uid != uid &&
-        !bound.contains(o.metadata.uid) &&
+        !bound.contains(o.metadata.uid) && !AwaitingRetry(o, now) &&
         std::tie(o.metadata.creation_timestamp, o.metadata.name) <
             std::tie(task.metadata.creation_timestamp, task.metadata.name)) {
       ++pick.ahead;

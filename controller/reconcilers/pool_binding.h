@@ -22,6 +22,7 @@
 
 #include "api/resources.h"
 #include "api/status.h"
+#include "controller/base/clock.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
@@ -49,7 +50,9 @@ bool CreatedBefore(const api::Object& a, const api::Object& b);
 // Where a pool task stands, as PickReplica sees it.
 struct PoolPick {
   std::string bound;  // the replica already bound to the task (adopted after a crash)
-  int ahead = 0;      // the pool's unbound tasks created before it (first come first served)
+  // The pool's unbound tasks created before it (first come first served), but for those waiting
+  // out a retry delay (task_attempts.h).
+  int ahead = 0;
   std::vector<api::Object> free;  // free Ready replicas, awake ones first
   // The one this task should try to bind: free[ahead], when there are enough free ones.
   const api::Object* Candidate() const {
@@ -61,7 +64,7 @@ struct PoolPick {
 // ahead take the free replicas before it, so concurrent binders mostly ask for different ones.
 // `replicas`: ListReplicas of its pool; `tasks`: the namespace's unfinished tasks.
 PoolPick PickReplica(const api::Object& task, const std::vector<api::Object>& replicas,
-                     const std::vector<api::Object>& tasks);
+                     const std::vector<api::Object>& tasks, Clock::WallTime now);
 
 // Sets the binding to `value` on `replica` as it was read: kAborted if it changed since (another
 // binding won), kFailedPrecondition if it is being deleted, kNotFound if gone.

@@ -176,7 +176,8 @@ TEST_F(AgentTaskTest, GetShowsPhaseWorkerDurationCommandsAndResult) {
   std::string header;
   std::getline(lines, header);
   EXPECT_THAT(header, StartsWith("NAME"));
-  for (const char* column : {"PHASE", "WORKER", "AGE", "DURATION", "COMMANDS", "RESULT"}) {
+  for (const char* column :
+       {"PHASE", "WORKER", "AGE", "DURATION", "COMMANDS", "ATTEMPTS", "RESULT"}) {
     EXPECT_THAT(header, HasSubstr(column));
   }
   EXPECT_THAT(header, Not(HasSubstr("QUEUE")));

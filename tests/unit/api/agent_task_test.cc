@@ -111,5 +111,66 @@ TEST(AgentTaskTest, MaxBytesIsAtMostSixteenMebibytes) {
             "\"512Ki\" or \"1Mi\", got \"1MB\"");
 }
 
+// Retries (DESIGN §8.1): backoffLimit counts retries, retryOn defaults to
+// [InfrastructureFailure] when unset and [] means never; both are checked at their place.
+TEST(AgentTaskTest, RetryFieldsDecodeDefaultAndAreValidated) {
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(
+      "apiVersion: sbx.dev/v1alpha1\nkind: AgentTask\nmetadata: {name: t}\nspec:\n"
+      "  workerRef: fixer\n  input: hi\n",
+      "t.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  const AgentTaskSpec& plain = (*ms)[0].object.agent_task_spec();
+  EXPECT_EQ(plain.backoff_limit, 0);
+  EXPECT_FALSE(plain.retry_on.has_value());
+  EXPECT_TRUE(RetriesOn(plain, RetryOn::kInfrastructureFailure));
+  EXPECT_FALSE(RetriesOn(plain, RetryOn::kFailed));
+  EXPECT_FALSE(RetriesOn(plain, RetryOn::kTimedOut));
+
+  AgentTaskSpec never;
+  never.retry_on = std::vector<RetryOn>{};
+  EXPECT_FALSE(RetriesOn(never, RetryOn::kInfrastructureFailure));
+
+  EXPECT_EQ(Apply("  workerRef: fixer\n  input: x\n  backoffLimit: 2\n"
+                  "  retryOn: [InfrastructureFailure, TimedOut]\n"),
+            "OK");
+  EXPECT_EQ(Apply("  workerRef: fixer\n  input: x\n  backoffLimit: -1\n"),
+            "task.yaml:8:3: spec.backoffLimit: must be between 0 and 100 (the number of retries "
+            "after the first attempt), got -1");
+  EXPECT_EQ(Apply("  workerRef: fixer\n  input: x\n  retryOn: [Failed, Crashed]\n"),
+            "task.yaml:8:21: spec.retryOn[1]: unsupported value \"Crashed\" (expected "
+            "InfrastructureFailure|Failed|TimedOut)");
+  EXPECT_EQ(Apply("  workerRef: fixer\n  input: x\n  retryOn: [Failed, Failed]\n"),
+            "task.yaml:8:21: spec.retryOn[1]: duplicate entry");
+}
+
+// The attempts round-trip through the store's JSON; an empty retryOn stays empty (never), an
+// unset one stays unset.
+TEST(AgentTaskTest, AttemptsAndRetryOnRoundTripThroughTheStoresJson) {
+  Object o = MakeObject(Kind::kAgentTask, "t");
+  o.agent_task_spec().worker_ref = "w";
+  o.agent_task_spec().input = "x";
+  o.agent_task_spec().backoff_limit = 1;
+  o.agent_task_spec().retry_on = std::vector<RetryOn>{};
+  AgentTaskStatus& st = o.agent_task_status();
+  st.phase = TaskPhase::kQueued;
+  st.next_attempt_at = "2026-12-04T10:00:10Z";
+  st.attempts.push_back({1,
+                         "w",
+                         "turn_1",
+                         TaskPhase::kFailed,
+                         {"server_error", "boom"},
+                         "2026-12-04T09:59:00Z",
+                         "2026-12-04T10:00:00Z"});
+  const std::string json = EncodeObjectJson(o, false);
+  EXPECT_NE(json.find("\"retryOn\":[]"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"nextAttemptAt\":\"2026-12-04T10:00:10Z\""), std::string::npos) << json;
+  StatusOr<Object> back = DecodeObjectJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, o);
+
+  o.agent_task_spec().retry_on.reset();
+  EXPECT_EQ(EncodeObjectJson(o, false).find("retryOn"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sbx::api

@@ -104,7 +104,17 @@ inline Object FullTask() {
   s.timeout = std::chrono::seconds(90);
   s.collect = {{"out.txt", 2048}, {"reports/summary.md", int64_t{1} << 20}};
   s.ttl_after_finished = std::chrono::seconds(86400);
+  s.backoff_limit = 2;
+  s.retry_on = std::vector<RetryOn>{RetryOn::kInfrastructureFailure, RetryOn::kTimedOut};
   AgentTaskStatus& st = o.agent_task_status();
+  st.attempts = {{1,
+                  "w1",
+                  "turn_0",
+                  TaskPhase::kFailed,
+                  {"server_error", "boom"},
+                  "2026-01-01T00:00:00Z",
+                  "2026-01-01T00:00:05Z"}};
+  st.next_attempt_at = "2026-01-01T00:00:15Z";
   st.observed_generation = 1;
   st.conditions = {{"Completed", ConditionStatus::kTrue, "Succeeded", "", "t", 1}};
   st.phase = TaskPhase::kSucceeded;

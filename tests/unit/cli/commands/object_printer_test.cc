@@ -105,13 +105,30 @@ TEST(TableRowTest, AgentTaskResultIsTheErrorCodeOrTheFirstLineCut) {
   std::vector<std::string> row = TableRow(task, /*wide=*/true, /*with_namespace=*/false, now);
   ASSERT_EQ(row.size(), TableHeaders(api::Kind::kAgentTask, true, false).size());
   EXPECT_EQ(row[2], "fixer");  // the worker asked for, until one is picked
-  EXPECT_EQ(row[6], std::string(60, 'x') + "…");
-  EXPECT_EQ(row[7], "<none>");  // not queued
+  EXPECT_EQ(row[6], "0");      // ATTEMPTS: none made yet
+  EXPECT_EQ(row[7], std::string(60, 'x') + "…");
+  EXPECT_EQ(row[8], "<none>");  // not queued
   s.result.error = {"connection_failed", "gone"};
   s.queue_position = 3;
   row = TableRow(task, true, false, now);
-  EXPECT_EQ(row[6], "connection_failed");
-  EXPECT_EQ(row[7], "3");
+  EXPECT_EQ(row[7], "connection_failed");
+  EXPECT_EQ(row[8], "3");
+}
+
+// ATTEMPTS counts the ended attempts and the running one; with retries allowed, out of how many.
+TEST(TableRowTest, AgentTaskAttemptsCountTheRunningOneAndShowTheLimit) {
+  api::Object task = api::MakeObject(api::Kind::kAgentTask, "t", "default");
+  task.agent_task_spec().worker_ref = "fixer";
+  auto& s = task.agent_task_status();
+  const auto now = std::chrono::system_clock::now();
+  s.phase = api::TaskPhase::kRunning;
+  EXPECT_EQ(TableRow(task, false, false, now)[6], "1");
+  task.agent_task_spec().backoff_limit = 2;
+  s.attempts.push_back(
+      {1, "fixer", "turn_1", api::TaskPhase::kFailed, {"server_error", ""}, "", ""});
+  EXPECT_EQ(TableRow(task, false, false, now)[6], "2/3");
+  s.phase = api::TaskPhase::kQueued;
+  EXPECT_EQ(TableRow(task, false, false, now)[6], "1/3");
 }
 
 }  // namespace

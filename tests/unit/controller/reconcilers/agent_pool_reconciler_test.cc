@@ -329,5 +329,44 @@ TEST_F(AgentPoolReconcilerTest, ATaskOfAPoolThatDoesNotExistSaysSo) {
   EXPECT_EQ(ConditionReason(t, "Submitted"), "False/PoolNotFound");
 }
 
+// #27 item 6: a pool task whose attempt failed with an infrastructure code gives its replica back
+// at once: the next task takes it during the delay, and the retrying task is neither queued
+// demand nor ahead of anybody until its next attempt is due; then it binds a free replica again.
+TEST_F(AgentPoolReconcilerTest, ARetryingTaskGivesItsReplicaBackAndIsNotDemandDuringItsDelay) {
+  ApplyPool(/*max=*/1);
+  Object a = api::MakeObject(Kind::kAgentTask, "a");
+  a.agent_task_spec().pool_ref = "p";
+  a.agent_task_spec().input = "$ true";
+  a.agent_task_spec().backoff_limit = 1;
+  ASSERT_TRUE(store_->Apply({a}, {}).ok());
+  ReconcilePool();
+  const std::string replica = Replicas().at(0).metadata.name;
+  MakeSandbox(replica);
+  MakeReady(replica);
+  Object a_task = ReconcileTask("a");
+  EXPECT_EQ(a_task.agent_task_status().phase, TaskPhase::kSubmitted);
+  const std::string b = CreateTask("b");
+  ReconcileTask("a");  // Running
+  clouds_.agents().FailTurn(a_task.agent_task_status().session_id, "sandbox_error", "lost");
+  a_task = ReconcileTask("a");
+  EXPECT_EQ(a_task.agent_task_status().phase, TaskPhase::kQueued);
+  EXPECT_EQ(ConditionReason(a_task, "Submitted"), "False/Retrying");
+  EXPECT_TRUE(a_task.agent_task_status().worker.empty());
+  EXPECT_EQ(a_task.agent_task_status().attempts.at(0).worker, replica);
+  EXPECT_EQ(BindingOf(*store_->Get({Kind::kAgentWorker, "default", replica})), "");
+
+  Object pool = ReconcilePool();
+  EXPECT_EQ(pool.agent_pool_status().queued, 1);  // b only: a waits out its delay
+  Object b_task = ReconcileTask("b");             // a, created first, is not ahead of b now
+  EXPECT_EQ(b_task.agent_task_status().worker, replica);
+  EXPECT_EQ(b_task.agent_task_status().phase, TaskPhase::kSubmitted);
+
+  clock_.Advance(seconds(10));
+  a_task = ReconcileTask("a");
+  EXPECT_EQ(a_task.agent_task_status().phase, TaskPhase::kQueued);
+  EXPECT_EQ(ConditionReason(a_task, "Submitted"), "False/WaitingForReplica");
+  EXPECT_EQ(ReconcilePool().agent_pool_status().queued, 1);  // a is demand again
+}
+
 }  // namespace
 }  // namespace sbx::controller

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "api/base64.h"
 #include "api/conditions.h"
@@ -237,8 +239,6 @@ TEST_F(AgentTaskReconcilerTest, ALostPostIsRepeatedWithTheSameKeyAndStartsOneTur
   EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kRunning);
 }
 
-;
-
 // With an enqueuer the input POST runs in the background: a POST the service holds (no executor
 // connected) returns the reconcile at once, the task says WaitingForExecutor while the worker's
 // executor is gone, and a delete waits for the POST's answer, then cancels the turn it started
@@ -349,6 +349,181 @@ TEST_F(AgentTaskReconcilerTest, TtlAfterFinishedDeletesTheTask) {
   (void)reconciler_->Reconcile({Kind::kAgentTask, "default", "t1"}, {});
   EXPECT_EQ(store_->Get({Kind::kAgentTask, "default", "t1"}).status().code(),
             api::StatusCode::kNotFound);
+}
+
+// ---- Retries (DESIGN §8.1, #27 item 6) ----------------------------------------------------------
+
+class AgentTaskRetryTest : public AgentTaskReconcilerTest {
+ protected:
+  std::string CreateRetrying(const std::string& name, int backoff_limit,
+                             std::optional<std::vector<api::RetryOn>> retry_on = std::nullopt) {
+    Object o = api::MakeObject(Kind::kAgentTask, name);
+    o.agent_task_spec().worker_ref = "w";
+    o.agent_task_spec().input = "$ make test";
+    o.agent_task_spec().timeout = std::chrono::seconds(60);
+    o.agent_task_spec().backoff_limit = backoff_limit;
+    o.agent_task_spec().retry_on = std::move(retry_on);
+    return (*store_->Apply({o}, {}))[0].object.metadata.uid;
+  }
+  // Submits and starts the turn of the task's current attempt.
+  Object Start(const std::string& name) {
+    Reconcile(name);
+    Object t = Reconcile(name);
+    EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kRunning);
+    return t;
+  }
+  static std::string SubmittedReason(const Object& t) {
+    const api::Condition* c =
+        api::FindCondition(t.agent_task_status().conditions, api::condition::kSubmitted);
+    return c == nullptr ? "" : c->reason;
+  }
+};
+
+TEST_F(AgentTaskRetryTest, AnInfrastructureFailureIsRetriedAfterTheDelayWithANewKeyAndANewTurn) {
+  const std::string uid = CreateRetrying("t1", 1);
+  const std::string first_turn = Start("t1").agent_task_status().turn_id;
+  clouds_.agents().FailTurn(session_, "server_overloaded", "try again later");
+  Object t = Reconcile("t1");
+  const api::AgentTaskStatus* st = &t.agent_task_status();
+  EXPECT_EQ(st->phase, TaskPhase::kQueued);
+  EXPECT_EQ(SubmittedReason(t), "Retrying");
+  EXPECT_EQ(st->next_attempt_at, api::FormatRfc3339(clock_.Now() + std::chrono::seconds(10)));
+  EXPECT_TRUE(st->turn_id.empty());
+  EXPECT_TRUE(st->idempotency_key.empty());
+  ASSERT_EQ(st->attempts.size(), 1u);
+  EXPECT_EQ(st->attempts[0].attempt, 1);
+  EXPECT_EQ(st->attempts[0].worker, "w");
+  EXPECT_EQ(st->attempts[0].turn_id, first_turn);
+  EXPECT_EQ(st->attempts[0].phase, TaskPhase::kFailed);
+  EXPECT_EQ(st->attempts[0].error.code, "server_overloaded");
+  EXPECT_FALSE(st->attempts[0].started_at.empty());
+  EXPECT_FALSE(st->attempts[0].completed_at.empty());
+
+  clock_.Advance(std::chrono::seconds(9));  // not yet: no POST
+  EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kQueued);
+  EXPECT_EQ(clouds_.agents().IdempotencyKeys().size(), 1u);
+
+  clock_.Advance(std::chrono::seconds(1));
+  t = Reconcile("t1");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kSubmitted);
+  EXPECT_EQ(t.agent_task_status().idempotency_key, uid + "-2");
+  EXPECT_TRUE(t.agent_task_status().next_attempt_at.empty());
+  EXPECT_EQ(clouds_.agents().IdempotencyKeys(), (std::vector<std::string>{uid, uid + "-2"}));
+  t = Reconcile("t1");
+  EXPECT_NE(t.agent_task_status().turn_id, first_turn);  // a new turn
+  clouds_.agents().CompleteTurn(session_);
+  t = Reconcile("t1");
+  st = &t.agent_task_status();
+  EXPECT_EQ(st->phase, TaskPhase::kSucceeded);
+  ASSERT_EQ(st->attempts.size(), 2u);
+  EXPECT_EQ(st->attempts[1].attempt, 2);
+  EXPECT_EQ(st->attempts[1].phase, TaskPhase::kSucceeded);
+  EXPECT_EQ(st->attempts[1].turn_id, st->turn_id);
+  EXPECT_EQ(clouds_.agents().AcceptedInputs(session_), 2);
+}
+
+TEST_F(AgentTaskRetryTest, WhenNoRetryIsLeftTheFinalPhaseIsTheLastAttemptsAndDelaysDouble) {
+  CreateRetrying("t1", 2);
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    Start("t1");
+    clouds_.agents().FailTurn(session_, "connection_failed", "executor did not connect");
+    Object t = Reconcile("t1");
+    if (attempt < 3) {
+      EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kQueued) << attempt;
+      const auto delay = std::chrono::seconds(10 << (attempt - 1));  // 10 s, then 20 s
+      EXPECT_EQ(t.agent_task_status().next_attempt_at, api::FormatRfc3339(clock_.Now() + delay));
+      clock_.Advance(delay);
+    } else {
+      EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kFailed);
+      EXPECT_EQ(t.agent_task_status().result.error.code, "connection_failed");
+      EXPECT_EQ(t.agent_task_status().attempts.size(), 3u);
+    }
+  }
+}
+
+TEST_F(AgentTaskRetryTest, TheAgentsOwnFailureIsNotRetriedUnlessRetryOnNamesFailed) {
+  CreateRetrying("plain", 3);
+  Start("plain");
+  clouds_.agents().FailTurn(session_, "some_new_code", "the agent gave up");  // unknown: Failed
+  Object t = Reconcile("plain");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kFailed);
+  ASSERT_EQ(t.agent_task_status().attempts.size(), 1u);
+
+  CreateRetrying("failed", 3, std::vector<api::RetryOn>{api::RetryOn::kFailed});
+  Start("failed");
+  clouds_.agents().FailTurn(session_, "some_new_code", "the agent gave up");
+  EXPECT_EQ(Reconcile("failed").agent_task_status().phase, TaskPhase::kQueued);
+
+  // retryOn: [Failed] alone does not retry an infrastructure failure.
+  clock_.Advance(std::chrono::seconds(10));
+  Start("failed");
+  clouds_.agents().FailTurn(session_, "sandbox_error", "gone");
+  EXPECT_EQ(Reconcile("failed").agent_task_status().phase, TaskPhase::kFailed);
+}
+
+TEST_F(AgentTaskRetryTest, ATimedOutAttemptIsRetriedOnlyWithRetryOnTimedOut) {
+  CreateRetrying("t1", 1, std::vector<api::RetryOn>{api::RetryOn::kTimedOut});
+  Start("t1");
+  clock_.Advance(std::chrono::seconds(61));
+  Object t = Reconcile("t1");  // cancel sent; the fake cancels at once
+  if (t.agent_task_status().phase == TaskPhase::kRunning) {
+    t = Reconcile("t1");
+  }
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kQueued);
+  ASSERT_EQ(t.agent_task_status().attempts.size(), 1u);
+  EXPECT_EQ(t.agent_task_status().attempts[0].phase, TaskPhase::kTimedOut);
+  clock_.Advance(std::chrono::seconds(10));
+  Start("t1");  // the second attempt's timeout counts from its own submission
+  clock_.Advance(std::chrono::seconds(30));
+  EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kRunning);
+}
+
+TEST_F(AgentTaskRetryTest, AnInputPostThatKeptFailingUntilTheTimeoutIsAnInfrastructureFailure) {
+  const std::string uid = CreateRetrying("t1", 1);
+  clouds_.agents().FailNext("send", api::UnavailableError("connection reset"));
+  EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kSubmitted);
+  clouds_.agents().HoldSends();  // the re-POSTs are held by the service: no turn in time
+  clock_.Advance(std::chrono::seconds(61));
+  Object t = Reconcile("t1");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kQueued);
+  ASSERT_EQ(t.agent_task_status().attempts.size(), 1u);
+  EXPECT_EQ(t.agent_task_status().attempts[0].phase, TaskPhase::kTimedOut);
+  EXPECT_EQ(t.agent_task_status().attempts[0].error.code, "InputPostFailed");
+  clouds_.agents().ReleaseSends();
+}
+
+TEST_F(AgentTaskRetryTest, ACancelBetweenAttemptsEndsTheTaskCancelled) {
+  CreateRetrying("t1", 1);
+  Start("t1");
+  clouds_.agents().FailTurn(session_, "server_error", "boom");
+  EXPECT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kQueued);
+  Object o = *store_->Get({Kind::kAgentTask, "default", "t1"});
+  o.metadata.annotations[std::string(api::kCancelRequestedAnnotation)] = "now";
+  ASSERT_TRUE(store_->Apply({o}, {}).ok());
+  Object t = Reconcile("t1");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kCancelled);
+  EXPECT_EQ(t.agent_task_status().attempts.size(), 1u);
+  EXPECT_EQ(clouds_.agents().IdempotencyKeys().size(), 1u);
+}
+
+TEST_F(AgentTaskRetryTest, AWorkerDeletedMidTurnIsAnInfrastructureFailureNotAStuckTask) {
+  CreateRetrying("t1", 0);
+  Start("t1");
+  ASSERT_TRUE(store_->Delete({Kind::kAgentWorker, "default", "w"}).ok());  // no finalizer here
+  ASSERT_EQ(store_->Get({Kind::kAgentWorker, "default", "w"}).status().code(),
+            api::StatusCode::kNotFound);
+  Object t = Reconcile("t1");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kFailed);
+  EXPECT_EQ(t.agent_task_status().result.error.code, "WorkerLost");
+}
+
+TEST_F(AgentTaskRetryTest, ATaskWaitingOutItsDelayIsNotAheadOfTheWorkersNextTask) {
+  CreateRetrying("first", 1);
+  Start("first");
+  clouds_.agents().FailTurn(session_, "server_error", "boom");
+  EXPECT_EQ(Reconcile("first").agent_task_status().phase, TaskPhase::kQueued);
+  CreateRetrying("second", 0);
+  EXPECT_EQ(Reconcile("second").agent_task_status().phase, TaskPhase::kSubmitted);
 }
 
 }  // namespace
