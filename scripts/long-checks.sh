@@ -15,13 +15,16 @@
 #   converge   bench/converge.sh 1000 against the ideal client (ratio_ideal, ratio_all)
 #   tasks      bench/agent_tasks.sh 10 1000 (the median of its repeats ÷ the floor)
 #   degraded   bench/degraded.sh 100 3 (median faulty ÷ median fault-free, target ≤ 1.5)
+#   pool       tests/chaos/pool_chaos.sh at 4× CI's size: 200 pool tasks with backoffLimit 2
+#              (every fifth fails its first turn) on a pool of max 20 scaling from zero, 8 kill -9
+#              rounds; turns = recorded attempts, no replica ever ran two tasks, nothing leaked
 # Full output of each check goes to $SBX_LONG_OUT (default build/long-checks/), the summary
 # lines to stdout. Exits non-zero if any check failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 checks=("$@")
-((${#checks[@]})) || checks=(chaos replicas converge tasks degraded)
+((${#checks[@]})) || checks=(chaos replicas converge tasks degraded pool)
 out=${SBX_LONG_OUT:-$root/build/long-checks}
 mkdir -p "$out"
 if [[ -n "${SBX_LONG_BIN:-}" ]]; then
@@ -79,8 +82,14 @@ for check in "${checks[@]}"; do
       fi
       report degraded "$rc" "${line:-no result} [$((SECONDS - start)) s]"
       ;;
+    pool)
+      tests/chaos/pool_chaos.sh "$bin/cli" --tasks 200 --max 20 --rounds 8 --kill-window 3 \
+        --timeout 600 >"$log" 2>&1
+      rc=$?
+      report pool "$rc" "$(grep -E '^(PASS|FAIL)' "$log" | tail -1 | cut -c1-300) [$((SECONDS - start)) s]"
+      ;;
     *)
-      echo "unknown check: $check (chaos, replicas, converge, tasks, degraded)" >&2
+      echo "unknown check: $check (chaos, replicas, converge, tasks, degraded, pool)" >&2
       failed=1
       ;;
   esac
