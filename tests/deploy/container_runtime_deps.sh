@@ -26,23 +26,38 @@ base=$(dpkg-query -W -f='${Package}\t${Priority}\t${Essential}\n' |
   awk -F'\t' '$2 == "required" || $3 == "yes" { print $1 }' | sort -u)
 provided=$(printf '%s\n%s\n' "$closure" "$base" | sort -u)
 
-missing=0
+# Every library each binary links ("binary lib" lines), sanitizer runtimes left out.
+needs=""
 for binary in "$@"; do
   [[ -x "$binary" ]] || fail "$binary is not an executable"
-  while read -r lib; do
-    case "$(basename "$lib")" in
-      libasan.* | libubsan.* | liblsan.* | libtsan.*) continue ;;
-    esac
-    pkg=""
-    for path in "$lib" "$(readlink -f "$lib")" "/usr$lib" "${lib#/usr}"; do
-      pkg=$(dpkg -S "$path" 2>/dev/null | head -1 | cut -d: -f1) && [[ -n "$pkg" ]] && break
-    done
-    [[ -n "$pkg" ]] || fail "$(basename "$binary"): $lib belongs to no Debian package"
-    if ! grep -qx "$pkg" <<<"$provided"; then
-      echo "MISSING: $(basename "$binary") needs $lib from package $pkg, which the runtime stage of $containerfile does not install" >&2
-      missing=1
-    fi
-  done < <(ldd "$binary" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }')
+  needs+=$(ldd "$binary" | awk -v b="$(basename "$binary")" '$2 == "=>" && $3 ~ /^\// { print b, $3 }' |
+    grep -Ev '/lib(asan|ubsan|lsan|tsan)\.' || true)$'\n'
 done
+# One dpkg -S for every path a library may be known by (it, its target, with and without the
+# /usr prefix of Debian 12's merged /usr): each dpkg -S reads the whole package database, so one
+# call per library took most of a minute.
+declare -A candidates owner
+while read -r _ lib; do
+  [[ -n "$lib" && -z "${candidates[$lib]:-}" ]] || continue
+  candidates[$lib]="$lib $(readlink -f "$lib") /usr$lib ${lib#/usr}"
+done <<<"$needs"
+while IFS= read -r line; do
+  pkg=${line%%: *}
+  owner[${line#*: }]=${pkg%%:*}
+done < <(printf '%s\n' ${candidates[@]} | sort -u | xargs dpkg -S 2>/dev/null || true)
+
+missing=0
+while read -r binary lib; do
+  [[ -n "$lib" ]] || continue
+  pkg=""
+  for path in ${candidates[$lib]}; do
+    pkg=${owner[$path]:-} && [[ -n "$pkg" ]] && break
+  done
+  [[ -n "$pkg" ]] || fail "$binary: $lib belongs to no Debian package"
+  if ! grep -qx "$pkg" <<<"$provided"; then
+    echo "MISSING: $binary needs $lib from package $pkg, which the runtime stage of $containerfile does not install" >&2
+    missing=1
+  fi
+done <<<"$needs"
 ((missing == 0)) || exit 1
 echo "ok: every library of $(printf '%s ' "${@##*/}")comes from the runtime stage's packages ($(wc -w <<<"$runtime") listed, $(wc -l <<<"$closure") with their dependencies)"
