@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# AgentPool from zero (issue #27): a pool with min 0, max M (default 20) and T tasks (default 200)
+# of `$ sleep 1` naming it, applied in one `sbxctl apply -f DIR`, against the emulator with a
+# fixed latency on every endpoint (SBX_BENCH_LATENCY, default 20ms) and the workspace rate limit
+# (SBX_BENCH_RPS, default 20 req/s, which the Workspace tells sbxd). Reports one JSON line:
+#   seconds_to_all_succeeded  apply → every task Succeeded (sbxctl get, 0.25 s polls)
+#   floor_s                   the scale-up chain (the emulator's pending delay + 5 × latency:
+#                             create, see RUNNING, session create, launch, see it connected)
+#                             + T × 1 s ÷ M + the fewest Databricks calls ÷ rate (a create and a
+#                             launch per replica); OpenAI calls are not rate-limited here
+#   ratio                     seconds_to_all_succeeded ÷ floor_s (target ≤ 1.3)
+#   running_s, running_ratio  sandbox RUNNING-seconds from apply to all Succeeded (the
+#                             Databricks LIST sampled every 0.5 s) ÷ (M × that time); ≤ 1.2
+#   scale_up_s                apply → M replicas Ready; first_turn_s apply → the first turn
+#   per_task                  input POSTs, session creates and deletes, GETs ÷ T
+#   scale_down_s              the last task's end → 0 sandboxes RUNNING (scaleDownAfter is
+#                             SBX_BENCH_SCALE_DOWN, default 30s)
+#   warm                      then a pool with warm: 5 and 5 tasks applied once its 5 replicas
+#                             are Ready and idle: apply → each of the 5 turns started (target:
+#                             all within 1 s)
+#   bench/pool.sh               # M=20 T=200
+#   SBX_BENCH_BIN=build/release/cli bench/pool.sh 10 50
+# The pool's session mode is Shared: PerTask (a fresh session per task, DESIGN §8.1's default)
+# is not built yet, so session creates per task are 0 here, not the 1 of PerTask.
+# Prints JSON lines. A benchmark, not a test: needs bash ≥ 5, curl, awk, jq.
+source "$(dirname "$0")/lib.sh"
+
+max=${1:-20}
+tasks=${2:-200}
+latency=${SBX_BENCH_LATENCY:-20ms}
+rps=${SBX_BENCH_RPS:-20}
+pending=${SBX_BENCH_PENDING:-1s}
+scale_down=${SBX_BENCH_SCALE_DOWN:-30s}
+timeout=${SBX_BENCH_TIMEOUT:-900}
+
+bench_build
+machine_line
+bench_tmp=$(mktemp -d /tmp/sbx-bench-pool.XXXXXX)
+sampler=""
+cleanup() {
+  [[ -z "$sampler" ]] || kill "$sampler" 2>/dev/null || true
+  bench_cleanup
+}
+trap cleanup EXIT
+
+bench_start_emulator --openai-port 0 --pending-delay "$pending" --max-sandboxes 0 --rate-limit "$rps"
+curl -sf -X POST "$emu_url/_emulator/latency" -d "{\"endpoint\":\"*\",\"latency\":\"$latency\"}" >/dev/null
+# shellcheck disable=SC2086 # SBX_BENCH_SBXD_FLAGS: extra sbxd flags, word-split on purpose
+bench_start_sbxd ${SBX_BENCH_SBXD_FLAGS:-}
+oai_state() { curl -sf "${openai_url%/v1}/_emulator/openai/state"; }
+running_sandboxes() {
+  curl -sf -H "Authorization: Bearer dapi-bench" "$emu_url/api/2.0/sandboxes?page_size=1000" |
+    jq '[.sandboxes[]? | select(.status.state == "SANDBOX_STATE_RUNNING")] | length'
+}
+
+pool_yaml() {  # pool_yaml NAME MAX WARM
+  cat <<EOF
+apiVersion: sbx.dev/v1alpha1
+kind: AgentPool
+metadata:
+  name: $1
+spec:
+  template:
+    spec:
+      sandbox:
+        inactivityTimeout: 1h
+      workspaceDirectory: /home/sandbox-agent
+      agent:
+        model: gpt-5-codex
+        instructions: pool benchmark
+  replicas: {min: 0, max: $2}
+  warm: $3
+  scaleDownAfter: $scale_down
+  session: Shared
+EOF
+}
+task_yaml() {  # task_yaml NAME POOL
+  printf 'apiVersion: sbx.dev/v1alpha1\nkind: AgentTask\nmetadata:\n  name: %s\nspec:\n  poolRef: %s\n  input: "$ sleep 1"\n  timeout: 10m\n' "$1" "$2"
+}
+count_phase() {  # count_phase PREFIX PHASE
+  sbxctl get agenttasks -o json | jq --arg p "$1" --arg ph "$2" '[.items[] | select((.metadata.name | startswith($p)) and .status.phase == $ph)] | length'
+}
+ready_replicas() {
+  local n
+  n=$(sbxctl get agentpool "$1" -o jsonpath='{.status.ready}' 2>/dev/null)
+  echo "${n:-0}"
+}
+
+mkdir -p "$bench_tmp/run"
+cat >"$bench_tmp/run/workspace.yaml" <<EOF
+apiVersion: sbx.dev/v1alpha1
+kind: Workspace
+metadata:
+  name: default
+spec:
+  databricks:
+    host: $emu_url
+  openai:
+    baseUrl: $openai_url
+  limits:
+    requestsPerSecond: $rps
+EOF
+pool_yaml bench "$max" 0 >"$bench_tmp/run/pool.yaml"
+for i in $(seq -w 1 "$tasks"); do
+  task_yaml "t$i" bench >"$bench_tmp/run/t$i.yaml"
+done
+
+# RUNNING sandboxes, sampled every 0.5 s: "time count" lines.
+(while true; do
+  echo "$EPOCHREALTIME $(running_sandboxes 2>/dev/null || echo 0)"
+  sleep 0.5
+done >"$bench_tmp/running") &
+sampler=$!
+
+reset_counters
+start=$(now)
+sbxctl apply -f "$bench_tmp/run" >/dev/null
+scale_up="" first_turn=""
+deadline=$((SECONDS + timeout))
+while (($(count_phase t Succeeded 2>/dev/null || echo 0) < tasks)); do
+  ((SECONDS < deadline)) || {
+    echo "{\"error\":\"not all Succeeded in ${timeout}s\",\"tasks\":$(sbxctl get agenttasks -o json | jq -c '[.items[].status.phase] | group_by(.) | map({(.[0]): length}) | add')}"
+    exit 1
+  }
+  [[ -n "$first_turn" ]] || { (($(oai_state | jq .totals.turns_started) > 0)) && first_turn=$(since "$start"); }
+  [[ -n "$scale_up" ]] || { (($(ready_replicas bench) >= max)) && scale_up=$(since "$start"); }
+  sleep 0.25
+done
+t=$(since "$start")
+end=$(now)
+calls=$(counters)
+per() { awk -v c="$(counters_sum "$calls" "$@")" -v n="$tasks" 'BEGIN { printf "%.2f", c / n }'; }
+posts=$(per openai.events.create)
+creates=$(per openai.sessions.create)
+deletes=$(per openai.sessions.delete)
+gets=$(per openai.turns openai.items.list openai.sessions.get openai.sessions.list openai.environments.get)
+dbx=$(counters_sum "$calls" databricks.create databricks.get databricks.list databricks.update \
+  databricks.delete databricks.start databricks.stop databricks.exec_sync databricks.list_commands)
+running_s=$(awk -v a="$start" -v b="$end" '$1 >= a && $1 <= b { if (p != "") s += ($1 - p) * c; p = $1; c = $2 } END { printf "%.1f", s }' "$bench_tmp/running")
+read -r floor ratio running_ratio <<<"$(awk -v p="${pending%s}" -v l="${latency%ms}" -v n="$tasks" -v m="$max" -v rps="$rps" -v t="$t" -v r="$running_s" '
+  BEGIN { f = p + 5 * l / 1000 + n * 1 / m + 2 * m / rps; printf "%.2f %.2f %.2f\n", f, t / f, r / (m * t) }')"
+
+# Scale-down: after scaleDownAfter idle, nothing RUNNING.
+bench_wait_for "$timeout" bash -c "[[ \$(curl -sf -H 'Authorization: Bearer dapi-bench' '$emu_url/api/2.0/sandboxes?page_size=1000' | jq '[.sandboxes[]? | select(.status.state == \"SANDBOX_STATE_RUNNING\")] | length') == 0 ]]"
+scale_down_s=$(since "$end")
+
+# warm: 5 — five idle Ready replicas ahead of demand; five tasks start at once.
+mkdir -p "$bench_tmp/warm"
+pool_yaml warm 5 5 >"$bench_tmp/warm/pool.yaml"
+sbxctl apply -f "$bench_tmp/warm/pool.yaml" >/dev/null
+bench_wait_for "$timeout" bash -c "(( \$('$bench_bin/sbxctl' get agentpool warm -o jsonpath='{.status.idle}' 2>/dev/null || echo 0) >= 5 ))" || {
+  echo "{\"error\":\"the warm pool never had 5 idle replicas\"}"
+  exit 1
+}
+for i in 1 2 3 4 5; do
+  task_yaml "w$i" warm >"$bench_tmp/warm/w$i.yaml"
+done
+rm "$bench_tmp/warm/pool.yaml"
+turns0=$(oai_state | jq .totals.turns_started)
+wstart=$(now)
+sbxctl apply -f "$bench_tmp/warm" >/dev/null
+warm_s=""
+wdeadline=$((SECONDS + 60))
+while ((SECONDS < wdeadline)); do
+  if (($(oai_state | jq .totals.turns_started) - turns0 >= 5)); then
+    warm_s=$(since "$wstart")
+    break
+  fi
+  sleep 0.05
+done
+
+echo "{\"flow\":\"pool\",\"max\":$max,\"tasks\":$tasks,\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"pending_delay\":\"$pending\",\"seconds_to_all_succeeded\":$t,\"floor_s\":$floor,\"ratio\":$ratio,\"running_s\":$running_s,\"running_ratio\":$running_ratio,\"scale_up_s\":${scale_up:-null},\"first_turn_s\":${first_turn:-null},\"per_task\":{\"input_posts\":$posts,\"session_creates\":$creates,\"session_deletes\":$deletes,\"gets\":$gets},\"databricks_calls\":$dbx,\"scale_down_s\":$scale_down_s,\"scale_down_after\":\"$scale_down\",\"warm5_all_started_s\":${warm_s:-null},\"targets\":{\"ratio\":1.3,\"running_ratio\":1.2,\"warm5_all_started_s\":1}}"
