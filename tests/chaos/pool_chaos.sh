@@ -46,33 +46,13 @@ source "$(dirname "$0")/../../bench/lib.sh"
 trap bench_cleanup EXIT
 bench_tmp=$(mktemp -d /tmp/sbx-pool-chaos.XXXXXX)
 t0=$(now)
+source "$(dirname "$0")/task_chaos_lib.sh"
 
-log() { echo "[$(since "$t0")s] $*"; }
-fail() {
-  echo "FAIL: $*" >&2
-  echo "--- sbxd log tail ($sbxd_log)" >&2
-  tail -n 40 "$sbxd_log" >&2 || true
-  SBX_BENCH_KEEP=1
-  echo "kept for inspection: $bench_tmp" >&2
-  exit 1
-}
-rand_between() { awk -v a="$1" -v b="$2" -v r="$RANDOM" 'BEGIN { printf "%.2f", a + (b - a) * (r % 1000) / 999 }'; }
 task_name() { printf 't-%03d' "$1"; }
 is_flaky() { (($1 % 5 == 0)); }
-oai_state() { curl -sf "${openai_url%/v1}/_emulator/openai/state"; }
-oai() { curl -sf -H "Authorization: Bearer sk-bench-app" -H "OpenAI-Beta: agents=v1" "$@"; }
 dbx_sandboxes() {
   curl -sf -H "Authorization: Bearer dapi-bench" "$emu_url/api/2.0/sandboxes?page_size=100" |
     jq '[.sandboxes[]?] | length'
-}
-start_sbxd() {
-  bench_start_sbxd "${sbxd_flags[@]}"
-  bench_wait_for 60 grep -q 'became leader' "$sbxd_log" || fail "sbxd never became leader"
-}
-kill_sbxd() {
-  kill -9 "$sbxd_pid"
-  wait "$sbxd_pid" 2>/dev/null || true
-  sbxd_pid=""
 }
 
 # ---- manifests -------------------------------------------------------------------------------
@@ -149,22 +129,7 @@ for round in $(seq 1 "$rounds"); do
 done
 start_sbxd
 
-terminal() {
-  sbxctl get agenttasks -o json | jq '[.items[] | select(.status.phase | IN("Succeeded","Failed","Cancelled","TimedOut"))] | length'
-}
-deadline=$((SECONDS + timeout))
-last_report=0
-while true; do
-  done_n=$(terminal 2>/dev/null || echo 0)
-  ((done_n == tasks)) && break
-  ((SECONDS < deadline)) || fail "after ${timeout}s only $done_n/$tasks tasks terminal: $(sbxctl get agenttasks | grep -Ev 'Succeeded|Failed|Cancelled' | head)"
-  if ((SECONDS - last_report >= 15)); then
-    last_report=$SECONDS
-    log "  … $done_n/$tasks tasks terminal"
-  fi
-  sleep 0.5
-done
-log "all $tasks tasks terminal"
+wait_tasks_terminal "$tasks" "$timeout"
 
 if [[ -n "$inject_overlap" ]]; then
   s=$(sbxctl get agentworkers -l sbx.dev/pool=chaos -o json | jq -r '.items[0].status.sessionId')
@@ -176,12 +141,6 @@ if [[ -n "$inject_overlap" ]]; then
 fi
 
 # ---- the checks against the emulator ---------------------------------------------------------
-violations=0
-violation() {
-  violations=$((violations + 1))
-  echo "VIOLATION: $*" >&2
-  SBX_BENCH_KEEP=1
-}
 state=$(oai_state)
 task_json=$(sbxctl get agenttasks -o json)
 echo "$state" >"$bench_tmp/state.json"
