@@ -104,11 +104,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Reconcile(const api::ObjectKey& k
   steps.converge = [this](Target& t) { return Converge(t); };
   steps.finalize = [this](Target& t) { return Finalize(t); };
   steps.record_outcome = [this](Target& t, const Status& s) { RecordSynced(t.object, s, clock_); };
-  steps.forget = [this](const api::ObjectKey& k) {
-    if (dependencies_ != nullptr) {
-      dependencies_->Untrack(k);
-    }
-  };
+  steps.dependencies = dependencies_;
   return RunReconcile(store_, key, stop, steps);
 }
 

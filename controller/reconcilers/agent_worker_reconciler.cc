@@ -102,10 +102,8 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Reconcile(const api::ObjectKey&
     std::lock_guard lock(mu_);
     caches_[t.key()] = t.cache;
   };
+  steps.dependencies = dependencies_;
   steps.forget = [this](const api::ObjectKey& gone) {
-    if (dependencies_ != nullptr) {
-      dependencies_->Untrack(gone);
-    }
     std::lock_guard lock(mu_);
     caches_.erase(gone);
   };

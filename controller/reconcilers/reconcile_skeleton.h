@@ -26,6 +26,7 @@
 #include "api/status.h"
 #include "controller/base/classify_error.h"
 #include "controller/base/clock.h"
+#include "controller/engine/dependency_index.h"
 #include "controller/engine/reconcile_result.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/store/store.h"
@@ -54,9 +55,23 @@ struct ReconcileSteps {
   std::function<api::StatusOr<std::optional<ReconcileResult>>(Target&)> finalize;
   // Optional: sets conditions from the pass's outcome (OK or the error).
   std::function<void(Target&, const api::Status&)> record_outcome;
-  // Optional: the object is gone; drop what is kept about `key` (caches, dependencies).
+  // Optional: the object is gone; drop what is kept about `key` (caches).
   std::function<void(const api::ObjectKey&)> forget;
+  // Optional: the index the reconciler records the object's dependencies in; the object is
+  // untracked there when it is gone.
+  DependencyIndex* dependencies = nullptr;
 };
+
+// The object is gone: untrack it and let the reconciler drop what it keeps.
+template <typename Target>
+void Forget(const ReconcileSteps<Target>& steps, const api::ObjectKey& key) {
+  if (steps.dependencies != nullptr) {
+    steps.dependencies->Untrack(key);
+  }
+  if (steps.forget) {
+    steps.forget(key);
+  }
+}
 
 // Synced=False with ClassifyError's reason and the error's message; nothing when `status` is OK.
 inline void RecordSyncedError(api::Object& object, const api::Status& status, const Clock& clock) {
@@ -83,9 +98,7 @@ api::StatusOr<ReconcileResult> RunReconcile(Store& store, const api::ObjectKey& 
                                             const ReconcileSteps<Target>& steps) {
   api::StatusOr<api::Object> object = store.Get(key);
   if (object.status().code() == api::StatusCode::kNotFound) {
-    if (steps.forget) {
-      steps.forget(key);
-    }
+    Forget(steps, key);
     return ReconcileResult::Done();  // deleted and finalized already
   }
   RETURN_IF_ERROR(object.status());
@@ -105,9 +118,7 @@ api::StatusOr<ReconcileResult> RunReconcile(Store& store, const api::ObjectKey& 
     api::StatusOr<std::optional<ReconcileResult>> finalized = steps.finalize(t);
     if (finalized.ok() && !finalized->has_value()) {
       RETURN_IF_ERROR(reconcilers_internal::RemoveFinalizer(store, t.object, steps.finalizer));
-      if (steps.forget) {
-        steps.forget(key);
-      }
+      Forget(steps, key);
       return ReconcileResult::Done();  // the row is gone (or goes with the last finalizer)
     }
     result = finalized.ok() ? api::StatusOr<ReconcileResult>(**finalized) : finalized.status();

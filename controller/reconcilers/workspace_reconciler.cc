@@ -82,11 +82,7 @@ StatusOr<ReconcileResult> WorkspaceReconciler::Reconcile(const api::ObjectKey& k
     return ReconcileResult::RequeueAfter(Check(t.object, t.stop));
   };
   steps.finalize = [this](ReconcileTarget& t) { return Finalize(t.object); };
-  steps.forget = [this](const api::ObjectKey& gone) {
-    if (dependencies_ != nullptr) {
-      dependencies_->Untrack(gone);
-    }
-  };
+  steps.dependencies = dependencies_;
   return RunReconcile(store_, key, stop, steps);
 }
 

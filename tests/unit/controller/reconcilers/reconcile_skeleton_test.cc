@@ -97,5 +97,21 @@ TEST_F(ReconcileSkeletonTest, FinalizesUntilCleanedUpThenRemovesTheFinalizerAndF
   EXPECT_EQ(finalized_, 2);
 }
 
+// steps.dependencies: an object that is gone is untracked in the reconciler's index, so the
+// reconcilers need no forget step of their own for it.
+TEST_F(ReconcileSkeletonTest, AnObjectThatIsGoneIsUntrackedInTheDependencyIndex) {
+  DependencyIndex index;
+  steps_.dependencies = &index;
+  const api::ObjectKey worker{api::Kind::kAgentWorker, "default", "w"};
+  index.SetDependencies(key_, {worker});
+  ASSERT_TRUE(Run().ok());
+  EXPECT_EQ(index.DependentsOf(worker), std::vector<api::ObjectKey>{key_});  // still there
+
+  ASSERT_TRUE(store_->Delete(key_).ok());
+  ASSERT_TRUE(Run().ok());  // finalized and gone
+  EXPECT_TRUE(index.DependentsOf(worker).empty());
+  EXPECT_EQ(forgotten_, 1);  // and the reconciler's own forget still runs
+}
+
 }  // namespace
 }  // namespace sbx::controller
