@@ -235,7 +235,7 @@ Status AgentPoolReconciler::Observe(Target& t, Pass& p) {
   for (const auto& [uid, task] : live) {
     // A task waiting out a retry delay is not demand yet (its wake-up enqueues the pool).
     if (task->agent_task_spec().pool_ref == t.object.metadata.name && !bound.contains(uid) &&
-        !AwaitingRetry(*task, clock_.Now())) {
+        !AwaitingRetry(*task, p.now)) {
       ++p.queued;
     }
   }

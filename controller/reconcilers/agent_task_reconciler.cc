@@ -206,7 +206,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
                 [](const Object& o) { return api::IsFinished(o.agent_task_status().phase); });
 
   if (!t.spec().pool_ref.empty()) {
-    ASSIGN_OR_RETURN(std::optional<ReconcileResult> waiting, BindToPool(t, tasks));
+    ASSIGN_OR_RETURN(std::optional<ReconcileResult> waiting, BindToPool(t, tasks, now));
     if (waiting) {
       return *waiting;
     }
@@ -286,7 +286,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
 }
 
 StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::BindToPool(
-    Target& t, const std::vector<Object>& tasks) {
+    Target& t, const std::vector<Object>& tasks, Clock::WallTime now) {
   const std::string& ns = t.object.metadata.namespace_;
   const std::string& pool_name = t.spec().pool_ref;
   const std::string& uid = t.object.metadata.uid;
@@ -304,7 +304,7 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::BindToPool(
   }
   RETURN_IF_ERROR(pool.status());
   ASSIGN_OR_RETURN(std::vector<Object> replicas, ListReplicas(store_, *pool));
-  const PoolPick pick = PickReplica(t.object, replicas, tasks, clock_.Now());
+  const PoolPick pick = PickReplica(t.object, replicas, tasks, now);
   t.status().worker = pick.bound;  // "": not bound, or its replica went before the input was sent
   if (!pick.bound.empty()) {
     return std::optional<ReconcileResult>();

@@ -130,9 +130,10 @@ class AgentTaskReconciler final : public Reconciler {
   ReconcileResult Wait(Target& t, std::string_view why, std::string message);
   // poolRef: binds the task to an idle Ready replica of its pool (pool_binding.h), first come
   // first served, or says why it waits (nullopt once bound: status.worker is the replica).
-  // `tasks`: the namespace's unfinished tasks.
+  // `tasks`: the namespace's unfinished tasks, as of `now` (the pass's one clock reading).
   api::StatusOr<std::optional<ReconcileResult>> BindToPool(Target& t,
-                                                           const std::vector<api::Object>& tasks);
+                                                           const std::vector<api::Object>& tasks,
+                                                           Clock::WallTime now);
   // A pool task that is done with `replica` gives it back (after its status is stored).
   api::Status Unbind(Target& t, const std::string& replica);
   api::StatusOr<ReconcileResult> Submit(Target& t);
