@@ -56,19 +56,7 @@ bench_start_sbxd ${SBX_BENCH_SBXD_FLAGS:-}
 oai_state() { curl -sf "${openai_url%/v1}/_emulator/openai/state"; }
 
 mkdir -p "$bench_tmp/workers"
-cat >"$bench_tmp/workers/workspace.yaml" <<EOF
-apiVersion: sbx.dev/v1alpha1
-kind: Workspace
-metadata:
-  name: default
-spec:
-  databricks:
-    host: $emu_url
-  openai:
-    baseUrl: $openai_url
-  limits:
-    requestsPerSecond: $rps
-EOF
+bench_workspace_yaml "$rps" >"$bench_tmp/workers/workspace.yaml"
 for w in $(seq -w 1 "$workers"); do
   cat >"$bench_tmp/workers/aw-$w.yaml" <<EOF
 apiVersion: sbx.dev/v1alpha1

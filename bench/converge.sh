@@ -71,19 +71,7 @@ for n in "${sizes[@]}"; do
     --log-format json ${SBX_BENCH_SBXD_FLAGS:-}
   manifests="$bench_tmp/manifests"
   mkdir -p "$manifests"
-  cat >"$manifests/workspace.yaml" <<EOF
-apiVersion: sbx.dev/v1alpha1
-kind: Workspace
-metadata:
-  name: default
-spec:
-  databricks:
-    host: $emu_url          # sbxd's own DATABRICKS_HOST: its DATABRICKS_TOKEN is used
-  openai:
-    baseUrl: $openai_url    # sbxd's own OPENAI_BASE_URL: its OPENAI_API_KEY is used
-  limits:
-    requestsPerSecond: $rps
-EOF
+  bench_workspace_yaml "$rps" >"$manifests/workspace.yaml"
   for i in $(seq -w 1 "$n"); do
     cat >"$manifests/aw-$i.yaml" <<EOF
 apiVersion: sbx.dev/v1alpha1

@@ -69,6 +69,25 @@ bench_start_emulator() {
   export SBX_DB="${SBX_BENCH_DB:-$bench_tmp/sbx.db}"
 }
 
+# bench_workspace_yaml RPS — the Workspace "default" against the emulator (bench_start_emulator's
+# URLs, so sbxd's own DATABRICKS_TOKEN and OPENAI_API_KEY are used), telling sbxd the workspace's
+# rate limit (limits.requestsPerSecond).
+bench_workspace_yaml() {
+  cat <<EOF
+apiVersion: sbx.dev/v1alpha1
+kind: Workspace
+metadata:
+  name: default
+spec:
+  databricks:
+    host: $emu_url
+  openai:
+    baseUrl: $openai_url
+  limits:
+    requestsPerSecond: $1
+EOF
+}
+
 # bench_start_sbxd ARGS… — starts sbxd against the emulator (env from bench_start_emulator).
 # Each start logs to its own file (sbxd.<n>.log); $sbxd_log is the current one.
 sbxd_starts=0

@@ -87,19 +87,7 @@ ready_replicas() {
 }
 
 mkdir -p "$bench_tmp/run"
-cat >"$bench_tmp/run/workspace.yaml" <<EOF
-apiVersion: sbx.dev/v1alpha1
-kind: Workspace
-metadata:
-  name: default
-spec:
-  databricks:
-    host: $emu_url
-  openai:
-    baseUrl: $openai_url
-  limits:
-    requestsPerSecond: $rps
-EOF
+bench_workspace_yaml "$rps" >"$bench_tmp/run/workspace.yaml"
 pool_yaml bench "$max" 0 >"$bench_tmp/run/pool.yaml"
 for i in $(seq -w 1 "$tasks"); do
   task_yaml "t$i" bench >"$bench_tmp/run/t$i.yaml"
