@@ -16,8 +16,9 @@ std::string_view EndpointClassName(EndpointClass c) {
   return "unknown";
 }
 
-EndpointPacing::EndpointPacing(Clock& clock, double rate_per_second, double burst, AimdPolicy aimd)
-    : workspace_(clock, rate_per_second, burst, aimd) {
+EndpointPacing::EndpointPacing(Clock& clock, double rate_per_second, double burst, AimdPolicy aimd,
+                               std::chrono::milliseconds starve_limit)
+    : clock_(clock), starve_limit_(starve_limit), workspace_(clock, rate_per_second, burst, aimd) {
   for (std::optional<TokenBucket>& bucket : classes_) {
     bucket.emplace(clock, rate_per_second, burst, aimd);
   }
@@ -38,6 +39,9 @@ std::optional<EndpointPacing::Permit> EndpointPacing::Take(EndpointClass c, std:
 }
 
 std::optional<EndpointPacing::Permit> EndpointPacing::TryTake(EndpointClass c) {
+  if (Starving()) {
+    return std::nullopt;
+  }
   // The class first, as Take; a class token taken when the workspace has none is lost, which
   // costs at most the one token.
   std::optional<TokenBucket::Permit> of_class = Of(c).TryTake();
@@ -48,16 +52,40 @@ std::optional<EndpointPacing::Permit> EndpointPacing::TryTake(EndpointClass c) {
   if (!of_workspace) {
     return std::nullopt;
   }
-  return Permit{c, *of_class, *of_workspace};
+  return Permit{c, *of_class, *of_workspace, /*routine=*/true};
 }
 
 void EndpointPacing::Succeeded(const Permit& permit) {
   Of(permit.endpoint_class).Succeeded(permit.of_class);
   workspace_.Succeeded(permit.of_workspace);
+  if (!permit.routine) {
+    std::lock_guard lock(mu_);
+    starved_since_[static_cast<size_t>(permit.endpoint_class)].reset();
+  }
 }
 
 void EndpointPacing::Throttled(std::chrono::milliseconds delay, const Permit& permit) {
   Of(permit.endpoint_class).Throttled(delay, permit.of_class);
+  if (!permit.routine) {
+    const Clock::SteadyTime now = clock_.Steady();
+    std::lock_guard lock(mu_);
+    std::optional<Clock::SteadyTime>& since =
+        starved_since_[static_cast<size_t>(permit.endpoint_class)];
+    if (!since || now - *since >= starve_limit_) {
+      since = now;  // a mark left by a call that was never retried does not count
+    }
+  }
+}
+
+bool EndpointPacing::Starving() const {
+  const Clock::SteadyTime now = clock_.Steady();
+  std::lock_guard lock(mu_);
+  for (const std::optional<Clock::SteadyTime>& since : starved_since_) {
+    if (since && now - *since < starve_limit_) {
+      return true;
+    }
+  }
+  return false;
 }
 
 double EndpointPacing::rate() const { return workspace_.rate(); }

@@ -25,6 +25,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string_view>
@@ -41,24 +42,30 @@ std::string_view EndpointClassName(EndpointClass c);  // "read", "create", "comm
 class EndpointPacing {
  public:
   // rate <= 0: unlimited (nothing waits, nothing adapts). `aimd` applies to every bucket.
-  EndpointPacing(Clock& clock, double rate_per_second, double burst, AimdPolicy aimd = {});
+  EndpointPacing(Clock& clock, double rate_per_second, double burst, AimdPolicy aimd = {},
+                 std::chrono::milliseconds starve_limit = std::chrono::seconds(30));
 
   struct Permit {
     EndpointClass endpoint_class = EndpointClass::kRead;
     TokenBucket::Permit of_class;
     TokenBucket::Permit of_workspace;
+    bool routine = false;  // taken by TryTake
   };
   // Blocks until both the class and the workspace have a token, or `stop` (→ nullopt).
   std::optional<Permit> Take(EndpointClass c, std::stop_token stop = {});
-  // Non-blocking: a token of the class and of the workspace, if both are available now. For
-  // routine calls (a probe on its cadence), which must never queue in front of the work that
-  // brings objects up: under throttling they are skipped rather than waited for (issue #25).
+  // Non-blocking: a token of the class and of the workspace, if both are available now and no
+  // class starves. For routine calls (a probe or a status check on its cadence), which must
+  // never queue in front of the work that brings objects up: under throttling they are skipped
+  // rather than waited for (issue #25).
   std::optional<Permit> TryTake(EndpointClass c);
   bool TryAcquire(EndpointClass c) { return TryTake(c).has_value(); }
 
   void Succeeded(const Permit& permit);
-  // A 429 on `permit`'s class: cuts that class's rate and holds its callers for `delay`.
+  // A 429 on `permit`'s class: cuts that class's rate and holds its callers for `delay`; a
+  // needed call's 429 starves the class.
   void Throttled(std::chrono::milliseconds delay, const Permit& permit);
+  // Whether a needed call of some class waits out a 429 now (routine calls are not sent).
+  bool Starving() const;
 
   double rate() const;                 // the workspace's rate now
   double rate(EndpointClass c) const;  // the class's rate now
@@ -69,8 +76,13 @@ class EndpointPacing {
   TokenBucket& Of(EndpointClass c) { return *classes_[static_cast<size_t>(c)]; }
   const TokenBucket& Of(EndpointClass c) const { return *classes_[static_cast<size_t>(c)]; }
 
+  Clock& clock_;
+  const std::chrono::milliseconds starve_limit_;
   TokenBucket workspace_;
   std::array<std::optional<TokenBucket>, kEndpointClasses> classes_;
+  mutable std::mutex mu_;
+  // Since when each class's needed calls have been answered 429 without a success since.
+  std::array<std::optional<Clock::SteadyTime>, kEndpointClasses> starved_since_;  // Guarded by mu_.
 };
 
 }  // namespace sbx::controller

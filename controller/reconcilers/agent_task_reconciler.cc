@@ -128,13 +128,12 @@ void AgentTaskReconciler::Log(Target& t, const std::vector<Store::TaskLogEntry>&
 Clock::WallTime AgentTaskReconciler::NextResubmit(const Target& t) {
   std::lock_guard lock(mu_);
   auto it = resubmits_.find(t.object.metadata.uid);
+  if (it != resubmits_.end()) {
+    return it->second.last + resubmit_backoff_.Delay(it->second.posts);
+  }
   // After a restart nothing is remembered: count from the submission, as after one POST.
-  const Resubmits r =
-      it != resubmits_.end()
-          ? it->second
-          : Resubmits{
-                1, ParseRfc3339(t.object.agent_task_status().submitted_at).value_or(clock_.Now())};
-  return r.last + resubmit_backoff_.Delay(r.posts);
+  return ParseRfc3339(t.object.agent_task_status().submitted_at).value_or(clock_.Now()) +
+         resubmit_backoff_.Delay(1);
 }
 
 void AgentTaskReconciler::PostInput(Target& t) {
@@ -398,7 +397,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
   }
   {
     std::lock_guard lock(mu_);
-    resubmits_[t.object.metadata.uid] = Resubmits{1, clock_.Now()};
+    resubmits_[t.object.metadata.uid] = Resubmits::First(clock_.Now());
   }
   PostInput(t);
   // In flight (the usual case: Follow reads the outcome when the POST ends and enqueues the

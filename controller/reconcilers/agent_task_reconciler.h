@@ -180,6 +180,11 @@ class AgentTaskReconciler final : public Reconciler {
     Clock::WallTime last{};
     std::string last_failure;                  // TakePost
     std::chrono::milliseconds retry_after{0};  // of the last transient failure
+    static Resubmits First(Clock::WallTime at) {
+      Resubmits r;
+      r.last = at;
+      return r;
+    }
   };
   std::mutex mu_;
   std::map<std::string, Resubmits> resubmits_;  // by task uid. Guarded by mu_.

@@ -42,6 +42,12 @@ std::string CamelCase(std::string_view snake) {
   return out.empty() ? std::string(reason::kUnknown) : out;
 }
 
+// A routine look that was not sent (the pacing had no spare token) or was throttled (429): no
+// answer about the executor, and nothing wrong with it either.
+bool PacedOut(const Status& s) {
+  return s.code() == StatusCode::kResourceExhausted && ClassifyError(s).transient();
+}
+
 }  // namespace
 
 struct AgentWorkerReconciler::Target : ReconcileTarget {
@@ -186,7 +192,16 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
       wait > milliseconds(0)) {
     return ReconcileResult::RequeueAfter(wait);
   }
-  ASSIGN_OR_RETURN(openai::Environment env, CheckEnvironment(t));
+  // A look at a connection seen by the last one is routine, like the probe below: skipped while
+  // the API's calls are paced or a needed call waits out a 429 (a session create, another
+  // worker's first look). Skipped or throttled, it changes nothing: the last look still vouches,
+  // and the next is due on the cadence. Any other failure is reported as a needed look's is.
+  const bool routine = ExecutorSchedule::RoutineStatusCheck(t.facts) && !t.woken;
+  StatusOr<openai::Environment> checked = CheckEnvironment(t, routine);
+  if (routine && PacedOut(checked.status())) {
+    return ReconcileResult::RequeueAfter(schedule_.NextLook(/*connected=*/true));
+  }
+  ASSIGN_OR_RETURN(openai::Environment env, std::move(checked));
   if (env.status == openai::EnvironmentStatus::kExpired ||
       env.status == openai::EnvironmentStatus::kFailed) {
     return SessionLost(t, env);
@@ -551,9 +566,10 @@ void AgentWorkerReconciler::RecordLook(Target& t) {
 // GET the environment. Not found counts as expired. Any other error is not evidence either way:
 // the connection is unknown until the status can be read again (Ready keeps its last value; see
 // RecordOutcome).
-StatusOr<openai::Environment> AgentWorkerReconciler::CheckEnvironment(Target& t) {
-  StatusOr<openai::Environment> got = t.agents->GetEnvironment(t.status().environment_id, t.stop);
-  if (IsRetryScheduled(got.status())) {
+StatusOr<openai::Environment> AgentWorkerReconciler::CheckEnvironment(Target& t, bool routine) {
+  StatusOr<openai::Environment> got =
+      t.agents->GetEnvironment(t.status().environment_id, t.stop, routine);
+  if (IsRetryScheduled(got.status()) || (routine && PacedOut(got.status()))) {
     return got.status();  // no answer yet: ExecutorConnected stays as last seen
   }
   if (!got.ok() && got.status().code() != StatusCode::kNotFound) {

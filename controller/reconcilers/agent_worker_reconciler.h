@@ -128,7 +128,7 @@ class AgentWorkerReconciler final : public Reconciler {
   bool ExecutorSpecChanged(Target& t);
   // `replace`: stop an executor of ours that runs for this environment and launch anew.
   api::StatusOr<ReconcileResult> Launch(Target& t, bool relaunch, bool replace = false);
-  api::StatusOr<openai::Environment> CheckEnvironment(Target& t);
+  api::StatusOr<openai::Environment> CheckEnvironment(Target& t, bool routine = false);
   api::StatusOr<ReconcileResult> SessionLost(Target& t, const openai::Environment& env);
   api::StatusOr<ReconcileResult> HandleDeadExecutor(Target& t, const ExecutorReport& report);
   ReconcileResult ReportMissing(Target& t, const ExecutorReport& report);

@@ -96,6 +96,11 @@ class ExecutorSchedule {
   // A due probe is routine when only the cadence asks for it (not a doubt, a new boot or a
   // first look): it may be skipped when the cloud paces its calls, and made on a later pass.
   static bool RoutineProbe(const ExecutorFacts& f, bool connected);
+  // The environment status check is routine when the last one, by this sbxd, found it connected
+  // and nothing puts the executor in doubt: a skipped look leaves the connection as last seen.
+  static bool RoutineStatusCheck(const ExecutorFacts& f) {
+    return f.connected && !InDoubt(f) && !f.rebooted && f.last_check.has_value();
+  }
 
   // The delay before launching again after an exit diagnosed as `reason`; `ran`: it had been
   // seen running (it died later, not on start); `restarts`: status.executor.restarts.

@@ -202,8 +202,10 @@ class FakeAgentsApi final : public oa::AgentsApi {
     RETURN_IF_ERROR(CheckSession(id));
     return Page(items_[id], params);
   }
-  api::StatusOr<oa::Environment> GetEnvironment(const std::string& id, std::stop_token) override {
+  api::StatusOr<oa::Environment> GetEnvironment(const std::string& id, std::stop_token,
+                                                bool routine) override {
     std::lock_guard lock(mu_);
+    routine_environment_gets_ += routine ? 1 : 0;
     RETURN_IF_ERROR(Take("environment"));
     auto it = environments_.find(id);
     if (it == environments_.end()) {
@@ -482,6 +484,11 @@ class FakeAgentsApi final : public oa::AgentsApi {
     std::lock_guard lock(mu_);
     faults_.FailNext(method, std::move(status));
   }
+  // GetEnvironment calls made as routine looks (counted in Calls("environment") too).
+  int RoutineEnvironmentGets() const {
+    std::lock_guard lock(mu_);
+    return routine_environment_gets_;
+  }
 
  private:
   api::Status Take(const std::string& method) { return faults_.Take(method); }  // requires mu_
@@ -688,6 +695,7 @@ class FakeAgentsApi final : public oa::AgentsApi {
   std::map<std::string, oa::Session> sessions_;                // Guarded by mu_.
   std::map<std::string, oa::EnvironmentStatus> environments_;  // Guarded by mu_.
   FaultQueue faults_;                                          // Guarded by mu_.
+  int routine_environment_gets_ = 0;                           // Guarded by mu_.
   std::set<std::string> bound_;   // sessions a turn has run in. Guarded by mu_.
   bool strict_delete_ = true;     // Guarded by mu_.
   bool cancel_ends_turn_ = true;  // Guarded by mu_.

@@ -22,7 +22,8 @@
 //      `stop` (→ kCancelled, which also cancels the in-flight request).
 //   A `routine` call (a look that is due only by its cadence, such as the probe of an executor
 //   the connection already vouches for) never waits and is never retried: it is sent only if
-//   the class and the workspace have a token now (else kResourceExhausted "not sent"), once.
+//   the class and the workspace have a token now and no needed call of the API waits out a 429
+//   (EndpointPacing::Starving; else kResourceExhausted "not sent"), once.
 //   Under throttling the class's few tokens go to the calls that bring objects up; a routine
 //   look that cannot be made now is made on a later pass (issue #25: 100 connected workers
 //   probing every 10 s wanted 10 exec-syncs/s of a command class that random 429s held at 3/s,

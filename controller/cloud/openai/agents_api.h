@@ -396,9 +396,11 @@ class AgentsApi {
                                                ListParams params = {.order = ListOrder::kAsc},
                                                std::stop_token stop = {});
 
-  // GET /agents/environments/{id}: the pollable executor connection status.
+  // GET /agents/environments/{id}: the pollable executor connection status. `routine`: a look
+  // due only by its cadence (http::Call::routine: sent only if the pacing has a spare token now
+  // and no needed call waits out a 429, else kResourceExhausted "not sent"; one attempt).
   virtual StatusOr<Environment> GetEnvironment(const std::string& environment_id,
-                                               std::stop_token stop = {}) = 0;
+                                               std::stop_token stop = {}, bool routine = false) = 0;
 
   // GET /agents/sessions/{id}/events (SSE). Blocks, delivering events incrementally as they
   // arrive, until: the server closes the stream or sends `[DONE]` (→ OK), on_event returns

@@ -73,6 +73,7 @@ http::Call HttpAgentsApi::BuildCall(const Call& call) const {
   http::Call out;
   out.what = call.method + " " + call.path;
   out.idempotency = call.idempotency;
+  out.routine = call.routine;
   // Which pacing the call waits for (endpoint_pacing.h): a session is this API's create.
   out.endpoint_class = call.method == "GET" ? EndpointClass::kRead
                        : call.method == "POST" && call.path == kSessionsPath
@@ -228,11 +229,12 @@ StatusOr<ItemPage> HttpAgentsApi::ListItems(const std::string& session_id, const
 }
 
 StatusOr<Environment> HttpAgentsApi::GetEnvironment(const std::string& environment_id,
-                                                    std::stop_token stop) {
+                                                    std::stop_token stop, bool routine) {
   RETURN_IF_ERROR(CheckId("environment", environment_id));
   ASSIGN_OR_RETURN(const std::string body, Send(Call{.method = "GET",
                                                      .path = std::string(kEnvironmentsPath) + "/" +
-                                                             PercentEncode(environment_id)},
+                                                             PercentEncode(environment_id),
+                                                     .routine = routine},
                                                 stop));
   return DecodeEnvironment(body);
 }

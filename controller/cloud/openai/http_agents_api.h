@@ -71,8 +71,8 @@ class HttpAgentsApi final : public AgentsApi {
                                    const ListParams& params, std::stop_token stop = {}) override;
   StatusOr<ItemPage> ListItems(const std::string& session_id, const ListParams& params,
                                std::stop_token stop = {}) override;
-  StatusOr<Environment> GetEnvironment(const std::string& environment_id,
-                                       std::stop_token stop = {}) override;
+  StatusOr<Environment> GetEnvironment(const std::string& environment_id, std::stop_token stop = {},
+                                       bool routine = false) override;
   Status StreamEvents(const std::string& session_id, const StreamCallbacks& callbacks,
                       std::stop_token stop = {}) override;
   using AgentsApi::StreamEvents;
@@ -86,6 +86,7 @@ class HttpAgentsApi final : public AgentsApi {
     http::Idempotency idempotency = http::Idempotency::kIdempotent;
     std::chrono::milliseconds timeout{0};  // 0: options_.request_timeout
     std::string idempotency_key{};
+    bool routine = false;  // http::Call::routine
   };
   http::Call BuildCall(const Call& call) const;
   // Sends through the caller; returns the 2xx body or the mapped error.

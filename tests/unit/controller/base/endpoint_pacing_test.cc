@@ -23,7 +23,8 @@ TEST(EndpointPacingTest, TheWorkspaceRateCapsEveryClass) {
 TEST(EndpointPacingTest, A429CutsAndHoldsOnlyItsClass) {
   testing::FakeClock clock;
   EndpointPacing pacing(clock, 20, 20);
-  std::optional<EndpointPacing::Permit> permit = pacing.Take(EndpointClass::kCommand);
+  // A routine call's 429 (a needed call's would also keep routine calls back: below).
+  std::optional<EndpointPacing::Permit> permit = pacing.TryTake(EndpointClass::kCommand);
   ASSERT_TRUE(permit.has_value());
   pacing.Throttled(1s, *permit);
   EXPECT_DOUBLE_EQ(pacing.rate(EndpointClass::kCommand), 10);
@@ -43,10 +44,12 @@ TEST(EndpointPacingTest, AfterCutsInARowTheRateComesBackInSeconds) {
   testing::FakeClock clock;
   EndpointPacing pacing(clock, 20, 1, AimdPolicy{.hold = 0ms});
   for (int i = 0; i < 5; ++i) {
-    // Each 429 answers a call sent after the previous cut, with no hold (so each one cuts).
-    pacing.Throttled(0ms,
-                     EndpointPacing::Permit{
-                         EndpointClass::kCreate, {clock.Steady(), false}, {clock.Steady(), false}});
+    // Each 429 answers a call sent after the previous cut, with no hold (so each one cuts). The
+    // calls are routine ones, so that they starve nothing (TryAcquire below goes on).
+    pacing.Throttled(0ms, EndpointPacing::Permit{EndpointClass::kCreate,
+                                                 {clock.Steady(), false},
+                                                 {clock.Steady(), false},
+                                                 /*routine=*/true});
     clock.Advance(1ms);
   }
   EXPECT_LT(pacing.rate(EndpointClass::kCreate), 1);
@@ -60,6 +63,52 @@ TEST(EndpointPacingTest, AfterCutsInARowTheRateComesBackInSeconds) {
     clock.Advance(10ms);
   }
   EXPECT_GE(pacing.rate(EndpointClass::kCreate), 19.9);
+}
+
+// Routine calls give way while a needed call waits out a 429: in every class, until a needed
+// call of the starved class succeeds, or for at most the starve limit.
+TEST(EndpointPacingTest, RoutineCallsWaitForANeededCallsRetryAfterA429) {
+  testing::FakeClock clock;
+  EndpointPacing pacing(clock, 20, 20, {}, /*starve_limit=*/10s);
+  std::optional<EndpointPacing::Permit> create = pacing.Take(EndpointClass::kCreate);
+  ASSERT_TRUE(create.has_value());
+  EXPECT_FALSE(create->routine);
+  EXPECT_FALSE(pacing.Starving());
+  pacing.Throttled(1s, *create);
+  EXPECT_TRUE(pacing.Starving());
+  EXPECT_FALSE(pacing.TryAcquire(EndpointClass::kRead)) << "a status check would take its token";
+  clock.Advance(2s);
+  EXPECT_FALSE(pacing.TryAcquire(EndpointClass::kRead)) << "the create's hold is over, not its 429";
+  std::optional<EndpointPacing::Permit> read = pacing.Take(EndpointClass::kRead);
+  ASSERT_TRUE(read.has_value()) << "needed calls of other classes go on";
+  pacing.Succeeded(*read);
+  EXPECT_TRUE(pacing.Starving()) << "only a success of the starved class ends it";
+  std::optional<EndpointPacing::Permit> retry = pacing.Take(EndpointClass::kCreate);
+  ASSERT_TRUE(retry.has_value());
+  pacing.Succeeded(*retry);
+  EXPECT_FALSE(pacing.Starving());
+  std::optional<EndpointPacing::Permit> look = pacing.TryTake(EndpointClass::kRead);
+  ASSERT_TRUE(look.has_value());
+  EXPECT_TRUE(look->routine);
+
+  // A routine call's own 429 starves nothing (the looks would otherwise stop themselves).
+  pacing.Throttled(1s, *look);
+  EXPECT_FALSE(pacing.Starving());
+
+  // A needed call that is never retried keeps routine calls back for the limit only, and a 429
+  // after that begins a new starvation.
+  std::optional<EndpointPacing::Permit> write = pacing.Take(EndpointClass::kWrite);
+  ASSERT_TRUE(write.has_value());
+  pacing.Throttled(1s, *write);
+  clock.Advance(9s);
+  EXPECT_TRUE(pacing.Starving());
+  clock.Advance(1s);
+  EXPECT_FALSE(pacing.Starving());
+  EXPECT_TRUE(pacing.TryAcquire(EndpointClass::kCommand));
+  std::optional<EndpointPacing::Permit> again = pacing.Take(EndpointClass::kWrite);
+  ASSERT_TRUE(again.has_value());
+  pacing.Throttled(1s, *again);
+  EXPECT_TRUE(pacing.Starving());
 }
 
 TEST(InlineWaitTest, ScopesSetAndRestoreTheThreadsLimit) {

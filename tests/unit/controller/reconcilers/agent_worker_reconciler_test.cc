@@ -609,6 +609,7 @@ TEST_F(AgentWorkerReconcilerTest, AReadWhoseRetryWasHandedBackChangesNoCondition
   clock_.Advance(1s);
   ASSERT_TRUE(Reconcile().ok());
   ASSERT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kTrue);
+  EXPECT_EQ(clouds_.agents().RoutineEnvironmentGets(), 0) << "a look that found it connecting";
   const AgentWorkerReconcilerOptions options;
   for (int i = 0; i < options.failure_threshold + 1; ++i) {
     clouds_.agents().FailNext(
@@ -621,6 +622,42 @@ TEST_F(AgentWorkerReconcilerTest, AReadWhoseRetryWasHandedBackChangesNoCondition
     EXPECT_EQ(Cond("Synced").status, ConditionStatus::kTrue);
     EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
   }
+}
+
+// Issue #25 / PacingTest: the look at a connection the last look saw is routine (sent only with
+// a spare token, while no needed call waits out a 429). Skipped or answered 429, it changes
+// nothing and is due again on the cadence (a 503 is reported as before: the test above); a look
+// that finds the executor disconnected makes the next ones needed.
+TEST_F(AgentWorkerReconcilerTest, TheLookAtAConnectedExecutorIsRoutineAndASkipChangesNothing) {
+  MakeSandbox("box", true);
+  ApplyWorker();
+  ASSERT_TRUE(Reconcile().ok());
+  WaitForExecutor();
+  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
+  clock_.Advance(1s);
+  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kTrue);
+  const AgentWorkerReconcilerOptions options;
+  clouds_.agents().FailNext("environment",
+                            api::ResourceExhaustedError("GET: not sent, a routine call and the "
+                                                        "read calls are paced now"));
+  clock_.Advance(options.schedule.status_interval);
+  auto result = Reconcile();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->after, options.schedule.status_interval);
+  EXPECT_EQ(clouds_.agents().RoutineEnvironmentGets(), 1);
+  EXPECT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  // The next look goes, finds it disconnected, and the worker says so.
+  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kDisconnected);
+  clock_.Advance(options.schedule.status_interval);
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.agents().RoutineEnvironmentGets(), 2);
+  EXPECT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kFalse);
+  // In doubt now: the looks that follow are needed ones.
+  clock_.Advance(options.schedule.status_interval);
+  (void)Reconcile();
+  EXPECT_EQ(clouds_.agents().RoutineEnvironmentGets(), 2);
 }
 
 // Without setup steps the Sandbox reconciler writes no boot marker; the launch script does, so

@@ -188,10 +188,12 @@ TEST_F(RetryingCallerTest, A429HoldsItsEndpointClassAndStaysOnTheFinalError) {
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(r.status().retry_after(), std::optional<std::chrono::milliseconds>(5s));
   EXPECT_FALSE(bucket_.TryAcquire(EndpointClass::kRead)) << "every reader of the workspace waits";
-  EXPECT_TRUE(bucket_.TryAcquire(EndpointClass::kCreate)) << "another endpoint class goes on";
-  EXPECT_TRUE(bucket_.TryAcquire(EndpointClass::kCommand));
+  EXPECT_TRUE(bucket_.Starving()) << "a needed call's 429: routine calls of every class give way";
+  EXPECT_FALSE(bucket_.TryAcquire(EndpointClass::kCreate));
+  EXPECT_TRUE(bucket_.Take(EndpointClass::kCreate).has_value()) << "another class goes on";
+  EXPECT_TRUE(bucket_.Take(EndpointClass::kCommand).has_value());
   clock_.Advance(5s + 10ms);
-  EXPECT_TRUE(bucket_.TryAcquire(EndpointClass::kRead));
+  EXPECT_TRUE(bucket_.Take(EndpointClass::kRead).has_value());
 }
 
 TEST_F(RetryingCallerTest, A503WithRetryAfterHoldsOnlyItsOwnRetry) {
