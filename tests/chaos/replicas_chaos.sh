@@ -211,10 +211,25 @@ converged() {
   [[ "$(ready_sandboxes 2>/dev/null || echo 0)" == "$total" &&
     "$(ready_workers 2>/dev/null || echo 0)" == "$total_workers" ]]
 }
+# The objects still short of Ready, with their state and Ready condition: what a timeout names.
+not_ready() {
+  sbxctl get sandboxes -o json | jq -r '.items[] | select((any(.status.conditions[]?;
+      .type == "Ready" and .status == "True") and .status.state == "RUNNING") | not) |
+      "Sandbox \(.metadata.name): state=\(.status.state // "-") name=\(.status.sandboxName // "-") \(
+      [.status.conditions[]? | "\(.type)=\(.status)/\(.reason)"] | join(" ")) \(
+      [.status.conditions[]? | select(.type == "Ready") | .message] | join(""))"'
+  sbxctl get agentworkers -o json | jq -r '.items[] | select((any(.status.conditions[]?;
+      .type == "Ready" and .status == "True") and any(.status.conditions[]?;
+      .type == "ExecutorConnected" and .status == "True")) | not) | "AgentWorker \(.metadata.name): \(
+      [.status.conditions[]? | "\(.type)=\(.status)/\(.reason)"] | join(" "))"'
+}
 deadline=$((SECONDS + timeout))
 last_report=$SECONDS
 until converged; do
-  ((SECONDS < deadline)) || fail "timeout: $(ready_sandboxes 2>/dev/null || echo '?')/$total Sandboxes and $(ready_workers 2>/dev/null || echo '?')/$total_workers AgentWorkers Ready"
+  if ((SECONDS >= deadline)); then
+    not_ready 2>&1 | head -n 20 >&2 || true
+    fail "timeout: $(ready_sandboxes 2>/dev/null || echo '?')/$total Sandboxes and $(ready_workers 2>/dev/null || echo '?')/$total_workers AgentWorkers Ready"
+  fi
   if ((SECONDS - last_report >= 15)); then
     last_report=$SECONDS
     log "… $(ready_sandboxes 2>/dev/null || echo '?')/$total Sandboxes, $(ready_workers 2>/dev/null || echo '?')/$total_workers AgentWorkers Ready"
