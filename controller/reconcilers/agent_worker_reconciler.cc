@@ -195,7 +195,8 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   // A look at a connection seen by the last one is routine, like the probe below: skipped while
   // the API's calls are paced or a needed call waits out a 429 (a session create, another
   // worker's first look). Skipped or throttled, it changes nothing: the last look still vouches,
-  // and the next is due on the cadence. Any other failure is reported as a needed look's is.
+  // and the next is due on the cadence. Any other failure is looked at again as a needed look
+  // (CheckEnvironment).
   const bool routine = ExecutorSchedule::RoutineStatusCheck(t.facts) && !t.woken;
   StatusOr<openai::Environment> checked = CheckEnvironment(t, routine);
   if (routine && PacedOut(checked.status())) {
@@ -565,10 +566,18 @@ void AgentWorkerReconciler::RecordLook(Target& t) {
 
 // GET the environment. Not found counts as expired. Any other error is not evidence either way:
 // the connection is unknown until the status can be read again (Ready keeps its last value; see
-// RecordOutcome).
+// RecordOutcome). A routine look that was skipped or throttled is no answer; one that failed
+// otherwise (a 503) is made again at once as a needed look, whose retries and failures count as
+// any look's (a single 503 on a one-attempt look must not flip ExecutorConnected: measured, the
+// 200-object chaos run's injected 503s on environments.get kept 10–18 of 100 workers flapping).
 StatusOr<openai::Environment> AgentWorkerReconciler::CheckEnvironment(Target& t, bool routine) {
   StatusOr<openai::Environment> got =
       t.agents->GetEnvironment(t.status().environment_id, t.stop, routine);
+  if (routine && !got.ok() && !PacedOut(got.status()) &&
+      got.status().code() != StatusCode::kNotFound &&
+      got.status().code() != StatusCode::kCancelled) {
+    got = t.agents->GetEnvironment(t.status().environment_id, t.stop, /*routine=*/false);
+  }
   if (IsRetryScheduled(got.status()) || (routine && PacedOut(got.status()))) {
     return got.status();  // no answer yet: ExecutorConnected stays as last seen
   }

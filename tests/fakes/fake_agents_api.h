@@ -480,9 +480,9 @@ class FakeAgentsApi final : public oa::AgentsApi {
     std::lock_guard lock(mu_);
     return faults_.Calls(method);
   }
-  void FailNext(const std::string& method, api::Status status) {
+  void FailNext(const std::string& method, api::Status status, int times = 1) {
     std::lock_guard lock(mu_);
-    faults_.FailNext(method, std::move(status));
+    faults_.FailNext(method, std::move(status), times);
   }
   // GetEnvironment calls made as routine looks (counted in Calls("environment") too).
   int RoutineEnvironmentGets() const {

@@ -23,14 +23,16 @@ class FaultQueue {
     if (it == fail_next_.end()) {
       return api::OkStatus();
     }
-    api::Status s = std::move(it->second);
-    fail_next_.erase(it);
+    api::Status s = it->second.first;
+    if (--it->second.second <= 0) {
+      fail_next_.erase(it);
+    }
     return s;
   }
 
-  // The next call of `method` returns `status` (replacing an error armed before).
-  void FailNext(const std::string& method, api::Status status) {
-    fail_next_[method] = std::move(status);
+  // The next `times` calls of `method` return `status` (replacing an error armed before).
+  void FailNext(const std::string& method, api::Status status, int times = 1) {
+    fail_next_[method] = {std::move(status), times};
   }
 
   // How many times Take(method) was called.
@@ -41,7 +43,7 @@ class FaultQueue {
 
  private:
   std::map<std::string, int> calls_;
-  std::map<std::string, api::Status> fail_next_;
+  std::map<std::string, std::pair<api::Status, int>> fail_next_;
 };
 
 }  // namespace sbx::testing

@@ -16,6 +16,7 @@
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
 #include "tests/support/fake_clock.h"
+#include "tests/support/script_sandbox.h"
 
 extern char** environ;
 
@@ -26,105 +27,9 @@ namespace fs = std::filesystem;
 using api::ConditionStatus;
 using namespace std::chrono_literals;
 
-// Alive and not a zombie (nobody may reap a detached executor in a test container).
-bool Alive(int pid) {
-  if (pid <= 0 || kill(pid, 0) != 0) {
-    return false;
-  }
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const size_t paren = line.rfind(')');
-  return paren == std::string::npos || line.size() < paren + 3 || line[paren + 2] != 'Z';
-}
-
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Runs the reconciler's exec-sync scripts for real, with bash, in a directory standing in for
-// the sandbox: /home/sandbox-agent in arguments is rewritten to `home`, the way the emulator
-// does when it has no mount namespace. The executor is a script named `codex` on PATH.
-class ScriptSandbox {
- public:
-  explicit ScriptSandbox(const fs::path& root) : root_(root), home_(root / "home") {
-    fs::create_directories(home_);
-    fs::create_directories(root_ / "bin");
-  }
-  ~ScriptSandbox() { KillExecutor(); }
-
-  void SetCodex(const std::string& body) {
-    const fs::path codex = root_ / "bin" / "codex";
-    std::ofstream(codex) << "#!/bin/bash\n" << body << "\n";
-    fs::permissions(codex, fs::perms::owner_all);
-  }
-  void SetBoot(const std::string& boot) { std::ofstream(root_ / "boot-id") << boot << "\n"; }
-  std::string boot_marker() const { return (root_ / "boot-id").string(); }
-  fs::path home() const { return home_; }
-  fs::path executor_dir(const std::string& worker) const { return home_ / ".sbx" / worker; }
-
-  int ExecutorPid(const std::string& worker) const {
-    std::string pid = Slurp(executor_dir(worker) / "pid");
-    return pid.empty() ? 0 : std::stoi(pid);
-  }
-  bool ExecutorAlive(const std::string& worker) const { return Alive(ExecutorPid(worker)); }
-  void KillExecutor() {
-    for (const char* w : {"w", "inline"}) {
-      const int pid = ExecutorPid(w);
-      if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, WNOHANG);
-      }
-    }
-  }
-
-  databricks::ExecResult Run(const databricks::ExecRequest& req) {
-    std::vector<std::string> argv = {req.cmd};
-    for (std::string a : req.args) {
-      const std::string prefix = "/home/sandbox-agent";
-      if (a.rfind(prefix, 0) == 0) {
-        a = home_.string() + a.substr(prefix.size());
-      }
-      argv.push_back(a);
-    }
-    std::vector<std::string> env = {"PATH=" + (root_ / "bin").string() + ":/usr/bin:/bin"};
-    for (const auto& [k, v] : req.envs) {
-      env.push_back(k + "=" + v);
-    }
-    std::vector<char*> cargv, cenv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    for (auto& e : env) cenv.push_back(e.data());
-    cenv.push_back(nullptr);
-    const fs::path out = root_ / "exec.out", err = root_ / "exec.err";
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    pid_t pid = 0;
-    const int rc = posix_spawn(&pid, req.cmd.c_str(), &actions, nullptr, cargv.data(), cenv.data());
-    posix_spawn_file_actions_destroy(&actions);
-    databricks::ExecResult r;
-    if (rc != 0) {
-      r.status = databricks::ExecStatus::kFailed;
-      return r;
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    r.status = databricks::ExecStatus::kCompleted;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.stdout_text = Slurp(out);
-    r.stderr_text = Slurp(err);
-    return r;
-  }
-
- private:
-  fs::path root_;
-  fs::path home_;
-};
+using testing::Alive;
+using testing::ScriptSandbox;
+using testing::Slurp;
 
 class AgentWorkerReconcilerTest : public ::testing::Test {
  protected:
@@ -510,9 +415,10 @@ TEST_F(AgentWorkerReconcilerTest, AWorkerOnAStoppedSandboxWaitsWithoutCalls) {
   EXPECT_EQ(Launches(), 1);
 }
 
+// Outside the sandbox's home (which survives a stop), sbx makes no directory.
 TEST_F(AgentWorkerReconcilerTest, MissingWorkspaceDirectoryIsReported) {
   MakeSandbox("box", true);
-  ApplyWorker([&](api::AgentWorkerSpec& s) { s.workspace_directory = workspace_dir_ + "/nope"; });
+  ApplyWorker([&](api::AgentWorkerSpec& s) { s.workspace_directory = (root_ / "nope").string(); });
   ASSERT_TRUE(Reconcile().ok());
   EXPECT_EQ(Cond("ExecutorRunning").reason, "WorkspaceDirectoryMissing");
   EXPECT_EQ(Cond("Ready").reason, "WorkspaceDirectoryMissing");
@@ -565,7 +471,10 @@ TEST_F(AgentWorkerReconcilerTest, ATransientObservationErrorDoesNotFlipReady) {
 
   const AgentWorkerReconcilerOptions options;
   for (int failure = 1; failure <= options.failure_threshold; ++failure) {
-    clouds_.agents().FailNext("environment", api::UnavailableError("HTTP 503 (request_id r1)"));
+    // The first time twice: the routine look at a connected executor, then the needed look it
+    // falls back to; after that the connection is unknown, and every look is a needed one.
+    clouds_.agents().FailNext("environment", api::UnavailableError("HTTP 503 (request_id r1)"),
+                              failure == 1 ? 2 : 1);
     clock_.Advance(options.schedule.status_interval);
     EXPECT_FALSE(Reconcile().ok());
     EXPECT_EQ(Cond("Synced").reason, "Unavailable");
@@ -613,7 +522,8 @@ TEST_F(AgentWorkerReconcilerTest, AReadWhoseRetryWasHandedBackChangesNoCondition
   const AgentWorkerReconcilerOptions options;
   for (int i = 0; i < options.failure_threshold + 1; ++i) {
     clouds_.agents().FailNext(
-        "environment", RetryScheduled(api::UnavailableError("HTTP 503"), std::chrono::seconds(1)));
+        "environment", RetryScheduled(api::UnavailableError("HTTP 503"), std::chrono::seconds(1)),
+        2);  // the routine look, then the needed look it falls back to
     clock_.Advance(options.schedule.status_interval);
     const auto result = Reconcile();
     ASSERT_FALSE(result.ok());
@@ -648,16 +558,25 @@ TEST_F(AgentWorkerReconcilerTest, TheLookAtAConnectedExecutorIsRoutineAndASkipCh
   EXPECT_EQ(clouds_.agents().RoutineEnvironmentGets(), 1);
   EXPECT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kTrue);
   EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  // A 503 on the routine look (one attempt) is looked at again at once as a needed look, which
+  // finds it connected: one server error flips nothing.
+  clouds_.agents().FailNext("environment", api::UnavailableError("HTTP 503"));
+  const int calls = clouds_.agents().Calls("environment");
+  clock_.Advance(options.schedule.status_interval);
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(clouds_.agents().Calls("environment"), calls + 2);
+  EXPECT_EQ(clouds_.agents().RoutineEnvironmentGets(), 2);
+  EXPECT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kTrue);
   // The next look goes, finds it disconnected, and the worker says so.
   clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kDisconnected);
   clock_.Advance(options.schedule.status_interval);
   ASSERT_TRUE(Reconcile().ok());
-  EXPECT_EQ(clouds_.agents().RoutineEnvironmentGets(), 2);
+  EXPECT_EQ(clouds_.agents().RoutineEnvironmentGets(), 3);
   EXPECT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kFalse);
   // In doubt now: the looks that follow are needed ones.
   clock_.Advance(options.schedule.status_interval);
   (void)Reconcile();
-  EXPECT_EQ(clouds_.agents().RoutineEnvironmentGets(), 2);
+  EXPECT_EQ(clouds_.agents().RoutineEnvironmentGets(), 3);
 }
 
 // Without setup steps the Sandbox reconciler writes no boot marker; the launch script does, so
