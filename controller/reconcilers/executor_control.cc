@@ -150,12 +150,25 @@ api::StatusOr<ExecutorReport> ExecutorControl::Launch(databricks::SandboxApi& sa
 
 void ExecutorControl::Stop(databricks::SandboxApi& sandboxes, const ExecutorTarget& t,
                            std::stop_token stop) const {
+  (void)StopAndRemove(sandboxes, t, {}, stop);
+}
+
+api::Status ExecutorControl::StopAndRemove(databricks::SandboxApi& sandboxes,
+                                           const ExecutorTarget& t,
+                                           const std::vector<std::string>& remove,
+                                           std::stop_token stop) const {
   databricks::ExecRequest request;
   request.cmd = "/bin/bash";
   request.args = {"-c", std::string(scripts::kStopExecutor), "sbx-stop", Dir(t.worker),
                   boot_marker_};
+  request.args.insert(request.args.end(), remove.begin(), remove.end());
   request.execution_timeout = std::chrono::seconds(30);
-  (void)sandboxes.ExecSync(t.sandbox_id, request, stop);
+  ASSIGN_OR_RETURN(databricks::ExecResult r, sandboxes.ExecSync(t.sandbox_id, request, stop));
+  if (r.status != databricks::ExecStatus::kCompleted || r.exit_code != 0) {
+    return api::UnavailableError("executor stop in sandbox " + t.sandbox_id +
+                                 " failed: " + LastLine(r.stderr_text));
+  }
+  return api::Status();
 }
 
 }  // namespace sbx::controller

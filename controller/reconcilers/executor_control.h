@@ -6,7 +6,8 @@
 //   * Launch: launches `codex exec-server` detached and idempotently (an executor of ours that
 //     runs for this environment is left alone), secrets only in the exec-sync envs, and reports
 //     like the probe;
-//   * Stop: kills the executor of the running boot, best effort.
+//   * Stop: kills the executor of the running boot, best effort, and then removes the given
+//     directories (a PerTask task's executor directory and workspace; stop_executor.sh).
 // DiagnoseExecutorLog names what an exited executor's log says went wrong.
 // Stateless apart from its options; thread-safe as the SandboxApi is.
 #pragma once
@@ -90,6 +91,11 @@ class ExecutorControl {
                                        const ExecutorLaunch& launch, std::stop_token stop) const;
   // Best effort: errors are ignored (a stopped sandbox has no executor anyway).
   void Stop(databricks::SandboxApi& sandboxes, const ExecutorTarget& t, std::stop_token stop) const;
+  // Stops the executor and then removes `remove` (paths under /home/sandbox-agent/.sbx/tasks/ or
+  // /home/sandbox-agent/tasks/ only). Errors: those of ExecSync; kUnavailable when the script did
+  // not complete with exit 0.
+  api::Status StopAndRemove(databricks::SandboxApi& sandboxes, const ExecutorTarget& t,
+                            const std::vector<std::string>& remove, std::stop_token stop) const;
 
  private:
   std::string boot_marker_;

@@ -68,8 +68,10 @@ if [ -n "$pid" ] && [ "$v" = "$boot" ] && alive "$pid"; then
   for _ in 1 2 3 4 5 6 7 8 9 10; do alive "$pid" || break; sleep 0.2; done
 fi
 # sbx knows the workspace directory: it creates it where the sandbox's home is (the only place
-# that survives a stop), and insists on a directory it can write.
-case "$ws" in /home/sandbox-agent/*) [ -d "$ws" ] || mkdir -p "$ws" 2>/dev/null ;; esac
+# that survives a stop; the home is where DIR's .sbx is, /home/sandbox-agent), and insists on a
+# directory it can write.
+home=${d%/.sbx/*}
+case "$ws" in "$home"/*) [ -d "$ws" ] || mkdir -p "$ws" 2>/dev/null ;; esac
 if [ ! -d "$ws" ] || [ ! -w "$ws" ] || ! command -v "$cmd" >/dev/null 2>&1; then report missing; fi
 if [ -f "$d/log" ]; then mv -f "$d/log" "$d/log.1"; fi
 if [ -e "$d/pid" ]; then rm -f "$d/pid"; fi
