@@ -1000,6 +1000,7 @@ struct FieldsOf<AgentWorkerSpec> : PlainMapping {
       Row<&AgentWorkerSpec::workspace_directory, Str>("workspaceDirectory", kAlways),
       Row<&AgentWorkerSpec::executor, Struct<ExecutorSpec>>("executor", kAlways),
       Row<&AgentWorkerSpec::restart_policy, Enum<RestartPolicy>>("restartPolicy", kAlways),
+      Row<&AgentWorkerSpec::session, Enum<SessionMode>>("session", kAlways),
   };
 };
 
@@ -1067,6 +1068,7 @@ struct FieldsOf<AgentTaskSpec> {
       Row<&AgentTaskSpec::ttl_after_finished, Optional<Duration>>("ttlAfterFinished", kAlways),
       Row<&AgentTaskSpec::backoff_limit, Int32>("backoffLimit"),
       Row<&AgentTaskSpec::retry_on, Optional<EnumList<RetryOn>>>("retryOn", kAlways),
+      Row<&AgentTaskSpec::keep_workspace, Bool>("keepWorkspace"),
   };
 };
 

@@ -44,6 +44,9 @@ inline constexpr std::string_view kSessionReady = "SessionReady";
 inline constexpr std::string_view kRunning = "Running";
 inline constexpr std::string_view kConnected = "Connected";
 inline constexpr std::string_view kAuthenticated = "Authenticated";
+// A PerTask worker: sessions and executors are each task's (SessionReady, ExecutorRunning and
+// ExecutorConnected say so rather than report a standing one).
+inline constexpr std::string_view kPerTask = "PerTask";
 
 // ClassifyError's classes (controller/base/classify_error.h): transient …
 inline constexpr std::string_view kOk = "Ok";

@@ -222,6 +222,11 @@ struct ExecutorSpec {
   friend bool operator==(const ExecutorSpec&, const ExecutorSpec&) = default;
 };
 
+// How a worker's tasks use sessions: one standing session for all (Shared), or a fresh one per
+// task (PerTask: its own session, workspace /home/sandbox-agent/tasks/<uid> and executor,
+// closed when the task ends; DESIGN §8.1).
+enum class SessionMode { kShared, kPerTask };
+
 struct AgentWorkerSpec {
   std::string sandbox_ref;             // "sandboxRef"; exactly one of sandbox_ref / sandbox
   std::optional<SandboxSpec> sandbox;  // inline template: the worker owns a Sandbox named after it
@@ -230,6 +235,8 @@ struct AgentWorkerSpec {
       std::string(kDefaultWorkspaceDirectory);  // "workspaceDirectory"
   ExecutorSpec executor;
   RestartPolicy restart_policy = RestartPolicy::kAlways;  // "restartPolicy"
+  // "session"; a pool sets its replicas' from its own spec.session.
+  SessionMode session = SessionMode::kShared;
   friend bool operator==(const AgentWorkerSpec&, const AgentWorkerSpec&) = default;
 };
 
@@ -323,6 +330,8 @@ struct AgentTaskSpec {
   int32_t backoff_limit = 0;  // "backoffLimit", 0–100
   // "retryOn"; unset means [InfrastructureFailure] (RetriesOn), [] means never.
   std::optional<std::vector<RetryOn>> retry_on;
+  // "keepWorkspace": on a PerTask worker, leave the task's directory in the sandbox when it ends.
+  bool keep_workspace = false;
   friend bool operator==(const AgentTaskSpec&, const AgentTaskSpec&) = default;
 };
 
@@ -492,10 +501,6 @@ inline constexpr std::chrono::seconds kDefaultScaleDownAfter{5 * 60};
 inline constexpr std::chrono::seconds kDefaultProgressDeadline{10 * 60};
 // Replicas a pool may have at most (spec.replicas.max).
 inline constexpr int32_t kMaxPoolReplicas = 1000;
-
-// How a worker's tasks use sessions: one standing session for all (Shared), or a fresh one per
-// task (PerTask).
-enum class SessionMode { kShared, kPerTask };
 
 struct PoolTemplateMeta {
   std::map<std::string, std::string> labels;  // copied onto every replica

@@ -353,6 +353,13 @@ Status ValidateAgentWorker(std::string_view prefix, const AgentWorkerSpec& s,
   }
   RETURN_IF_ERROR(
       ValidateSecretRef(p + ".executor.apiKeyFrom", s.executor.api_key_from, o.secret_env_prefix));
+  // Not yet built: a per-task session on a sandbox that sleeps (waking it is driven by the
+  // standing session's state, which a PerTask worker does not have).
+  if (s.session == SessionMode::kPerTask && s.sandbox && s.sandbox->power == Power::kOnDemand) {
+    return Invalid(p + ".session",
+                   "PerTask with sandbox.power: OnDemand is not supported in this version of "
+                   "sbx yet; use session: Shared, or power: Running");
+  }
   return OkStatus();
 }
 
@@ -774,8 +781,19 @@ Status ValidateAgentPoolObject(const Object& object, const ValidationOptions& op
                    "must not be set: each replica's sandbox gets its own id "
                    "(<namespace>-<replica name>)");
   }
-  // The template as a replica will have it: named, with its sandbox's name defaults.
+  if (t.session != SessionMode::kShared) {
+    return Invalid("spec.template.spec.session",
+                   "is set by the pool from its spec.session; set that instead");
+  }
+  if (s.session == SessionMode::kPerTask && t.sandbox && t.sandbox->power == Power::kOnDemand) {
+    return Invalid("spec.session",
+                   "PerTask (the default) with the template's sandbox.power: OnDemand is not "
+                   "supported in this version of sbx yet; set session: Shared, or power: Running");
+  }
+  // The template as a replica will have it: named, with its sandbox's name defaults and the
+  // pool's session mode.
   AgentWorkerSpec replica = t;
+  replica.session = s.session;
   ApplySandboxDefaults(*replica.sandbox, object.metadata.namespace_,
                        object.metadata.name + "-aaaaa");
   RETURN_IF_ERROR(ValidateAgentWorker("spec.template.spec", replica, options));
@@ -803,13 +821,6 @@ Status ValidateAgentPoolObject(const Object& object, const ValidationOptions& op
       s.progress_deadline > std::chrono::hours(24)) {
     return Invalid("spec.progressDeadline",
                    "must be between 1s and 24h, got " + FormatDuration(s.progress_deadline));
-  }
-  // Not yet built (issue #27): a fresh session per task. Refused rather than run as Shared, so
-  // no pool silently shares sessions between tasks it was told to isolate.
-  if (s.session == SessionMode::kPerTask) {
-    return Invalid("spec.session",
-                   "PerTask (the default) is not implemented in this version of sbx yet; set "
-                   "session: Shared (each replica keeps one session for the tasks it runs)");
   }
   return OkStatus();
 }

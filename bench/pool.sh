@@ -20,8 +20,8 @@
 #                             all within 1 s)
 #   bench/pool.sh               # M=20 T=200
 #   SBX_BENCH_BIN=build/release/cli bench/pool.sh 10 50
-# The pool's session mode is Shared: PerTask (a fresh session per task, DESIGN §8.1's default)
-# is not built yet, so session creates per task are 0 here, not the 1 of PerTask.
+# The pool's session mode is Shared here (session creates per task 0): the PerTask run (1 create
+# and 1 delete per task, DESIGN §8.1's default) is still to be added and measured.
 # Prints JSON lines. A benchmark, not a test: needs bash ≥ 5, curl, awk, jq.
 source "$(dirname "$0")/lib.sh"
 

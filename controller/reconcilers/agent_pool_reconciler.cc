@@ -120,6 +120,7 @@ Status AgentPoolReconciler::CreateReplica(Target& t, const std::string& hash) {
   }
   Object replica = api::MakeObject(api::Kind::kAgentWorker, name, ns);
   replica.agent_worker_spec() = t.spec().template_.spec;
+  replica.agent_worker_spec().session = t.spec().session;  // the pool's, not the template's
   replica.metadata.labels = t.spec().template_.metadata.labels;
   replica.metadata.labels[std::string(api::kPoolLabel)] = t.object.metadata.name;
   replica.metadata.annotations[std::string(api::kTemplateHashAnnotation)] = hash;

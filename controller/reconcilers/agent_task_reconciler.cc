@@ -96,7 +96,11 @@ AgentTaskReconciler::AgentTaskReconciler(Store& store, CloudClients& clouds, Clo
       own_log_(store),
       log_(streams != nullptr ? streams->log() : own_log_),
       resubmit_backoff_(options.resubmit),
-      submitter_(options.enqueuer) {}
+      submitter_(options.enqueuer),
+      events_(store, clock),
+      sessions_(store, events_, clock),
+      executor_(options_.boot_marker),
+      task_sessions_(sessions_, executor_, events_, {}) {}
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Reconcile(const api::ObjectKey& key,
                                                          std::stop_token stop) {
@@ -355,7 +359,12 @@ Status AgentTaskReconciler::Unbind(Target& t, const std::string& replica) {
 }
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
-  const std::string session = t.worker.agent_worker_status().session_id;
+  std::string session = t.worker.agent_worker_status().session_id;
+  if (PerTask(t)) {
+    // Its own session and executor (the service holds the input until the executor connects).
+    ASSIGN_OR_RETURN(openai::Session opened, OpenTaskSession(t));
+    session = opened.id;
+  }
   // The newest root turn before ours: our turn is the first one after it.
   openai::ListParams newest;
   newest.limit = 1;
@@ -425,6 +434,17 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
   if (dependencies_ != nullptr) {
     dependencies_->SetDependencies(
         t.key(), {{api::Kind::kAgentWorker, t.object.metadata.namespace_, st.worker}});
+  }
+  if (PerTask(t)) {
+    // Its session is recorded from Submit until Finish closes it; none now means a Finish that
+    // closed it stopped before its status was stored: the outcome is lost with the session.
+    ASSIGN_OR_RETURN(const bool open, task_sessions_.HasOpen(SessionTarget(t)));
+    if (!open) {
+      st.result.error = {std::string(kWorkerLost),
+                         "the task's session " + st.session_id +
+                             " was closed before the end of the attempt was recorded"};
+      return Finish(t, TaskPhase::kFailed);
+    }
   }
   const auto now = clock_.Now();
   const auto submitted = ParseRfc3339(st.submitted_at).value_or(now);
@@ -622,6 +642,14 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
       Collect(t);  // from the last attempt only
     }
   }
+  // A PerTask session is closed (after the collect) before the attempt's end is stored; a close
+  // the service holds up is tried again by the next pass, which comes back here.
+  if (t.agents != nullptr && !t.worker.metadata.uid.empty()) {
+    ASSIGN_OR_RETURN(const bool closed, CloseTaskSession(t));
+    if (!closed) {
+      return ReconcileResult::RequeueAfter(options_.session_close_retry);
+    }
+  }
   if (attempted) {
     st.attempts.push_back({attempt, st.worker, st.turn_id, phase, st.result.error, st.submitted_at,
                            FormatRfc3339(clock_.Now())});
@@ -736,7 +764,9 @@ void AgentTaskReconciler::SyncLog(Target& t, bool final) {
 
 void AgentTaskReconciler::Collect(Target& t) {
   t.status().artifacts = CollectArtifacts(
-      store_, clouds_, t.object, t.sandbox, t.worker.agent_worker_spec().workspace_directory,
+      store_, clouds_, t.object, t.sandbox,
+      PerTask(t) ? TaskSession::WorkspaceDirectory(t.object.metadata.uid)
+                 : t.worker.agent_worker_spec().workspace_directory,
       options_.scrub_artifact,
       [&](std::string line) { Log(t, {Line(LogKind::kStatus, std::move(line))}); }, t.stop);
 }
@@ -804,11 +834,61 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::Finalize(Target& t
   if (turn->status == openai::TurnStatus::kCompleted ||
       turn->status == openai::TurnStatus::kFailed ||
       turn->status == openai::TurnStatus::kCancelled) {
+    ASSIGN_OR_RETURN(const bool closed, CloseTaskSession(t));
+    if (!closed) {
+      return std::optional(ReconcileResult::RequeueAfter(options_.session_close_retry));
+    }
     Release(t);
     RETURN_IF_ERROR(Unbind(t, t.status().worker));
     return std::optional<ReconcileResult>();
   }
   return std::optional<ReconcileResult>(ReconcileResult::RequeueAfter(options_.poll_interval));
+}
+
+bool AgentTaskReconciler::PerTask(const Target& t) {
+  return t.worker.agent_worker_spec().session == api::SessionMode::kPerTask;
+}
+
+TaskSessionTarget AgentTaskReconciler::SessionTarget(const Target& t) const {
+  const std::string& ns = t.object.metadata.namespace_;
+  const api::SandboxIdentity planned = api::PlannedSandbox(t.sandbox);
+  StatusOr<api::SandboxIdentity> created = api::CreatedSandbox(t.sandbox);
+  return TaskSessionTarget{
+      .owner = {t.key(), t.object.metadata.uid, WorkspaceId(ns, planned.workspace_ref)},
+      .sandbox_id = created.ok() ? created->sandbox_id : planned.sandbox_id,
+      .command = t.worker.agent_worker_spec().executor.command,
+      .keep_workspace = t.spec().keep_workspace};
+}
+
+StatusOr<openai::Session> AgentTaskReconciler::OpenTaskSession(Target& t) {
+  const std::string& ns = t.object.metadata.namespace_;
+  const std::string workspace_ref = api::PlannedSandbox(t.sandbox).workspace_ref;
+  TaskSessionSpec spec;
+  const api::AgentSpec& agent = t.worker.agent_worker_spec().agent;
+  spec.session.model = agent.model;
+  if (!agent.instructions.empty()) {
+    spec.session.instructions = agent.instructions;
+  }
+  ASSIGN_OR_RETURN(spec.launch, ResolveExecutorLaunch(clouds_, t.worker, workspace_ref));
+  ASSIGN_OR_RETURN(databricks::SandboxApi * sandboxes, clouds_.Sandboxes(ns, workspace_ref));
+  return task_sessions_.Open(SessionTarget(t), std::move(spec), *t.agents, *sandboxes, t.stop);
+}
+
+StatusOr<bool> AgentTaskReconciler::CloseTaskSession(Target& t) {
+  const TaskSessionTarget target = SessionTarget(t);
+  ASSIGN_OR_RETURN(const bool open, task_sessions_.HasOpen(target));
+  if (!open) {
+    return true;
+  }
+  databricks::SandboxApi* sandboxes = nullptr;
+  if (t.sandbox.sandbox_status().state == "RUNNING") {
+    StatusOr<databricks::SandboxApi*> api = clouds_.Sandboxes(
+        t.object.metadata.namespace_, api::PlannedSandbox(t.sandbox).workspace_ref);
+    if (api.ok()) {
+      sandboxes = *api;
+    }
+  }
+  return task_sessions_.Close(target, *t.agents, sandboxes, t.stop);
 }
 
 }  // namespace sbx::controller

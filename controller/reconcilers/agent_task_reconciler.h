@@ -77,9 +77,11 @@
 #include "controller/engine/dependency_index.h"
 #include "controller/engine/manager.h"
 #include "controller/reconcilers/input_submitter.h"
+#include "controller/reconcilers/internal/boot_marker.h"
 #include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/session_event_streams.h"
 #include "controller/reconcilers/task_log_writer.h"
+#include "controller/reconcilers/task_session.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
@@ -107,6 +109,11 @@ struct AgentTaskReconcilerOptions {
   // artifacts of the known secret values as it scrubs logs (log::Scrub), so status.artifacts
   // describes the bytes stored. Null: stored as read. It cannot catch an encoded secret.
   std::function<std::string(std::string_view)> scrub_artifact;
+  // The boot marker the executor scripts use (as AgentWorkerReconcilerOptions::boot_marker): a
+  // PerTask worker's tasks launch their own executors.
+  std::string boot_marker = reconcilers_internal::kDefaultBootMarker;
+  // How soon a PerTask session the service refused to delete is tried again.
+  std::chrono::milliseconds session_close_retry{std::chrono::seconds(2)};
 };
 
 class AgentTaskReconciler final : public Reconciler {
@@ -164,6 +171,13 @@ class AgentTaskReconciler final : public Reconciler {
   Clock::WallTime NextResubmit(const Target& t);
   // The task is done with its turn: unbind its stream, forget its log book and resubmits.
   void Release(Target& t);
+  // session: PerTask (task_session.h). Whether the task's worker (loaded) is PerTask; the task's
+  // own session for the worker's sandbox; opening it (session and executor); closing whatever
+  // is open (true once nothing is: none was, or all is closed).
+  static bool PerTask(const Target& t);
+  TaskSessionTarget SessionTarget(const Target& t) const;
+  api::StatusOr<openai::Session> OpenTaskSession(Target& t);
+  api::StatusOr<bool> CloseTaskSession(Target& t);
 
   Store& store_;
   CloudClients& clouds_;
@@ -175,6 +189,10 @@ class AgentTaskReconciler final : public Reconciler {
   TaskLogWriter& log_;
   const Backoff resubmit_backoff_;
   InputSubmitter submitter_;
+  EventRecorder events_;
+  SessionLifecycle sessions_;
+  ExecutorControl executor_;
+  TaskSession task_sessions_;
   struct Resubmits {
     int posts = 1;  // the first POST is Submit's
     Clock::WallTime last{};

@@ -164,6 +164,9 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   }
   t.facts = ExecutorFactsOf(t.status(), t.sandbox.sandbox_status().boot_id, t.cache.last_check,
                             t.cache.launched);
+  if (t.spec().session == api::SessionMode::kPerTask) {
+    return ConvergePerTask(t);
+  }
 
   // 2. The session: created when missing; looked up again only before launching into it (the
   // environment status below reports a session lost later).
@@ -240,6 +243,36 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
     t.status().executor.pid = report.pid;
   }
   return ReportConnection(t, env, connected);
+}
+
+// session: PerTask (DESIGN §8.1): no standing session or executor; each task opens its own
+// (task_session.h). The worker is Ready when its sandbox is and the executor's command is found
+// there (a probe per boot and every probe_interval). A standing session left from session:
+// Shared is deleted, and its executor stopped.
+StatusOr<ReconcileResult> AgentWorkerReconciler::ConvergePerTask(Target& t) {
+  if (!t.status().session_id.empty()) {
+    executor_.Stop(*t.sandboxes, t.executor(), t.stop);
+    RETURN_IF_ERROR(ReplaceSession(t, reason::kPerTask, "session: PerTask"));
+    events_.Normal(t.key(), "SessionDeleted",
+                   "session: PerTask: the standing session is deleted; each task opens its own");
+    t.status().executor = {};
+  }
+  const std::string per_task = "each task opens its own session and executor";
+  Set(t, condition::kSessionReady, ConditionStatus::kTrue, reason::kPerTask, per_task);
+  Set(t, condition::kExecutorConnected, ConditionStatus::kUnknown, reason::kPerTask, per_task);
+  const bool due = t.facts.rebooted || !t.facts.last_probe_at ||
+                   clock_.Now() - *t.facts.last_probe_at >= options_.schedule.probe_interval;
+  const api::Condition* ready = api::FindCondition(t.status().conditions, condition::kReady);
+  if (due || ready == nullptr || ready->status != ConditionStatus::kTrue) {
+    ASSIGN_OR_RETURN(ExecutorReport report, executor_.Probe(*t.sandboxes, t.executor(), t.stop));
+    RecordLook(t);
+    if (!report.command_found || !report.workspace_exists) {
+      return ReportMissing(t, report);
+    }
+  }
+  Set(t, condition::kExecutorRunning, ConditionStatus::kUnknown, reason::kPerTask, per_task);
+  Set(t, condition::kReady, ConditionStatus::kTrue, reason::kReady, per_task);
+  return ReconcileResult::RequeueAfter(options_.schedule.probe_interval);
 }
 
 // sandboxRef → that Sandbox; inline template → a Sandbox named after the worker, owned by it.
@@ -499,25 +532,11 @@ bool AgentWorkerReconciler::ExecutorSpecChanged(Target& t) {
 // What the launch needs: the key and the env values resolved. Secrets enter the sandbox only
 // through envs: the key, and env[].valueFrom.
 StatusOr<ExecutorLaunch> AgentWorkerReconciler::LaunchSpec(Target& t, bool replace) {
-  const std::string what = "AgentWorker " + t.object.metadata.name + " spec.executor.";
-  ExecutorLaunch launch;
-  launch.args = t.spec().executor.args;
+  ASSIGN_OR_RETURN(ExecutorLaunch launch,
+                   ResolveExecutorLaunch(clouds_, t.object, t.created.workspace_ref));
   launch.replace = replace;
-  ASSIGN_OR_RETURN(std::string key,
-                   clouds_.ExecutorKey(t.object.metadata.namespace_, t.created.workspace_ref,
-                                       t.spec().executor.api_key_from, what + "apiKeyFrom"));
-  launch.envs = {{"CODEX_API_KEY", std::move(key)},
-                 {"SBX_REMOTE_URL", t.status().remote_url},
-                 {"SBX_ENVIRONMENT_ID", t.status().environment_id}};
-  for (size_t i = 0; i < t.spec().executor.env.size(); ++i) {
-    const api::EnvVar& var = t.spec().executor.env[i];
-    std::string value = var.value;
-    if (!var.value_from.empty()) {
-      ASSIGN_OR_RETURN(value, clouds_.Secret(t.object.metadata.namespace_, var.value_from,
-                                             what + "env[" + std::to_string(i) + "].valueFrom"));
-    }
-    launch.envs.emplace(var.name, std::move(value));
-  }
+  launch.envs.emplace("SBX_REMOTE_URL", t.status().remote_url);
+  launch.envs.emplace("SBX_ENVIRONMENT_ID", t.status().environment_id);
   return launch;
 }
 

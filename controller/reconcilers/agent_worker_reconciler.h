@@ -118,6 +118,7 @@ class AgentWorkerReconciler final : public Reconciler {
 
   // The five steps, in the order Converge runs them.
   api::StatusOr<ReconcileResult> Converge(Target& t);
+  api::StatusOr<ReconcileResult> ConvergePerTask(Target& t);
   api::StatusOr<std::optional<ReconcileResult>> EnsureSandbox(Target& t);
   api::StatusOr<api::ObjectKey> EnsureSandboxObject(Target& t);
   // Power OnDemand: the sandbox sleeps or is being woken; OpenAI-side checks only.

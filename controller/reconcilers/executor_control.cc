@@ -112,6 +112,28 @@ std::string LastLine(const std::string& text) {
   return last.size() > 300 ? last.substr(last.size() - 300) : last;
 }
 
+api::StatusOr<ExecutorLaunch> ResolveExecutorLaunch(CloudClients& clouds, const api::Object& worker,
+                                                    const std::string& workspace_ref) {
+  const std::string& ns = worker.metadata.namespace_;
+  const api::ExecutorSpec& spec = worker.agent_worker_spec().executor;
+  const std::string what = "AgentWorker " + worker.metadata.name + " spec.executor.";
+  ExecutorLaunch launch;
+  launch.args = spec.args;
+  ASSIGN_OR_RETURN(std::string key,
+                   clouds.ExecutorKey(ns, workspace_ref, spec.api_key_from, what + "apiKeyFrom"));
+  launch.envs = {{"CODEX_API_KEY", std::move(key)}};
+  for (size_t i = 0; i < spec.env.size(); ++i) {
+    const api::EnvVar& var = spec.env[i];
+    std::string value = var.value;
+    if (!var.value_from.empty()) {
+      ASSIGN_OR_RETURN(value, clouds.Secret(ns, var.value_from,
+                                            what + "env[" + std::to_string(i) + "].valueFrom"));
+    }
+    launch.envs.emplace(var.name, std::move(value));
+  }
+  return launch;
+}
+
 std::string ExecutorControl::Dir(const std::string& worker) {
   return "/home/sandbox-agent/.sbx/" + worker;
 }

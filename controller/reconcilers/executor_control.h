@@ -19,7 +19,9 @@
 #include <string_view>
 #include <vector>
 
+#include "api/resources.h"
 #include "api/status.h"
+#include "controller/cloud/cloud_clients.h"
 #include "controller/cloud/databricks/sandbox_api.h"
 
 namespace sbx::controller {
@@ -73,6 +75,13 @@ struct ExecutorLaunch {
   std::map<std::string, std::string> envs;
   bool replace = false;  // stop ours even if it runs for this environment (its spec changed)
 };
+
+// What a launch of `worker`'s spec.executor needs: its args, and CODEX_API_KEY (apiKeyFrom) and
+// spec.executor.env with every valueFrom resolved; the caller adds SBX_REMOTE_URL and
+// SBX_ENVIRONMENT_ID. Secrets enter the sandbox only through these envs. Errors name the field,
+// never a value.
+api::StatusOr<ExecutorLaunch> ResolveExecutorLaunch(CloudClients& clouds, const api::Object& worker,
+                                                    const std::string& workspace_ref);
 
 class ExecutorControl {
  public:

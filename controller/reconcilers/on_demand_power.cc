@@ -236,8 +236,10 @@ void OnDemandPower::Wake(const api::ObjectKey& sandbox) {
 TaskAdmission AdmitTask(OnDemandPower* power, const Object& worker, const Object& sandbox) {
   TaskAdmission a;
   const api::Condition* ready = ReadyOf(worker);
+  // A PerTask worker holds no standing session: each task opens its own (task_session.h).
+  const bool per_task = worker.agent_worker_spec().session == api::SessionMode::kPerTask;
   const bool worker_ready = ready != nullptr && ready->status == ConditionStatus::kTrue &&
-                            !worker.agent_worker_status().session_id.empty();
+                            (per_task || !worker.agent_worker_status().session_id.empty());
   const std::string name = worker.metadata.name;
   if (!IsOnDemand(sandbox)) {
     a.gate = worker_ready ? TaskGate::kSubmit : TaskGate::kWaitForWorker;

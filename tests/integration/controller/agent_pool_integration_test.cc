@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -28,7 +29,8 @@ using std::chrono::milliseconds;
 constexpr milliseconds kConverge{120'000};
 constexpr char kWorkspace[] = "/home/sandbox-agent/ws";
 
-std::string PoolYaml(int max, const std::string& scale_down_after) {
+std::string PoolYaml(int max, const std::string& scale_down_after,
+                     const std::string& session = "Shared") {
   return "apiVersion: sbx.dev/v1alpha1\nkind: AgentPool\nmetadata:\n  name: fixers\nspec:\n"
          "  template:\n    metadata:\n      labels: {team: a}\n    spec:\n"
          "      sandbox:\n        inactivityTimeout: 1h\n        setup:\n"
@@ -36,7 +38,7 @@ std::string PoolYaml(int max, const std::string& scale_down_after) {
          json(std::string("mkdir -p ") + kWorkspace).dump() +
          "\n      agent:\n        model: gpt-5-codex\n      workspaceDirectory: " + kWorkspace +
          "\n  replicas: {min: 0, max: " + std::to_string(max) +
-         "}\n  scaleDownAfter: " + scale_down_after + "\n  session: Shared\n";
+         "}\n  scaleDownAfter: " + scale_down_after + "\n  session: " + session + "\n";
 }
 
 class AgentPoolTest : public ::testing::Test {
@@ -164,6 +166,74 @@ TEST_F(AgentPoolTest, ScalesFromZeroForABatchRunsOneTaskPerReplicaAndScalesBackT
       In(kConverge), milliseconds(250)))
       << last_.dump(2) << "\nsandboxes in the cloud: " << CloudSandboxes();
   EXPECT_EQ(ConditionOf(last_, "Ready").second, "ScaledToZero");
+}
+
+// session: PerTask (issue #27 item 4): each task runs in a session of its own, in
+// /home/sandbox-agent/tasks/<uid> with an executor of its own; collect reads there; afterwards
+// the session is deleted and the directory removed, unless keepWorkspace.
+TEST_F(AgentPoolTest, PerTaskRunsEachTaskInItsOwnSessionAndDirectoryAndClosesThem) {
+  ASSERT_TRUE(harness_.StartEmulator({}, kConverge).ok());
+  ASSERT_TRUE(harness_
+                  .StartSbxd("sbxd", {"--executor-status-interval", "2s",
+                                      "--executor-probe-interval", "2s"})
+                  .ok());
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("pool", PoolYaml(/*max=*/1, "10m", "PerTask")));
+  std::string tasks;
+  for (int i = 0; i < 3; ++i) {
+    tasks += "---\napiVersion: sbx.dev/v1alpha1\nkind: AgentTask\nmetadata:\n  name: p" +
+             std::to_string(i) + "\nspec:\n  poolRef: fixers\n  input: \"$ echo p" +
+             std::to_string(i) + " > out.txt\"\n" + "  timeout: 2m\n" +
+             (i == 2 ? "  keepWorkspace: true\n" : "") + "  collect:\n    - path: out.txt\n";
+  }
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("tasks", tasks));
+  std::map<std::string, json> done;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        for (int i = 0; i < 3; ++i) {
+          const std::string name = "p" + std::to_string(i);
+          last_ = Get("agenttask", name);
+          const std::string phase =
+              last_.is_object() ? last_.value("status", json::object()).value("phase", "") : "";
+          if (phase == "Succeeded" || phase == "Failed" || phase == "TimedOut" ||
+              phase == "Cancelled") {
+            done[name] = last_;
+          }
+        }
+        return done.size() == 3;
+      },
+      In(kConverge), milliseconds(250)))
+      << last_.dump(2);
+  std::set<std::string> sessions;
+  std::string replica;
+  for (const auto& [name, task] : done) {
+    const json st = task.value("status", json::object());
+    ASSERT_EQ(st.value("phase", ""), "Succeeded") << task.dump(2);
+    sessions.insert(st.value("sessionId", ""));
+    replica = st.value("worker", "");
+    const json artifacts = st.value("artifacts", json::array());
+    ASSERT_EQ(artifacts.size(), 1u) << task.dump(2);
+    // Written in the task's own directory, and collected from there.
+    EXPECT_EQ(artifacts.at(0).value("bytes", 0), 3) << task.dump(2);
+  }
+  EXPECT_EQ(sessions.size(), 3u) << "one session per task";
+  const json worker = Get("agentworker", replica);
+  EXPECT_EQ(worker.value("status", json::object()).value("sessionId", ""), "")
+      << "a PerTask replica holds no standing session: " << worker.dump(2);
+  // Every task's session was deleted (a listing shows none of them).
+  const json listed =
+      json::parse(harness_.openai().Get("/v1/agents/sessions?limit=100").body, nullptr, false);
+  ASSERT_TRUE(listed.is_object()) << listed;
+  for (const json& s : listed.value("data", json::array())) {
+    EXPECT_EQ(sessions.count(s.value("id", "")), 0u) << "not deleted: " << s.dump();
+  }
+  // The directories: removed, but for the task that keeps its workspace.
+  const std::filesystem::path home =
+      harness_.dir() / "emu" / "sandboxes" / ("default-" + replica) / "home";
+  for (const auto& [name, task] : done) {
+    const std::string uid = task.value("metadata", json::object()).value("uid", "");
+    EXPECT_EQ(std::filesystem::exists(home / "tasks" / uid), name == "p2") << name;
+    EXPECT_FALSE(std::filesystem::exists(home / ".sbx" / "tasks" / uid)) << name;
+  }
 }
 
 TEST_F(AgentPoolTest, TheCliNamesAMissingPoolAndScalesWithinTheRules) {

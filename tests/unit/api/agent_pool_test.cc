@@ -64,14 +64,21 @@ TEST(AgentPoolTest, DefaultsLeaveTheReplicasSandboxNamesToTheReplicas) {
   EXPECT_EQ(Validate(o), OkStatus());
 }
 
-TEST(AgentPoolTest, SessionPerTaskIsRefusedUntilItIsBuilt) {
-  // The default: refused with what to do instead, never run as Shared behind the user's back.
+TEST(AgentPoolTest, SessionPerTaskIsTheDefaultButNotYetWithOnDemand) {
+  const std::string running =
+      "  template:\n    spec:\n      sandbox: {}\n      agent: {model: gpt-5-codex}\n";
+  EXPECT_EQ(Apply(running + "  replicas: {min: 0, max: 20}\n"), "OK");
+  // Not yet built with a sleeping sandbox: refused with what to do instead.
   EXPECT_EQ(Apply(std::string(kTemplate) + "  replicas: {min: 0, max: 20}\n"),
-            "pool.yaml:6:1: spec.session: PerTask (the default) is not implemented in this "
-            "version of sbx yet; set session: Shared (each replica keeps one session for the "
-            "tasks it runs)");
+            "pool.yaml:6:1: spec.session: PerTask (the default) with the template's "
+            "sandbox.power: OnDemand is not supported in this version of sbx yet; set session: "
+            "Shared, or power: Running");
   EXPECT_EQ(Apply(std::string(kTemplate) + "  replicas: {min: 0, max: 20}\n  session: Shared\n"),
             "OK");
+  // The replicas' session mode is the pool's, not the template's.
+  EXPECT_EQ(Apply("  template:\n    spec:\n      sandbox: {}\n      session: PerTask\n"),
+            "pool.yaml:10:7: spec.template.spec.session: is set by the pool from its "
+            "spec.session; set that instead");
 }
 
 TEST(AgentPoolTest, TheTemplateIsCheckedAsAReplicaWouldBeAtItsOwnLine) {

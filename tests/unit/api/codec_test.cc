@@ -69,6 +69,7 @@ TEST(CodecTest, EmptySubObjectsAreOmitted) {
   EXPECT_EQ(EncodeSpecJson(o), "{}");
   Object w = MakeObject(Kind::kAgentWorker, "w");
   EXPECT_EQ(EncodeSpecJson(w), R"({"executor":{"command":"codex"},"restartPolicy":"Always",)"
+                               R"("session":"Shared",)"
                                R"("workspaceDirectory":"/home/sandbox-agent/workspace"})");
 }
 

@@ -106,6 +106,7 @@ inline Object FullTask() {
   s.ttl_after_finished = std::chrono::seconds(86400);
   s.backoff_limit = 2;
   s.retry_on = std::vector<RetryOn>{RetryOn::kInfrastructureFailure, RetryOn::kTimedOut};
+  s.keep_workspace = true;
   AgentTaskStatus& st = o.agent_task_status();
   st.attempts = {{1,
                   "w1",
