@@ -437,6 +437,47 @@ TEST_F(AgentWorkerReconcilerTest, MissingCommandIsReported) {
   EXPECT_FALSE(fs::exists(sandbox_->executor_dir("w") / "pid"));
 }
 
+// session: PerTask (#27 item 4): no standing session or executor; Ready once a probe finds the
+// command; a standing session left from Shared is deleted and its executor stopped.
+TEST_F(AgentWorkerReconcilerTest, APerTaskWorkerHoldsNoSessionAndIsReadyWhenTheCommandIsFound) {
+  MakeSandbox("box", true);
+  ApplyWorker([&](api::AgentWorkerSpec& s) { s.session = api::SessionMode::kPerTask; });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("SessionReady").reason, "PerTask");
+  EXPECT_EQ(Cond("ExecutorConnected").reason, "PerTask");
+  EXPECT_EQ(Worker().agent_worker_status().session_id, "");
+  EXPECT_EQ(clouds_.agents().Calls("create"), 0);
+  EXPECT_EQ(Launches(), 0);
+  EXPECT_FALSE(fs::exists(sandbox_->executor_dir("w") / "pid"));
+
+  // From Shared to PerTask: the standing session goes, and its executor with it.
+  ApplyWorker([&](api::AgentWorkerSpec& s) { s.session = api::SessionMode::kShared; });
+  ASSERT_TRUE(Reconcile().ok());
+  WaitForExecutor();
+  const std::string session = Worker().agent_worker_status().session_id;
+  ASSERT_FALSE(session.empty());
+  ASSERT_TRUE(Alive(sandbox_->ExecutorPid("w")));
+  clouds_.agents().SetStrictDelete(false);  // as if a turn had run in it
+  ApplyWorker([&](api::AgentWorkerSpec& s) { s.session = api::SessionMode::kPerTask; });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Worker().agent_worker_status().session_id, "");
+  EXPECT_FALSE(clouds_.agents().HasSession(session));
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+}
+
+TEST_F(AgentWorkerReconcilerTest, APerTaskWorkerWithoutItsCommandIsNotReady) {
+  MakeSandbox("box", true);
+  ApplyWorker([&](api::AgentWorkerSpec& s) {
+    s.session = api::SessionMode::kPerTask;
+    s.executor.command = "no-such-codex";
+  });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kFalse);
+  EXPECT_EQ(Cond("Ready").reason, "ExecutorNotFound");
+  EXPECT_NE(Cond("Ready").message.find("no-such-codex"), std::string::npos);
+}
+
 // The common case costs one exec-sync: the launch. The connection is seen through the OpenAI
 // environment status, so no probe runs inside the sandbox to verify it.
 TEST_F(AgentWorkerReconcilerTest, AConnectedExecutorNeedsNoProbe) {
