@@ -192,8 +192,10 @@ json AdminApi::StateJson() {
           {{"attempts", env.registrations.attempts}, {"successes", env.registrations.successes}}}});
   }
   static const char* kModes[] = {"none", "ip", "scope"};
+  json totals = CountersJson(state_.totals);
+  totals["peak_worker_open_inputs"] = state_.totals.peak_worker_open_inputs;
   return {{"sessions", sessions},
-          {"totals", CountersJson(state_.totals)},
+          {"totals", totals},
           {"environments", envs},
           {"registration_failure", kModes[static_cast<int>(state_.registration_failure)]},
           {"strict_session_delete", state_.options.strict_session_delete},

@@ -252,6 +252,7 @@ HttpResponse AgentsApi::DeleteSession(const std::string& id) {
   if (env != state_.environments.end()) {
     env->second.deleted = true;
   }
+  state_.ForgetOpenInputsLocked(s);
   state_.sessions.erase(it);
   state_.cv.notify_all();
   return JsonResponse(200, {{"id", id}, {"object", "agent.session.deleted"}, {"deleted", true}});

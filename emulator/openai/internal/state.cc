@@ -137,15 +137,42 @@ json State::ItemEvent(const SessionRec& s, const std::string& turn_id, const std
   return e;
 }
 
+namespace {
+
+// The worker a session's metadata names (sbx sets sbx.dev/worker on every session it creates).
+std::string WorkerOf(const SessionRec& s) {
+  auto it = s.metadata.find("sbx.dev/worker");
+  return it != s.metadata.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+}  // namespace
+
 void State::OpenInputLocked(SessionRec& s) {
   ++s.open_inputs;
   s.counters.peak_open_inputs = std::max(s.counters.peak_open_inputs, s.open_inputs);
   totals.peak_open_inputs = std::max(totals.peak_open_inputs, s.open_inputs);
+  if (const std::string worker = WorkerOf(s); !worker.empty()) {
+    const int64_t open = ++open_inputs_by_worker[worker];
+    totals.peak_worker_open_inputs = std::max(totals.peak_worker_open_inputs, open);
+  }
 }
 
 void State::CloseInputLocked(SessionRec& s) {
-  if (s.open_inputs > 0) {
-    --s.open_inputs;
+  if (s.open_inputs == 0) {
+    return;
+  }
+  --s.open_inputs;
+  if (const std::string worker = WorkerOf(s); !worker.empty()) {
+    auto it = open_inputs_by_worker.find(worker);
+    if (it != open_inputs_by_worker.end() && --it->second <= 0) {
+      open_inputs_by_worker.erase(it);
+    }
+  }
+}
+
+void State::ForgetOpenInputsLocked(SessionRec& s) {
+  while (s.open_inputs > 0) {
+    CloseInputLocked(s);
   }
 }
 

@@ -103,6 +103,10 @@ struct InputCounters {
   // totals: the most of any session). 1 for a session that only ever got one input at a time:
   // a pool chaos test proves from it that no replica ran two tasks at once.
   int64_t peak_open_inputs = 0;
+  // In totals only: the most inputs open at once across all the sessions whose metadata names
+  // one sbx.dev/worker (under session: PerTask each task has its own session on its replica, so
+  // a pool chaos test proves from it that no replica ran two tasks at once).
+  int64_t peak_worker_open_inputs = 0;
 };
 
 struct TurnRec {
@@ -213,6 +217,8 @@ class State {
   // An input accepted / its turn finished: tracks InputCounters::peak_open_inputs.
   void OpenInputLocked(SessionRec& s);
   void CloseInputLocked(SessionRec& s);
+  // A session being deleted: its inputs still open no longer count for its worker.
+  void ForgetOpenInputsLocked(SessionRec& s);
   void CountLocked(SessionRec& s, int64_t InputCounters::*counter, int64_t n = 1);
 
   // ---- takes mu --------------------------------------------------------------------------------
@@ -242,6 +248,8 @@ class State {
   std::map<std::string, Registration> registrations;               // Guarded by mu.
   std::map<WsConnectionId, RpcConnection> connections;             // Guarded by mu.
   InputCounters totals;  // every session's, deleted ones too. Guarded by mu.
+  // Open inputs by the sessions' metadata sbx.dev/worker (InputCounters::peak_worker_open_inputs).
+  std::map<std::string, int64_t> open_inputs_by_worker;
   // Gets every emitted event (it turns session lifecycle events into signed webhooks). Set once
   // by OpenAiEmulator before Start; null = no webhooks.
   WebhookSender* webhooks = nullptr;

@@ -854,12 +854,14 @@ TEST_F(OpenAiEmulatorTest, ExpireSessionAndInjectedFaults) {
 // The fixture with a connected stand-in executor per session.
 class OpenAiTaskTest : public OpenAiEmulatorTest {
  protected:
-  // A session (created with `agent_id` when given) whose stand-in executor is connected.
-  json ConnectedSession(const std::string& agent_id = "") {
+  // A session (created with `agent_id` and `metadata` when given) whose stand-in executor is
+  // connected.
+  json ConnectedSession(const std::string& agent_id = "", const json& metadata = nullptr) {
     json body = {
         {"agent", {{"model", "gpt-test"}}},
         {"environment", {{"type", "self_hosted"}, {"workspace_directory", dir_.string()}}}};
     if (!agent_id.empty()) body["agent_id"] = agent_id;
+    if (!metadata.is_null()) body["metadata"] = metadata;
     HttpResult r = api_->Post("/agents/sessions", body.dump());
     EXPECT_EQ(r.status, 201) << r.body;
     json s = Json(r);
@@ -952,6 +954,8 @@ TEST_F(OpenAiTaskTest, IdempotencyKeyReplayIsAcceptedStartsNothingAndIsCountedPe
   EXPECT_GE(totals["peak_open_inputs"], 1) << totals;
   EXPECT_LE(totals["peak_open_inputs"], 2) << totals;
   totals.erase("peak_open_inputs");
+  EXPECT_EQ(totals.value("peak_worker_open_inputs", -1), 0) << "no session names a worker";
+  totals.erase("peak_worker_open_inputs");
   EXPECT_EQ(totals, json({{"accepted_inputs", 3},
                           {"deduped_inputs", 2},
                           {"dropped_inputs", 0},
@@ -961,6 +965,41 @@ TEST_F(OpenAiTaskTest, IdempotencyKeyReplayIsAcceptedStartsNothingAndIsCountedPe
   EXPECT_EQ(Json(admin_->Get("/_emulator/openai/state"))["totals"]["turns_started"], 3);
   ASSERT_EQ(admin_->Post("/_emulator/openai/reset", "{}").status, 200);
   EXPECT_EQ(Json(admin_->Get("/_emulator/openai/state"))["totals"]["turns_started"], 0);
+}
+
+// Under session: PerTask every task has its own session on its replica; the metadata
+// sbx.dev/worker names the replica, and peak_worker_open_inputs is how a chaos test proves that
+// no replica ran two tasks at once.
+TEST_F(OpenAiTaskTest, PeakWorkerOpenInputsCountsOpenInputsAcrossTheSessionsOfOneWorker) {
+  Boot();
+  const json w1 = {{"sbx.dev/worker", "default/w1"}};
+  const std::string a = ConnectedSession("", w1)["id"];
+  const std::string b = ConnectedSession("", w1)["id"];
+  const std::string c = ConnectedSession("", {{"sbx.dev/worker", "default/w2"}})["id"];
+  SseReader sa(emulator_->base_url(), a);
+  SseReader sb(emulator_->base_url(), b);
+  auto peak = [&] {
+    return Json(admin_->Get("/_emulator/openai/state"))["totals"]["peak_worker_open_inputs"];
+  };
+  // w1's sessions one after the other, while w2's runs: 1.
+  ASSERT_EQ(PostInput(c, "!sleep 1s").status, 202);
+  ASSERT_EQ(PostInput(a, "$ echo a").status, 202);
+  ASSERT_TRUE(Eventually([&] { return RootTerminals(sa) == 1; }));
+  ASSERT_EQ(PostInput(b, "$ echo b").status, 202);
+  ASSERT_TRUE(Eventually([&] { return RootTerminals(sb) == 1; }));
+  EXPECT_EQ(peak(), 1);
+  // Two of w1's sessions at once: 2.
+  ASSERT_EQ(PostInput(a, "!sleep 2s").status, 202);
+  ASSERT_EQ(PostInput(b, "$ echo b").status, 202);
+  EXPECT_EQ(peak(), 2);
+  // A session deleted with its input open no longer counts for its worker: after a reset of the
+  // totals, one input on w1 is a peak of 1 again.
+  ASSERT_TRUE(Eventually([&] { return RootTerminals(sb) == 2; }));
+  ASSERT_EQ(api_->Delete("/agents/sessions/" + a).status, 200);
+  ASSERT_EQ(admin_->Post("/_emulator/openai/reset", "{}").status, 200);
+  ASSERT_EQ(PostInput(b, "$ echo b").status, 202);
+  ASSERT_TRUE(Eventually([&] { return RootTerminals(sb) == 3; }));
+  EXPECT_EQ(peak(), 1);
 }
 
 TEST_F(OpenAiTaskTest, MultiLineInputStreamsEachCommandThenTheMessageInTheDefaultOrder) {
