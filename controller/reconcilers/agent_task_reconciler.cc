@@ -854,7 +854,8 @@ TaskSessionTarget AgentTaskReconciler::SessionTarget(const Target& t) const {
   const api::SandboxIdentity planned = api::PlannedSandbox(t.sandbox);
   StatusOr<api::SandboxIdentity> created = api::CreatedSandbox(t.sandbox);
   return TaskSessionTarget{
-      .owner = {t.key(), t.object.metadata.uid, WorkspaceId(ns, planned.workspace_ref)},
+      .owner = {t.key(), t.object.metadata.uid, WorkspaceId(ns, planned.workspace_ref),
+                t.worker.metadata.name},
       .sandbox_id = created.ok() ? created->sandbox_id : planned.sandbox_id,
       .command = t.worker.agent_worker_spec().executor.command,
       .keep_workspace = t.spec().keep_workspace};
@@ -864,22 +865,14 @@ StatusOr<openai::Session> AgentTaskReconciler::OpenTaskSession(Target& t) {
   const std::string& ns = t.object.metadata.namespace_;
   const std::string workspace_ref = api::PlannedSandbox(t.sandbox).workspace_ref;
   TaskSessionSpec spec;
-  const api::AgentSpec& agent = t.worker.agent_worker_spec().agent;
-  spec.session.model = agent.model;
-  if (!agent.instructions.empty()) {
-    spec.session.instructions = agent.instructions;
-  }
+  spec.session = SessionRequestOf(t.worker.agent_worker_spec().agent,
+                                  TaskSession::WorkspaceDirectory(t.object.metadata.uid));
   ASSIGN_OR_RETURN(spec.launch, ResolveExecutorLaunch(clouds_, t.worker, workspace_ref));
   ASSIGN_OR_RETURN(databricks::SandboxApi * sandboxes, clouds_.Sandboxes(ns, workspace_ref));
   return task_sessions_.Open(SessionTarget(t), std::move(spec), *t.agents, *sandboxes, t.stop);
 }
 
 StatusOr<bool> AgentTaskReconciler::CloseTaskSession(Target& t) {
-  const TaskSessionTarget target = SessionTarget(t);
-  ASSIGN_OR_RETURN(const bool open, task_sessions_.HasOpen(target));
-  if (!open) {
-    return true;
-  }
   databricks::SandboxApi* sandboxes = nullptr;
   if (t.sandbox.sandbox_status().state == "RUNNING") {
     StatusOr<databricks::SandboxApi*> api = clouds_.Sandboxes(
@@ -888,7 +881,7 @@ StatusOr<bool> AgentTaskReconciler::CloseTaskSession(Target& t) {
       sandboxes = *api;
     }
   }
-  return task_sessions_.Close(target, *t.agents, sandboxes, t.stop);
+  return task_sessions_.Close(SessionTarget(t), *t.agents, sandboxes, t.stop);
 }
 
 }  // namespace sbx::controller

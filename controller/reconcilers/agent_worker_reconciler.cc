@@ -443,14 +443,10 @@ StatusOr<bool> AgentWorkerReconciler::EnsureSession(Target& t, bool verify) {
   if (!status.session_id.empty()) {
     return false;
   }
-  openai::CreateSessionRequest request;
-  request.model = t.spec().agent.model;
-  if (!t.spec().agent.instructions.empty()) {
-    request.instructions = t.spec().agent.instructions;
-  }
-  request.workspace_directory = t.spec().workspace_directory;
-  ASSIGN_OR_RETURN(openai::Session session,
-                   sessions_.Ensure(t.owner(), *t.agents, std::move(request), t.stop));
+  ASSIGN_OR_RETURN(
+      openai::Session session,
+      sessions_.Ensure(t.owner(), *t.agents,
+                       SessionRequestOf(t.spec().agent, t.spec().workspace_directory), t.stop));
   status.session_id = session.id;
   status.environment_id = session.environment.id;
   status.remote_url = session.environment.remote_url;

@@ -9,6 +9,7 @@ using api::StatusCode;
 using api::StatusOr;
 
 constexpr char kMetaWorker[] = "sbx.dev/worker";
+constexpr char kMetaTask[] = "sbx.dev/task";
 constexpr char kMetaUid[] = "sbx.dev/uid";
 
 std::string PendingId(const std::string& uid) { return "pending:" + uid; }
@@ -19,6 +20,17 @@ bool OfUid(const openai::Session& s, const std::string& uid) {
 }
 
 }  // namespace
+
+openai::CreateSessionRequest SessionRequestOf(const api::AgentSpec& agent,
+                                              std::string workspace_directory) {
+  openai::CreateSessionRequest request;
+  request.model = agent.model;
+  if (!agent.instructions.empty()) {
+    request.instructions = agent.instructions;
+  }
+  request.workspace_directory = std::move(workspace_directory);
+  return request;
+}
 
 std::vector<std::string> SessionsOfUid(const std::vector<openai::Session>& all,
                                        const std::string& uid) {
@@ -59,8 +71,14 @@ StatusOr<openai::Session> SessionLifecycle::Ensure(const SessionOwner& owner,
     record.external_id = pending;
     record.state = Store::InventoryState::kIntent;
     RETURN_IF_ERROR(store_.PutInventory(record));
-    request.metadata = {{kMetaWorker, owner.key.namespace_ + "/" + owner.key.name},
-                        {kMetaUid, owner.uid}};
+    const std::string ns = owner.key.namespace_ + "/";
+    request.metadata = {{kMetaUid, owner.uid}};
+    if (owner.worker.empty()) {
+      request.metadata[kMetaWorker] = ns + owner.key.name;
+    } else {
+      request.metadata[kMetaWorker] = ns + owner.worker;
+      request.metadata[kMetaTask] = ns + owner.key.name;
+    }
     ASSIGN_OR_RETURN(openai::Session created, agents.CreateSession(request, stop));
     session = std::move(created);
     events_.Normal(owner.key, "SessionCreated", "created session " + session->id);

@@ -32,12 +32,20 @@ namespace sbx::controller {
 
 inline constexpr char kInventorySession[] = "session";
 
-// Who a session belongs to, and the inventory workspace it is recorded in.
+// Who a session belongs to, and the inventory workspace it is recorded in. The session's
+// metadata names them: sbx.dev/uid the owner's uid, sbx.dev/worker the worker it runs on (the
+// owner, or a task's `worker` under session: PerTask) and, for a task, sbx.dev/task.
 struct SessionOwner {
   api::ObjectKey key;
   std::string uid;
   std::string workspace;  // WorkspaceId(namespace, workspaceRef)
+  std::string worker;     // a task's session: the name of the worker it runs on
 };
+
+// The create request of a session for an agent's settings (model, instructions) in
+// `workspace_directory`: a worker's standing session, or a PerTask task's own.
+openai::CreateSessionRequest SessionRequestOf(const api::AgentSpec& agent,
+                                              std::string workspace_directory);
 
 // The ids of the sessions in `all` whose metadata names `uid` (sbx.dev/uid).
 std::vector<std::string> SessionsOfUid(const std::vector<openai::Session>& all,

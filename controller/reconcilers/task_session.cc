@@ -54,6 +54,12 @@ StatusOr<openai::Session> TaskSession::Open(const TaskSessionTarget& t, TaskSess
 
 StatusOr<bool> TaskSession::Close(const TaskSessionTarget& t, openai::AgentsApi& agents,
                                   databricks::SandboxApi* sandboxes, std::stop_token stop) {
+  // The rows say what is still to close; none: a close that already finished (no exec, no call).
+  ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> rows,
+                   sessions_.Recorded(t.owner.workspace, t.owner.uid));
+  if (rows.empty()) {
+    return true;
+  }
   // Inside the sandbox first, while the rows still say there is something to close.
   if (sandboxes != nullptr) {
     const ExecutorTarget executor = Executor(t);
@@ -63,8 +69,6 @@ StatusOr<bool> TaskSession::Close(const TaskSessionTarget& t, openai::AgentsApi&
     }
     RETURN_IF_ERROR(executor_.StopAndRemove(*sandboxes, executor, remove, stop));
   }
-  ASSIGN_OR_RETURN(std::vector<Store::InventoryRecord> rows,
-                   sessions_.Recorded(t.owner.workspace, t.owner.uid));
   std::optional<std::vector<openai::Session>> listed;
   bool settled = true;
   for (const Store::InventoryRecord& row : rows) {

@@ -64,7 +64,8 @@ class TaskSession {
 
   // Closes what Open made. `sandboxes` null: the sandbox is gone or not running (nothing inside
   // it is left to stop or remove). Returns false while a session the service refuses to delete
-  // is still being retried (call again later), true once everything is closed.
+  // is still being retried (call again later), true once everything is closed. Costs nothing
+  // (no exec, no API call) when the rows say all is closed already.
   api::StatusOr<bool> Close(const TaskSessionTarget& t, openai::AgentsApi& agents,
                             databricks::SandboxApi* sandboxes, std::stop_token stop);
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Chaos for AgentPool with retries (issue #27, DESIGN §8.1): T pool tasks with backoffLimit 2 on
-# a pool that scales from zero (max M, session Shared) while sbxd is SIGKILLed in rounds and
+# a pool that scales from zero (max M, session PerTask) while sbxd is SIGKILLed in rounds and
 # restarted each time; afterwards every guarantee is checked against the EMULATOR's records:
 #   tasks     t-NNN, each `$ echo t-NNN` (every third also `!sleep 1s`); every fifth also
 #             `!flaky server_error …`: its first turn fails with an infrastructure code and a
@@ -13,21 +13,25 @@
 #               first Failed with server_error;
 #             - the emulator started exactly Σ len(status.attempts) turns (T plus the retries
 #               recorded) and accepted as many inputs (no attempt submitted twice);
-#             - no session ever had two inputs open at once (the emulator's peak_open_inputs):
-#               no replica ran two tasks at once;
+#             - no replica ran two tasks at once, from the emulator's input records: under
+#               PerTask no two sessions whose metadata names one worker (sbx.dev/worker) ever
+#               had inputs open at once (peak_worker_open_inputs); under Shared no session ever
+#               had two (peak_open_inputs);
 #             - after scaleDownAfter the pool is back to 0 replicas, and the emulator holds no
 #               sandbox and no session (nothing leaked).
 # Usage:
 #   tests/chaos/pool_chaos.sh BIN_DIR [--tasks T] [--max M] [--rounds K] [--kill-window W]
-#       [--timeout SECONDS] [--inject-overlap]
-# --inject-overlap proves the overlap check can fail: before the checks it POSTs two inputs to
-# one live replica's session behind sbxd's back, so the run must FAIL.
+#       [--timeout SECONDS] [--session PerTask|Shared] [--inject-overlap]
+# --inject-overlap proves the overlap check can fail: before the checks it runs two inputs at
+# once on one live replica behind sbxd's back (PerTask: two sessions naming the replica, each
+# with a stand-in executor of its own; Shared: two inputs on the replica's session), so the run
+# must FAIL.
 # BIN_DIR holds sbxd, sbxctl, sbx-emulator. Needs bash, curl, awk, jq. SBX_BENCH_KEEP=1 keeps the
 # temp dir.
 set -euo pipefail
 export SBX_BENCH_BIN=$(cd "$1" && pwd)
 shift
-tasks=50 max=10 rounds=4 kill_window=3 timeout=300 inject_overlap=""
+tasks=50 max=10 rounds=4 kill_window=3 timeout=300 inject_overlap="" session=PerTask
 while (($#)); do
   case "$1" in
     --tasks) tasks=$2 && shift ;;
@@ -35,6 +39,7 @@ while (($#)); do
     --rounds) rounds=$2 && shift ;;
     --kill-window) kill_window=$2 && shift ;;
     --timeout) timeout=$2 && shift ;;
+    --session) session=$2 && shift ;;
     --inject-overlap) inject_overlap=1 ;;
     *) echo "unknown argument $1" >&2 && exit 2 ;;
   esac
@@ -76,7 +81,7 @@ spec:
       workspaceDirectory: /home/sandbox-agent/workspace
   replicas: {min: 0, max: $max}
   scaleDownAfter: 15s
-  session: Shared
+  session: $session
 EOM
 first_batch=$((tasks * 6 / 10))
 for i in $(seq 1 "$tasks"); do
@@ -93,7 +98,7 @@ done
 bench_start_emulator --openai-port 0 --pending-delay 1s --stopping-delay 1s --max-sandboxes 0 \
   --disconnected-after 1s
 [[ -n "$openai_url" ]] || fail "the emulator did not start its OpenAI half"
-log "pool chaos: $tasks tasks (backoffLimit 2, every fifth flaky), max $max replicas; rounds=$rounds kill-window=${kill_window}s; load $(cut -d' ' -f1-3 /proc/loadavg)"
+log "pool chaos: $tasks tasks (backoffLimit 2, every fifth flaky), max $max replicas, session $session; rounds=$rounds kill-window=${kill_window}s; load $(cut -d' ' -f1-3 /proc/loadavg)"
 sbxctl apply -f "$bench_tmp/pool" >/dev/null
 sbxctl apply -f "$bench_tmp/tasks-a" >/dev/null
 
@@ -131,13 +136,35 @@ start_sbxd
 
 wait_tasks_terminal "$tasks" "$timeout"
 
-if [[ -n "$inject_overlap" ]]; then
+if [[ -n "$inject_overlap" && "$session" == Shared ]]; then
   s=$(sbxctl get agentworkers -l sbx.dev/pool=chaos -o json | jq -r '.items[0].status.sessionId')
   for k in 1 2; do
     oai -X POST -H "Idempotency-Key: chaos-injected-$k" "$openai_url/agents/sessions/$s/events" \
       -d '{"events":[{"type":"agent.session.input.message","input":"!sleep 2s"}]}' >/dev/null
   done
   sleep 1
+elif [[ -n "$inject_overlap" ]]; then
+  # Two sessions that name one live replica, each with a stand-in executor of its own (as a
+  # task's would be), and an input in each at once; then both go (no leak to report).
+  replica=$(sbxctl get agentworkers -l sbx.dev/pool=chaos -o name | head -1)
+  injected=() executors=()
+  for k in 1 2; do
+    created=$(oai -X POST "$openai_url/agents/sessions" -d '{"agent":{"model":"gpt-5-codex"},
+      "environment":{"type":"self_hosted","workspace_directory":"'"$bench_tmp"'"},
+      "metadata":{"sbx.dev/worker":"default/'"${replica#*/}"'"}}')
+    injected+=("$(jq -r .id <<<"$created")")
+    CODEX_API_KEY=sk-bench-executor "$SBX_BENCH_BIN/sbx-emulator" executor \
+      --remote "$(jq -r .environment.remote_url <<<"$created")" \
+      --environment-id "$(jq -r .environment.id <<<"$created")" 2>>"$bench_tmp/injected.log" &
+    executors+=("$!")
+  done
+  for s in "${injected[@]}"; do
+    oai -X POST "$openai_url/agents/sessions/$s/events" \
+      -d '{"events":[{"type":"agent.session.input.message","input":"!sleep 3s"}]}' >/dev/null
+  done
+  kill "${executors[@]}" 2>/dev/null || true
+  wait "${executors[@]}" 2>/dev/null || true
+  for s in "${injected[@]}"; do oai -X DELETE "$openai_url/agents/sessions/$s" >/dev/null || true; done
 fi
 
 # ---- the checks against the emulator ---------------------------------------------------------
@@ -148,11 +175,14 @@ echo "$task_json" >"$bench_tmp/tasks.json"
 turns=$(jq '.totals.turns_started' <<<"$state")
 accepted=$(jq '.totals.accepted_inputs' <<<"$state")
 peak=$(jq '.totals.peak_open_inputs' <<<"$state")
+peak_worker=$(jq '.totals.peak_worker_open_inputs' <<<"$state")
 attempts=$(jq '[.items[].status.attempts | length] | add' <<<"$task_json")
 retries=$((attempts - tasks))
 ((turns == attempts)) || violation "the emulator started $turns turns for $attempts recorded attempts ($tasks tasks)"
 ((accepted == attempts)) || violation "the emulator accepted $accepted inputs for $attempts recorded attempts"
 ((peak <= 1)) || violation "a session had $peak inputs open at once: a replica ran two tasks at once"
+((peak_worker <= 1)) ||
+  violation "the sessions of one replica had $peak_worker inputs open at once: a replica ran two tasks at once"
 
 logs_missing=""
 for i in $(seq 1 "$tasks"); do
@@ -178,6 +208,6 @@ bench_wait_for 60 bash -c "[[ \$(curl -sf -H 'Authorization: Bearer dapi-bench' 
   violation "sandboxes left after scale-down: $(dbx_sandboxes)"
 
 if ((violations)); then
-  fail "$violations violations (see VIOLATION lines); turns=$turns accepted=$accepted attempts=$attempts peak_open_inputs=$peak"
+  fail "$violations violations (see VIOLATION lines); turns=$turns accepted=$accepted attempts=$attempts peak_open_inputs=$peak peak_worker_open_inputs=$peak_worker"
 fi
-echo "PASS: $tasks pool tasks (max $max replicas, backoffLimit 2), $rounds kill -9 rounds (sbxd started $sbxd_starts times): turns_started=$turns = accepted=$accepted = recorded attempts ($retries retries), no session ever had two inputs open, all Succeeded, scaled back to 0 with no sandbox or session left ($(since "$t0")s in total)"
+echo "PASS: $tasks pool tasks (max $max replicas, session $session, backoffLimit 2), $rounds kill -9 rounds (sbxd started $sbxd_starts times): turns_started=$turns = accepted=$accepted = recorded attempts ($retries retries), no replica ever ran two inputs at once, all Succeeded, scaled back to 0 with no sandbox or session left ($(since "$t0")s in total)"

@@ -2,10 +2,11 @@
 // exec-sync scripts for real, with bash: /home/sandbox-agent in arguments is rewritten to
 // `home`, the way the emulator does when it has no mount namespace. The executor is a script
 // named `codex` on PATH (SetCodex). The destructor kills every executor recorded under
-// home/.sbx. Header-only; one per test, not thread-safe.
+// home/.sbx and removes the root. Header-only; one per test, not thread-safe.
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -49,11 +50,26 @@ using script_sandbox_internal::Slurp;
 
 class ScriptSandbox {
  public:
-  explicit ScriptSandbox(const std::filesystem::path& root) : root_(root), home_(root / "home") {
+  // Rooted at <tmp>/<prefix><pid>-<the running test's name>, emptied first; booted as `boot`.
+  ScriptSandbox(const std::string& prefix, const std::string& boot)
+      : root_(std::filesystem::temp_directory_path() /
+              (prefix + std::to_string(getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name())),
+        home_(root_ / "home") {
+    std::filesystem::remove_all(root_);
     std::filesystem::create_directories(home_);
     std::filesystem::create_directories(root_ / "bin");
+    SetBoot(boot);
   }
-  ~ScriptSandbox() { KillExecutor(); }
+  ~ScriptSandbox() {
+    KillExecutor();
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+  ScriptSandbox(const ScriptSandbox&) = delete;
+  ScriptSandbox& operator=(const ScriptSandbox&) = delete;
+
+  std::filesystem::path root() const { return root_; }
 
   void SetCodex(const std::string& body) {
     const std::filesystem::path codex = root_ / "bin" / "codex";

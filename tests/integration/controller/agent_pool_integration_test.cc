@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -62,6 +63,31 @@ class AgentPoolTest : public ::testing::Test {
         harness_.databricks().Get("/api/2.0/sandboxes?page_size=100").body, nullptr, false);
     return list.is_object() ? list.value("sandboxes", json::array()).size() : 0;
   }
+  // Polls until every task in `names` has a final phase; their objects by name. `each_poll` runs
+  // once per poll (to sample something meanwhile).
+  std::map<std::string, json> WaitForTasks(const std::vector<std::string>& names,
+                                           const std::function<void()>& each_poll = {}) {
+    std::map<std::string, json> done;
+    EXPECT_TRUE(PollUntil(
+        [&] {
+          if (each_poll) {
+            each_poll();
+          }
+          for (const std::string& name : names) {
+            last_ = Get("agenttask", name);
+            const std::string phase =
+                last_.is_object() ? last_.value("status", json::object()).value("phase", "") : "";
+            if (phase == "Succeeded" || phase == "Failed" || phase == "TimedOut" ||
+                phase == "Cancelled") {
+              done[name] = last_;
+            }
+          }
+          return done.size() == names.size();
+        },
+        In(kConverge), milliseconds(250)))
+        << last_.dump(2);
+    return done;
+  }
 
   SbxdHarness harness_;
   json last_;
@@ -92,29 +118,15 @@ TEST_F(AgentPoolTest, ScalesFromZeroForABatchRunsOneTaskPerReplicaAndScalesBackT
              std::to_string(i) + " > out.txt\"\n  timeout: 2m\n  collect:\n    - path: out.txt\n";
   }
   ASSERT_NO_FATAL_FAILURE(ApplyYaml("tasks", tasks));
-  std::map<std::string, json> done;
   size_t most_replicas = 0;
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        const json pool = Get("agentpool", "fixers");
-        if (pool.is_object()) {
-          const json st = pool.value("status", json::object());
-          most_replicas = std::max(most_replicas, st.value("replicas", size_t{0}));
-        }
-        for (int i = 0; i < 4; ++i) {
-          const std::string name = "t" + std::to_string(i);
-          last_ = Get("agenttask", name);
-          const std::string phase =
-              last_.is_object() ? last_.value("status", json::object()).value("phase", "") : "";
-          if (phase == "Succeeded" || phase == "Failed" || phase == "TimedOut" ||
-              phase == "Cancelled") {
-            done[name] = last_;
-          }
-        }
-        return done.size() == 4;
-      },
-      In(kConverge), milliseconds(250)))
-      << last_.dump(2);
+  const std::map<std::string, json> done = WaitForTasks({"t0", "t1", "t2", "t3"}, [&] {
+    const json pool = Get("agentpool", "fixers");
+    if (pool.is_object()) {
+      const json st = pool.value("status", json::object());
+      most_replicas = std::max(most_replicas, st.value("replicas", size_t{0}));
+    }
+  });
+  ASSERT_EQ(done.size(), 4u);
   EXPECT_LE(most_replicas, 2u);  // never above max
 
   // Each task on one replica of the pool, in that replica's session, one turn each; no replica
@@ -186,23 +198,8 @@ TEST_F(AgentPoolTest, PerTaskRunsEachTaskInItsOwnSessionAndDirectoryAndClosesThe
              (i == 2 ? "  keepWorkspace: true\n" : "") + "  collect:\n    - path: out.txt\n";
   }
   ASSERT_NO_FATAL_FAILURE(ApplyYaml("tasks", tasks));
-  std::map<std::string, json> done;
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        for (int i = 0; i < 3; ++i) {
-          const std::string name = "p" + std::to_string(i);
-          last_ = Get("agenttask", name);
-          const std::string phase =
-              last_.is_object() ? last_.value("status", json::object()).value("phase", "") : "";
-          if (phase == "Succeeded" || phase == "Failed" || phase == "TimedOut" ||
-              phase == "Cancelled") {
-            done[name] = last_;
-          }
-        }
-        return done.size() == 3;
-      },
-      In(kConverge), milliseconds(250)))
-      << last_.dump(2);
+  const std::map<std::string, json> done = WaitForTasks({"p0", "p1", "p2"});
+  ASSERT_EQ(done.size(), 3u);
   std::set<std::string> sessions;
   std::string replica;
   for (const auto& [name, task] : done) {

@@ -70,9 +70,9 @@ TEST(AgentPoolTest, SessionPerTaskIsTheDefaultButNotYetWithOnDemand) {
   EXPECT_EQ(Apply(running + "  replicas: {min: 0, max: 20}\n"), "OK");
   // Not yet built with a sleeping sandbox: refused with what to do instead.
   EXPECT_EQ(Apply(std::string(kTemplate) + "  replicas: {min: 0, max: 20}\n"),
-            "pool.yaml:6:1: spec.session: PerTask (the default) with the template's "
-            "sandbox.power: OnDemand is not supported in this version of sbx yet; set session: "
-            "Shared, or power: Running");
+            "pool.yaml:6:1: spec.session: PerTask with sandbox.power: OnDemand is not supported "
+            "in this version of sbx yet; use session: Shared, or power: Running (PerTask is a "
+            "pool's default)");
   EXPECT_EQ(Apply(std::string(kTemplate) + "  replicas: {min: 0, max: 20}\n  session: Shared\n"),
             "OK");
   // The replicas' session mode is the pool's, not the template's.

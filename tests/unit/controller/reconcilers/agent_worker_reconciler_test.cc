@@ -34,12 +34,7 @@ using testing::Slurp;
 class AgentWorkerReconcilerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("sbx-aw-test-" + std::to_string(getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    sandbox_ = std::make_unique<ScriptSandbox>(root_);
-    sandbox_->SetBoot("boot-1");
+    sandbox_ = std::make_unique<ScriptSandbox>("sbx-aw-test-", "boot-1");
     sandbox_->SetCodex("echo \"codex $*\"; exec sleep 300");
     workspace_dir_ = (sandbox_->home() / "workspace").string();
     fs::create_directories(workspace_dir_);
@@ -53,10 +48,7 @@ class AgentWorkerReconcilerTest : public ::testing::Test {
       return sandbox_->Run(req);
     });
   }
-  void TearDown() override {
-    sandbox_.reset();
-    fs::remove_all(root_);
-  }
+  void TearDown() override { sandbox_.reset(); }
 
   // A Sandbox object that the (not running) Sandbox reconciler would have made Ready.
   void MakeSandbox(const std::string& name, bool ready, const std::string& boot = "boot-1") {
@@ -128,6 +120,18 @@ class AgentWorkerReconcilerTest : public ::testing::Test {
     ASSERT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
   }
   // Reconciles until the executor of `name` is alive (the launch is asynchronous: setsid).
+  // A connected, Ready worker "w" on a running "box" (`edit` changes its spec first). Wrap in
+  // ASSERT_NO_FATAL_FAILURE.
+  void BringUpConnected(std::function<void(api::AgentWorkerSpec&)> edit = {}) {
+    MakeSandbox("box", true);
+    ApplyWorker(std::move(edit));
+    ASSERT_TRUE(Reconcile().ok());
+    WaitForExecutor();
+    clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
+    clock_.Advance(1s);
+    ASSERT_TRUE(Reconcile().ok());
+    ASSERT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  }
   void WaitForExecutor(const std::string& name = "w") {
     for (int i = 0; i < 500 && !sandbox_->ExecutorAlive(name); ++i) {
       std::this_thread::sleep_for(10ms);
@@ -158,7 +162,6 @@ class AgentWorkerReconcilerTest : public ::testing::Test {
     return Reconcile(name);
   }
 
-  fs::path root_;
   std::string workspace_dir_;
   std::unique_ptr<ScriptSandbox> sandbox_;
   testing::FakeClock clock_;
@@ -418,7 +421,9 @@ TEST_F(AgentWorkerReconcilerTest, AWorkerOnAStoppedSandboxWaitsWithoutCalls) {
 // Outside the sandbox's home (which survives a stop), sbx makes no directory.
 TEST_F(AgentWorkerReconcilerTest, MissingWorkspaceDirectoryIsReported) {
   MakeSandbox("box", true);
-  ApplyWorker([&](api::AgentWorkerSpec& s) { s.workspace_directory = (root_ / "nope").string(); });
+  ApplyWorker([&](api::AgentWorkerSpec& s) {
+    s.workspace_directory = (sandbox_->root() / "nope").string();
+  });
   ASSERT_TRUE(Reconcile().ok());
   EXPECT_EQ(Cond("ExecutorRunning").reason, "WorkspaceDirectoryMissing");
   EXPECT_EQ(Cond("Ready").reason, "WorkspaceDirectoryMissing");
@@ -481,14 +486,7 @@ TEST_F(AgentWorkerReconcilerTest, APerTaskWorkerWithoutItsCommandIsNotReady) {
 // The common case costs one exec-sync: the launch. The connection is seen through the OpenAI
 // environment status, so no probe runs inside the sandbox to verify it.
 TEST_F(AgentWorkerReconcilerTest, AConnectedExecutorNeedsNoProbe) {
-  MakeSandbox("box", true);
-  ApplyWorker();
-  ASSERT_TRUE(Reconcile().ok());
-  WaitForExecutor();
-  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
-  clock_.Advance(1s);
-  ASSERT_TRUE(Reconcile().ok());
-  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  ASSERT_NO_FATAL_FAILURE(BringUpConnected());
   EXPECT_EQ(Cond("ExecutorRunning").status, ConditionStatus::kTrue);
   EXPECT_EQ(Worker().agent_worker_status().executor.pid, sandbox_->ExecutorPid("w"));
   EXPECT_EQ(clouds_.api().execs().size(), 1u);
@@ -500,14 +498,7 @@ TEST_F(AgentWorkerReconcilerTest, AConnectedExecutorNeedsNoProbe) {
 // observing is not evidence: Synced=False says the view is stale, Ready holds until three
 // failures in a row, and Ready is True again as soon as its parts are.
 TEST_F(AgentWorkerReconcilerTest, ATransientObservationErrorDoesNotFlipReady) {
-  MakeSandbox("box", true);
-  ApplyWorker();
-  ASSERT_TRUE(Reconcile().ok());
-  WaitForExecutor();
-  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
-  clock_.Advance(1s);
-  ASSERT_TRUE(Reconcile().ok());
-  ASSERT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  ASSERT_NO_FATAL_FAILURE(BringUpConnected());
   EXPECT_EQ(Cond("Synced").status, ConditionStatus::kTrue);
 
   const AgentWorkerReconcilerOptions options;
@@ -551,13 +542,7 @@ TEST_F(AgentWorkerReconcilerTest, ATransientObservationErrorDoesNotFlipReady) {
 // (RetryScheduled) is no answer yet, not an observation: nothing the last pass saw changes, so
 // 10% of 503s on environment reads do not make workers flicker out of ExecutorConnected.
 TEST_F(AgentWorkerReconcilerTest, AReadWhoseRetryWasHandedBackChangesNoCondition) {
-  MakeSandbox("box", true);
-  ApplyWorker();
-  ASSERT_TRUE(Reconcile().ok());
-  WaitForExecutor();
-  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
-  clock_.Advance(1s);
-  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_NO_FATAL_FAILURE(BringUpConnected());
   ASSERT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kTrue);
   EXPECT_EQ(clouds_.agents().RoutineEnvironmentGets(), 0) << "a look that found it connecting";
   const AgentWorkerReconcilerOptions options;
@@ -580,13 +565,7 @@ TEST_F(AgentWorkerReconcilerTest, AReadWhoseRetryWasHandedBackChangesNoCondition
 // nothing and is due again on the cadence (a 503 is reported as before: the test above); a look
 // that finds the executor disconnected makes the next ones needed.
 TEST_F(AgentWorkerReconcilerTest, TheLookAtAConnectedExecutorIsRoutineAndASkipChangesNothing) {
-  MakeSandbox("box", true);
-  ApplyWorker();
-  ASSERT_TRUE(Reconcile().ok());
-  WaitForExecutor();
-  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
-  clock_.Advance(1s);
-  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_NO_FATAL_FAILURE(BringUpConnected());
   ASSERT_EQ(Cond("ExecutorConnected").status, ConditionStatus::kTrue);
   const AgentWorkerReconcilerOptions options;
   clouds_.agents().FailNext("environment",
@@ -861,19 +840,8 @@ TEST_F(AgentWorkerReconcilerTest, AnExpiredSessionThatRefusesDeletionIsAbandoned
 
 // ---- The worker follows its spec (#12 item 4) ---------------------------------------------
 
-// A connected worker "w" on "box".
-#define SBX_CONNECTED_WORKER(edit)                                                               \
-  MakeSandbox("box", true);                                                                      \
-  ApplyWorker(edit);                                                                             \
-  ASSERT_TRUE(Reconcile().ok());                                                                 \
-  WaitForExecutor();                                                                             \
-  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected); \
-  clock_.Advance(1s);                                                                            \
-  ASSERT_TRUE(Reconcile().ok());                                                                 \
-  ASSERT_EQ(Cond("Ready").status, ConditionStatus::kTrue)
-
 TEST_F(AgentWorkerReconcilerTest, AModelOrInstructionsChangeUpdatesTheSessionInPlace) {
-  SBX_CONNECTED_WORKER({});
+  ASSERT_NO_FATAL_FAILURE(BringUpConnected());
   const std::string session = Worker().agent_worker_status().session_id;
   ApplyWorker([](api::AgentWorkerSpec& s) {
     s.agent.model = "gpt-5-codex";
@@ -892,7 +860,7 @@ TEST_F(AgentWorkerReconcilerTest, AModelOrInstructionsChangeUpdatesTheSessionInP
 }
 
 TEST_F(AgentWorkerReconcilerTest, AnExecutorSpecChangeRelaunchesItWithTheNewEnvironment) {
-  SBX_CONNECTED_WORKER({});
+  ASSERT_NO_FATAL_FAILURE(BringUpConnected());
   const int old_pid = sandbox_->ExecutorPid("w");
   const int restarts = Worker().agent_worker_status().executor.restarts;
   ApplyWorker([](api::AgentWorkerSpec& s) {
@@ -925,7 +893,7 @@ TEST_F(AgentWorkerReconcilerTest, AnExecutorSpecChangeRelaunchesItWithTheNewEnvi
 }
 
 TEST_F(AgentWorkerReconcilerTest, ANewWorkspaceDirectoryReplacesTheSession) {
-  SBX_CONNECTED_WORKER({});
+  ASSERT_NO_FATAL_FAILURE(BringUpConnected());
   const std::string session = Worker().agent_worker_status().session_id;
   const std::string moved = workspace_dir_ + "/moved";
   fs::create_directories(moved);
@@ -939,8 +907,6 @@ TEST_F(AgentWorkerReconcilerTest, ANewWorkspaceDirectoryReplacesTheSession) {
   EXPECT_EQ(clouds_.agents().Calls("create"), 2);
   EXPECT_EQ(Launches(), 2);
 }
-
-#undef SBX_CONNECTED_WORKER
 
 }  // namespace
 }  // namespace sbx::controller
@@ -1052,14 +1018,7 @@ TEST_F(AgentWorkerReconcilerTest, AWakeHintMakesTheWorkerLookAtOnce) {
   options.boot_marker = sandbox_->boot_marker();
   options.wake_hints = &hints;
   reconciler_ = std::make_unique<AgentWorkerReconciler>(*store_, clouds_, clock_, &deps_, options);
-  MakeSandbox("box", true);
-  ApplyWorker();
-  ASSERT_TRUE(Reconcile().ok());
-  WaitForExecutor();
-  clouds_.agents().SetEnvironmentStatus(EnvironmentId(), openai::EnvironmentStatus::kConnected);
-  clock_.Advance(1s);
-  ASSERT_TRUE(Reconcile().ok());
-  ASSERT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
+  ASSERT_NO_FATAL_FAILURE(BringUpConnected());
 
   sandbox_->KillExecutor();
   WaitForExit();

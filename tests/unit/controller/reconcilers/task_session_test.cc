@@ -25,12 +25,7 @@ using testing::Slurp;
 class TaskSessionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("sbx-ts-test-" + std::to_string(getpid()) + "-" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    sandbox_ = std::make_unique<ScriptSandbox>(root_);
-    sandbox_->SetBoot("boot-1");
+    sandbox_ = std::make_unique<ScriptSandbox>("sbx-ts-test-", "boot-1");
     sandbox_->SetCodex("echo \"codex $*\"; echo \"key=${CODEX_API_KEY:+set}\"; exec sleep 300");
     ASSERT_TRUE(sandboxes_.Create("sb-1", {}, {}).ok());
     sandboxes_.SetState("sb-1", databricks::SandboxState::kRunning);
@@ -41,14 +36,11 @@ class TaskSessionTest : public ::testing::Test {
     // one (reference §1.5, observed), which the last test but one covers.
     agents_.SetStrictDelete(false);
   }
-  void TearDown() override {
-    sandbox_.reset();
-    fs::remove_all(root_);
-  }
+  void TearDown() override { sandbox_.reset(); }
 
   TaskSessionTarget Target(const std::string& uid = "u-1", bool keep = false) {
     return TaskSessionTarget{
-        .owner = {{api::Kind::kAgentTask, "default", "fix-1"}, uid, "default/default"},
+        .owner = {{api::Kind::kAgentTask, "default", "fix-1"}, uid, "default/default", "w-1"},
         .sandbox_id = "sb-1",
         .command = "codex",
         .keep_workspace = keep};
@@ -75,7 +67,6 @@ class TaskSessionTest : public ::testing::Test {
     return false;
   }
 
-  fs::path root_;
   std::unique_ptr<ScriptSandbox> sandbox_;
   ::sbx::testing::FakeClock clock_;
   std::unique_ptr<SqliteStore> store_ = *SqliteStore::Open(":memory:", SqliteStore::Options{});
@@ -92,6 +83,9 @@ TEST_F(TaskSessionTest, OpensASessionInTheTasksDirectoryWithItsOwnExecutorAndClo
   auto opened = sessions_.Open(Target(), Spec(), agents_, sandboxes_, {});
   ASSERT_TRUE(opened.ok()) << opened.status();
   EXPECT_EQ(opened->metadata.at("sbx.dev/uid"), "u-1");
+  // The worker it runs on, for whoever reads the service's sessions (and the pool chaos test).
+  EXPECT_EQ(opened->metadata.at("sbx.dev/worker"), "default/w-1");
+  EXPECT_EQ(opened->metadata.at("sbx.dev/task"), "default/fix-1");
   EXPECT_EQ(TaskSession::WorkspaceDirectory("u-1"), "/home/sandbox-agent/tasks/u-1");
   EXPECT_TRUE(fs::is_directory(TaskDir("u-1"))) << "made by the launch";
   ASSERT_TRUE(Alive(ExecutorPid("u-1")));
@@ -123,10 +117,12 @@ TEST_F(TaskSessionTest, OpensASessionInTheTasksDirectoryWithItsOwnExecutorAndClo
   EXPECT_FALSE(agents_.HasSession(opened->id));
   EXPECT_FALSE(*sessions_.HasOpen(Target()));
 
-  // Closing again changes nothing and costs no delete.
+  // Closing again changes nothing and costs no delete and no exec.
   const int deletes = agents_.Calls("delete");
+  const int execs = sandboxes_.Calls("exec");
   ASSERT_TRUE(*sessions_.Close(Target(), agents_, &sandboxes_, {}));
   EXPECT_EQ(agents_.Calls("delete"), deletes);
+  EXPECT_EQ(sandboxes_.Calls("exec"), execs);
 }
 
 TEST_F(TaskSessionTest, KeepWorkspaceKeepsTheTasksFilesAndAGoneSandboxStillClosesTheSession) {
