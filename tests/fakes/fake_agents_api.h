@@ -87,9 +87,10 @@ class FakeAgentsApi final : public oa::AgentsApi {
     it->second.agent.instructions = instructions;
     return it->second;
   }
-  api::StatusOr<oa::SessionPage> ListSessions(const oa::ListSessionsParams&,
+  api::StatusOr<oa::SessionPage> ListSessions(const oa::ListSessionsParams& params,
                                               std::stop_token) override {
     std::lock_guard lock(mu_);
+    list_limits_.push_back(params.limit);
     RETURN_IF_ERROR(Take("list"));
     oa::SessionPage page;
     for (const auto& [id, s] : sessions_) {
@@ -480,6 +481,11 @@ class FakeAgentsApi final : public oa::AgentsApi {
     std::lock_guard lock(mu_);
     return faults_.Calls(method);
   }
+  // The `limit` of every session list page asked for, in order (one page per list here).
+  std::vector<int> ListLimits() const {
+    std::lock_guard lock(mu_);
+    return list_limits_;
+  }
   void FailNext(const std::string& method, api::Status status, int times = 1) {
     std::lock_guard lock(mu_);
     faults_.FailNext(method, std::move(status), times);
@@ -693,6 +699,7 @@ class FakeAgentsApi final : public oa::AgentsApi {
   std::condition_variable_any cv_;  // signalled when a subscriber's queue or state changes
   int next_ = 0;                    // Guarded by mu_.
   std::map<std::string, oa::Session> sessions_;                // Guarded by mu_.
+  std::vector<int> list_limits_;                               // Guarded by mu_.
   std::map<std::string, oa::EnvironmentStatus> environments_;  // Guarded by mu_.
   FaultQueue faults_;                                          // Guarded by mu_.
   int routine_environment_gets_ = 0;                           // Guarded by mu_.

@@ -145,6 +145,9 @@ struct CreateSessionRequest {
 
 enum class ListOrder { kServerDefault, kAsc, kDesc };
 
+// The most items one page of a list endpoint holds (`limit` 1–100, reference §1.2).
+inline constexpr int kMaxPageLimit = 100;
+
 // Cursor parameters of GET /agents/sessions. Zero/empty values are not sent.
 struct ListSessionsParams {
   int limit = 0;           // server default 20

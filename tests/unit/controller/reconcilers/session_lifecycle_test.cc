@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_agents_api.h"
 #include "tests/support/fake_clock.h"
@@ -62,6 +64,8 @@ TEST_F(SessionLifecycleTest, AnIntentIsResolvedByTheUidInTheSessionsMetadata) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->id, id);
   EXPECT_EQ(agents_.Calls("create"), 1);  // ours, not a second one
+  // In pages as full as the service allows: every page is a call a degraded cloud may fail.
+  EXPECT_EQ(agents_.ListLimits(), std::vector<int>{100});
   const auto rows = Rows();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].external_id, id);
