@@ -6,8 +6,11 @@
 #   seconds_to_all_succeeded  apply → every task Succeeded (sbxctl get, 0.25 s polls)
 #   floor_s                   the scale-up chain (the emulator's pending delay + 5 × latency:
 #                             create, see RUNNING, session create, launch, see it connected)
-#                             + T × 1 s ÷ M + the fewest Databricks calls ÷ rate (a create and a
-#                             launch per replica); OpenAI calls are not rate-limited here
+#                             + T × 1 s ÷ M + the fewest Databricks calls ÷ rate; OpenAI calls
+#                             are not rate-limited here. The fewest calls: PerTask, a create per
+#                             replica and, per task, the launch of its executor and the stop
+#                             that removes it (an exec-sync each); Shared, a create and a launch
+#                             per replica
 #   ratio                     seconds_to_all_succeeded ÷ floor_s (target ≤ 1.3)
 #   running_s, running_ratio  sandbox RUNNING-seconds from apply to all Succeeded (the
 #                             Databricks LIST sampled every 0.5 s) ÷ (M × that time); ≤ 1.2
@@ -18,10 +21,10 @@
 #   warm                      then a pool with warm: 5 and 5 tasks applied once its 5 replicas
 #                             are Ready and idle: apply → each of the 5 turns started (target:
 #                             all within 1 s)
-#   bench/pool.sh               # M=20 T=200
+#   bench/pool.sh               # M=20 T=200, session PerTask (the pool's default)
 #   SBX_BENCH_BIN=build/release/cli bench/pool.sh 10 50
-# The pool's session mode is Shared here (session creates per task 0): the PerTask run (1 create
-# and 1 delete per task, DESIGN §8.1's default) is still to be added and measured.
+#   SBX_BENCH_SESSION=Shared bench/pool.sh   # one standing session per replica
+# Under PerTask each task costs exactly 1 session create and 1 delete (per_task); under Shared, 0.
 # Prints JSON lines. A benchmark, not a test: needs bash ≥ 5, curl, awk, jq.
 source "$(dirname "$0")/lib.sh"
 
@@ -32,6 +35,7 @@ rps=${SBX_BENCH_RPS:-20}
 pending=${SBX_BENCH_PENDING:-1s}
 scale_down=${SBX_BENCH_SCALE_DOWN:-30s}
 timeout=${SBX_BENCH_TIMEOUT:-900}
+session=${SBX_BENCH_SESSION:-PerTask}
 
 bench_build
 machine_line
@@ -71,7 +75,7 @@ spec:
   replicas: {min: 0, max: $2}
   warm: $3
   scaleDownAfter: $scale_down
-  session: Shared
+  session: $session
 EOF
 }
 task_yaml() {  # task_yaml NAME POOL
@@ -125,8 +129,10 @@ gets=$(per openai.turns openai.items.list openai.sessions.get openai.sessions.li
 dbx=$(counters_sum "$calls" databricks.create databricks.get databricks.list databricks.update \
   databricks.delete databricks.start databricks.stop databricks.exec_sync databricks.list_commands)
 running_s=$(awk -v a="$start" -v b="$end" '$1 >= a && $1 <= b { if (p != "") s += ($1 - p) * c; p = $1; c = $2 } END { printf "%.1f", s }' "$bench_tmp/running")
-read -r floor ratio running_ratio <<<"$(awk -v p="${pending%s}" -v l="${latency%ms}" -v n="$tasks" -v m="$max" -v rps="$rps" -v t="$t" -v r="$running_s" '
-  BEGIN { f = p + 5 * l / 1000 + n * 1 / m + 2 * m / rps; printf "%.2f %.2f %.2f\n", f, t / f, r / (m * t) }')"
+fewest_dbx=$((2 * max))
+[[ "$session" == Shared ]] || fewest_dbx=$((max + 2 * tasks))
+read -r floor ratio running_ratio <<<"$(awk -v p="${pending%s}" -v l="${latency%ms}" -v n="$tasks" -v m="$max" -v c="$fewest_dbx" -v rps="$rps" -v t="$t" -v r="$running_s" '
+  BEGIN { f = p + 5 * l / 1000 + n * 1 / m + c / rps; printf "%.2f %.2f %.2f\n", f, t / f, r / (m * t) }')"
 
 # Scale-down: after scaleDownAfter idle, nothing RUNNING.
 bench_wait_for "$timeout" bash -c "[[ \$(curl -sf -H 'Authorization: Bearer dapi-bench' '$emu_url/api/2.0/sandboxes?page_size=1000' | jq '[.sandboxes[]? | select(.status.state == \"SANDBOX_STATE_RUNNING\")] | length') == 0 ]]"
@@ -157,4 +163,4 @@ while ((SECONDS < wdeadline)); do
   sleep 0.05
 done
 
-echo "{\"flow\":\"pool\",\"max\":$max,\"tasks\":$tasks,\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"pending_delay\":\"$pending\",\"seconds_to_all_succeeded\":$t,\"floor_s\":$floor,\"ratio\":$ratio,\"running_s\":$running_s,\"running_ratio\":$running_ratio,\"scale_up_s\":${scale_up:-null},\"first_turn_s\":${first_turn:-null},\"per_task\":{\"input_posts\":$posts,\"session_creates\":$creates,\"session_deletes\":$deletes,\"gets\":$gets},\"databricks_calls\":$dbx,\"scale_down_s\":$scale_down_s,\"scale_down_after\":\"$scale_down\",\"warm5_all_started_s\":${warm_s:-null},\"targets\":{\"ratio\":1.3,\"running_ratio\":1.2,\"warm5_all_started_s\":1}}"
+echo "{\"flow\":\"pool\",\"session\":\"$session\",\"max\":$max,\"tasks\":$tasks,\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"pending_delay\":\"$pending\",\"seconds_to_all_succeeded\":$t,\"floor_s\":$floor,\"ratio\":$ratio,\"running_s\":$running_s,\"running_ratio\":$running_ratio,\"scale_up_s\":${scale_up:-null},\"first_turn_s\":${first_turn:-null},\"per_task\":{\"input_posts\":$posts,\"session_creates\":$creates,\"session_deletes\":$deletes,\"gets\":$gets},\"databricks_calls\":$dbx,\"fewest_databricks_calls\":$fewest_dbx,\"scale_down_s\":$scale_down_s,\"scale_down_after\":\"$scale_down\",\"warm5_all_started_s\":${warm_s:-null},\"targets\":{\"ratio\":1.3,\"running_ratio\":1.2,\"warm5_all_started_s\":1}}"
