@@ -1092,6 +1092,17 @@ struct FieldsOf<TaskUsage> {
 };
 
 template <>
+struct FieldsOf<TaskUsageTotals> {
+  static constexpr std::string_view kShape = "";
+  static constexpr FieldRow<TaskUsageTotals> kRows[] = {
+      Row<&TaskUsageTotals::input_tokens, Int>("inputTokens"),
+      Row<&TaskUsageTotals::cached_input_tokens, Int>("cachedInputTokens"),
+      Row<&TaskUsageTotals::output_tokens, Int>("outputTokens"),
+      Row<&TaskUsageTotals::reasoning_tokens, Int>("reasoningTokens"),
+  };
+};
+
+template <>
 struct FieldsOf<TaskResult> {
   static constexpr std::string_view kShape = "";
   static constexpr FieldRow<TaskResult> kRows[] = {
@@ -1149,6 +1160,7 @@ struct FieldsOf<AgentTaskStatus> {
       Row<&AgentTaskStatus::artifacts, ListOf<ArtifactStatus>>("artifacts"),
       Row<&AgentTaskStatus::attempts, ListOf<TaskAttempt>>("attempts"),
       Row<&AgentTaskStatus::next_attempt_at, Str>("nextAttemptAt"),
+      Row<&AgentTaskStatus::usage, Struct<TaskUsageTotals>>("usage"),
   };
 };
 

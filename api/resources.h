@@ -367,6 +367,19 @@ struct TaskUsage {
   friend bool operator==(const TaskUsage&, const TaskUsage&) = default;
 };
 
+// What a task consumed (DESIGN §8.2), summed over its attempts: the token usage its root turn
+// reports, read from the turn after it ended (reference §2.4: null on the terminal events).
+// Whether the service folds a subagent's turns into its root turn's usage is unconfirmed; sbx
+// counts what the root turn reports, nothing more. Reasoning tokens are part of output tokens,
+// cached ones of input tokens.
+struct TaskUsageTotals {
+  int64_t input_tokens = 0;         // "inputTokens"
+  int64_t cached_input_tokens = 0;  // "cachedInputTokens"
+  int64_t output_tokens = 0;        // "outputTokens"
+  int64_t reasoning_tokens = 0;     // "reasoningTokens"
+  friend bool operator==(const TaskUsageTotals&, const TaskUsageTotals&) = default;
+};
+
 struct TaskResult {
   std::string message;  // the last assistant message of the turn
   TaskError error;      // empty on success
@@ -426,6 +439,8 @@ struct AgentTaskStatus {
   // "nextAttemptAt" (RFC 3339; "" otherwise).
   std::vector<TaskAttempt> attempts;
   std::string next_attempt_at;  // "nextAttemptAt"
+  // Summed as each attempt ends, in the status write that records it (so never twice).
+  TaskUsageTotals usage;
   friend bool operator==(const AgentTaskStatus&, const AgentTaskStatus&) = default;
 };
 

@@ -99,11 +99,12 @@ void AgentTaskFields(std::ostream& out, const api::Object& o,
   const api::TaskError& error = s.result.error;
   Field(out, "Error",
         error.code + (error.code.empty() || error.message.empty() ? "" : ": ") + error.message, 2);
-  const api::TaskUsage& usage = s.result.usage;
+  const api::TaskUsageTotals& usage = s.usage;
   Field(out, "Usage",
-        "input " + std::to_string(usage.input_tokens) + ", output " +
-            std::to_string(usage.output_tokens) + ", total " + std::to_string(usage.total_tokens) +
-            " tokens",
+        "input " + std::to_string(usage.input_tokens) + " (cached " +
+            std::to_string(usage.cached_input_tokens) + "), output " +
+            std::to_string(usage.output_tokens) + " (reasoning " +
+            std::to_string(usage.reasoning_tokens) + ") tokens, all attempts",
         2);
   out << "  Artifacts:\n";
   if (s.artifacts.empty()) {

@@ -60,6 +60,12 @@ std::string ExecutorCell(const api::Object& o) {
   return OrNone(o.agent_worker_status().executor.last_exit_reason);
 }
 
+// Tokens used over all attempts, input + output (status.usage); "<none>" before any turn ended.
+std::string TokensCell(const api::TaskUsageTotals& u) {
+  const int64_t tokens = u.input_tokens + u.output_tokens;
+  return tokens > 0 ? std::to_string(tokens) : "<none>";
+}
+
 // Attempts made so far, the running one included ("2"); "2/3" when retries are allowed.
 std::string AttemptsCell(const api::AgentTaskSpec& spec, const api::AgentTaskStatus& s) {
   const bool running = s.phase == api::TaskPhase::kSubmitted || s.phase == api::TaskPhase::kRunning;
@@ -283,7 +289,7 @@ std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_names
     case api::Kind::kAgentTask:
       h.insert(h.end(), {"PHASE", "WORKER", "AGE", "DURATION", "COMMANDS", "ATTEMPTS", "RESULT"});
       if (wide) {
-        h.insert(h.end(), {"QUEUE", "SESSION", "TURN"});
+        h.insert(h.end(), {"QUEUE", "SESSION", "TURN", "TOKENS"});
       }
       break;
     case api::Kind::kWorkspace:
@@ -356,7 +362,7 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
       if (wide) {
         r.insert(r.end(),
                  {status.queue_position > 0 ? std::to_string(status.queue_position) : "<none>",
-                  OrNone(status.session_id), OrNone(status.turn_id)});
+                  OrNone(status.session_id), OrNone(status.turn_id), TokensCell(status.usage)});
       }
       break;
     }

@@ -2,7 +2,8 @@
 // wide), `-o yaml|json|name`, and the READY/AGE cells. AgentTasks show PHASE, WORKER (the
 // picked one, else workerRef), AGE, DURATION, COMMANDS, ATTEMPTS
 // (made so far; "n/max" with retries), RESULT (the error code, else the first
-// line of the result message, cut at 60 bytes); wide adds QUEUE (position), SESSION, TURN.
+// line of the result message, cut at 60 bytes); wide adds QUEUE (position), SESSION, TURN and
+// TOKENS (input + output tokens over all attempts, status.usage).
 // kubectl conventions:
 //   - a named `get` prints the object itself; a list prints `---`-separated YAML documents, or
 //     for JSON one `{"apiVersion": "v1", "items": [...], "kind": "List"}` (as kubectl does);

@@ -13,6 +13,7 @@
 #include "controller/reconcilers/reconcile_skeleton.h"
 #include "controller/reconcilers/task_artifacts.h"
 #include "controller/reconcilers/task_attempts.h"
+#include "controller/reconcilers/task_usage.h"
 
 namespace sbx::controller {
 namespace {
@@ -625,6 +626,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
   const int attempt = static_cast<int>(st.attempts.size()) + 1;
   const bool attempted = !st.submitted_at.empty();
   const bool retry = attempted && ShouldRetry(t.spec(), attempt, phase, st.result.error.code);
+  std::optional<openai::Usage> attempt_usage;  // this attempt's root turn's, when it had one
   if (!st.turn_id.empty() && t.agents != nullptr) {
     // The saved items are the final word (reference §2.6): whatever the stream missed goes in
     // now, and the result message and command count come from them.
@@ -638,6 +640,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
     if (usage) {
       st.result.usage = {usage->input_tokens, usage->output_tokens, usage->total_tokens};
     }
+    attempt_usage = usage;
     if (!retry) {
       Collect(t);  // from the last attempt only
     }
@@ -653,6 +656,11 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
   if (attempted) {
     st.attempts.push_back({attempt, st.worker, st.turn_id, phase, st.result.error, st.submitted_at,
                            FormatRfc3339(clock_.Now())});
+    // In the same status write as the attempt's record: a pass that comes back here (a close
+    // held up above) has not added it yet, and one after this write sees the attempt ended.
+    if (attempt_usage) {
+      AddUsage(st.usage, *attempt_usage);
+    }
   }
   if (retry) {
     return Retry(t);

@@ -146,6 +146,10 @@ class AgentTaskTest : public SbxctlTest {
     s.commands = 2;
     s.result.message = "Fixed the flaky test.\nDetails in report.md.";
     s.result.usage = {120, 30, 150};
+    s.usage = {.input_tokens = 170,
+               .cached_input_tokens = 40,
+               .output_tokens = 35,
+               .reasoning_tokens = 12};  // two attempts'
   }
   static void Fail(Object& task) {
     Succeed(task);
@@ -194,9 +198,11 @@ TEST_F(AgentTaskTest, GetShowsPhaseWorkerDurationCommandsAndResult) {
   EXPECT_THAT(r.out, HasSubstr("QUEUE"));
   EXPECT_THAT(r.out, HasSubstr("SESSION"));
   EXPECT_THAT(r.out, HasSubstr("TURN"));
+  EXPECT_THAT(r.out, HasSubstr("TOKENS"));
   r = Run({"get", "agenttask", "done", "-o", "wide", "--no-headers"});
   EXPECT_THAT(r.out, HasSubstr("sess_1"));
   EXPECT_THAT(r.out, HasSubstr("turn_1"));
+  EXPECT_THAT(r.out, HasSubstr(" 205")) << "input + output tokens of all attempts";
 
   r = Run({"get", "at", "done", "-o", "jsonpath={.status.phase} {.status.commands}"});
   EXPECT_EQ(r.out, "Succeeded 2");
@@ -228,7 +234,8 @@ TEST_F(AgentTaskTest, DescribeShowsResultErrorUsageArtifactsAndTimings) {
   EXPECT_THAT(r.out, HasSubstr("  Duration:         65s"));
   EXPECT_THAT(r.out, HasSubstr("  Commands:         2"));
   EXPECT_THAT(r.out, HasSubstr("    Fixed the flaky test.\n    Details in report.md.\n"));
-  EXPECT_THAT(r.out, HasSubstr("input 120, output 30, total 150"));
+  EXPECT_THAT(r.out,
+              HasSubstr("input 170 (cached 40), output 35 (reasoning 12) tokens, all attempts"));
   EXPECT_THAT(r.out, HasSubstr("report.md"));
   EXPECT_THAT(r.out, HasSubstr("98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4"));
   EXPECT_THAT(r.out, HasSubstr("no such file"));

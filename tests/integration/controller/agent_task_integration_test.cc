@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/support/http_test_client.h"
@@ -100,6 +104,84 @@ TEST_F(AgentTaskTest, ATaskRunsACommandInTheSandboxAndCollectsItsFile) {
       harness_.openai().Get("/v1/agents/sessions/" + session + "/turns").body, nullptr, false);
   ASSERT_TRUE(turns.is_object()) << turns.dump();
   EXPECT_EQ(turns["data"].size(), 1u) << turns.dump(2);
+}
+
+// Usage (DESIGN §8.2, #28 item 1): a task's status.usage is the sum of its attempts' root turns'
+// usage exactly as the service records it (the emulator derives tokens from the text, so the sums
+// are exact), a subagent's turn and a retried attempt included.
+TEST_F(AgentTaskTest, ATasksUsageSumsItsAttemptsRootTurnsAsTheServiceRecordsThem) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml(
+      "worker",
+      "apiVersion: sbx.dev/v1alpha1\nkind: AgentWorker\nmetadata:\n  name: fixer\n"
+      "spec:\n  sandbox:\n    inactivityTimeout: 1h\n    setup:\n"
+      "      - name: workspace\n        run: " +
+          json(std::string("mkdir -p ") + kWorkspace).dump() +
+          "\n  agent:\n    model: gpt-5-codex\n  workspaceDirectory: " + kWorkspace + "\n"));
+  ASSERT_TRUE(Wait("agentworker", "fixer", [](const json& w) {
+    return ConditionOf(w, "Ready").first == "True";
+  })) << last_.dump(2);
+  const std::string session = last_["status"].value("sessionId", "");
+  const std::vector<std::pair<std::string, std::string>> tasks = {
+      {"plain", "$ echo plain"},
+      {"with-subagent", "look around\n!subagent\n$ echo sub"},
+      {"retried", "$ echo retried and a longer line of text\n!flaky server_error once"}};
+  std::string yaml;
+  for (const auto& [name, input] : tasks) {
+    yaml += "---\napiVersion: sbx.dev/v1alpha1\nkind: AgentTask\nmetadata:\n  name: " + name +
+            "\nspec:\n  workerRef: fixer\n  timeout: 2m\n  backoffLimit: 1\n  input: " +
+            json(input).dump() + "\n";
+  }
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("tasks", yaml));
+
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        for (const auto& [name, input] : tasks) {
+          last_ = harness_.Get("agenttask", name);
+          if (!last_.is_object() || last_["status"].value("phase", "") != "Succeeded") {
+            return false;
+          }
+        }
+        return true;
+      },
+      In(kConverge), milliseconds(250)))
+      << last_.dump(2);
+  const json listed =
+      json::parse(harness_.openai().Get("/v1/agents/sessions/" + session + "/turns?limit=100").body,
+                  nullptr, false);
+  ASSERT_TRUE(listed.is_object()) << listed;
+  std::map<std::string, json> usage_of;  // root turn id → its usage
+  for (const json& turn : listed.value("data", json::array())) {
+    usage_of[turn.value("id", "")] = turn.value("usage", json());
+  }
+  for (const auto& [name, input] : tasks) {
+    const json task = harness_.Get("agenttask", name);
+    const json& st = task["status"];
+    int64_t in = 0, cached = 0, out = 0, reasoning = 0;
+    for (const json& attempt : st.value("attempts", json::array())) {
+      const json& u = usage_of[attempt.value("turnId", "")];
+      ASSERT_TRUE(u.is_object()) << name << ": no usage recorded for " << attempt.dump();
+      in += u.value("input_tokens", int64_t{0});
+      cached += u.value("input_tokens_details", json::object()).value("cached_tokens", int64_t{0});
+      out += u.value("output_tokens", int64_t{0});
+      reasoning +=
+          u.value("output_tokens_details", json::object()).value("reasoning_tokens", int64_t{0});
+    }
+    EXPECT_EQ(st["attempts"].size(), name == "retried" ? 2u : 1u) << task.dump(2);
+    EXPECT_GT(in, 0) << name;
+    const json usage = st.value("usage", json::object());
+    EXPECT_EQ(usage.value("inputTokens", int64_t{-1}), in) << name << ": " << usage;
+    EXPECT_EQ(usage.value("cachedInputTokens", int64_t{0}), cached) << name << ": " << usage;
+    EXPECT_EQ(usage.value("outputTokens", int64_t{-1}), out) << name << ": " << usage;
+    EXPECT_EQ(usage.value("reasoningTokens", int64_t{0}), reasoning) << name << ": " << usage;
+  }
+  // The CLI shows them: input + output tokens in the wide table.
+  const RunResult wide = harness_.Sbxctl({"get", "at", "plain", "-o", "wide", "--no-headers"});
+  const json plain = harness_.Get("agenttask", "plain")["status"]["usage"];
+  EXPECT_NE(wide.out.find(std::to_string(plain.value("inputTokens", int64_t{0}) +
+                                         plain.value("outputTokens", int64_t{0}))),
+            std::string::npos)
+      << wide.out;
 }
 
 }  // namespace

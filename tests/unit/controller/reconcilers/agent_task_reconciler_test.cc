@@ -116,6 +116,8 @@ TEST_F(AgentTaskReconcilerTest, RunsOneTurnWithTheUidAsKeyAndSucceedsFromTheRoot
   EXPECT_EQ(st.commands, 1);
   EXPECT_EQ(st.result.message, "wrote out.txt");
   EXPECT_EQ(st.result.usage.total_tokens, 15);
+  EXPECT_EQ(st.usage.input_tokens, 10);
+  EXPECT_EQ(st.usage.output_tokens, 5);
   ASSERT_EQ(st.artifacts.size(), 1u);
   EXPECT_EQ(st.artifacts[0].bytes, 3);
   EXPECT_EQ(st.artifacts[0].sha256,
@@ -382,10 +384,20 @@ class AgentTaskRetryTest : public AgentTaskReconcilerTest {
 TEST_F(AgentTaskRetryTest, AnInfrastructureFailureIsRetriedAfterTheDelayWithANewKeyAndANewTurn) {
   const std::string uid = CreateRetrying("t1", 1);
   const std::string first_turn = Start("t1").agent_task_status().turn_id;
-  clouds_.agents().FailTurn(session_, "server_overloaded", "try again later");
+  clouds_.agents().FailTurn(session_, "server_overloaded", "try again later",
+                            oa::Usage{100,
+                                      20,
+                                      120,
+                                      {{"input_tokens_details.cached_tokens", 30},
+                                       {"output_tokens_details.reasoning_tokens", 8}}});
   Object t = Reconcile("t1");
   const api::AgentTaskStatus* st = &t.agent_task_status();
   EXPECT_EQ(st->phase, TaskPhase::kQueued);
+  // Usage counts the failed attempt's turn too (DESIGN §8.2).
+  EXPECT_EQ(st->usage, (api::TaskUsageTotals{.input_tokens = 100,
+                                             .cached_input_tokens = 30,
+                                             .output_tokens = 20,
+                                             .reasoning_tokens = 8}));
   EXPECT_EQ(SubmittedReason(t), "Retrying");
   EXPECT_EQ(st->next_attempt_at, api::FormatRfc3339(clock_.Now() + std::chrono::seconds(10)));
   EXPECT_TRUE(st->turn_id.empty());
@@ -411,10 +423,17 @@ TEST_F(AgentTaskRetryTest, AnInfrastructureFailureIsRetriedAfterTheDelayWithANew
   EXPECT_EQ(clouds_.agents().IdempotencyKeys(), (std::vector<std::string>{uid, uid + "-2"}));
   t = Reconcile("t1");
   EXPECT_NE(t.agent_task_status().turn_id, first_turn);  // a new turn
-  clouds_.agents().CompleteTurn(session_);
+  clouds_.agents().CompleteTurn(session_,
+                                oa::Usage{50, 10, 60, {{"input_tokens_details.cached_tokens", 5}}});
   t = Reconcile("t1");
   st = &t.agent_task_status();
   EXPECT_EQ(st->phase, TaskPhase::kSucceeded);
+  // Both attempts' root turns, summed; result.usage is the last turn's alone.
+  const api::TaskUsageTotals both{
+      .input_tokens = 150, .cached_input_tokens = 35, .output_tokens = 30, .reasoning_tokens = 8};
+  EXPECT_EQ(st->usage, both);
+  EXPECT_EQ(st->result.usage.total_tokens, 60);
+  EXPECT_EQ(Reconcile("t1").agent_task_status().usage, both) << "a finished task adds nothing";
   ASSERT_EQ(st->attempts.size(), 2u);
   EXPECT_EQ(st->attempts[1].attempt, 2);
   EXPECT_EQ(st->attempts[1].phase, TaskPhase::kSucceeded);
