@@ -704,11 +704,12 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Retry(Target& t) {
   const std::string replica = t.spec().pool_ref.empty() ? "" : st.worker;
   Release(t);
   // The next attempt starts afresh (a selector or a pool picks its worker again); the attempts
-  // so far stay.
+  // so far stay, and what they used.
   api::AgentTaskStatus next;
   next.observed_generation = t.object.metadata.generation;
   next.conditions = std::move(st.conditions);
   next.attempts = std::move(st.attempts);
+  next.usage = st.usage;
   next.worker = t.spec().worker_ref;
   next.phase = TaskPhase::kQueued;
   next.next_attempt_at = FormatRfc3339(clock_.Now() + delay);
