@@ -14,10 +14,9 @@ constexpr char kMetaUid[] = "sbx.dev/uid";
 
 std::string PendingId(const std::string& uid) { return "pending:" + uid; }
 
-// Every session of the project, in full pages: each page is a call that may fail on its own and
-// fail the whole listing (100 sessions in pages of 20: 5 calls, and 41% of listings failed on a
-// cloud failing 10% of calls; issue #25 degraded check),
-// so as few pages as the service allows.
+// Every session of the project, in pages as full as the service allows: each page is a call that
+// may fail and fail the whole listing (100 sessions in pages of 20 are 5 calls, and 41% of such
+// listings failed on a cloud failing 10% of its calls: issue #25's degraded check).
 StatusOr<std::vector<openai::Session>> ListAll(openai::AgentsApi& agents, std::stop_token stop) {
   return agents.ListAllSessions(openai::ListSessionsParams{.limit = openai::kMaxPageLimit}, stop);
 }
