@@ -5,7 +5,8 @@
 #   tasks     t-NNN, each `$ echo t-NNN` (every third also `!sleep 1s`); every fifth also
 #             `!flaky server_error …`: its first turn fails with an infrastructure code and a
 #             retry (a new turn, Idempotency-Key <uid>-2) succeeds. The first 60% are applied
-#             before the kill rounds, the rest while the second round's sbxd runs.
+#             before the kill rounds, the rest while the second round's sbxd runs (the last
+#             round's, or the final sbxd's, with fewer rounds).
 #   rounds    once the first turn has started (the pool scaled up from zero), K × (start sbxd,
 #             wait until it leads, SIGKILL it): odd rounds 0.2…W s after it led, even rounds the
 #             moment the emulator accepts a new input (its turn not yet seen by sbxd).
@@ -110,9 +111,10 @@ bench_wait_for "$timeout" bash -c "(( \$(curl -sf '${openai_url%/v1}/_emulator/o
   fail "no turn started within ${timeout}s"
 log "first turn started; replicas=$(sbxctl get agentworkers -l sbx.dev/pool=chaos -o name | wc -l)"
 kill_sbxd
+b_round=$((rounds < 2 ? rounds : 2))  # the round whose sbxd sees the rest of the tasks applied
 for round in $(seq 1 "$rounds"); do
   start_sbxd
-  if ((round == 2)); then
+  if ((round == b_round)); then
     sbxctl apply -f "$bench_tmp/tasks-b" >/dev/null
   fi
   if ((round % 2 == 1)); then
@@ -133,6 +135,7 @@ for round in $(seq 1 "$rounds"); do
   log "round $round: sbxd killed $delay; turns=$(jq .totals.turns_started <<<"$state") accepted=$(jq .totals.accepted_inputs <<<"$state") replicas=$(sbxctl get agentworkers -l sbx.dev/pool=chaos -o name | wc -l)"
 done
 start_sbxd
+((b_round > 0)) || sbxctl apply -f "$bench_tmp/tasks-b" >/dev/null
 
 wait_tasks_terminal "$tasks" "$timeout"
 
@@ -162,9 +165,14 @@ elif [[ -n "$inject_overlap" ]]; then
     oai -X POST "$openai_url/agents/sessions/$s/events" \
       -d '{"events":[{"type":"agent.session.input.message","input":"!sleep 3s"}]}' >/dev/null
   done
+  # Their turns end (a session whose turn ran may be deleted), then both go with their executors.
+  for s in "${injected[@]}"; do
+    bench_wait_for 30 bash -c "[[ \$(curl -sf -H 'Authorization: Bearer sk-bench-app' \
+      -H 'OpenAI-Beta: agents=v1' '$openai_url/agents/sessions/$s' | jq -r .status) == idle ]]" || true
+    oai -X DELETE "$openai_url/agents/sessions/$s" >/dev/null || true
+  done
   kill "${executors[@]}" 2>/dev/null || true
   wait "${executors[@]}" 2>/dev/null || true
-  for s in "${injected[@]}"; do oai -X DELETE "$openai_url/agents/sessions/$s" >/dev/null || true; done
 fi
 
 # ---- the checks against the emulator ---------------------------------------------------------
