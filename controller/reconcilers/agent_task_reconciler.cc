@@ -366,11 +366,17 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
     ASSIGN_OR_RETURN(openai::Session opened, OpenTaskSession(t));
     session = opened.id;
   }
-  // The newest root turn before ours: our turn is the first one after it.
-  openai::ListParams newest;
-  newest.limit = 1;
-  newest.order = openai::ListOrder::kDesc;
-  ASSIGN_OR_RETURN(openai::TurnPage before, t.agents->ListTurns(session, newest, t.stop));
+  // The newest root turn before ours: our turn is the first one after it. A task's own session
+  // has none (made for this attempt; nothing is posted to it before the write below), so it
+  // costs no GET.
+  std::string previous_turn;
+  if (!PerTask(t)) {
+    openai::ListParams newest;
+    newest.limit = 1;
+    newest.order = openai::ListOrder::kDesc;
+    ASSIGN_OR_RETURN(openai::TurnPage before, t.agents->ListTurns(session, newest, t.stop));
+    previous_turn = before.data.empty() ? "" : before.data.front().id;
+  }
 
   // Exactly once: the submission and its key are in the store before the POST.
   api::AgentTaskStatus& st = t.status();
@@ -378,7 +384,7 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
   st.session_id = session;
   st.idempotency_key = AttemptKey(t.object.metadata.uid, static_cast<int>(st.attempts.size()) + 1);
   st.next_attempt_at.clear();
-  st.previous_turn_id = before.data.empty() ? "" : before.data.front().id;
+  st.previous_turn_id = previous_turn;
   st.submitted_at = FormatRfc3339(clock_.Now());
   st.queue_position = 0;
   reconcilers_internal::SetCondition(t.object, condition::kSubmitted, ConditionStatus::kTrue,

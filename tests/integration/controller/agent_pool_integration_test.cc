@@ -190,6 +190,7 @@ TEST_F(AgentPoolTest, PerTaskRunsEachTaskInItsOwnSessionAndDirectoryAndClosesThe
                                       "--executor-probe-interval", "2s"})
                   .ok());
   ASSERT_NO_FATAL_FAILURE(ApplyYaml("pool", PoolYaml(/*max=*/1, "10m", "PerTask")));
+  ASSERT_EQ(harness_.openai().Call("DELETE", "/_emulator/counters").status, 200);
   std::string tasks;
   for (int i = 0; i < 3; ++i) {
     tasks += "---\napiVersion: sbx.dev/v1alpha1\nkind: AgentTask\nmetadata:\n  name: p" +
@@ -213,6 +214,15 @@ TEST_F(AgentPoolTest, PerTaskRunsEachTaskInItsOwnSessionAndDirectoryAndClosesThe
     EXPECT_EQ(artifacts.at(0).value("bytes", 0), 3) << task.dump(2);
   }
   EXPECT_EQ(sessions.size(), 3u) << "one session per task";
+  // Per task: one session create and delete, one input POST, and no more than two turn reads
+  // (the turn for its usage, its items for the log): a fresh session has no turn to look for
+  // before the POST.
+  const json calls = json::parse(harness_.openai().Get("/_emulator/counters").body, nullptr, false);
+  ASSERT_TRUE(calls.is_object()) << calls;
+  EXPECT_EQ(calls.value("openai.sessions.create", 0), 3) << calls.dump();
+  EXPECT_EQ(calls.value("openai.sessions.delete", 0), 3) << calls.dump();
+  EXPECT_EQ(calls.value("openai.events.create", 0), 3) << calls.dump();
+  EXPECT_LE(calls.value("openai.turns", 0), 2 * 3) << calls.dump();
   const json worker = Get("agentworker", replica);
   EXPECT_EQ(worker.value("status", json::object()).value("sessionId", ""), "")
       << "a PerTask replica holds no standing session: " << worker.dump(2);
