@@ -16,6 +16,7 @@
 #                             Databricks LIST sampled every 0.5 s) ÷ (M × that time); ≤ 1.2
 #   scale_up_s                apply → M replicas Ready; first_turn_s apply → the first turn
 #   per_task                  input POSTs, session creates and deletes, GETs ÷ T
+#   databricks_calls          all Databricks calls (and by endpoint), next to the fewest
 #   scale_down_s              the last task's end → 0 sandboxes RUNNING (scaleDownAfter is
 #                             SBX_BENCH_SCALE_DOWN, default 30s)
 #   warm                      then a pool with warm: 5 and 5 tasks applied once its 5 replicas
@@ -128,6 +129,9 @@ deletes=$(per openai.sessions.delete)
 gets=$(per openai.turns openai.items.list openai.sessions.get openai.sessions.list openai.environments.get)
 dbx=$(counters_sum "$calls" databricks.create databricks.get databricks.list databricks.update \
   databricks.delete databricks.start databricks.stop databricks.exec_sync databricks.list_commands)
+# The same by endpoint, those called at all: {"create":20,"exec_sync":…}.
+dbx_by=$(jq -c '[to_entries[] | select((.key | startswith("databricks.")) and .value > 0)
+  | {(.key | ltrimstr("databricks.")): .value}] | add // {}' <<<"$calls")
 running_s=$(awk -v a="$start" -v b="$end" '$1 >= a && $1 <= b { if (p != "") s += ($1 - p) * c; p = $1; c = $2 } END { printf "%.1f", s }' "$bench_tmp/running")
 fewest_dbx=$((2 * max))
 [[ "$session" == Shared ]] || fewest_dbx=$((max + 2 * tasks))
@@ -163,4 +167,4 @@ while ((SECONDS < wdeadline)); do
   sleep 0.05
 done
 
-echo "{\"flow\":\"pool\",\"session\":\"$session\",\"max\":$max,\"tasks\":$tasks,\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"pending_delay\":\"$pending\",\"seconds_to_all_succeeded\":$t,\"floor_s\":$floor,\"ratio\":$ratio,\"running_s\":$running_s,\"running_ratio\":$running_ratio,\"scale_up_s\":${scale_up:-null},\"first_turn_s\":${first_turn:-null},\"per_task\":{\"input_posts\":$posts,\"session_creates\":$creates,\"session_deletes\":$deletes,\"gets\":$gets},\"databricks_calls\":$dbx,\"fewest_databricks_calls\":$fewest_dbx,\"scale_down_s\":$scale_down_s,\"scale_down_after\":\"$scale_down\",\"warm5_all_started_s\":${warm_s:-null},\"targets\":{\"ratio\":1.3,\"running_ratio\":1.2,\"warm5_all_started_s\":1}}"
+echo "{\"flow\":\"pool\",\"session\":\"$session\",\"max\":$max,\"tasks\":$tasks,\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"pending_delay\":\"$pending\",\"seconds_to_all_succeeded\":$t,\"floor_s\":$floor,\"ratio\":$ratio,\"running_s\":$running_s,\"running_ratio\":$running_ratio,\"scale_up_s\":${scale_up:-null},\"first_turn_s\":${first_turn:-null},\"per_task\":{\"input_posts\":$posts,\"session_creates\":$creates,\"session_deletes\":$deletes,\"gets\":$gets},\"databricks_calls\":$dbx,\"databricks_by_endpoint\":$dbx_by,\"fewest_databricks_calls\":$fewest_dbx,\"scale_down_s\":$scale_down_s,\"scale_down_after\":\"$scale_down\",\"warm5_all_started_s\":${warm_s:-null},\"targets\":{\"ratio\":1.3,\"running_ratio\":1.2,\"warm5_all_started_s\":1}}"
