@@ -12,8 +12,10 @@
 #                             that removes it (an exec-sync each); Shared, a create and a launch
 #                             per replica
 #   ratio                     seconds_to_all_succeeded ÷ floor_s (target ≤ 1.3)
-#   running_s, running_ratio  sandbox RUNNING-seconds from apply to all Succeeded (the
-#                             Databricks LIST sampled every 0.5 s) ÷ (M × that time); ≤ 1.2
+#   running_s, running_ratio  sandbox RUNNING-seconds from apply to all Succeeded (sampled
+#                             every 0.5 s from the emulator's admin GET /_emulator/sandboxes,
+#                             which is not an API call: no counter, no rate budget; an API LIST
+#                             here took ~1.5 of the 20 req/s) ÷ (M × that time); ≤ 1.2
 #   scale_up_s                apply → M replicas Ready; first_turn_s apply → the first turn
 #   per_task                  input POSTs, session creates and deletes, GETs ÷ T
 #   databricks_calls          all Databricks calls (and by endpoint), next to the fewest
@@ -53,9 +55,9 @@ curl -sf -X POST "$emu_url/_emulator/latency" -d "{\"endpoint\":\"*\",\"latency\
 # shellcheck disable=SC2086 # SBX_BENCH_SBXD_FLAGS: extra sbxd flags, word-split on purpose
 bench_start_sbxd ${SBX_BENCH_SBXD_FLAGS:-}
 oai_state() { curl -sf "${openai_url%/v1}/_emulator/openai/state"; }
-running_sandboxes() {
-  curl -sf -H "Authorization: Bearer dapi-bench" "$emu_url/api/2.0/sandboxes?page_size=1000" |
-    jq '[.sandboxes[]? | select(.status.state == "SANDBOX_STATE_RUNNING")] | length'
+running_sandboxes() {  # the emulator's admin view: not an API call, so it costs sbxd no rate budget
+  curl -sf "$emu_url/_emulator/sandboxes" |
+    jq '[.sandboxes[] | select(.state == "SANDBOX_STATE_RUNNING")] | length'
 }
 
 pool_yaml() {  # pool_yaml NAME MAX WARM
@@ -139,7 +141,7 @@ read -r floor ratio running_ratio <<<"$(awk -v p="${pending%s}" -v l="${latency%
   BEGIN { f = p + 5 * l / 1000 + n * 1 / m + c / rps; printf "%.2f %.2f %.2f\n", f, t / f, r / (m * t) }')"
 
 # Scale-down: after scaleDownAfter idle, nothing RUNNING.
-bench_wait_for "$timeout" bash -c "[[ \$(curl -sf -H 'Authorization: Bearer dapi-bench' '$emu_url/api/2.0/sandboxes?page_size=1000' | jq '[.sandboxes[]? | select(.status.state == \"SANDBOX_STATE_RUNNING\")] | length') == 0 ]]"
+bench_wait_for "$timeout" bash -c "[[ \$(curl -sf '$emu_url/_emulator/sandboxes' | jq '[.sandboxes[] | select(.state == \"SANDBOX_STATE_RUNNING\")] | length') == 0 ]]"
 scale_down_s=$(since "$end")
 
 # warm: 5 — five idle Ready replicas ahead of demand; five tasks start at once.

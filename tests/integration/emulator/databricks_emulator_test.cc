@@ -141,6 +141,21 @@ TEST_F(DatabricksEmulatorTest, DefaultInactivityTimeoutIsFilledIn) {
   EXPECT_EQ(j["spec"]["compute"]["inactivity_timeout"], "600s");
 }
 
+// GET /_emulator/sandboxes: every sandbox's id and state for a benchmark's sampler, which must
+// cost the client under test nothing (no counter, no rate-limit token).
+TEST_F(DatabricksEmulatorTest, TheAdminSandboxListIsNotAnApiCall) {
+  Boot([](auto& o) { o.pending_delay = 0ms; });
+  ASSERT_EQ(Create("a").status, 200);
+  ASSERT_EQ(Create("b").status, 200);
+  ASSERT_EQ(admin_->Delete("/_emulator/counters").status, 200);
+  const json list = Json(admin_->Get("/_emulator/sandboxes"));
+  ASSERT_EQ(list["sandboxes"].size(), 2u) << list;
+  EXPECT_EQ(list["sandboxes"][0]["sandbox_id"], "a");
+  EXPECT_EQ(list["sandboxes"][1]["sandbox_id"], "b");
+  EXPECT_EQ(list["sandboxes"][0]["state"], Json(admin_->Get("/_emulator/sandboxes/a"))["state"]);
+  EXPECT_EQ(Json(admin_->Get("/_emulator/counters")), json::object()) << "not an API call";
+}
+
 // The seed: "To disable sandbox auto-stop, set inactivity_timeout to 0 or leave the field
 // unset". By default neither an unset timeout nor "0s" auto-stops; a sandbox with a short timeout
 // next to them does, which shows the idle timer runs.
