@@ -360,17 +360,16 @@ Status AgentTaskReconciler::Unbind(Target& t, const std::string& replica) {
 }
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
+  // The session, and the newest root turn in it before ours: our turn is the first one after
+  // it. A task's own session (PerTask: its session and executor, the service holding the input
+  // until the executor connects) has none, made for this attempt with nothing posted to it
+  // before the write below, so it costs no GET.
   std::string session = t.worker.agent_worker_status().session_id;
+  std::string previous_turn;
   if (PerTask(t)) {
-    // Its own session and executor (the service holds the input until the executor connects).
     ASSIGN_OR_RETURN(openai::Session opened, OpenTaskSession(t));
     session = opened.id;
-  }
-  // The newest root turn before ours: our turn is the first one after it. A task's own session
-  // has none (made for this attempt; nothing is posted to it before the write below), so it
-  // costs no GET.
-  std::string previous_turn;
-  if (!PerTask(t)) {
+  } else {
     openai::ListParams newest;
     newest.limit = 1;
     newest.order = openai::ListOrder::kDesc;

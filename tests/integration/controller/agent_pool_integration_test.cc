@@ -52,6 +52,14 @@ class AgentPoolTest : public ::testing::Test {
                   .executor_key = "sk-exec-SECRET-ap-3"}) {}
   void TearDown() override { harness_.Finish(/*keep_dir=*/HasFailure()); }
 
+  // The emulator and sbxd, with the executor looked at every 2 s.
+  void StartAll() {
+    ASSERT_TRUE(harness_.StartEmulator({}, kConverge).ok());
+    ASSERT_TRUE(harness_
+                    .StartSbxd("sbxd", {"--executor-status-interval", "2s",
+                                        "--executor-probe-interval", "2s"})
+                    .ok());
+  }
   void ApplyYaml(const std::string& name, const std::string& yaml) {
     RunResult r = harness_.Apply(name, yaml);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -94,11 +102,7 @@ class AgentPoolTest : public ::testing::Test {
 };
 
 TEST_F(AgentPoolTest, ScalesFromZeroForABatchRunsOneTaskPerReplicaAndScalesBackToZero) {
-  ASSERT_TRUE(harness_.StartEmulator({}, kConverge).ok());
-  ASSERT_TRUE(harness_
-                  .StartSbxd("sbxd", {"--executor-status-interval", "2s",
-                                      "--executor-probe-interval", "2s"})
-                  .ok());
+  ASSERT_NO_FATAL_FAILURE(StartAll());
   // Replicas stay while the test looks at their sessions; then scaleDownAfter drops to 1s.
   ASSERT_NO_FATAL_FAILURE(ApplyYaml("pool", PoolYaml(/*max=*/2, "10m")));
   ASSERT_TRUE(PollUntil(
@@ -184,11 +188,7 @@ TEST_F(AgentPoolTest, ScalesFromZeroForABatchRunsOneTaskPerReplicaAndScalesBackT
 // /home/sandbox-agent/tasks/<uid> with an executor of its own; collect reads there; afterwards
 // the session is deleted and the directory removed, unless keepWorkspace.
 TEST_F(AgentPoolTest, PerTaskRunsEachTaskInItsOwnSessionAndDirectoryAndClosesThem) {
-  ASSERT_TRUE(harness_.StartEmulator({}, kConverge).ok());
-  ASSERT_TRUE(harness_
-                  .StartSbxd("sbxd", {"--executor-status-interval", "2s",
-                                      "--executor-probe-interval", "2s"})
-                  .ok());
+  ASSERT_NO_FATAL_FAILURE(StartAll());
   ASSERT_NO_FATAL_FAILURE(ApplyYaml("pool", PoolYaml(/*max=*/1, "10m", "PerTask")));
   ASSERT_EQ(harness_.openai().Call("DELETE", "/_emulator/counters").status, 200);
   std::string tasks;

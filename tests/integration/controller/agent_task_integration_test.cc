@@ -50,6 +50,22 @@ class AgentTaskTest : public ::testing::Test {
     RunResult r = harness_.Apply(name, yaml);
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
+  // Emulator and sbxd, then the AgentWorker "fixer" (inline sandbox, workspace kWorkspace)
+  // Ready; `session` is its session.
+  void StartWithReadyWorker(std::string& session) {
+    ASSERT_NO_FATAL_FAILURE(StartAll());
+    ASSERT_NO_FATAL_FAILURE(ApplyYaml(
+        "worker",
+        "apiVersion: sbx.dev/v1alpha1\nkind: AgentWorker\nmetadata:\n  name: fixer\n"
+        "spec:\n  sandbox:\n    inactivityTimeout: 1h\n    setup:\n"
+        "      - name: workspace\n        run: " +
+            json(std::string("mkdir -p ") + kWorkspace).dump() +
+            "\n  agent:\n    model: gpt-5-codex\n  workspaceDirectory: " + kWorkspace + "\n"));
+    ASSERT_TRUE(Wait("agentworker", "fixer", [](const json& w) {
+      return ConditionOf(w, "Ready").first == "True";
+    })) << last_.dump(2);
+    session = last_["status"].value("sessionId", "");
+  }
   bool Wait(const std::string& kind, const std::string& name,
             const std::function<bool(const json&)>& pred) {
     return PollUntil(
@@ -65,18 +81,8 @@ class AgentTaskTest : public ::testing::Test {
 };
 
 TEST_F(AgentTaskTest, ATaskRunsACommandInTheSandboxAndCollectsItsFile) {
-  ASSERT_NO_FATAL_FAILURE(StartAll());
-  ASSERT_NO_FATAL_FAILURE(ApplyYaml(
-      "worker",
-      "apiVersion: sbx.dev/v1alpha1\nkind: AgentWorker\nmetadata:\n  name: fixer\n"
-      "spec:\n  sandbox:\n    inactivityTimeout: 1h\n    setup:\n"
-      "      - name: workspace\n        run: " +
-          json(std::string("mkdir -p ") + kWorkspace).dump() +
-          "\n  agent:\n    model: gpt-5-codex\n  workspaceDirectory: " + kWorkspace + "\n"));
-  ASSERT_TRUE(Wait("agentworker", "fixer", [](const json& w) {
-    return ConditionOf(w, "Ready").first == "True";
-  })) << last_.dump(2);
-  const std::string session = last_["status"].value("sessionId", "");
+  std::string session;
+  ASSERT_NO_FATAL_FAILURE(StartWithReadyWorker(session));
 
   ASSERT_NO_FATAL_FAILURE(
       ApplyYaml("task",
@@ -110,18 +116,8 @@ TEST_F(AgentTaskTest, ATaskRunsACommandInTheSandboxAndCollectsItsFile) {
 // usage exactly as the service records it (the emulator derives tokens from the text, so the sums
 // are exact), a subagent's turn and a retried attempt included.
 TEST_F(AgentTaskTest, ATasksUsageSumsItsAttemptsRootTurnsAsTheServiceRecordsThem) {
-  ASSERT_NO_FATAL_FAILURE(StartAll());
-  ASSERT_NO_FATAL_FAILURE(ApplyYaml(
-      "worker",
-      "apiVersion: sbx.dev/v1alpha1\nkind: AgentWorker\nmetadata:\n  name: fixer\n"
-      "spec:\n  sandbox:\n    inactivityTimeout: 1h\n    setup:\n"
-      "      - name: workspace\n        run: " +
-          json(std::string("mkdir -p ") + kWorkspace).dump() +
-          "\n  agent:\n    model: gpt-5-codex\n  workspaceDirectory: " + kWorkspace + "\n"));
-  ASSERT_TRUE(Wait("agentworker", "fixer", [](const json& w) {
-    return ConditionOf(w, "Ready").first == "True";
-  })) << last_.dump(2);
-  const std::string session = last_["status"].value("sessionId", "");
+  std::string session;
+  ASSERT_NO_FATAL_FAILURE(StartWithReadyWorker(session));
   const std::vector<std::pair<std::string, std::string>> tasks = {
       {"plain", "$ echo plain"},
       {"with-subagent", "look around\n!subagent\n$ echo sub"},
