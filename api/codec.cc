@@ -22,6 +22,7 @@
 #include "api/duration.h"
 #include "api/internal/tree.h"
 #include "api/kinds.h"
+#include "api/usage.h"
 
 namespace sbx::api {
 namespace {
@@ -566,6 +567,28 @@ struct Float {
   static Node Write(Value v) { return Node::Float(v); }
 };
 
+// A price, cost or budget (api/usage.h): a non-negative decimal with at most 6 places, as a
+// string ("1.25") or a number (2, 1.25); kept in micro-units, written as the shortest string.
+struct Decimal {
+  using Value = Micros;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    const Node& n = *f.node;
+    std::string text;
+    if (n.type == Node::Type::kScalar && n.scalar == Node::Scalar::kInt) {
+      text = std::to_string(n.int_value);
+    } else {
+      RETURN_IF_ERROR(ReadString(ctx, f, &text));
+    }
+    StatusOr<Micros> parsed = ParseDecimal(text);
+    if (!parsed.ok()) {
+      return Error(ctx, f, parsed.status().message());
+    }
+    *out = *parsed;
+    return OkStatus();
+  }
+  static Node Write(Value v) { return Node::String(FormatDecimal(v)); }
+};
+
 struct Bool {
   using Value = bool;
   static Status Read(const Ctx& ctx, const Field& f, Value* out) { return ReadBool(ctx, f, out); }
@@ -689,6 +712,11 @@ struct EnumNames<TaskPhase> {
       {"Submitted", TaskPhase::kSubmitted}, {"Running", TaskPhase::kRunning},
       {"Succeeded", TaskPhase::kSucceeded}, {"Failed", TaskPhase::kFailed},
       {"Cancelled", TaskPhase::kCancelled}, {"TimedOut", TaskPhase::kTimedOut}};
+};
+template <>
+struct EnumNames<BudgetPeriod> {
+  static constexpr std::pair<std::string_view, BudgetPeriod> kNames[] = {
+      {"Day", BudgetPeriod::kDay}, {"Month", BudgetPeriod::kMonth}};
 };
 template <>
 struct EnumNames<ConditionStatus> {
@@ -877,11 +905,34 @@ struct FieldsOf<WorkspaceLimits> : PlainMapping {
 };
 
 template <>
+struct FieldsOf<WorkspacePricing> : PlainMapping {
+  static constexpr FieldRow<WorkspacePricing> kRows[] = {
+      Row<&WorkspacePricing::compute_per_hour, Optional<Decimal>>("computePerHour"),
+      Row<&WorkspacePricing::input_tokens_per_million, Optional<Decimal>>("inputTokensPerMillion"),
+      Row<&WorkspacePricing::cached_input_tokens_per_million, Optional<Decimal>>(
+          "cachedInputTokensPerMillion"),
+      Row<&WorkspacePricing::output_tokens_per_million, Optional<Decimal>>(
+          "outputTokensPerMillion"),
+  };
+};
+
+template <>
+struct FieldsOf<WorkspaceBudget> : PlainMapping {
+  static constexpr FieldRow<WorkspaceBudget> kRows[] = {
+      Row<&WorkspaceBudget::period, Enum<BudgetPeriod>>("period", kAlways),
+      Row<&WorkspaceBudget::tokens, Optional<Int>>("tokens"),
+      Row<&WorkspaceBudget::cost, Optional<Decimal>>("cost"),
+  };
+};
+
+template <>
 struct FieldsOf<WorkspaceSpec> : PlainMapping {
   static constexpr FieldRow<WorkspaceSpec> kRows[] = {
       Row<&WorkspaceSpec::databricks, Struct<DatabricksConnection>>("databricks"),
       Row<&WorkspaceSpec::openai, Struct<OpenAiConnection>>("openai"),
       Row<&WorkspaceSpec::limits, Struct<WorkspaceLimits>>("limits"),
+      Row<&WorkspaceSpec::pricing, Optional<Struct<WorkspacePricing>>>("pricing"),
+      Row<&WorkspaceSpec::budget, Optional<Struct<WorkspaceBudget>>>("budget"),
   };
 };
 
@@ -898,10 +949,24 @@ struct FieldsOf<Condition> : PlainMapping {
 };
 
 template <>
+struct FieldsOf<WorkspaceUsage> : PlainMapping {
+  static constexpr FieldRow<WorkspaceUsage> kRows[] = {
+      Row<&WorkspaceUsage::period, Str>("period"),
+      Row<&WorkspaceUsage::input_tokens, Int>("inputTokens"),
+      Row<&WorkspaceUsage::cached_input_tokens, Int>("cachedInputTokens"),
+      Row<&WorkspaceUsage::output_tokens, Int>("outputTokens"),
+      Row<&WorkspaceUsage::reasoning_tokens, Int>("reasoningTokens"),
+      Row<&WorkspaceUsage::tasks, Int>("tasks"),
+      Row<&WorkspaceUsage::cost, Str>("cost"),
+  };
+};
+
+template <>
 struct FieldsOf<WorkspaceStatus> : PlainMapping {
   static constexpr FieldRow<WorkspaceStatus> kRows[] = {
       Row<&WorkspaceStatus::observed_generation, Int>("observedGeneration"),
       Row<&WorkspaceStatus::conditions, ListOf<Condition>>("conditions"),
+      Row<&WorkspaceStatus::usage, Struct<WorkspaceUsage>>("usage"),
   };
 };
 
@@ -1099,6 +1164,7 @@ struct FieldsOf<TaskUsageTotals> {
       Row<&TaskUsageTotals::cached_input_tokens, Int>("cachedInputTokens"),
       Row<&TaskUsageTotals::output_tokens, Int>("outputTokens"),
       Row<&TaskUsageTotals::reasoning_tokens, Int>("reasoningTokens"),
+      Row<&TaskUsageTotals::cost, Str>("cost"),
   };
 };
 

@@ -24,6 +24,9 @@ inline constexpr std::string_view kExecutorConnected = "ExecutorConnected";
 inline constexpr std::string_view kDatabricksReady = "DatabricksReady";
 inline constexpr std::string_view kOpenAiReady = "OpenAIReady";
 inline constexpr std::string_view kDeleting = "Deleting";
+// Workspace (DESIGN §8.2): a limit of spec.budget is reached in the current period (True, reason
+// BudgetExceeded); new tasks of the workspace are held until it is not (False, WithinBudget).
+inline constexpr std::string_view kBudgetExceeded = "BudgetExceeded";
 // AgentTask: the input was POSTed (True) or is waiting (False: queued, worker not ready); the
 // task reached its outcome (True, reason = the final phase) or not yet (False).
 inline constexpr std::string_view kSubmitted = "Submitted";
@@ -129,6 +132,10 @@ inline constexpr std::string_view kPoolNotFound = "PoolNotFound";      // poolRe
 inline constexpr std::string_view kWaitingForReplica = "WaitingForReplica";  // no idle replica
 // An attempt failed and a retry is left: Queued until status.nextAttemptAt (DESIGN §8.1).
 inline constexpr std::string_view kRetrying = "Retrying";
+// Its workspace's budget is used up for the period (also the Workspace's BudgetExceeded
+// condition's reason, and its event); the task starts when the period rolls over or the budget
+// is raised. Not demand for a pool.
+inline constexpr std::string_view kBudgetExceeded = "BudgetExceeded";
 // … what it is doing (Submitted=True, Completed=False) …
 inline constexpr std::string_view kSubmittedReason = "Submitted";
 inline constexpr std::string_view kTurnRunning = "TurnRunning";
@@ -154,6 +161,7 @@ inline constexpr std::string_view kDeletingReplicas = "DeletingReplicas";
 inline constexpr std::string_view kUnreachable = "Unreachable";
 inline constexpr std::string_view kNothingToCheck = "NothingToCheck";
 inline constexpr std::string_view kInUse = "InUse";
+inline constexpr std::string_view kWithinBudget = "WithinBudget";  // BudgetExceeded=False
 
 // GitSource: the commit was applied; or why not (nothing was applied then).
 inline constexpr std::string_view kApplied = "Applied";

@@ -116,16 +116,58 @@ struct WorkspaceLimits {
   friend bool operator==(const WorkspaceLimits&, const WorkspaceLimits&) = default;
 };
 
+// A non-negative decimal amount in millionths ("micro-units"): prices and costs are kept as
+// integers so that sums never drift (DESIGN §8.2). Written as a decimal string (api/usage.h).
+using Micros = int64_t;
+
+// Workspace.spec.pricing (DESIGN §8.2): currency-less prices; unset ones count 0, except a
+// missing cached-input price, which is the input price.
+struct WorkspacePricing {
+  std::optional<Micros> compute_per_hour;                 // "computePerHour"
+  std::optional<Micros> input_tokens_per_million;         // "inputTokensPerMillion"
+  std::optional<Micros> cached_input_tokens_per_million;  // "cachedInputTokensPerMillion"
+  std::optional<Micros> output_tokens_per_million;        // "outputTokensPerMillion"
+  friend bool operator==(const WorkspacePricing&, const WorkspacePricing&) = default;
+};
+
+enum class BudgetPeriod { kDay, kMonth };  // UTC
+
+// Workspace.spec.budget (DESIGN §8.2): any subset of the limits, per UTC period. When one is
+// reached, new tasks of the workspace stay Queued (reason BudgetExceeded); running turns finish.
+struct WorkspaceBudget {
+  BudgetPeriod period = BudgetPeriod::kMonth;
+  std::optional<int64_t> tokens;  // input + output tokens
+  std::optional<Micros> cost;     // needs spec.pricing
+  friend bool operator==(const WorkspaceBudget&, const WorkspaceBudget&) = default;
+};
+
 struct WorkspaceSpec {
   DatabricksConnection databricks;
   OpenAiConnection openai;
   WorkspaceLimits limits;
+  std::optional<WorkspacePricing> pricing;
+  std::optional<WorkspaceBudget> budget;
   friend bool operator==(const WorkspaceSpec&, const WorkspaceSpec&) = default;
+};
+
+// Workspace.status.usage: what the workspace's tasks consumed in the current budget period (the
+// budget's, else the UTC month), from the usage ledger (Store::SumUsage), which keeps each
+// attempt's usage after its task is deleted.
+struct WorkspaceUsage {
+  std::string period;               // "2026-12" (Month) or "2026-12-04" (Day)
+  int64_t input_tokens = 0;         // "inputTokens"
+  int64_t cached_input_tokens = 0;  // "cachedInputTokens"
+  int64_t output_tokens = 0;        // "outputTokens"
+  int64_t reasoning_tokens = 0;     // "reasoningTokens"
+  int64_t tasks = 0;                // tasks that finished in the period
+  std::string cost;                 // "0.001250"; "" without spec.pricing
+  friend bool operator==(const WorkspaceUsage&, const WorkspaceUsage&) = default;
 };
 
 struct WorkspaceStatus {
   int64_t observed_generation = 0;
-  std::vector<Condition> conditions;
+  std::vector<Condition> conditions;  // DatabricksReady, OpenAIReady, Ready, BudgetExceeded
+  WorkspaceUsage usage;
   friend bool operator==(const WorkspaceStatus&, const WorkspaceStatus&) = default;
 };
 
@@ -377,6 +419,8 @@ struct TaskUsageTotals {
   int64_t cached_input_tokens = 0;  // "cachedInputTokens"
   int64_t output_tokens = 0;        // "outputTokens"
   int64_t reasoning_tokens = 0;     // "reasoningTokens"
+  // At the workspace's prices when the attempt ended (6 places); "" without spec.pricing.
+  std::string cost;
   friend bool operator==(const TaskUsageTotals&, const TaskUsageTotals&) = default;
 };
 

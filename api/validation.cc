@@ -198,6 +198,14 @@ Status ValidateWorkspace(const WorkspaceSpec& s, const ValidationOptions& o) {
   if (s.limits.max_sandboxes < 0) {
     return Invalid("spec.limits.maxSandboxes", "must not be negative (0 = no limit of ours)");
   }
+  if (s.budget) {
+    if (s.budget->tokens && *s.budget->tokens < 0) {
+      return Invalid("spec.budget.tokens", "must not be negative");
+    }
+    if (s.budget->cost && !s.pricing) {
+      return Invalid("spec.budget.cost", "a cost budget needs spec.pricing to compute the cost");
+    }
+  }
   return OkStatus();
 }
 

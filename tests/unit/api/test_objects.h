@@ -58,6 +58,8 @@ inline Object FullWorkspace() {
                   {"CLIENT_SECRET", ""}};
   s.openai = {"https://api.openai.com/v1", {"OPENAI_API_KEY", ""}};
   s.limits = {2.5, 40};
+  s.pricing = WorkspacePricing{500'000, 1'250'000, 125'000, 10'000'000};
+  s.budget = WorkspaceBudget{BudgetPeriod::kDay, 1'000'000, 50'000'000};
   o.workspace_status().observed_generation = 1;
   o.workspace_status().conditions = {{"Ready", ConditionStatus::kTrue, "Ok", "", "t", 1}};
   return o;
