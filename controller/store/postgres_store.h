@@ -51,6 +51,8 @@ struct ObjectRow;
 template <typename Db>
 class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
 template <typename Db>
+class UsageLedger;  // the usage ledger's SQL; internal/usage_ledger.h
+template <typename Db>
 class ObjectWrites;  // what the object writes do to the rows; internal/object_writes.h
 }  // namespace store_internal
 
@@ -130,6 +132,10 @@ class PostgresStore final : public Store {
                      const Artifact& artifact) override;
   StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& task_uid) override;
   StatusOr<Artifact> GetArtifact(const std::string& task_uid, const std::string& path) override;
+  Status RecordUsage(const UsageRecord& record) override;
+  StatusOr<api::UsageSum> SumUsage(const std::string& workspace, int64_t from_ms,
+                                   int64_t to_ms) override;
+  StatusOr<std::vector<UsageTotal>> UsageTotals() override;
 
   // postgres_store_copy.cc. ExportTo reads in one REPEATABLE READ, READ ONLY transaction (one
   // snapshot); ImportFrom writes in one transaction holding the revision row's lock.
@@ -150,6 +156,8 @@ class PostgresStore final : public Store {
   // What store_internal::StoreCopier uses: the rows of Query, its placeholders ($1, $2, …).
   template <typename Db>
   friend class store_internal::StoreCopier;
+  template <typename Db>
+  friend class store_internal::UsageLedger;
   template <typename Db>
   friend class store_internal::ObjectWrites;
   using CopyRow = store_internal::PgRow;

@@ -13,6 +13,7 @@
 #include "controller/store/internal/postgres_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/store_rows.h"
+#include "controller/store/internal/usage_ledger.h"
 #include "controller/store/postgres_store.h"
 
 namespace sbx::controller {
@@ -416,6 +417,25 @@ StatusOr<Store::Artifact> PostgresStore::GetArtifact(const std::string& task_uid
     return api::NotFoundError("no artifact " + path + " for task uid " + task_uid);
   }
   return Artifact{r.Text(0, 0), r.Int(0, 1), r.Text(0, 2), r.Bytes(0, 3)};
+}
+
+// ---- usage ledger -----------------------------------------------------------------------------
+
+Status PostgresStore::RecordUsage(const UsageRecord& record) {
+  std::lock_guard lock(mu_);
+  return store_internal::UsageLedger<PostgresStore>::Insert(
+      *this, record, " ON CONFLICT (task_uid, attempt) DO NOTHING");
+}
+
+StatusOr<api::UsageSum> PostgresStore::SumUsage(const std::string& workspace, int64_t from_ms,
+                                                int64_t to_ms) {
+  std::lock_guard lock(mu_);
+  return store_internal::UsageLedger<PostgresStore>::Sum(*this, workspace, from_ms, to_ms);
+}
+
+StatusOr<std::vector<Store::UsageTotal>> PostgresStore::UsageTotals() {
+  std::lock_guard lock(mu_);
+  return store_internal::UsageLedger<PostgresStore>::Totals(*this);
 }
 
 }  // namespace sbx::controller

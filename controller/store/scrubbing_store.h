@@ -105,6 +105,12 @@ class ScrubbingStore final : public Store {
   StatusOr<Artifact> GetArtifact(const std::string& task_uid, const std::string& path) override {
     return store_.GetArtifact(task_uid, path);
   }
+  Status RecordUsage(const UsageRecord& record) override { return store_.RecordUsage(record); }
+  StatusOr<api::UsageSum> SumUsage(const std::string& workspace, int64_t from_ms,
+                                   int64_t to_ms) override {
+    return store_.SumUsage(workspace, from_ms, to_ms);
+  }
+  StatusOr<std::vector<UsageTotal>> UsageTotals() override { return store_.UsageTotals(); }
 
  private:
   Store& store_;

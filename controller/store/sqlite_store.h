@@ -57,6 +57,8 @@ struct ObjectRow;  // one row of the objects table; internal/object_row.h
 template <typename Db>
 class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
 template <typename Db>
+class UsageLedger;  // the usage ledger's SQL; internal/usage_ledger.h
+template <typename Db>
 class ObjectWrites;  // what the object writes do to the rows; internal/object_writes.h
 }  // namespace store_internal
 
@@ -159,6 +161,10 @@ class SqliteStore final : public Store {
                      const Artifact& artifact) override;
   StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& task_uid) override;
   StatusOr<Artifact> GetArtifact(const std::string& task_uid, const std::string& path) override;
+  Status RecordUsage(const UsageRecord& record) override;
+  StatusOr<api::UsageSum> SumUsage(const std::string& workspace, int64_t from_ms,
+                                   int64_t to_ms) override;
+  StatusOr<std::vector<UsageTotal>> UsageTotals() override;
 
   // sqlite_store_copy.cc. ExportTo reads in one deferred read transaction (a WAL snapshot);
   // ImportFrom writes in one BEGIN IMMEDIATE transaction.
@@ -172,6 +178,8 @@ class SqliteStore final : public Store {
   // What store_internal::StoreCopier uses: the rows of Query, its placeholders (?1, ?2, …).
   template <typename Db>
   friend class store_internal::StoreCopier;
+  template <typename Db>
+  friend class store_internal::UsageLedger;
   template <typename Db>
   friend class store_internal::ObjectWrites;
   using CopyRow = Stmt;

@@ -10,6 +10,7 @@
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
 #include "controller/store/internal/store_rows.h"
+#include "controller/store/internal/usage_ledger.h"
 #include "controller/store/sqlite_store.h"
 
 namespace sbx::controller {
@@ -221,6 +222,28 @@ StatusOr<Store::Artifact> SqliteStore::GetArtifact(const std::string& task_uid,
     return api::NotFoundError("no artifact " + path + " for task uid " + task_uid);
   }
   return Artifact{stmt.Text(0), stmt.Int(1), stmt.Text(2), stmt.Text(3)};
+}
+
+// ---- usage ledger -----------------------------------------------------------------------------
+
+Status SqliteStore::RecordUsage(const UsageRecord& record) {
+  std::lock_guard lock(mu_);
+  Txn txn(*this);
+  RETURN_IF_ERROR(txn.Begin());
+  RETURN_IF_ERROR(store_internal::UsageLedger<SqliteStore>::Insert(
+      *this, record, " ON CONFLICT (task_uid, attempt) DO NOTHING"));
+  return txn.Commit();
+}
+
+StatusOr<api::UsageSum> SqliteStore::SumUsage(const std::string& workspace, int64_t from_ms,
+                                              int64_t to_ms) {
+  std::lock_guard lock(mu_);
+  return store_internal::UsageLedger<SqliteStore>::Sum(*this, workspace, from_ms, to_ms);
+}
+
+StatusOr<std::vector<Store::UsageTotal>> SqliteStore::UsageTotals() {
+  std::lock_guard lock(mu_);
+  return store_internal::UsageLedger<SqliteStore>::Totals(*this);
 }
 
 }  // namespace sbx::controller

@@ -22,6 +22,7 @@
 
 #include "api/resources.h"
 #include "api/status.h"
+#include "api/usage.h"
 
 namespace sbx::controller {
 
@@ -272,12 +273,57 @@ class Store {
   // One artifact with its content; kNotFound if absent.
   virtual StatusOr<Artifact> GetArtifact(const std::string& task_uid, const std::string& path) = 0;
 
+  // ---- usage ledger (DESIGN §8.2) ------------------------------------------------------------
+  // What each attempt of an AgentTask consumed, one record per (task uid, attempt), kept when
+  // the task is deleted (a deleted task still spent its budget). Bumps no revision. Only the SQL
+  // stores implement these; others answer kUnimplemented.
+
+  struct UsageRecord {
+    std::string workspace;  // "<namespace>/<workspaceRef>" (WorkspaceOf)
+    std::string task_uid;
+    int64_t attempt = 0;         // 1, 2, …
+    ObjectKey task;              // for the operator; the uid is the key
+    int64_t finished_at_ms = 0;  // the attempt's end, Unix milliseconds (the period it counts in)
+    int64_t input_tokens = 0;
+    int64_t cached_input_tokens = 0;
+    int64_t output_tokens = 0;
+    int64_t reasoning_tokens = 0;
+    int64_t compute_millis = 0;
+    bool task_finished = false;  // the attempt ended the task (counted in UsageSum::tasks)
+    std::string phase;           // how the attempt ended: "Succeeded", "Failed", …
+  };
+  // Records one attempt's usage, once: a second record with the same (task_uid, attempt) is
+  // ignored (the first stays), so a pass retried after a crash or a conflict never counts
+  // twice.
+  virtual Status RecordUsage(const UsageRecord& record) {
+    (void)record;
+    return api::UnimplementedError("this store keeps no usage ledger");
+  }
+  // The sum of `workspace`'s records that finished in [from_ms, to_ms).
+  virtual StatusOr<api::UsageSum> SumUsage(const std::string& workspace, int64_t from_ms,
+                                           int64_t to_ms) {
+    (void)workspace;
+    (void)from_ms;
+    (void)to_ms;
+    return api::UnimplementedError("this store keeps no usage ledger");
+  }
+  // Every record ever kept, summed by workspace and phase (`tasks` counts the records that ended
+  // their task), by workspace then phase: the metrics' counters, which only grow.
+  struct UsageTotal {
+    std::string workspace;
+    std::string phase;
+    api::UsageSum sum;
+  };
+  virtual StatusOr<std::vector<UsageTotal>> UsageTotals() {
+    return api::UnimplementedError("this store keeps no usage ledger");
+  }
+
   // ---- copying a whole store (sbxctl migrate; store_copy.h) ---------------------------------
   // Only the SQL stores implement these; others answer kUnimplemented.
 
   // Hands `sink` the current revision, then every object as stored (uid, resourceVersion, … and
-  // its applyset), inventory record, event, task log and artifact, all read in ONE read
-  // transaction: a consistent snapshot. Leases and the change log are not exported. Writes
+  // its applyset), inventory record, event, task log, artifact and usage record, all read in ONE
+  // read transaction: a consistent snapshot. Leases and the change log are not exported. Writes
   // nothing. The first error of `sink` stops the export and is returned.
   virtual Status ExportTo(StoreSink& sink) {
     (void)sink;

@@ -67,6 +67,11 @@ class CountingSink final : public StoreSink {
     RETURN_IF_ERROR(CheckImportedKey(task, "the task of an artifact"));
     return next_ != nullptr ? next_->PutArtifact(task, task_uid, artifact) : OkStatus();
   }
+  Status PutUsage(const Store::UsageRecord& record) override {
+    ++counts_.usage_records;
+    RETURN_IF_ERROR(CheckImportedKey(record.task, "the task of a usage record"));
+    return next_ != nullptr ? next_->PutUsage(record) : OkStatus();
+  }
 
  private:
   StoreSink* next_;
@@ -81,7 +86,9 @@ std::string FormatCopyCounts(const CopyCounts& c) {
          Counted(c.events, "event", "events") + ", " +
          Counted(c.task_logs, "task log", "task logs") + " (" +
          Counted(c.task_log_lines, "line", "lines") + "), " +
-         Counted(c.artifacts, "artifact", "artifacts");
+         Counted(c.artifacts, "artifact", "artifacts") +
+         (c.usage_records > 0 ? ", " + Counted(c.usage_records, "usage record", "usage records")
+                              : "");
 }
 
 Status CheckSourceLease(Store& from, const CopyOptions& options, const Clock& clock) {
@@ -150,6 +157,9 @@ Status CheckEmptyForImport(std::string_view database, const CopyCounts& held) {
   }
   if (held.artifacts > 0) {
     what.push_back(Counted(held.artifacts, "artifact", "artifacts"));
+  }
+  if (held.usage_records > 0) {
+    what.push_back(Counted(held.usage_records, "usage record", "usage records"));
   }
   if (what.empty()) {
     return OkStatus();

@@ -44,8 +44,8 @@ struct StoredTaskLog {
 };
 
 // Receives a store's records. Store::ExportTo calls Revision once, first; then the objects, the
-// inventory, the events (oldest first), the task logs and the artifacts (one at a time, with
-// their content). Any error stops the export and is returned by ExportTo.
+// inventory, the events (oldest first), the task logs, the usage records and the artifacts (one
+// at a time, with their content). Any error stops the export and is returned by ExportTo.
 class StoreSink {
  public:
   virtual ~StoreSink() = default;
@@ -56,6 +56,7 @@ class StoreSink {
   virtual Status PutTaskLog(const StoredTaskLog& log) = 0;
   virtual Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
                              const Store::Artifact& artifact) = 0;
+  virtual Status PutUsage(const Store::UsageRecord& record) = 0;
 };
 
 // What a copy copied.
@@ -66,10 +67,12 @@ struct CopyCounts {
   int64_t task_logs = 0;
   int64_t task_log_lines = 0;
   int64_t artifacts = 0;
+  int64_t usage_records = 0;
   int64_t revision = 0;  // the source's revision
 };
 
-// "120 objects, 80 inventory records, 340 events, 12 task logs (4,100 lines), 3 artifacts".
+// "120 objects, 80 inventory records, 340 events, 12 task logs (4,100 lines), 3 artifacts" and,
+// when there are some, ", 50 usage records".
 std::string FormatCopyCounts(const CopyCounts& counts);
 
 struct CopyOptions {

@@ -11,6 +11,7 @@
 //   ReadRevision(), WriteRevision(revision)
 //   InsertRow, InsertInventory, InsertEvent, InsertTaskLogHead, InsertTaskLogEntry,
 //   InsertArtifact                         the normal paths' INSERTs, without their upserts
+//   UsageLedger<Db>                        the usage ledger's rows (usage_ledger.h)
 //
 // Thread-safety: as the store's methods that call it. Module-private to controller/store.
 #pragma once
@@ -23,6 +24,7 @@
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/store_rows.h"
+#include "controller/store/internal/usage_ledger.h"
 #include "controller/store/store_copy.h"
 
 namespace sbx::controller::store_internal {
@@ -77,6 +79,8 @@ class StoreCopier {
                                    }));
           return sink.PutTaskLog(log);
         }));
+    RETURN_IF_ERROR(UsageLedger<Db>::ForEach(
+        db, database, [&](const Store::UsageRecord& r) { return sink.PutUsage(r); }));
     // The keys first, then one artifact's content at a time: a task may have 16 MiB of
     // artifacts, and libpq holds a whole result in memory.
     return db.Query(
@@ -114,7 +118,8 @@ class StoreCopier {
           std::pair{"inventory", &CopyCounts::inventory}, std::pair{"events", &CopyCounts::events},
           std::pair{"task_log_heads", &CopyCounts::task_logs},
           std::pair{"task_log", &CopyCounts::task_log_lines},
-          std::pair{"artifacts", &CopyCounts::artifacts}}) {
+          std::pair{"artifacts", &CopyCounts::artifacts},
+          std::pair{"usage_records", &CopyCounts::usage_records}}) {
       // Not a structured binding: a lambda may not capture one (C++20 as clang-tidy reads it).
       int64_t CopyCounts::*field = counted.second;
       RETURN_IF_ERROR(db.Query(std::string("SELECT count(*) FROM ") + counted.first, {},
@@ -164,6 +169,9 @@ class StoreCopier {
                        const Store::Artifact& artifact) override {
       RETURN_IF_ERROR(CheckImportedArtifact(task, artifact));
       return db_.InsertArtifact(task, task_uid, artifact);
+    }
+    Status PutUsage(const Store::UsageRecord& record) override {
+      return UsageLedger<Db>::Insert(db_, record, "");
     }
 
    private:

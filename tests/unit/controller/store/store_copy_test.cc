@@ -174,6 +174,13 @@ class StoreCopyTest : public ::testing::TestWithParam<Pair> {
     const std::string binary("\x00\x01\xfe\xff", 4);
     ASSERT_TRUE(from_->PutArtifact(t_key, task_uid_, {"out/report.txt", 5, "x", "hello"}).ok());
     ASSERT_TRUE(from_->PutArtifact(t_key, task_uid_, {"out/blob.bin", 4, "y", binary}).ok());
+    // Two attempts of one task in the usage ledger (DESIGN §8.2), the second its last.
+    Store::UsageRecord usage{"default/ws", task_uid_, 1, t_key, 1'000, 100, 40, 50, 10, 0, false};
+    ASSERT_TRUE(from_->RecordUsage(usage).ok());
+    usage.attempt = 2;
+    usage.finished_at_ms = 2'000;
+    usage.task_finished = true;
+    ASSERT_TRUE(from_->RecordUsage(usage).ok());
 
     // An sbxd that ran on the source and has since stopped: its lease is expired.
     ASSERT_TRUE(from_->TryAcquireLease("sbxd", "host-1/pid-7", std::chrono::seconds(10)).ok());
@@ -255,6 +262,14 @@ class StoreCopyTest : public ::testing::TestWithParam<Pair> {
       }
     }
 
+    auto f_usage = from_->SumUsage("default/ws", 0, 10'000);
+    auto t_usage = to_->SumUsage("default/ws", 0, 10'000);
+    ASSERT_TRUE(f_usage.ok() && t_usage.ok());
+    EXPECT_EQ(*f_usage, (api::UsageSum{200, 80, 100, 20, 0, 1}));
+    EXPECT_EQ(*f_usage, *t_usage);
+    // The period bound: only the first attempt ended before 1.5 s.
+    EXPECT_EQ(*to_->SumUsage("default/ws", 0, 1'500), (api::UsageSum{100, 40, 50, 10, 0, 0}));
+
     auto f_artifacts = from_->ListArtifacts(task_uid_);
     auto t_artifacts = to_->ListArtifacts(task_uid_);
     ASSERT_TRUE(f_artifacts.ok() && t_artifacts.ok());
@@ -293,7 +308,7 @@ TEST_P(StoreCopyTest, CopiesEverythingWithItsIdentity) {
   EXPECT_EQ(counts->artifacts, 2);
   EXPECT_EQ(FormatCopyCounts(*counts), "6 objects, 4 inventory records, 2 events, 2 task logs (" +
                                            std::to_string(counts->task_log_lines) +
-                                           " lines), 2 artifacts");
+                                           " lines), 2 artifacts, 2 usage records");
   ExpectSameStores();
   // Leases stay behind: the new store has no controller yet.
   auto lease = to_->GetLease("sbxd");
@@ -405,6 +420,7 @@ TEST_P(StoreCopyTest, AFailureMidImportLeavesTheDestinationEmpty) {
     Status PutInventory(const Store::InventoryRecord& r) override { return next_.PutInventory(r); }
     Status PutEvent(const Store::Event& e) override { return next_.PutEvent(e); }
     Status PutTaskLog(const StoredTaskLog& l) override { return next_.PutTaskLog(l); }
+    Status PutUsage(const Store::UsageRecord& r) override { return next_.PutUsage(r); }
     Status PutArtifact(const ObjectKey&, const std::string&, const Store::Artifact&) override {
       return api::UnavailableError("source went away");
     }

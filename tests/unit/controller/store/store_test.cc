@@ -567,6 +567,43 @@ TEST_P(StoreTest, InventoryKeepsAbandonedRecords) {
   EXPECT_EQ((*got)->owner.kind, api::Kind::kAgentWorker);
 }
 
+// The usage ledger (DESIGN §8.2): one record per (task uid, attempt), first write wins, summed
+// per workspace over a period, kept when the task is deleted, and no revision bump.
+TEST_P(StoreTest, UsageRecordsAreKeptOncePerAttemptAndSummedPerWorkspaceAndPeriod) {
+  Object task = api::MakeObject(Kind::kAgentTask, "t");
+  task.agent_task_spec().worker_ref = "w";
+  task.agent_task_spec().input = "hi";
+  MustApply({task});
+  const std::string uid = MustGet(api::KeyOf(task)).metadata.uid;
+  const int64_t revision = Revision();
+  Store::UsageRecord first{"default/ws", uid, 1, api::KeyOf(task), 1'000, 100, 40, 30, 5, 0, false};
+  ASSERT_TRUE(store_->RecordUsage(first).ok());
+  // The same attempt again (a pass retried after a conflict): ignored, the first stays.
+  Store::UsageRecord again = first;
+  again.input_tokens = 999;
+  ASSERT_TRUE(store_->RecordUsage(again).ok());
+  Store::UsageRecord last = first;
+  last.attempt = 2;
+  last.finished_at_ms = 5'000;
+  last.task_finished = true;
+  ASSERT_TRUE(store_->RecordUsage(last).ok());
+  Store::UsageRecord other = first;
+  other.workspace = "default/other";
+  other.task_uid = "uid-other";
+  ASSERT_TRUE(store_->RecordUsage(other).ok());
+  EXPECT_EQ(Revision(), revision);
+
+  auto both = store_->SumUsage("default/ws", 0, 10'000);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(*both, (api::UsageSum{200, 80, 60, 10, 0, 1}));
+  // [from, to): the second attempt ended at 5 s, outside [0, 5 s).
+  EXPECT_EQ(*store_->SumUsage("default/ws", 0, 5'000), (api::UsageSum{100, 40, 30, 5, 0, 0}));
+  EXPECT_EQ(*store_->SumUsage("default/none", 0, 10'000), api::UsageSum{});
+
+  ASSERT_TRUE(store_->Delete(api::KeyOf(task)).ok());
+  EXPECT_EQ(*store_->SumUsage("default/ws", 0, 10'000), *both);
+}
+
 TEST_P(StoreTest, InventoryCrud) {
   Store::InventoryRecord record;
   record.workspace = "default";
