@@ -104,7 +104,8 @@ void AgentTaskFields(std::ostream& out, const api::Object& o,
         "input " + std::to_string(usage.input_tokens) + " (cached " +
             std::to_string(usage.cached_input_tokens) + "), output " +
             std::to_string(usage.output_tokens) + " (reasoning " +
-            std::to_string(usage.reasoning_tokens) + ") tokens, all attempts",
+            std::to_string(usage.reasoning_tokens) + ") tokens, all attempts" +
+            (usage.cost.empty() ? "" : ", cost " + usage.cost),
         2);
   out << "  Artifacts:\n";
   if (s.artifacts.empty()) {
@@ -219,9 +220,21 @@ void StatusFields(std::ostream& out, const api::Object& o,
       Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
       break;
     }
-    case api::Kind::kWorkspace:
+    case api::Kind::kWorkspace: {
+      const api::WorkspaceUsage& u = o.workspace_status().usage;
       Field(out, "Observed Gen", std::to_string(o.workspace_status().observed_generation), 2);
+      if (!u.period.empty()) {
+        Field(out, "Usage",
+              u.period + ": " + std::to_string(u.tasks) + " task(s), input " +
+                  std::to_string(u.input_tokens) + " (cached " +
+                  std::to_string(u.cached_input_tokens) + "), output " +
+                  std::to_string(u.output_tokens) + " (reasoning " +
+                  std::to_string(u.reasoning_tokens) + ") tokens" +
+                  (u.cost.empty() ? "" : ", cost " + u.cost),
+              2);
+      }
       break;
+    }
     case api::Kind::kAgentTask:
       AgentTaskFields(out, o, now);
       break;

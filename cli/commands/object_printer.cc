@@ -289,13 +289,13 @@ std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_names
     case api::Kind::kAgentTask:
       h.insert(h.end(), {"PHASE", "WORKER", "AGE", "DURATION", "COMMANDS", "ATTEMPTS", "RESULT"});
       if (wide) {
-        h.insert(h.end(), {"QUEUE", "SESSION", "TURN", "TOKENS"});
+        h.insert(h.end(), {"QUEUE", "SESSION", "TURN", "TOKENS", "COST"});
       }
       break;
     case api::Kind::kWorkspace:
       h.insert(h.end(), {"READY", "HOST", "AGE"});
       if (wide) {
-        h.insert(h.end(), {"PROFILE", "REASON", "MESSAGE"});
+        h.insert(h.end(), {"PROFILE", "REASON", "MESSAGE", "PERIOD", "TOKENS", "COST", "BUDGET"});
       }
       break;
     case api::Kind::kGitSource:
@@ -362,7 +362,8 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
       if (wide) {
         r.insert(r.end(),
                  {status.queue_position > 0 ? std::to_string(status.queue_position) : "<none>",
-                  OrNone(status.session_id), OrNone(status.turn_id), TokensCell(status.usage)});
+                  OrNone(status.session_id), OrNone(status.turn_id), TokensCell(status.usage),
+                  OrNone(status.usage.cost)});
       }
       break;
     }
@@ -371,8 +372,15 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
       r.insert(r.end(),
                {ConditionCell(o, api::condition::kReady), OrNone(spec.databricks.host), age});
       if (wide) {
-        r.insert(r.end(),
-                 {OrNone(spec.databricks.profile), OrNone(ReadyReason(o)), ReadyMessage(o)});
+        const api::WorkspaceUsage& u = o.workspace_status().usage;
+        const api::Condition* budget =
+            api::FindCondition(o.conditions(), api::condition::kBudgetExceeded);
+        r.insert(r.end(), {OrNone(spec.databricks.profile), OrNone(ReadyReason(o)), ReadyMessage(o),
+                           OrNone(u.period), std::to_string(u.input_tokens + u.output_tokens),
+                           OrNone(u.cost),
+                           budget == nullptr                               ? "<none>"
+                           : budget->status == api::ConditionStatus::kTrue ? "Exceeded"
+                                                                           : "Within"});
       }
       break;
     }

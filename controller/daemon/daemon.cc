@@ -383,6 +383,7 @@ api::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
     }
     CollectGitSources(m, p.git_sources);
     CollectPacing(m, p.clouds);
+    CollectUsage(m, p.store);
   });
   if (!p.config.listen.empty()) {
     api::StatusOr<apiserver::TokenTable> tokens = apiserver::TokenTable::Load(p.config.tokens_file);

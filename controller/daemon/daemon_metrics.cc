@@ -1,6 +1,9 @@
 #include "controller/daemon/daemon_metrics.h"
 
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "controller/cloud/http_cloud_clients.h"
 #include "controller/engine/workspace_leases.h"
@@ -96,6 +99,43 @@ void CollectGitSources(Metrics& m, const GitSourceReconciler& git_sources) {
             "When each GitSource last applied its commit (seconds since the epoch)",
             {{"namespace", key.first}, {"name", key.second}})
         .Set(seconds);
+  }
+}
+
+void CollectUsage(Metrics& m, Store& store) {
+  api::StatusOr<std::vector<Store::UsageTotal>> totals = store.UsageTotals();
+  if (!totals.ok()) {
+    return;  // the families keep their last values; the store's trouble shows elsewhere
+  }
+  std::map<std::pair<std::string, std::string>, api::UsageSum> tokens;  // (namespace, workspace)
+  for (const Store::UsageTotal& t : *totals) {
+    const size_t slash = t.workspace.find('/');
+    const std::string ns = t.workspace.substr(0, slash);
+    const std::string name = slash == std::string::npos ? "" : t.workspace.substr(slash + 1);
+    if (t.sum.tasks > 0) {
+      m.counter("sbx_tasks_finished_total",
+                "AgentTasks that ran and ended, by workspace, namespace and final phase (the "
+                "usage ledger, shared by the replicas: aggregate with max)",
+                {{"workspace", name}, {"namespace", ns}, {"phase", t.phase}})
+          .RaiseTo(static_cast<double>(t.sum.tasks));
+    }
+    api::UsageSum& sum = tokens[{ns, name}];
+    sum.input_tokens += t.sum.input_tokens;
+    sum.cached_input_tokens += t.sum.cached_input_tokens;
+    sum.output_tokens += t.sum.output_tokens;
+    sum.reasoning_tokens += t.sum.reasoning_tokens;
+  }
+  for (const auto& [key, sum] : tokens) {
+    for (const auto& [type, n] :
+         {std::pair{"input", sum.input_tokens}, std::pair{"cached_input", sum.cached_input_tokens},
+          std::pair{"output", sum.output_tokens}, std::pair{"reasoning", sum.reasoning_tokens}}) {
+      m.counter("sbx_task_tokens_total",
+                "Tokens AgentTasks' root turns used, by workspace, namespace and type (input, "
+                "cached_input ⊂ input, output, reasoning ⊂ output; the usage ledger, shared by "
+                "the replicas: aggregate with max)",
+                {{"workspace", key.second}, {"namespace", key.first}, {"type", type}})
+          .RaiseTo(static_cast<double>(n));
+    }
   }
 }
 

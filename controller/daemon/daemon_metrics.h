@@ -13,6 +13,7 @@
 
 #include "controller/engine/manager.h"
 #include "controller/server/metrics.h"
+#include "controller/store/store.h"
 
 namespace sbx::controller {
 class AgentWorkerReconciler;
@@ -48,5 +49,8 @@ void CollectWebhooks(Metrics& m, const WebhookReceiver& receiver);
 void CollectGitSources(Metrics& m, const GitSourceReconciler& git_sources);
 // sbx_api_pacing_{,max_,class_}requests_per_second, sbx_api_pacing_cuts_total.
 void CollectPacing(Metrics& m, HttpCloudClients& clouds);
+// sbx_tasks_finished_total and sbx_task_tokens_total (DESIGN §8.2) from the store's usage
+// ledger, which only grows: every replica exports the same totals.
+void CollectUsage(Metrics& m, Store& store);
 
 }  // namespace sbx::controller::daemon

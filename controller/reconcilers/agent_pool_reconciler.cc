@@ -16,6 +16,8 @@
 #include "controller/reconcilers/pool_binding.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
 #include "controller/reconcilers/task_attempts.h"
+#include "controller/reconcilers/workspace_budget.h"
+#include "controller/reconcilers/workspace_of.h"
 
 namespace sbx::controller {
 namespace {
@@ -233,14 +235,33 @@ Status AgentPoolReconciler::Observe(Target& t, Pass& p) {
   if (dependencies_ != nullptr) {
     dependencies_->SetDependencies(t.key(), keys);
   }
+  // While the Workspace's budget is used up (DESIGN §8.2) its queued tasks are held, and no
+  // demand: no replica is made for them (the tasks' HoldForBudget reads the same ledger).
+  ASSIGN_OR_RETURN(const bool budget_held, BudgetHeld(t, p.now));
   for (const auto& [uid, task] : live) {
     // A task waiting out a retry delay is not demand yet (its wake-up enqueues the pool).
     if (task->agent_task_spec().pool_ref == t.object.metadata.name && !bound.contains(uid) &&
-        !AwaitingRetry(*task, p.now)) {
+        !AwaitingRetry(*task, p.now) && !budget_held) {
       ++p.queued;
     }
   }
   return api::OkStatus();
+}
+
+StatusOr<bool> AgentPoolReconciler::BudgetHeld(Target& t, Clock::WallTime now) {
+  ASSIGN_OR_RETURN(const std::optional<std::string> workspace_id, WorkspaceOf(store_, t.key()));
+  if (!workspace_id) {
+    return false;
+  }
+  ASSIGN_OR_RETURN(const std::optional<Object> workspace, FindWorkspace(store_, *workspace_id));
+  if (!workspace || !workspace->workspace_spec().budget) {
+    return false;
+  }
+  if (dependencies_ != nullptr) {
+    dependencies_->Track(t.key(), api::KeyOf(*workspace));  // a raise scales it at once
+  }
+  ASSIGN_OR_RETURN(const std::optional<std::string> reached, BudgetHold(store_, *workspace, now));
+  return reached.has_value();
 }
 
 Status AgentPoolReconciler::Scale(Target& t, Pass& p) {

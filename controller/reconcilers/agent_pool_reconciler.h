@@ -73,6 +73,9 @@ class AgentPoolReconciler final : public Reconciler {
   // Lists the replicas and the namespace's tasks; clears stale bindings, finishes claimed
   // deletions, counts the queue.
   api::Status Observe(Target& t, Pass& p);
+  // Whether the pool's Workspace's budget is used up at `now` (its queued tasks are then no
+  // demand, DESIGN §8.2); tracks the Workspace as a dependency.
+  api::StatusOr<bool> BudgetHeld(Target& t, Clock::WallTime now);
   // Retires free replicas of older templates, creates the missing ones, retires free ones idle
   // for scaleDownAfter above the demand.
   api::Status Scale(Target& t, Pass& p);

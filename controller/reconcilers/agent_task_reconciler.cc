@@ -14,6 +14,8 @@
 #include "controller/reconcilers/task_artifacts.h"
 #include "controller/reconcilers/task_attempts.h"
 #include "controller/reconcilers/task_usage.h"
+#include "controller/reconcilers/workspace_budget.h"
+#include "controller/reconcilers/workspace_of.h"
 
 namespace sbx::controller {
 namespace {
@@ -209,6 +211,16 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
   std::erase_if(tasks,
                 [](const Object& o) { return api::IsFinished(o.agent_task_status().phase); });
 
+  // Held by the budget first: before a pool task binds (a held task is no demand for the pool),
+  // and before a task counts as waiting behind others on its worker (which are held too). A
+  // workerSelector task's workspace is known once its worker is picked: checked below then.
+  ASSIGN_OR_RETURN(const std::optional<std::string> workspace, WorkspaceOf(store_, t.key()));
+  if (workspace) {
+    ASSIGN_OR_RETURN(std::optional<ReconcileResult> held, HoldForBudget(t, *workspace, now));
+    if (held) {
+      return *held;
+    }
+  }
   if (!t.spec().pool_ref.empty()) {
     ASSIGN_OR_RETURN(std::optional<ReconcileResult> waiting, BindToPool(t, tasks, now));
     if (waiting) {
@@ -269,6 +281,16 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
     return wait(reason::kWorkerNotFound, loaded.message());
   }
   RETURN_IF_ERROR(loaded);
+  if (!workspace) {
+    ASSIGN_OR_RETURN(std::optional<ReconcileResult> held,
+                     HoldForBudget(t,
+                                   WorkspaceId(t.object.metadata.namespace_,
+                                               api::PlannedSandbox(t.sandbox).workspace_ref),
+                                   now));
+    if (held) {
+      return *held;
+    }
+  }
   // Runnable? On an OnDemand sandbox (on_demand_power.h) the task wakes it and waits for the
   // executor; the hold keeps a stop from crossing the submission.
   TaskAdmission admission = AdmitTask(options_.power, t.worker, t.sandbox);
@@ -287,6 +309,69 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
     return wait(reason::kWaitingForWorker, admission.message);
   }
   return Submit(t);
+}
+
+StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::HoldForBudget(
+    Target& t, const std::string& workspace_id, Clock::WallTime now) {
+  ASSIGN_OR_RETURN(const std::optional<Object> workspace, FindWorkspace(store_, workspace_id));
+  if (!workspace) {
+    return std::optional<ReconcileResult>();
+  }
+  ASSIGN_OR_RETURN(const std::optional<std::string> reached, BudgetHold(store_, *workspace, now));
+  if (!reached) {
+    return std::optional<ReconcileResult>();
+  }
+  if (dependencies_ != nullptr) {
+    dependencies_->SetDependencies(t.key(), {api::KeyOf(*workspace)});  // a raise wakes it
+  }
+  t.status().queue_position = 0;
+  return std::optional(
+      Wait(t, reason::kBudgetExceeded,
+           "the budget of Workspace " + workspace->metadata.name + " is used up: " + *reached));
+}
+
+Status AgentTaskReconciler::RecordAttemptUsage(Target& t, int attempt, TaskPhase phase,
+                                               const api::TaskUsageTotals& used,
+                                               bool task_finished) {
+  std::optional<std::string> workspace_id;
+  if (!t.sandbox.metadata.name.empty()) {
+    workspace_id =
+        WorkspaceId(t.object.metadata.namespace_, api::PlannedSandbox(t.sandbox).workspace_ref);
+  } else {
+    ASSIGN_OR_RETURN(workspace_id, WorkspaceOf(store_, t.key()));
+  }
+  if (!workspace_id) {
+    return api::OkStatus();  // its worker and sandbox are gone: nothing to charge it to
+  }
+  Store::UsageRecord record;
+  record.workspace = *workspace_id;
+  record.task_uid = t.object.metadata.uid;
+  record.attempt = attempt;
+  record.task = t.key();
+  record.finished_at_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now().time_since_epoch())
+          .count();
+  record.input_tokens = used.input_tokens;
+  record.cached_input_tokens = used.cached_input_tokens;
+  record.output_tokens = used.output_tokens;
+  record.reasoning_tokens = used.reasoning_tokens;
+  record.task_finished = task_finished;
+  record.phase = std::string(api::TaskPhaseName(phase));
+  RETURN_IF_ERROR(store_.RecordUsage(record));
+  ASSIGN_OR_RETURN(const std::optional<Object> workspace, FindWorkspace(store_, *workspace_id));
+  if (!workspace) {
+    return api::OkStatus();
+  }
+  if (const auto& pricing = workspace->workspace_spec().pricing) {
+    const api::TaskUsageTotals& totals = t.status().usage;
+    t.status().usage.cost = api::FormatCost(
+        api::CostOf(*pricing, {totals.input_tokens, totals.cached_input_tokens,
+                               totals.output_tokens, totals.reasoning_tokens, 0, 0}));
+  }
+  if (options_.enqueuer != nullptr) {
+    options_.enqueuer->Enqueue(api::KeyOf(*workspace));  // its status.usage and budget
+  }
+  return api::OkStatus();
 }
 
 StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::BindToPool(
@@ -663,9 +748,14 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
                            FormatRfc3339(clock_.Now())});
     // In the same status write as the attempt's record: a pass that comes back here (a close
     // held up above) has not added it yet, and one after this write sees the attempt ended.
+    api::TaskUsageTotals used;
     if (attempt_usage) {
       AddUsage(st.usage, *attempt_usage);
+      AddUsage(used, *attempt_usage);
     }
+    // The ledger first (keyed by uid and attempt, so a pass that fails to store the status and
+    // comes back here records nothing twice).
+    RETURN_IF_ERROR(RecordAttemptUsage(t, attempt, phase, used, /*task_finished=*/!retry));
   }
   if (retry) {
     return Retry(t);

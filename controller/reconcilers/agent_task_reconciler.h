@@ -13,6 +13,11 @@
 //     the worker has its session but its executor is gone); a worker whose OnDemand sandbox
 //     sleeps keeps it Queued (WaitingForWake) and wakes it (on_demand_power.h). A cancel
 //     request (annotation sbx.dev/cancel-requested) before submission ends it Cancelled, no turn.
+//   Budget (DESIGN §8.2, workspace_budget.h) → before a pool task binds a replica, and before
+//     any other task is submitted: while its Workspace's spec.budget is reached for the period
+//     (the usage ledger, read then), the task stays Queued with reason BudgetExceeded, is no
+//     demand for its pool, and depends on the Workspace, so raising the budget starts it at
+//     once; the period rolling over starts it at the next look (queue_recheck).
 //   Submit (exactly once) → status phase=Submitted, submittedAt, idempotencyKey = uid, sessionId
 //     and previousTurnId (the session's newest root turn before ours) are WRITTEN to the store
 //     first, then the input is POSTed with Idempotency-Key = uid. A crash between the two, or a
@@ -52,7 +57,10 @@
 //     ≤ backoffLimit) the task starts afresh but for attempts: Queued, Submitted=False reason
 //     Retrying, nextAttemptAt (10 s doubling, ≥ a Retry-After), no collect; a pool replica is
 //     given back once that is stored. Attempt n ≥ 2 submits with Idempotency-Key <uid>-<n>. A
-//     worker or sandbox deleted mid-turn ends the attempt Failed (WorkerLost).
+//     worker or sandbox deleted mid-turn ends the attempt Failed (WorkerLost). The attempt's
+//     token usage goes to status.usage (with its cost at the Workspace's spec.pricing) and, first,
+//     to the store's usage ledger, keyed by (uid, attempt): a pass retried after a crash or a
+//     conflict never counts it twice, and deleting the task does not take it back.
 //   Finished → a pool task gives its replica back once its final status is stored; with
 //     ttlAfterFinished, the task is deleted that long after completedAt.
 //   Deleted while submitted/running → cancel, wait for the turn to end, then let it go.
@@ -141,6 +149,15 @@ class AgentTaskReconciler final : public Reconciler {
   api::StatusOr<std::optional<ReconcileResult>> BindToPool(Target& t,
                                                            const std::vector<api::Object>& tasks,
                                                            Clock::WallTime now);
+  // Queued with reason BudgetExceeded while the Workspace `workspace_id`'s budget is reached
+  // (nullopt: it may go on).
+  api::StatusOr<std::optional<ReconcileResult>> HoldForBudget(Target& t,
+                                                              const std::string& workspace_id,
+                                                              Clock::WallTime now);
+  // The attempt that just ended, which `used` that many tokens, into the usage ledger (once),
+  // and status.usage.cost at its Workspace's pricing; wakes the Workspace.
+  api::Status RecordAttemptUsage(Target& t, int attempt, api::TaskPhase phase,
+                                 const api::TaskUsageTotals& used, bool task_finished);
   // A pool task that is done with `replica` gives it back (after its status is stored).
   api::Status Unbind(Target& t, const std::string& replica);
   api::StatusOr<ReconcileResult> Submit(Target& t);

@@ -8,6 +8,7 @@
 #include "controller/base/classify_error.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
+#include "controller/reconcilers/workspace_budget.h"
 
 namespace sbx::controller {
 namespace {
@@ -72,18 +73,73 @@ WorkspaceReconciler::WorkspaceReconciler(Store& store, CloudClients& clouds, Clo
       clouds_(clouds),
       clock_(clock),
       dependencies_(dependencies),
-      options_(options) {}
+      options_(options),
+      events_(store, clock) {}
 
 StatusOr<ReconcileResult> WorkspaceReconciler::Reconcile(const api::ObjectKey& key,
                                                          std::stop_token stop) {
   ReconcileSteps<ReconcileTarget> steps;
   steps.finalizer = kWorkspaceInUseFinalizer;
   steps.converge = [this](ReconcileTarget& t) -> StatusOr<ReconcileResult> {
-    return ReconcileResult::RequeueAfter(Check(t.object, t.stop));
+    const Clock::WallTime now = clock_.Now();
+    const std::chrono::milliseconds check = CheckWhenDue(t.object, t.stop);
+    ASSIGN_OR_RETURN(const Clock::WallTime period_end, ReportUsage(t.object, now));
+    return ReconcileResult::RequeueAfter(
+        std::min(check, std::chrono::ceil<std::chrono::milliseconds>(period_end - now)));
   };
   steps.finalize = [this](ReconcileTarget& t) { return Finalize(t.object); };
   steps.dependencies = dependencies_;
   return RunReconcile(store_, key, stop, steps);
+}
+
+std::chrono::milliseconds WorkspaceReconciler::CheckWhenDue(Object& workspace,
+                                                            std::stop_token stop) {
+  const Clock::WallTime now = clock_.Now();
+  {
+    std::lock_guard lock(mu_);
+    auto it = checks_.find(workspace.metadata.uid);
+    if (it != checks_.end() && it->second.generation == workspace.metadata.generation &&
+        it->second.annotations == workspace.metadata.annotations && now < it->second.due) {
+      return std::chrono::ceil<std::chrono::milliseconds>(it->second.due - now);
+    }
+  }
+  const std::chrono::milliseconds next = Check(workspace, stop);
+  std::lock_guard lock(mu_);
+  checks_[workspace.metadata.uid] = {workspace.metadata.generation, workspace.metadata.annotations,
+                                     now + next};
+  return next;
+}
+
+StatusOr<Clock::WallTime> WorkspaceReconciler::ReportUsage(Object& workspace, Clock::WallTime now) {
+  ASSIGN_OR_RETURN(const PeriodUsage usage, UsageOfPeriod(store_, workspace, now));
+  const api::WorkspaceSpec& spec = workspace.workspace_spec();
+  workspace.workspace_status().usage = UsageStatus(spec, usage);
+  std::vector<api::Condition>& conditions = workspace.conditions();
+  if (!spec.budget) {
+    std::erase_if(conditions,
+                  [](const api::Condition& c) { return c.type == condition::kBudgetExceeded; });
+    return usage.period.end;
+  }
+  const api::Condition* before = api::FindCondition(conditions, condition::kBudgetExceeded);
+  const bool was_exceeded = before != nullptr && before->status == ConditionStatus::kTrue;
+  const std::optional<std::string> reached =
+      api::BudgetReached(*spec.budget, spec.pricing, usage.used, usage.period);
+  if (reached) {
+    const std::string message = *reached +
+                                "; new tasks wait until the period rolls over or "
+                                "the budget is raised";
+    reconcilers_internal::SetCondition(workspace, condition::kBudgetExceeded,
+                                       ConditionStatus::kTrue, reason::kBudgetExceeded, message,
+                                       clock_);
+    if (!was_exceeded) {
+      events_.Warning(api::KeyOf(workspace), std::string(reason::kBudgetExceeded), message);
+    }
+  } else {
+    reconcilers_internal::SetCondition(workspace, condition::kBudgetExceeded,
+                                       ConditionStatus::kFalse, reason::kWithinBudget,
+                                       "within budget for " + usage.period.name, clock_);
+  }
+  return usage.period.end;
 }
 
 std::chrono::milliseconds WorkspaceReconciler::Check(Object& workspace, std::stop_token stop) {
@@ -197,6 +253,8 @@ StatusOr<std::optional<ReconcileResult>> WorkspaceReconciler::Finalize(Object& w
     dependencies_->SetDependencies(api::KeyOf(workspace), users);
   }
   if (users.empty()) {
+    std::lock_guard lock(mu_);
+    checks_.erase(workspace.metadata.uid);
     return std::optional<ReconcileResult>();  // nobody uses it: the finalizer comes off
   }
   std::string names;

@@ -3,8 +3,10 @@
 // Workspace; issue #12 item 10).
 //
 // Readiness is information only: it gates nothing (Sandboxes and AgentWorkers report their own
-// errors). On every reconcile — at once after a spec change, then every `check_interval` — each
-// section the Workspace sets is checked with its cheapest authenticated call:
+// errors). At once after a change of spec or annotations (and after a restart), then every
+// `check_interval` — not on every reconcile: an AgentTask's end reconciles its Workspace for the
+// usage below, and that costs no cloud call — each section the Workspace sets is checked with its
+// cheapest authenticated call:
 //   spec.databricks → one LIST page of size 1             → condition DatabricksReady,
 //   spec.openai     → GET /agents/sessions?limit=1        → condition OpenAIReady.
 // A section left unset (every field empty: its objects use the controller's own credentials) is
@@ -16,6 +18,13 @@
 //   any other transient answer (429, 500, …) → status Unknown with ClassifyError's reason: an
 //   error while observing is not evidence either way. Such a side is looked at again after
 //   `retry_interval` instead of `check_interval`.
+//
+// Usage and budget (DESIGN §8.2, workspace_budget.h), on every reconcile: status.usage is the
+// current period's sum of the usage ledger (tokens, finished tasks, cost at spec.pricing); with
+// spec.budget, the condition BudgetExceeded is True (reason BudgetExceeded, naming the limit) while
+// a limit is reached — with a Warning event BudgetExceeded when it turns True — and False (reason
+// WithinBudget) otherwise; without a budget there is no such condition. The Workspace is looked
+// at again when the period rolls over, at the latest.
 //
 // Deletion: the finalizer kWorkspaceInUseFinalizer holds a Workspace that is being deleted while
 // any object in its namespace still uses it — a Sandbox with workspaceRef = it (the ones
@@ -31,6 +40,8 @@
 #pragma once
 
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string_view>
@@ -40,6 +51,7 @@
 #include "controller/base/clock.h"
 #include "controller/cloud/cloud_clients.h"
 #include "controller/engine/dependency_index.h"
+#include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
 #include "controller/store/store.h"
 
@@ -70,8 +82,13 @@ class WorkspaceReconciler final : public Reconciler {
                                            std::stop_token stop) override;
 
  private:
+  // Check, unless the last check of this spec and these annotations is not due yet; returns
+  // when to check again.
+  std::chrono::milliseconds CheckWhenDue(api::Object& workspace, std::stop_token stop);
   // Sets DatabricksReady / OpenAIReady and Ready; returns when to look again.
   std::chrono::milliseconds Check(api::Object& workspace, std::stop_token stop);
+  // status.usage and BudgetExceeded; returns the end of the period.
+  api::StatusOr<Clock::WallTime> ReportUsage(api::Object& workspace, Clock::WallTime now);
   // nullopt once no object uses the workspace any more.
   api::StatusOr<std::optional<ReconcileResult>> Finalize(api::Object& workspace);
   // The objects in the Workspace's namespace that use it, sorted.
@@ -82,6 +99,17 @@ class WorkspaceReconciler final : public Reconciler {
   Clock& clock_;
   DependencyIndex* dependencies_;
   const WorkspaceReconcilerOptions options_;
+  EventRecorder events_;
+
+  // The last credentials check of each Workspace (by uid): what it checked and when the next is
+  // due. In memory: a restarted sbxd checks every Workspace once.
+  struct LastCheck {
+    int64_t generation = 0;
+    std::map<std::string, std::string> annotations;
+    Clock::WallTime due;
+  };
+  std::mutex mu_;
+  std::map<std::string, LastCheck> checks_;
 };
 
 }  // namespace sbx::controller

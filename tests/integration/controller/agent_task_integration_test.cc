@@ -3,8 +3,10 @@
 // collects out.txt: Succeeded, one turn, the artifact's size and sha256 in the status.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -45,6 +47,7 @@ class AgentTaskTest : public ::testing::Test {
     auto p = harness_.StartSbxd(
         "sbxd", {"--executor-status-interval", "2s", "--executor-probe-interval", "2s"});
     ASSERT_TRUE(p.ok()) << p.status();
+    sbxd_ = *p;
   }
   void ApplyYaml(const std::string& name, const std::string& yaml) {
     RunResult r = harness_.Apply(name, yaml);
@@ -77,8 +80,26 @@ class AgentTaskTest : public ::testing::Test {
   }
 
   SbxdHarness harness_;
+  sbx::testing::Process* sbxd_ = nullptr;
   json last_;
 };
+
+// The value of the /metrics sample of `family` whose labels include every one of `labels`
+// (`name="value"` each); -1 if there is none.
+double Sample(const std::string& text, const std::string& family,
+              const std::vector<std::string>& labels) {
+  size_t at = 0;
+  while ((at = text.find("\n" + family + "{", at)) != std::string::npos) {
+    const size_t end = text.find('\n', at + 1);
+    const std::string line = text.substr(at + 1, end - at - 1);
+    at = end;
+    if (std::all_of(labels.begin(), labels.end(),
+                    [&](const std::string& l) { return line.find(l) != std::string::npos; })) {
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return -1;
+}
 
 TEST_F(AgentTaskTest, ATaskRunsACommandInTheSandboxAndCollectsItsFile) {
   std::string session;
@@ -178,6 +199,111 @@ TEST_F(AgentTaskTest, ATasksUsageSumsItsAttemptsRootTurnsAsTheServiceRecordsThem
                                          plain.value("outputTokens", int64_t{0}))),
             std::string::npos)
       << wide.out;
+}
+
+// Budgets (DESIGN §8.2, #28 item 4): ten tasks of one input, each using T tokens (the emulator
+// derives them from the text), on one worker with a token budget of 3T: the 3rd task reaches it,
+// so tasks 4–10 stay Queued with reason BudgetExceeded and never reach the service; the
+// Workspace says why (condition, event, status.usage with its cost); raising the budget runs
+// them at once. Every task's cost is its tokens at the Workspace's prices.
+TEST_F(AgentTaskTest, ATokenBudgetHoldsNewTasksOnceReachedAndRaisingItRunsThem) {
+  std::string session;
+  ASSERT_NO_FATAL_FAILURE(StartWithReadyWorker(session));
+  auto task_yaml = [](int i) {
+    char name[8];
+    std::snprintf(name, sizeof name, "t%02d", i);
+    return std::string("---\napiVersion: sbx.dev/v1alpha1\nkind: AgentTask\nmetadata:\n  name: ") +
+           name + "\nspec:\n  workerRef: fixer\n  timeout: 2m\n  input: \"$ echo budget\"\n";
+  };
+  auto workspace_yaml = [](int64_t tokens) {
+    return "apiVersion: sbx.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: default\nspec:\n"
+           "  pricing: {inputTokensPerMillion: \"2\", outputTokensPerMillion: \"8\"}\n" +
+           (tokens > 0 ? "  budget: {period: Day, tokens: " + std::to_string(tokens) + "}\n"
+                       : std::string());
+  };
+  auto finished = [](const json& t) {
+    const std::string phase = t["status"].value("phase", "");
+    return phase == "Succeeded" || phase == "Failed";
+  };
+  // T: what one task uses.
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("workspace", workspace_yaml(0)));
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("t01", task_yaml(1)));
+  ASSERT_TRUE(Wait("agenttask", "t01", finished)) << last_.dump(2);
+  const json& usage = last_["status"]["usage"];
+  const int64_t in = usage.value("inputTokens", int64_t{0});
+  const int64_t out = usage.value("outputTokens", int64_t{0});
+  const int64_t t_tokens = in + out;
+  ASSERT_GT(t_tokens, 0) << last_.dump(2);
+  // Cost at 2 per million input tokens and 8 per million output tokens, in micro-units.
+  char cost[32];
+  std::snprintf(cost, sizeof cost, "0.%06lld", static_cast<long long>(in * 2 + out * 8));
+  EXPECT_EQ(usage.value("cost", ""), cost) << last_.dump(2);
+
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("workspace", workspace_yaml(3 * t_tokens)));
+  std::string rest;
+  for (int i = 2; i <= 10; ++i) {
+    rest += task_yaml(i);
+  }
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("rest", rest));
+  ASSERT_TRUE(Wait("agenttask", "t03", finished)) << last_.dump(2);
+  EXPECT_EQ(last_["status"].value("phase", ""), "Succeeded") << last_.dump(2);
+  for (int i = 4; i <= 10; ++i) {
+    char name[8];
+    std::snprintf(name, sizeof name, "t%02d", i);
+    ASSERT_TRUE(Wait("agenttask", name, [](const json& t) {
+      return ConditionOf(t, "Submitted").second == "BudgetExceeded";
+    })) << last_.dump(2);
+    EXPECT_EQ(last_["status"].value("phase", ""), "Queued") << last_.dump(2);
+  }
+  ASSERT_TRUE(Wait("workspace", "default", [](const json& w) {
+    return ConditionOf(w, "BudgetExceeded").first == "True";
+  })) << last_.dump(2);
+  const json& ws_usage = last_["status"]["usage"];
+  EXPECT_EQ(ws_usage.value("tasks", 0), 3) << last_.dump(2);
+  EXPECT_EQ(ws_usage.value("inputTokens", int64_t{0}) + ws_usage.value("outputTokens", int64_t{0}),
+            3 * t_tokens)
+      << last_.dump(2);
+  std::snprintf(cost, sizeof cost, "0.%06lld", static_cast<long long>(3 * (in * 2 + out * 8)));
+  EXPECT_EQ(ws_usage.value("cost", ""), cost) << last_.dump(2);
+  // Three turns reached the service, no more.
+  const json turns =
+      json::parse(harness_.openai().Get("/v1/agents/sessions/" + session + "/turns?limit=100").body,
+                  nullptr, false);
+  ASSERT_TRUE(turns.is_object()) << turns;
+  EXPECT_EQ(turns["data"].size(), 3u) << turns.dump(2);
+  // Told: the event, and the CLI.
+  const RunResult events = harness_.Sbxctl({"events", "workspace/default"});
+  EXPECT_NE(events.out.find("BudgetExceeded"), std::string::npos) << events.out << events.err;
+  const RunResult wide = harness_.Sbxctl({"get", "ws", "default", "-o", "wide", "--no-headers"});
+  EXPECT_NE(wide.out.find("Exceeded"), std::string::npos) << wide.out << wide.err;
+
+  // Raised: the held tasks run at once (the Workspace's change wakes them), all ten end.
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("workspace", workspace_yaml(100 * t_tokens)));
+  for (int i = 4; i <= 10; ++i) {
+    char name[8];
+    std::snprintf(name, sizeof name, "t%02d", i);
+    ASSERT_TRUE(Wait("agenttask", name, finished)) << last_.dump(2);
+    EXPECT_EQ(last_["status"].value("phase", ""), "Succeeded") << last_.dump(2);
+  }
+  ASSERT_TRUE(Wait("workspace", "default", [](const json& w) {
+    return ConditionOf(w, "BudgetExceeded").first == "False" &&
+           w["status"]["usage"].value("tasks", 0) == 10;
+  })) << last_.dump(2);
+
+  // The counters, from the same ledger.
+  const int port = SbxdHarness::MetricsPort(*sbxd_, kConverge);
+  ASSERT_GT(port, 0);
+  const std::string text =
+      sbx::testing::HttpTestClient("http://127.0.0.1:" + std::to_string(port)).Get("/metrics").body;
+  const std::vector<std::string> ws = {"workspace=\"default\"", "namespace=\"default\""};
+  auto with = [&](const std::string& label) {
+    std::vector<std::string> labels = ws;
+    labels.push_back(label);
+    return labels;
+  };
+  EXPECT_EQ(Sample(text, "sbx_tasks_finished_total", with("phase=\"Succeeded\"")), 10) << text;
+  EXPECT_EQ(Sample(text, "sbx_task_tokens_total", with("type=\"input\"")), 10 * in) << text;
+  EXPECT_EQ(Sample(text, "sbx_task_tokens_total", with("type=\"output\"")), 10 * out) << text;
 }
 
 }  // namespace

@@ -160,6 +160,47 @@ TEST_F(AgentPoolReconcilerTest, MakesTheReplicasQueuedWorkNeedsAtOnceUpToMax) {
   EXPECT_EQ(Replicas().size(), 3u);
 }
 
+// DESIGN §8.2: while the Workspace's budget is used up, its queued tasks are held
+// (BudgetExceeded) and no demand: no replica is made for them; a raised budget scales at once.
+TEST_F(AgentPoolReconcilerTest, TasksHeldByTheBudgetAreNoDemand) {
+  ApplyPool(/*max=*/3);
+  Object ws = api::MakeObject(Kind::kWorkspace, "default");
+  ws.workspace_spec().budget = api::WorkspaceBudget{.tokens = 100};
+  ASSERT_TRUE(store_->Apply({ws}, {}).ok());
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now().time_since_epoch())
+          .count();
+  ASSERT_TRUE(store_
+                  ->RecordUsage({"default/default",
+                                 "uid-old",
+                                 1,
+                                 {Kind::kAgentTask, "default", "old"},
+                                 now_ms,
+                                 80,
+                                 0,
+                                 20,
+                                 0,
+                                 0,
+                                 true,
+                                 "Succeeded"})
+                  .ok());
+  CreateTask("t0");
+  CreateTask("t1");
+  const Object held = ReconcileTask("t0");
+  EXPECT_EQ(held.agent_task_status().phase, api::TaskPhase::kQueued);
+  EXPECT_EQ(ConditionReason(held, "Submitted"), "False/BudgetExceeded");
+  EXPECT_EQ(held.agent_task_status().worker, "");  // bound to no replica
+  Object pool = ReconcilePool();
+  EXPECT_TRUE(Replicas().empty());
+  EXPECT_EQ(pool.agent_pool_status().queued, 0);
+
+  ws.workspace_spec().budget->tokens = 1000;
+  ASSERT_TRUE(store_->Apply({ws}, {}).ok());
+  ReconcilePool();
+  EXPECT_EQ(Replicas().size(), 2u);
+  EXPECT_NE(ConditionReason(ReconcileTask("t0"), "Submitted"), "False/BudgetExceeded");
+}
+
 TEST_F(AgentPoolReconcilerTest, ScalesToZeroWithoutWorkAndKeepsMinAndWarm) {
   ApplyPool(/*max=*/5);
   Object pool = ReconcilePool();

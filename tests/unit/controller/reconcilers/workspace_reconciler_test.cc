@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 
+#include "api/usage.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
 #include "tests/support/fake_clock.h"
@@ -60,6 +61,12 @@ class WorkspaceReconcilerTest : public ::testing::Test {
   api::StatusOr<ReconcileResult> Reconcile() {
     return reconciler_->Reconcile({api::Kind::kWorkspace, "default", "team"}, {});
   }
+  // A reconcile once the next credentials check is due (check_interval later: a reconcile
+  // before then, unless the spec changed, checks nothing).
+  api::StatusOr<ReconcileResult> Recheck() {
+    clock_.Advance(5min);
+    return Reconcile();
+  }
   api::StatusOr<api::Object> Get() {
     return store_->Get({api::Kind::kWorkspace, "default", "team"});
   }
@@ -106,6 +113,85 @@ TEST_F(WorkspaceReconcilerTest, ChecksEachSideWithOneCheapCallAndIsReady) {
   EXPECT_EQ(Get()->metadata.resource_version, version);
 }
 
+// Usage and budget (DESIGN §8.2): status.usage is the period's sum of the usage ledger, priced;
+// BudgetExceeded turns True (one Warning event) when a limit is reached, without a new
+// credentials check — a task's end reconciles its Workspace, and that must cost no cloud call.
+TEST_F(WorkspaceReconcilerTest, UsageIsTheLedgersSumAndAReachedBudgetIsAConditionAndAnEvent) {
+  ApplyWorkspace([](api::WorkspaceSpec& s) {
+    s.pricing = api::WorkspacePricing{.input_tokens_per_million = 3'000'000,  // 3 per million
+                                      .output_tokens_per_million = 5'000'000};
+    s.budget = api::WorkspaceBudget{.period = api::BudgetPeriod::kDay, .tokens = 1000};
+  });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("BudgetExceeded").status, ConditionStatus::kFalse);
+  EXPECT_EQ(Cond("BudgetExceeded").reason, "WithinBudget");
+  const api::BudgetPeriodBounds day = api::PeriodAt(api::BudgetPeriod::kDay, clock_.Now());
+  EXPECT_EQ(last_.workspace_status().usage.period, day.name);
+  EXPECT_EQ(last_.workspace_status().usage.cost, "0.000000");
+
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now().time_since_epoch())
+          .count();
+  const api::ObjectKey task{api::Kind::kAgentTask, "default", "t"};
+  ASSERT_TRUE(
+      store_->RecordUsage({kWs, "uid-1", 1, task, now_ms, 600, 100, 300, 50, 0, false}).ok());
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("BudgetExceeded").status, ConditionStatus::kFalse);  // 900 of 1000
+  // Not counted: another workspace's, and yesterday's.
+  ASSERT_TRUE(
+      store_->RecordUsage({"default/other", "uid-2", 1, task, now_ms, 500, 0, 500, 0, 0, true})
+          .ok());
+  ASSERT_TRUE(
+      store_->RecordUsage({kWs, "uid-3", 1, task, now_ms - 86'400'000, 500, 0, 500, 0, 0, true})
+          .ok());
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("BudgetExceeded").status, ConditionStatus::kFalse);
+
+  ASSERT_TRUE(store_->RecordUsage({kWs, "uid-1", 2, task, now_ms, 60, 0, 40, 0, 0, true}).ok());
+  auto r = Reconcile();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Cond("BudgetExceeded").status, ConditionStatus::kTrue);
+  EXPECT_EQ(Cond("BudgetExceeded").reason, "BudgetExceeded");
+  EXPECT_NE(Cond("BudgetExceeded").message.find("tokens: 1000 used of 1000 today (" + day.name),
+            std::string::npos)
+      << Cond("BudgetExceeded").message;
+  const api::WorkspaceUsage& usage = last_.workspace_status().usage;
+  EXPECT_EQ(usage.input_tokens, 660);
+  EXPECT_EQ(usage.cached_input_tokens, 100);
+  EXPECT_EQ(usage.output_tokens, 340);
+  EXPECT_EQ(usage.reasoning_tokens, 50);
+  EXPECT_EQ(usage.tasks, 1);
+  // 660 × 3 + 340 × 5 micro-units (a cached price unset is the input price).
+  EXPECT_EQ(usage.cost, "0.003680");
+  // Looked at again by the day's end at the latest.
+  EXPECT_EQ(r->action, ReconcileResult::Action::kRequeueAfter);
+  EXPECT_LE(r->after, std::chrono::ceil<std::chrono::milliseconds>(day.end - clock_.Now()));
+  ASSERT_TRUE(Reconcile().ok());
+  auto events = store_->ListEvents(api::ObjectKey{api::Kind::kWorkspace, "default", "team"});
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(std::count_if(events->begin(), events->end(),
+                          [](const Store::Event& e) {
+                            return e.reason == "BudgetExceeded" && e.type == "Warning" &&
+                                   e.count == 1;
+                          }),
+            1);
+  // Five reconciles, one credentials check.
+  EXPECT_EQ(clouds_.api(kWs).Calls("list"), 1);
+  EXPECT_EQ(clouds_.agents(kWs).Calls("list"), 1);
+
+  // Raised (a spec change: checked again) → within budget; removed → no condition at all.
+  ApplyWorkspace([](api::WorkspaceSpec& s) {
+    s.budget = api::WorkspaceBudget{.period = api::BudgetPeriod::kDay, .tokens = 5000};
+  });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("BudgetExceeded").status, ConditionStatus::kFalse);
+  EXPECT_EQ(clouds_.api(kWs).Calls("list"), 2);
+  EXPECT_EQ(last_.workspace_status().usage.cost, "");  // no pricing now
+  ApplyWorkspace();
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_FALSE(HasCondition("BudgetExceeded"));
+}
+
 TEST_F(WorkspaceReconcilerTest, ARejectedTokenIsUnauthenticatedWithAStableMessage) {
   ApplyWorkspace();
   clouds_.api(kWs).FailNext(
@@ -121,8 +207,12 @@ TEST_F(WorkspaceReconcilerTest, ARejectedTokenIsUnauthenticatedWithAStableMessag
   EXPECT_EQ(Cond("Ready").reason, "Unauthenticated");
   EXPECT_EQ(Cond("Ready").message, "Databricks: HTTP 401 UNAUTHENTICATED: bad token");
 
-  // Fixed (a rotated secret): Ready again on the next check.
+  // Fixed (a rotated secret): Ready again on the next check (not before it is due: a reconcile
+  // in between, e.g. for the usage, calls no cloud).
   ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kFalse);
+  EXPECT_EQ(clouds_.api(kWs).Calls("list"), 1);
+  ASSERT_TRUE(Recheck().ok());
   EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue);
 }
 
@@ -142,13 +232,13 @@ TEST_F(WorkspaceReconcilerTest, CredentialsThatCannotBeResolvedSendNothing) {
   // A secret that is not there (no reason of its own) is CredentialsMissing too.
   clouds_.SetResolveError(
       kWs, api::FailedPreconditionError("spec.databricks.tokenFrom: secret file \"t\" not found"));
-  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_TRUE(Recheck().ok());
   EXPECT_EQ(Cond("DatabricksReady").reason, "CredentialsMissing");
   // A reference the operator does not allow keeps its own reason.
   clouds_.SetResolveError(kWs,
                           api::InvalidArgumentError("tokenFrom: DATABRICKS_TOKEN is not allowed")
                               .WithReason("SecretNotAllowed"));
-  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_TRUE(Recheck().ok());
   EXPECT_EQ(Cond("DatabricksReady").reason, "SecretNotAllowed");
   EXPECT_EQ(Cond("DatabricksReady").status, ConditionStatus::kFalse);
 }
@@ -170,7 +260,7 @@ TEST_F(WorkspaceReconcilerTest, UnreachableIsFalseAndAnErrorWhileObservingIsUnkn
   EXPECT_EQ(Cond("Ready").message, "Databricks: connection refused; OpenAI: HTTP 429 rate_limit");
 
   clouds_.agents(kWs).FailNext("list", api::InternalError("HTTP 500"));
-  ASSERT_TRUE(Reconcile().ok());
+  ASSERT_TRUE(Recheck().ok());
   EXPECT_EQ(Cond("Ready").status, ConditionStatus::kUnknown);
   EXPECT_EQ(Cond("Ready").reason, "InternalError");
 }
