@@ -32,6 +32,7 @@
 #include "cli/commands/patch_command.h"
 #include "cli/commands/run_command.h"
 #include "cli/commands/scale_command.h"
+#include "cli/commands/top_command.h"
 #include "cli/commands/version_command.h"
 #include "cli/commands/wait_command.h"
 #include "cli/main_guard.h"
@@ -88,6 +89,7 @@ int Main(int argc, char** argv) {
   sbx::cli::AddExplainCommand(app, ctx);
   sbx::cli::AddWaitCommand(app, ctx);
   sbx::cli::AddEventsCommand(app, ctx);
+  sbx::cli::AddTopCommand(app, ctx);
   sbx::cli::AddExecCommand(app, ctx);
   sbx::cli::AddLogsCommand(app, ctx);
   sbx::cli::AddRunCommand(app, ctx);

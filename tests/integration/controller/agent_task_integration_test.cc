@@ -290,6 +290,22 @@ TEST_F(AgentTaskTest, ATokenBudgetHoldsNewTasksOnceReachedAndRaisingItRunsThem) 
            w["status"]["usage"].value("tasks", 0) == 10;
   })) << last_.dump(2);
 
+  // `sbxctl top`: the workspace used 10T of its 100T budget; each task T tokens at its cost.
+  const RunResult top = harness_.Sbxctl({"top", "workspaces"});
+  EXPECT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_NE(top.out.find("10% tokens"), std::string::npos) << top.out;
+  const RunResult top_tasks = harness_.Sbxctl({"top", "tasks", "--sort-by", "name", "-o", "json"});
+  ASSERT_EQ(top_tasks.exit_code, 0) << top_tasks.err;
+  const json rows = json::parse(top_tasks.out, nullptr, false);
+  ASSERT_TRUE(rows.is_array()) << top_tasks.out;
+  ASSERT_EQ(rows.size(), 10u) << top_tasks.out;
+  std::snprintf(cost, sizeof cost, "0.%06lld", static_cast<long long>(in * 2 + out * 8));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].value("name", ""), (i + 1 < 10 ? "t0" : "t") + std::to_string(i + 1));
+    EXPECT_EQ(rows[i].value("tokens", int64_t{0}), t_tokens) << rows[i];
+    EXPECT_EQ(rows[i].value("cost", ""), cost) << rows[i];
+  }
+
   // The counters, from the same ledger.
   const int port = SbxdHarness::MetricsPort(*sbxd_, kConverge);
   ASSERT_GT(port, 0);

@@ -1,0 +1,231 @@
+#include "cli/commands/top_command.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "api/conditions.h"
+#include "api/usage.h"
+#include "cli/commands/table_printer.h"
+
+namespace sbx::cli {
+namespace {
+
+using nlohmann::json;
+
+// One row of any of the three tables.
+struct Row {
+  std::string namespace_;
+  std::string name;
+  std::string phase;   // tasks
+  std::string period;  // workspaces
+  int64_t tasks = 0;   // workspaces, pools
+  int64_t input_tokens = 0;
+  int64_t output_tokens = 0;
+  std::optional<api::Micros> cost;  // unset: no pricing
+  std::string budget;               // workspaces: "80% tokens", "-"
+  int64_t tokens() const { return input_tokens + output_tokens; }
+};
+
+std::optional<api::Micros> CostOf(const std::string& text) {
+  if (text.empty()) {
+    return std::nullopt;
+  }
+  api::StatusOr<api::Micros> cost = api::ParseDecimal(text);
+  return cost.ok() ? std::optional(*cost) : std::nullopt;
+}
+
+void AddCost(std::optional<api::Micros>& sum, const std::optional<api::Micros>& cost) {
+  if (cost) {
+    sum = sum.value_or(0) + *cost;
+  }
+}
+
+// "80% tokens": the largest share of the budget's limits the usage reached.
+std::string BudgetShare(const api::Object& ws) {
+  const api::WorkspaceSpec& spec = ws.workspace_spec();
+  const api::WorkspaceUsage& usage = ws.workspace_status().usage;
+  if (!spec.budget) {
+    return "-";
+  }
+  double share = -1;
+  std::string of;
+  if (spec.budget->tokens && *spec.budget->tokens > 0) {
+    share = 100.0 * static_cast<double>(usage.input_tokens + usage.output_tokens) /
+            static_cast<double>(*spec.budget->tokens);
+    of = "tokens";
+  }
+  const std::optional<api::Micros> cost = CostOf(usage.cost);
+  if (spec.budget->cost && *spec.budget->cost > 0 && cost) {
+    const double cost_share =
+        100.0 * static_cast<double>(*cost) / static_cast<double>(*spec.budget->cost);
+    if (cost_share > share) {
+      share = cost_share;
+      of = "cost";
+    }
+  }
+  if (share < 0) {
+    return "-";
+  }
+  return std::to_string(static_cast<int64_t>(share)) + "% " + of;
+}
+
+json RowJson(const Row& r, std::string_view what) {
+  json j = {{"namespace", r.namespace_},     {"name", r.name},
+            {"inputTokens", r.input_tokens}, {"outputTokens", r.output_tokens},
+            {"tokens", r.tokens()},          {"cost", r.cost ? api::FormatCost(*r.cost) : ""}};
+  if (what == "tasks") {
+    j["phase"] = r.phase;
+  } else {
+    j["tasks"] = r.tasks;
+  }
+  if (what == "workspaces") {
+    j["period"] = r.period;
+    j["budget"] = r.budget;
+  }
+  return j;
+}
+
+}  // namespace
+
+int RunTop(CommandContext& ctx, const TopCommandOptions& options) {
+  static const std::map<std::string, std::string, std::less<>> kWhat = {
+      {"workspaces", "workspaces"}, {"workspace", "workspaces"}, {"ws", "workspaces"},
+      {"pools", "pools"},           {"agentpools", "pools"},     {"ap", "pools"},
+      {"tasks", "tasks"},           {"agenttasks", "tasks"},     {"at", "tasks"}};
+  auto what_it = kWhat.find(options.what);
+  if (what_it == kWhat.end()) {
+    return ctx.Fail(api::InvalidArgumentError("top: unknown resource \"" + options.what +
+                                              "\" (expected workspaces, pools or tasks)"));
+  }
+  const std::string& what = what_it->second;
+  if (options.sort_by != "tokens" && options.sort_by != "cost" && options.sort_by != "name") {
+    return ctx.Fail(api::InvalidArgumentError("--sort-by " + options.sort_by +
+                                              ": expected tokens, cost or name"));
+  }
+  if (!options.output.empty() && options.output != "json") {
+    return ctx.Fail(api::InvalidArgumentError("-o " + options.output + ": expected json"));
+  }
+  auto store = ctx.store();
+  if (!store.ok()) {
+    return ctx.Fail(store.status());
+  }
+  controller::ListOptions list;
+  list.namespace_ = ctx.ListNamespace();
+  list.kind = what == "workspaces" ? api::Kind::kWorkspace : api::Kind::kAgentTask;
+  auto objects = (*store)->List(list);
+  if (!objects.ok()) {
+    return ctx.Fail(objects.status());
+  }
+  std::vector<Row> rows;
+  if (what == "workspaces") {
+    for (const api::Object& ws : *objects) {
+      const api::WorkspaceUsage& u = ws.workspace_status().usage;
+      rows.push_back({ws.metadata.namespace_, ws.metadata.name, "", u.period, u.tasks,
+                      u.input_tokens, u.output_tokens, CostOf(u.cost), BudgetShare(ws)});
+    }
+  } else if (what == "tasks") {
+    for (const api::Object& t : *objects) {
+      const api::AgentTaskStatus& s = t.agent_task_status();
+      rows.push_back({t.metadata.namespace_, t.metadata.name,
+                      std::string(api::TaskPhaseName(s.phase)), "", 0, s.usage.input_tokens,
+                      s.usage.output_tokens, CostOf(s.usage.cost), ""});
+    }
+  } else {
+    list.kind = api::Kind::kAgentPool;
+    auto pools = (*store)->List(list);
+    if (!pools.ok()) {
+      return ctx.Fail(pools.status());
+    }
+    std::map<std::pair<std::string, std::string>, Row> by_pool;
+    for (const api::Object& p : *pools) {
+      Row& row = by_pool[{p.metadata.namespace_, p.metadata.name}];
+      row.namespace_ = p.metadata.namespace_;
+      row.name = p.metadata.name;
+    }
+    for (const api::Object& t : *objects) {
+      auto it = by_pool.find({t.metadata.namespace_, t.agent_task_spec().pool_ref});
+      if (it == by_pool.end()) {
+        continue;
+      }
+      const api::TaskUsageTotals& u = t.agent_task_status().usage;
+      ++it->second.tasks;
+      it->second.input_tokens += u.input_tokens;
+      it->second.output_tokens += u.output_tokens;
+      AddCost(it->second.cost, CostOf(u.cost));
+    }
+    for (auto& [key, row] : by_pool) {
+      rows.push_back(std::move(row));
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+    if (options.sort_by == "cost") {
+      return a.cost.value_or(-1) > b.cost.value_or(-1);
+    }
+    if (options.sort_by == "tokens") {
+      return a.tokens() > b.tokens();
+    }
+    return std::tie(a.namespace_, a.name) < std::tie(b.namespace_, b.name);
+  });
+
+  if (options.output == "json") {
+    json out = json::array();
+    for (const Row& r : rows) {
+      out.push_back(RowJson(r, what));
+    }
+    ctx.out() << out.dump(2) << "\n";
+    return kExitOk;
+  }
+  const bool with_namespace = !list.namespace_.has_value();
+  std::vector<std::string> headers = {"NAME"};
+  if (what == "workspaces") {
+    headers.insert(headers.end(), {"PERIOD", "TASKS", "TOKENS", "COST", "BUDGET"});
+  } else if (what == "pools") {
+    headers.insert(headers.end(), {"TASKS", "TOKENS", "COST"});
+  } else {
+    headers.insert(headers.end(), {"PHASE", "TOKENS", "COST"});
+  }
+  if (with_namespace) {
+    headers.insert(headers.begin(), "NAMESPACE");
+  }
+  TablePrinter table(headers);
+  for (const Row& r : rows) {
+    const std::string cost = r.cost ? api::FormatCost(*r.cost) : "-";
+    std::vector<std::string> cells = {r.name};
+    if (what == "workspaces") {
+      cells.insert(cells.end(), {r.period.empty() ? "-" : r.period, std::to_string(r.tasks),
+                                 std::to_string(r.tokens()), cost, r.budget});
+    } else if (what == "pools") {
+      cells.insert(cells.end(), {std::to_string(r.tasks), std::to_string(r.tokens()), cost});
+    } else {
+      cells.insert(cells.end(), {r.phase, std::to_string(r.tokens()), cost});
+    }
+    if (with_namespace) {
+      cells.insert(cells.begin(), r.namespace_);
+    }
+    table.AddRow(std::move(cells));
+  }
+  if (table.empty()) {
+    ctx.err() << "No resources found.\n";
+    return kExitOk;
+  }
+  table.Print(ctx.out());
+  return kExitOk;
+}
+
+void AddTopCommand(CLI::App& app, CommandContext& ctx) {
+  auto options = std::make_shared<TopCommandOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "top", "Show what workspaces, pools or tasks consumed: tokens, cost, share of the budget");
+  sub->add_option("what", options->what, "workspaces|pools|tasks (ws, ap, at)")->required();
+  sub->add_option("--sort-by", options->sort_by, "tokens (default), cost or name");
+  sub->add_option("-o,--output", options->output, "output format: json");
+  sub->callback(
+      [&ctx, options] { ctx.action = [&ctx, options] { return RunTop(ctx, *options); }; });
+}
+
+}  // namespace sbx::cli
