@@ -9,7 +9,8 @@
 #   tests/e2e/metrics_promtool_e2e_test.sh BIN_DIR   # BIN_DIR holds sbxctl, sbxd and sbx-emulator
 #
 # Starts sbx-emulator and sbxd (fast sweeps, the webhook endpoint) into a temporary directory,
-# applies the dev Sandbox example, waits until it is Ready and at least one sweep has completed
+# applies the dev Sandbox example, runs one AgentTask on the reviewer worker example (the usage
+# counters), waits until the Sandbox is Ready and at least one sweep has completed
 # (so reconciles, API calls, pacing, sandboxes by state and the sweep and garbage-collection
 # counters all have series), makes one LIST fail (sweep errors) and sends one unsigned webhook
 # (deliveries), then lints one scrape. sbxd writes a family's HELP and TYPE only once it has a
@@ -111,6 +112,14 @@ printf 'apiVersion: sbx.dev/v1alpha1\nkind: GitSource\nmetadata:\n  name: repo\n
 "$bin/sbxctl" apply -f "$tmp/gitsource.yaml" >/dev/null
 "$bin/sbxctl" wait gitsource/repo --for=condition=Ready --timeout 1m >/dev/null ||
   fail "gitsource/repo did not become Ready: $("$bin/sbxctl" describe gitsource/repo)"
+
+# An AgentTask run to its end: the usage ledger's counters (sbx_task_tokens_total,
+# sbx_tasks_finished_total).
+"$bin/sbxctl" apply -f "$root/manifests/examples/agentworker-ref.yaml" >/dev/null
+"$bin/sbxctl" wait agentworker/reviewer --for=condition=Ready --timeout 2m >/dev/null ||
+  fail "agentworker/reviewer did not become Ready: $("$bin/sbxctl" describe agentworker/reviewer)"
+"$bin/sbxctl" run reviewer --input '$ echo metrics' --timeout 2m >"$tmp/run.out" 2>&1 ||
+  fail "the task did not succeed: $(cat "$tmp/run.out")"
 
 swept() {
   curl -sf "$url" | awk '$1 == "sbx_sweeps_total" && $2 >= 1 { found = 1 } END { exit !found }'
