@@ -74,10 +74,11 @@ std::string FormatCost(Micros amount) { return WithPlaces(amount, /*trim=*/false
 Micros CostOf(const WorkspacePricing& pricing, const UsageSum& usage) {
   // Exact in 1/18'000'000 of a micro-unit (the least common multiple of the token prices'
   // 1'000'000 tokens and the compute price's 3'600'000 ms per hour), rounded once at the end.
-  // A price is at most kMaxMicros (< 2^60) and a count below 2^63: the products fit in 128 bits.
-  using Wide = __int128;
-  constexpr Wide kTokenScale = 18;   // 18'000'000 / 1'000'000
-  constexpr Wide kComputeScale = 5;  // 18'000'000 / 3'600'000
+  // A price is at most kMaxMicros (< 2^60) and real counts are far below 2^60: the products fit
+  // in 128 bits. (__extension__: GCC's and Clang's 128-bit integer, which -Wpedantic names.)
+  __extension__ typedef __int128 Wide;  // NOLINT(modernize-use-using): __extension__ needs typedef
+  constexpr Wide kTokenScale = 18;      // 18'000'000 / 1'000'000
+  constexpr Wide kComputeScale = 5;     // 18'000'000 / 3'600'000
   constexpr Wide kDenominator = 18'000'000;
   const Micros input = pricing.input_tokens_per_million.value_or(0);
   const Micros cached = pricing.cached_input_tokens_per_million.value_or(input);

@@ -69,7 +69,8 @@ struct AgentWorkerReconciler::Target : ReconcileTarget {
   const std::string& sandbox_id() const { return created.sandbox_id; }
   SessionOwner owner() const {
     return {key(), object.metadata.uid,
-            WorkspaceId(object.metadata.namespace_, api::PlannedSandbox(sandbox).workspace_ref)};
+            WorkspaceId(object.metadata.namespace_, api::PlannedSandbox(sandbox).workspace_ref),
+            /*worker=*/""};  // the worker's own standing session
   }
   ExecutorTarget executor() const {
     return {sandbox_id(), object.metadata.name, spec().workspace_directory,

@@ -83,9 +83,14 @@ StatusOr<ReconcileResult> WorkspaceReconciler::Reconcile(const api::ObjectKey& k
   steps.converge = [this](ReconcileTarget& t) -> StatusOr<ReconcileResult> {
     const Clock::WallTime now = clock_.Now();
     const std::chrono::milliseconds check = CheckWhenDue(t.object, t.stop);
-    ASSIGN_OR_RETURN(const Clock::WallTime period_end, ReportUsage(t.object, now));
+    StatusOr<Clock::WallTime> period_end = ReportUsage(t.object, now);
+    if (!period_end.ok()) {
+      std::lock_guard lock(mu_);
+      checks_.erase(t.object.metadata.uid);  // nothing is stored: check again on the retry
+      return period_end.status();
+    }
     return ReconcileResult::RequeueAfter(
-        std::min(check, std::chrono::ceil<std::chrono::milliseconds>(period_end - now)));
+        std::min(check, std::chrono::ceil<std::chrono::milliseconds>(*period_end - now)));
   };
   steps.finalize = [this](ReconcileTarget& t) { return Finalize(t.object); };
   steps.dependencies = dependencies_;

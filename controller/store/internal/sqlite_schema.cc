@@ -1,5 +1,7 @@
 #include "controller/store/internal/sqlite_schema.h"
 
+#include "controller/store/internal/usage_ledger.h"
+
 namespace sbx::controller::store_internal {
 namespace {
 
@@ -145,28 +147,7 @@ ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE changes ADD COLUMN wake_hint INTEGER NOT NULL DEFAULT 0;
 )sql",
     // 6: the usage ledger (Store::RecordUsage, Store::SumUsage).
-    R"sql(
--- The usage ledger (DESIGN §8.2): one row per ended attempt of an AgentTask, kept when the task
--- is deleted; summed per workspace and period (Store::SumUsage).
-CREATE TABLE usage_records (
-  workspace TEXT NOT NULL,
-  task_uid TEXT NOT NULL,
-  attempt BIGINT NOT NULL,
-  kind TEXT NOT NULL,
-  namespace TEXT NOT NULL,
-  name TEXT NOT NULL,
-  finished_at_ms BIGINT NOT NULL,
-  input_tokens BIGINT NOT NULL,
-  cached_input_tokens BIGINT NOT NULL,
-  output_tokens BIGINT NOT NULL,
-  reasoning_tokens BIGINT NOT NULL,
-  compute_millis BIGINT NOT NULL,
-  task_finished BIGINT NOT NULL,
-  phase TEXT NOT NULL,
-  PRIMARY KEY (task_uid, attempt)
-);
-CREATE INDEX usage_records_by_workspace ON usage_records (workspace, finished_at_ms);
-)sql",
+    kUsageLedgerTable,
 };
 
 }  // namespace

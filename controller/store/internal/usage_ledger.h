@@ -21,6 +21,31 @@
 
 namespace sbx::controller::store_internal {
 
+// The table, the same DDL on both databases (BIGINT is an INTEGER in SQLite): SQLite's
+// migration 6 and PostgreSQL's 4. A migration that has shipped is never edited.
+inline constexpr std::string_view kUsageLedgerTable = R"sql(
+-- The usage ledger (DESIGN §8.2): one row per ended attempt of an AgentTask, kept when the task
+-- is deleted; summed per workspace and period (Store::SumUsage).
+CREATE TABLE usage_records (
+  workspace TEXT NOT NULL,
+  task_uid TEXT NOT NULL,
+  attempt BIGINT NOT NULL,
+  kind TEXT NOT NULL,
+  namespace TEXT NOT NULL,
+  name TEXT NOT NULL,
+  finished_at_ms BIGINT NOT NULL,
+  input_tokens BIGINT NOT NULL,
+  cached_input_tokens BIGINT NOT NULL,
+  output_tokens BIGINT NOT NULL,
+  reasoning_tokens BIGINT NOT NULL,
+  compute_millis BIGINT NOT NULL,
+  task_finished BIGINT NOT NULL,
+  phase TEXT NOT NULL,
+  PRIMARY KEY (task_uid, attempt)
+);
+CREATE INDEX usage_records_by_workspace ON usage_records (workspace, finished_at_ms);
+)sql";
+
 inline constexpr std::string_view kUsageColumns =
     "workspace, task_uid, attempt, kind, namespace, name, finished_at_ms, input_tokens, "
     "cached_input_tokens, output_tokens, reasoning_tokens, compute_millis, task_finished, phase";

@@ -32,7 +32,7 @@ class SessionLifecycleTest : public ::testing::Test {
   EventRecorder events_{*store_, clock_};
   testing::FakeAgentsApi agents_;
   SessionLifecycle sessions_{*store_, events_, clock_};
-  const SessionOwner owner_{{api::Kind::kAgentWorker, "default", "w"}, "u1", "default/default"};
+  const SessionOwner owner_{{api::Kind::kAgentWorker, "default", "w"}, "u1", "default/default", ""};
 };
 
 TEST_F(SessionLifecycleTest, CreatesOnceBehindAnIntentAndRecordsItLive) {
