@@ -537,6 +537,26 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
       return Finish(t, TaskPhase::kFailed);
     }
   }
+  StatusOr<ReconcileResult> followed = FollowTurn(t);
+  if (followed.status().code() == api::StatusCode::kNotFound && PerTask(t)) {
+    // A PerTask session is deleted only by Finish's close, whose inventory rows go last: a close
+    // that deleted the session and was stopped (kill -9) before its rows and the attempt's end
+    // were stored leaves a task following a session the service no longer has. Its outcome went
+    // with the session; the attempt ends as the closed case above (and the close is finished).
+    StatusOr<openai::Session> session = t.agents->GetSession(st.session_id, t.stop);
+    if (session.status().code() == api::StatusCode::kNotFound) {
+      st.result.error = {std::string(kWorkerLost),
+                         "the task's session " + st.session_id +
+                             " was deleted before the end of the attempt was recorded"};
+      return Finish(t, TaskPhase::kFailed);
+    }
+  }
+  return followed;
+}
+
+StatusOr<ReconcileResult> AgentTaskReconciler::FollowTurn(Target& t) {
+  api::AgentTaskStatus& st = t.status();
+  const std::string& uid = t.object.metadata.uid;
   const auto now = clock_.Now();
   const auto submitted = ParseRfc3339(st.submitted_at).value_or(now);
 

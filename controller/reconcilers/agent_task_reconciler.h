@@ -162,6 +162,8 @@ class AgentTaskReconciler final : public Reconciler {
   api::Status Unbind(Target& t, const std::string& replica);
   api::StatusOr<ReconcileResult> Submit(Target& t);
   api::StatusOr<ReconcileResult> Follow(Target& t);
+  // Follow's turn part, once the worker is loaded and a PerTask session is known open.
+  api::StatusOr<ReconcileResult> FollowTurn(Target& t);
   // `usage`: the terminal turn's, when known (else the turn is read for it).
   api::StatusOr<ReconcileResult> Finish(Target& t, api::TaskPhase phase,
                                         std::optional<openai::Usage> usage = std::nullopt);
