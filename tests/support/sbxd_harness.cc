@@ -106,6 +106,15 @@ api::StatusOr<Process*> SbxdHarness::StartSbxd(const std::string& log_name,
   return daemons_.back().get();
 }
 
+std::string SbxdHarness::InlineWorkerYaml(const std::string& name,
+                                          const std::string& workspace_directory) {
+  return "apiVersion: sbx.dev/v1alpha1\nkind: AgentWorker\nmetadata:\n  name: " + name +
+         "\nspec:\n  sandbox:\n    inactivityTimeout: 1h\n    setup:\n"
+         "      - name: workspace\n        run: " +
+         nlohmann::json("mkdir -p " + workspace_directory).dump() +
+         "\n  agent:\n    model: gpt-5-codex\n  workspaceDirectory: " + workspace_directory + "\n";
+}
+
 int SbxdHarness::MetricsPort(Process& sbxd, milliseconds timeout) {
   auto m = sbxd.WaitForLine(std::regex(R"(serving health and metrics.*port=(\d+))"), In(timeout),
                             /*from_stderr=*/true);

@@ -86,6 +86,11 @@ class SbxdHarness {
                                                   std::vector<std::string> extra_args = {});
   // The port sbxd's health/metrics server bound (from its startup log line); 0 if not seen.
   static int MetricsPort(Process& sbxd, std::chrono::milliseconds timeout = kStartTimeout);
+  // The manifest of an AgentWorker `name` with an inline sandbox (inactivityTimeout 1h, a setup
+  // step that makes `workspace_directory`), model gpt-5-codex, working in `workspace_directory`.
+  // Ends with a newline, so that spec fields (e.g. "  executor:\n…") can follow.
+  static std::string InlineWorkerYaml(const std::string& name,
+                                      const std::string& workspace_directory);
 
   // The environment of sbxd and sbxctl (see the top of this file), plus what SetEnv added.
   std::map<std::string, std::string> Env() const;

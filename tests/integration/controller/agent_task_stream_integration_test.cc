@@ -57,13 +57,8 @@ class AgentTaskStreamTest : public ::testing::Test {
         "sbxd", {"--executor-status-interval", "2s", "--executor-probe-interval", "2s"});
     ASSERT_TRUE(p.ok()) << p.status();
     sbxd_ = *p;
-    ASSERT_NO_FATAL_FAILURE(ApplyYaml(
-        "worker",
-        "apiVersion: sbx.dev/v1alpha1\nkind: AgentWorker\nmetadata:\n  name: fixer\n"
-        "spec:\n  sandbox:\n    inactivityTimeout: 1h\n    setup:\n"
-        "      - name: workspace\n        run: " +
-            json(std::string("mkdir -p ") + kWorkspace).dump() +
-            "\n  agent:\n    model: gpt-5-codex\n  workspaceDirectory: " + kWorkspace + "\n"));
+    ASSERT_NO_FATAL_FAILURE(
+        ApplyYaml("worker", SbxdHarness::InlineWorkerYaml("fixer", kWorkspace)));
     ASSERT_TRUE(Wait("agentworker", "fixer", [](const json& w) {
       return ConditionOf(w, "Ready").first == "True";
     })) << last_.dump(2);

@@ -59,11 +59,7 @@ std::string WorkerYaml(const std::string& name, const std::string& command,
       executor += "      - " + line + "\n";
     }
   }
-  return "apiVersion: sbx.dev/v1alpha1\nkind: AgentWorker\nmetadata:\n  name: " + name +
-         "\nspec:\n  sandbox:\n    inactivityTimeout: 1h\n    setup:\n"
-         "      - name: workspace\n        run: " +
-         json(std::string("mkdir -p ") + kWorkspace).dump() +
-         "\n  agent:\n    model: gpt-5-codex\n  workspaceDirectory: " + kWorkspace + "\n" +
+  return SbxdHarness::InlineWorkerYaml(name, kWorkspace) +
          (executor.empty() ? "" : "  executor:\n" + executor);
 }
 

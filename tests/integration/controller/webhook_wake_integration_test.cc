@@ -48,11 +48,7 @@ constexpr char kSecret[] = "whsec_c2J4LXdlYmhvb2stdGVzdC1zZWNyZXQta2V5LTAx";
 constexpr char kForeignSecret[] = "whsec_c29tZW9uZS1lbHNlcy1zZWNyZXQ=";
 
 std::string WorkerYaml(const std::string& name) {
-  return "apiVersion: sbx.dev/v1alpha1\nkind: AgentWorker\nmetadata:\n  name: " + name +
-         "\nspec:\n  sandbox:\n    inactivityTimeout: 1h\n    setup:\n"
-         "      - name: workspace\n        run: " +
-         json(std::string("mkdir -p ") + kWorkspace).dump() +
-         "\n  agent:\n    model: gpt-5-codex\n  workspaceDirectory: " + kWorkspace + "\n";
+  return SbxdHarness::InlineWorkerYaml(name, kWorkspace);
 }
 
 class WebhookWakeTest : public ::testing::Test {
