@@ -31,7 +31,8 @@ struct Row {
   int64_t tokens() const { return input_tokens + output_tokens; }
 };
 
-std::optional<api::Micros> CostOf(const std::string& text) {
+// A status cost string ("0.001250") as micro-units; nullopt when empty (no pricing).
+std::optional<api::Micros> ParsedCost(const std::string& text) {
   if (text.empty()) {
     return std::nullopt;
   }
@@ -59,7 +60,7 @@ std::string BudgetShare(const api::Object& ws) {
             static_cast<double>(*spec.budget->tokens);
     of = "tokens";
   }
-  const std::optional<api::Micros> cost = CostOf(usage.cost);
+  const std::optional<api::Micros> cost = ParsedCost(usage.cost);
   if (spec.budget->cost && *spec.budget->cost > 0 && cost) {
     const double cost_share =
         100.0 * static_cast<double>(*cost) / static_cast<double>(*spec.budget->cost);
@@ -126,14 +127,14 @@ int RunTop(CommandContext& ctx, const TopCommandOptions& options) {
     for (const api::Object& ws : *objects) {
       const api::WorkspaceUsage& u = ws.workspace_status().usage;
       rows.push_back({ws.metadata.namespace_, ws.metadata.name, "", u.period, u.tasks,
-                      u.input_tokens, u.output_tokens, CostOf(u.cost), BudgetShare(ws)});
+                      u.input_tokens, u.output_tokens, ParsedCost(u.cost), BudgetShare(ws)});
     }
   } else if (what == "tasks") {
     for (const api::Object& t : *objects) {
       const api::AgentTaskStatus& s = t.agent_task_status();
       rows.push_back({t.metadata.namespace_, t.metadata.name,
                       std::string(api::TaskPhaseName(s.phase)), "", 0, s.usage.input_tokens,
-                      s.usage.output_tokens, CostOf(s.usage.cost), ""});
+                      s.usage.output_tokens, ParsedCost(s.usage.cost), ""});
     }
   } else {
     list.kind = api::Kind::kAgentPool;
@@ -156,7 +157,7 @@ int RunTop(CommandContext& ctx, const TopCommandOptions& options) {
       ++it->second.tasks;
       it->second.input_tokens += u.input_tokens;
       it->second.output_tokens += u.output_tokens;
-      AddCost(it->second.cost, CostOf(u.cost));
+      AddCost(it->second.cost, ParsedCost(u.cost));
     }
     for (auto& [key, row] : by_pool) {
       rows.push_back(std::move(row));

@@ -8,8 +8,10 @@
 // Thread-safe; returned pointers stay valid for the lifetime of the CloudClients.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "api/resources.h"
@@ -21,6 +23,8 @@ namespace sbx::controller {
 
 // Identity of a workspace in inventory and caches: "<namespace>/<workspaceRef>".
 std::string WorkspaceId(const std::string& namespace_, const std::string& workspace_ref);
+// The (namespace, workspaceRef) a WorkspaceId names; nullopt when it has no "/".
+std::optional<std::pair<std::string, std::string>> ParseWorkspaceId(std::string_view id);
 
 // The API a request to `url` belongs to, for metrics of a transport shared by every client:
 // "openai" for paths under /agents/ (the Agents API), "databricks" otherwise (the Sandbox API and

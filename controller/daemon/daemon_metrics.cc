@@ -109,9 +109,8 @@ void CollectUsage(Metrics& m, Store& store) {
   }
   std::map<std::pair<std::string, std::string>, api::UsageSum> tokens;  // (namespace, workspace)
   for (const Store::UsageTotal& t : *totals) {
-    const size_t slash = t.workspace.find('/');
-    const std::string ns = t.workspace.substr(0, slash);
-    const std::string name = slash == std::string::npos ? "" : t.workspace.substr(slash + 1);
+    const auto [ns, name] = ParseWorkspaceId(t.workspace)
+                                .value_or(std::pair<std::string, std::string>(t.workspace, ""));
     if (t.sum.tasks > 0) {
       m.counter("sbx_tasks_finished_total",
                 "AgentTasks that ran and ended, by workspace, namespace and final phase (the "

@@ -33,9 +33,9 @@ api::StatusOr<SandboxSweeper::Known> SandboxSweeper::Discover() {
     if (r.state == Store::InventoryState::kAbandoned) {
       continue;  // nothing is done about it any more: no reason to keep listing its workspace
     }
-    const size_t slash = r.workspace.find('/');
-    if (slash != std::string::npos && known.workspaces.count(r.workspace) == 0) {
-      known.workspaces[r.workspace] = {r.workspace.substr(0, slash), r.workspace.substr(slash + 1)};
+    const auto parsed = ParseWorkspaceId(r.workspace);
+    if (parsed && known.workspaces.count(r.workspace) == 0) {
+      known.workspaces[r.workspace] = {parsed->first, parsed->second};
     }
   }
   return known;

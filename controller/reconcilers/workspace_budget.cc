@@ -41,12 +41,12 @@ api::WorkspaceUsage UsageStatus(const api::WorkspaceSpec& spec, const PeriodUsag
 
 api::StatusOr<std::optional<api::Object>> FindWorkspace(Store& store,
                                                         const std::string& workspace_id) {
-  const size_t slash = workspace_id.find('/');
-  if (slash == std::string::npos) {
+  const auto parsed = ParseWorkspaceId(workspace_id);
+  if (!parsed) {
     return std::optional<api::Object>();
   }
-  api::StatusOr<api::Object> workspace = store.Get(
-      {api::Kind::kWorkspace, workspace_id.substr(0, slash), workspace_id.substr(slash + 1)});
+  api::StatusOr<api::Object> workspace =
+      store.Get({api::Kind::kWorkspace, parsed->first, parsed->second});
   if (workspace.status().code() == api::StatusCode::kNotFound) {
     return std::optional<api::Object>();
   }

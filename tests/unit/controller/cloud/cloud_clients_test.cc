@@ -7,6 +7,10 @@ namespace {
 
 TEST(CloudClientsTest, WorkspaceIdIsNamespaceSlashRef) {
   EXPECT_EQ(WorkspaceId("team-a", "default"), "team-a/default");
+  EXPECT_EQ(ParseWorkspaceId("team-a/default"),
+            (std::pair<std::string, std::string>("team-a", "default")));
+  EXPECT_EQ(ParseWorkspaceId(WorkspaceId("ns", "ws"))->second, "ws");
+  EXPECT_FALSE(ParseWorkspaceId("no-slash"));
 }
 
 // One transport serves both clients in sbxd: the api label tells them apart by path.
