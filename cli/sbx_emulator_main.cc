@@ -217,6 +217,9 @@ void AddDatabricksFlags(CLI::App& app, EmulatorFlags& f) {
                  "Workspace API requests per second (0 = unlimited)");
   app.add_flag("--reset-create-time-on-start", opts.reset_create_time_on_start,
                "start sets a fresh create_time");
+  app.add_flag("--update-time-on-transitions", opts.update_time_on_transitions,
+               "every state transition sets update_time (reference question 10, unconfirmed); "
+               "default: PATCH only");
   app.add_flag("--delete-via-stopping", opts.delete_via_stopping,
                "delete shows STOPPING for --stopping-delay before the sandbox is gone");
   app.add_flag("--accept-legacy-mask-paths", opts.accept_legacy_mask_paths,

@@ -101,6 +101,8 @@ class DatabricksEmulator {
     bool accept_legacy_mask_paths = false;
     // §13.10: start sets a fresh create_time (early docs; unconfirmed). Default: keep it.
     bool reset_create_time_on_start = false;
+    // §13.10: every state transition sets update_time (unconfirmed). Default: PATCH only.
+    bool update_time_on_transitions = false;
     // §4: delete goes through STOPPING for `stopping_delay` before the sandbox is gone
     // (early docs). Default: gone at once.
     bool delete_via_stopping = false;

@@ -8,6 +8,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+int64_t EpochMillis(SystemClock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
 }  // namespace
 
 AdminApi::AdminApi(State& state, FaultInjector& faults) : state_(state), faults_(faults) {}
@@ -143,6 +147,18 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
     }
     if (action.empty() && m == "GET") {
       auto now = SteadyClock::now();
+      // Its RUNNING intervals in Unix milliseconds (end null while it runs), and their total up
+      // to now: what compute accounting is checked against.
+      json intervals = json::array();
+      int64_t running_ms = 0;
+      const int64_t now_ms = EpochMillis(SystemClock::now());
+      for (const SandboxRec::RunningInterval& r : sb->running_intervals) {
+        const int64_t start = EpochMillis(r.start);
+        const std::optional<int64_t> end =
+            r.end ? std::optional<int64_t>(EpochMillis(*r.end)) : std::nullopt;
+        intervals.push_back({{"start_ms", start}, {"end_ms", end ? json(*end) : json(nullptr)}});
+        running_ms += end.value_or(now_ms) - start;
+      }
       return Ok({{"sandbox_id", id},
                  {"state", StateName(sb->state)},
                  {"boot", sb->boot},
@@ -157,6 +173,8 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
                  {"inactivity_timeout", state_.EffectiveTimeoutLocked(*sb).count() > 0
                                             ? FormatDuration(state_.EffectiveTimeoutLocked(*sb))
                                             : std::string("off")},
+                 {"running_intervals", intervals},
+                 {"running_ms", running_ms},
                  {"idle_ms",
                   std::chrono::duration_cast<std::chrono::milliseconds>(now - sb->last_activity)
                       .count()}});

@@ -100,8 +100,15 @@ std::string State::PrincipalLocked(const HttpRequest& req) const {
   return "user:" + api::Fingerprint(token).substr(0, 8);
 }
 
+void State::TransitionedLocked(SandboxRec& sb, SystemClock::time_point at) const {
+  if (options.update_time_on_transitions) {
+    sb.update_time = at;
+  }
+}
+
 void State::BeginPendingLocked(SandboxRec& sb, SteadyClock::time_point now) {
   sb.state = SandboxState::kPending;
+  TransitionedLocked(sb, SystemClock::now());
   sb.transition_at = now + options.pending_delay;
   sb.fail_provisioning = false;
   for (const std::string& key : {sb.id, std::string()}) {
@@ -148,7 +155,12 @@ void State::WipeScratchLocked(const SandboxRec& sb) {
 }
 
 void State::BeginStopLocked(SandboxRec& sb, SteadyClock::time_point now) {
+  const SystemClock::time_point at = SystemClock::now();
+  if (sb.state == SandboxState::kRunning && !sb.running_intervals.empty()) {
+    sb.running_intervals.back().end = at;
+  }
   sb.state = SandboxState::kStopping;
+  TransitionedLocked(sb, at);
   sb.transition_at = now + options.stopping_delay;
   KillSandboxLocked(sb);
   cv.notify_all();
@@ -167,7 +179,10 @@ void State::AdvanceLocked(SteadyClock::time_point now) {
         spdlog::info("sandbox {}: provisioning failed (injected): PENDING → STOPPING", sb.id);
         BeginStopLocked(sb, now);
       } else {
+        const SystemClock::time_point at = SystemClock::now();
         sb.state = SandboxState::kRunning;
+        sb.running_intervals.push_back({at, std::nullopt});
+        TransitionedLocked(sb, at);
         sb.last_activity = now;
         sb.egress_ip = BootEgressIpLocked(sb);
       }
@@ -188,6 +203,7 @@ void State::AdvanceLocked(SteadyClock::time_point now) {
         continue;
       }
       sb.state = SandboxState::kStopped;
+      TransitionedLocked(sb, SystemClock::now());
       WipeScratchLocked(sb);
       if (options.clear_commands_on_stop) {
         sb.commands.clear();

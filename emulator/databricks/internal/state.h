@@ -71,6 +71,13 @@ struct SandboxRec {
   std::string egress_ip;            // public address of this boot ("" until it first runs)
   std::string next_boot_egress_ip;  // set by the admin API: the address the next boot gets
   int updates_in_flight = 0;        // PATCHes being applied (a concurrent one gets 409 ABORTED)
+  // Every RUNNING interval of its life, for tests of compute accounting (admin API): when it
+  // became RUNNING and when it left RUNNING (nullopt while it runs). Wall clock.
+  struct RunningInterval {
+    SystemClock::time_point start;
+    std::optional<SystemClock::time_point> end;
+  };
+  std::vector<RunningInterval> running_intervals;
 };
 
 struct ExecLogEntry {
@@ -105,6 +112,8 @@ class State {
   std::string PrincipalLocked(const HttpRequest& req) const;
 
   // ---- lifecycle (§4), mu held ---------------------------------------------------------------
+  // After a state change at `at`: update_time = at, with options.update_time_on_transitions.
+  void TransitionedLocked(SandboxRec& sb, SystemClock::time_point at) const;
   // Create and start: PENDING until `pending_delay` passes; an injected provisioning failure
   // (provisioning_failures) makes this one end STOPPING → STOPPED instead of RUNNING.
   void BeginPendingLocked(SandboxRec& sb, SteadyClock::time_point now);
