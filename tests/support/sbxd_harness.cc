@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <iostream>
 #include <random>
 #include <regex>
@@ -10,6 +11,21 @@ namespace sbx::testing {
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
+
+double MetricSample(const std::string& text, const std::string& family,
+                    const std::vector<std::string>& labels) {
+  size_t at = 0;
+  while ((at = text.find("\n" + family + "{", at)) != std::string::npos) {
+    const size_t end = text.find('\n', at + 1);
+    const std::string line = text.substr(at + 1, end - at - 1);
+    at = end;
+    if (std::all_of(labels.begin(), labels.end(),
+                    [&](const std::string& l) { return line.find(l) != std::string::npos; })) {
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return -1;
+}
 
 std::pair<std::string, std::string> ConditionOf(const nlohmann::json& object,
                                                 const std::string& type) {

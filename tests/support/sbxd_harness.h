@@ -6,7 +6,8 @@
 // ~/.databrickscfg of the machine is read), Databricks profile variables and SBX_DB are removed,
 // and DATABRICKS_* / OPENAI_* point at the emulator once it runs.
 //
-// Also here: ConditionOf, a condition of an object as `sbxctl get -o json` prints it.
+// Also here: ConditionOf, a condition of an object as `sbxctl get -o json` prints it, and
+// MetricSample, one sample of sbxd's /metrics text.
 //
 // The binaries' paths are the test target's SBXD_PATH, SBXCTL_PATH and SBX_EMULATOR_PATH
 // (compile definitions), passed in through SbxdHarness::Binaries.
@@ -35,6 +36,11 @@ namespace sbx::testing {
 // (status, reason) of condition `type` in an object's JSON; ("", "") when absent.
 std::pair<std::string, std::string> ConditionOf(const nlohmann::json& object,
                                                 const std::string& type);
+
+// The value of the /metrics sample of `family` whose labels include every one of `labels`
+// (`name="value"` each); -1 if there is none.
+double MetricSample(const std::string& text, const std::string& family,
+                    const std::vector<std::string>& labels);
 
 class SbxdHarness {
  public:

@@ -23,6 +23,7 @@ namespace {
 using nlohmann::json;
 using sbx::testing::ConditionOf;
 using sbx::testing::In;
+using sbx::testing::MetricSample;
 using sbx::testing::PollUntil;
 using sbx::testing::RunResult;
 using sbx::testing::SbxdHarness;
@@ -78,23 +79,6 @@ class AgentTaskTest : public ::testing::Test {
   sbx::testing::Process* sbxd_ = nullptr;
   json last_;
 };
-
-// The value of the /metrics sample of `family` whose labels include every one of `labels`
-// (`name="value"` each); -1 if there is none.
-double Sample(const std::string& text, const std::string& family,
-              const std::vector<std::string>& labels) {
-  size_t at = 0;
-  while ((at = text.find("\n" + family + "{", at)) != std::string::npos) {
-    const size_t end = text.find('\n', at + 1);
-    const std::string line = text.substr(at + 1, end - at - 1);
-    at = end;
-    if (std::all_of(labels.begin(), labels.end(),
-                    [&](const std::string& l) { return line.find(l) != std::string::npos; })) {
-      return std::stod(line.substr(line.rfind(' ') + 1));
-    }
-  }
-  return -1;
-}
 
 TEST_F(AgentTaskTest, ATaskRunsACommandInTheSandboxAndCollectsItsFile) {
   std::string session;
@@ -312,9 +296,10 @@ TEST_F(AgentTaskTest, ATokenBudgetHoldsNewTasksOnceReachedAndRaisingItRunsThem) 
     labels.push_back(label);
     return labels;
   };
-  EXPECT_EQ(Sample(text, "sbx_tasks_finished_total", with("phase=\"Succeeded\"")), 10) << text;
-  EXPECT_EQ(Sample(text, "sbx_task_tokens_total", with("type=\"input\"")), 10 * in) << text;
-  EXPECT_EQ(Sample(text, "sbx_task_tokens_total", with("type=\"output\"")), 10 * out) << text;
+  EXPECT_EQ(MetricSample(text, "sbx_tasks_finished_total", with("phase=\"Succeeded\"")), 10)
+      << text;
+  EXPECT_EQ(MetricSample(text, "sbx_task_tokens_total", with("type=\"input\"")), 10 * in) << text;
+  EXPECT_EQ(MetricSample(text, "sbx_task_tokens_total", with("type=\"output\"")), 10 * out) << text;
 }
 
 }  // namespace
