@@ -53,6 +53,8 @@ class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
 template <typename Db>
 class UsageLedger;  // the usage ledger's SQL; internal/usage_ledger.h
 template <typename Db>
+class TaskSlots;  // the task slots' SQL; internal/task_slots.h
+template <typename Db>
 class ObjectWrites;  // what the object writes do to the rows; internal/object_writes.h
 }  // namespace store_internal
 
@@ -136,6 +138,9 @@ class PostgresStore final : public Store {
   StatusOr<api::UsageSum> SumUsage(const std::string& workspace, int64_t from_ms,
                                    int64_t to_ms) override;
   StatusOr<std::vector<UsageTotal>> UsageTotals() override;
+  StatusOr<SlotGrant> AcquireTaskSlot(const std::string& workspace, const ObjectKey& task,
+                                      const std::string& task_uid, int limit) override;
+  Status ReleaseTaskSlot(const std::string& task_uid) override;
 
   // postgres_store_copy.cc. ExportTo reads in one REPEATABLE READ, READ ONLY transaction (one
   // snapshot); ImportFrom writes in one transaction holding the revision row's lock.
@@ -158,6 +163,8 @@ class PostgresStore final : public Store {
   friend class store_internal::StoreCopier;
   template <typename Db>
   friend class store_internal::UsageLedger;
+  template <typename Db>
+  friend class store_internal::TaskSlots;
   template <typename Db>
   friend class store_internal::ObjectWrites;
   using CopyRow = store_internal::PgRow;

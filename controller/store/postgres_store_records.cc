@@ -13,6 +13,7 @@
 #include "controller/store/internal/postgres_rows.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/store_rows.h"
+#include "controller/store/internal/task_slots.h"
 #include "controller/store/internal/usage_ledger.h"
 #include "controller/store/postgres_store.h"
 
@@ -436,6 +437,32 @@ StatusOr<api::UsageSum> PostgresStore::SumUsage(const std::string& workspace, in
 StatusOr<std::vector<Store::UsageTotal>> PostgresStore::UsageTotals() {
   std::lock_guard lock(mu_);
   return store_internal::UsageLedger<PostgresStore>::Totals(*this);
+}
+
+// ---- task slots ---------------------------------------------------------------------------------
+
+StatusOr<Store::SlotGrant> PostgresStore::AcquireTaskSlot(const std::string& workspace,
+                                                          const ObjectKey& task,
+                                                          const std::string& task_uid, int limit) {
+  std::lock_guard lock(mu_);
+  PgTxn txn(*conn_);
+  RETURN_IF_ERROR(txn.Begin());
+  // One slot taker per workspace at a time, across replicas, until the commit: the count and the
+  // insert below cannot interleave with another's (READ COMMITTED alone would let two see room).
+  RETURN_IF_ERROR(conn_
+                      ->Exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                             {P("sbx-task-slots/" + workspace)})
+                      .status());
+  ASSIGN_OR_RETURN(Store::SlotGrant grant, store_internal::TaskSlots<PostgresStore>::Acquire(
+                                               *this, workspace, task, task_uid, limit,
+                                               store_internal::EpochMillis(clock_.Now())));
+  RETURN_IF_ERROR(txn.Commit());
+  return grant;
+}
+
+Status PostgresStore::ReleaseTaskSlot(const std::string& task_uid) {
+  std::lock_guard lock(mu_);
+  return store_internal::TaskSlots<PostgresStore>::Release(*this, task_uid);
 }
 
 }  // namespace sbx::controller

@@ -111,6 +111,13 @@ class ScrubbingStore final : public Store {
     return store_.SumUsage(workspace, from_ms, to_ms);
   }
   StatusOr<std::vector<UsageTotal>> UsageTotals() override { return store_.UsageTotals(); }
+  StatusOr<SlotGrant> AcquireTaskSlot(const std::string& workspace, const ObjectKey& task,
+                                      const std::string& task_uid, int limit) override {
+    return store_.AcquireTaskSlot(workspace, task, task_uid, limit);
+  }
+  Status ReleaseTaskSlot(const std::string& task_uid) override {
+    return store_.ReleaseTaskSlot(task_uid);
+  }
 
  private:
   Store& store_;

@@ -59,6 +59,8 @@ class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
 template <typename Db>
 class UsageLedger;  // the usage ledger's SQL; internal/usage_ledger.h
 template <typename Db>
+class TaskSlots;  // the task slots' SQL; internal/task_slots.h
+template <typename Db>
 class ObjectWrites;  // what the object writes do to the rows; internal/object_writes.h
 }  // namespace store_internal
 
@@ -165,6 +167,9 @@ class SqliteStore final : public Store {
   StatusOr<api::UsageSum> SumUsage(const std::string& workspace, int64_t from_ms,
                                    int64_t to_ms) override;
   StatusOr<std::vector<UsageTotal>> UsageTotals() override;
+  StatusOr<SlotGrant> AcquireTaskSlot(const std::string& workspace, const ObjectKey& task,
+                                      const std::string& task_uid, int limit) override;
+  Status ReleaseTaskSlot(const std::string& task_uid) override;
 
   // sqlite_store_copy.cc. ExportTo reads in one deferred read transaction (a WAL snapshot);
   // ImportFrom writes in one BEGIN IMMEDIATE transaction.
@@ -180,6 +185,8 @@ class SqliteStore final : public Store {
   friend class store_internal::StoreCopier;
   template <typename Db>
   friend class store_internal::UsageLedger;
+  template <typename Db>
+  friend class store_internal::TaskSlots;
   template <typename Db>
   friend class store_internal::ObjectWrites;
   using CopyRow = Stmt;

@@ -10,6 +10,7 @@
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
 #include "controller/store/internal/store_rows.h"
+#include "controller/store/internal/task_slots.h"
 #include "controller/store/internal/usage_ledger.h"
 #include "controller/store/sqlite_store.h"
 
@@ -244,6 +245,29 @@ StatusOr<api::UsageSum> SqliteStore::SumUsage(const std::string& workspace, int6
 StatusOr<std::vector<Store::UsageTotal>> SqliteStore::UsageTotals() {
   std::lock_guard lock(mu_);
   return store_internal::UsageLedger<SqliteStore>::Totals(*this);
+}
+
+// ---- task slots ---------------------------------------------------------------------------------
+
+StatusOr<Store::SlotGrant> SqliteStore::AcquireTaskSlot(const std::string& workspace,
+                                                        const ObjectKey& task,
+                                                        const std::string& task_uid, int limit) {
+  std::lock_guard lock(mu_);
+  Txn txn(*this);  // BEGIN IMMEDIATE: one slot taker at a time, across processes
+  RETURN_IF_ERROR(txn.Begin());
+  ASSIGN_OR_RETURN(Store::SlotGrant grant, store_internal::TaskSlots<SqliteStore>::Acquire(
+                                               *this, workspace, task, task_uid, limit,
+                                               store_internal::EpochMillis(clock_.Now())));
+  RETURN_IF_ERROR(txn.Commit());
+  return grant;
+}
+
+Status SqliteStore::ReleaseTaskSlot(const std::string& task_uid) {
+  std::lock_guard lock(mu_);
+  Txn txn(*this);
+  RETURN_IF_ERROR(txn.Begin());
+  RETURN_IF_ERROR(store_internal::TaskSlots<SqliteStore>::Release(*this, task_uid));
+  return txn.Commit();
 }
 
 }  // namespace sbx::controller

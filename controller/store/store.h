@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/resources.h"
@@ -316,6 +317,34 @@ class Store {
   };
   virtual StatusOr<std::vector<UsageTotal>> UsageTotals() {
     return api::UnimplementedError("this store keeps no usage ledger");
+  }
+
+  // ---- task slots (DESIGN §8.2: Workspace.spec.limits.maxConcurrentTasks) ---------------------
+  // A slot is a row (workspace, task uid) that an AgentTask holds while it is Submitted or
+  // Running (a pool task from before it binds a replica). Taking one is atomic across processes
+  // on one database: SQLite's write lock, PostgreSQL's per-workspace advisory lock inside the
+  // transaction, so two sbxd replicas never hand out more than the limit. Bumps no revision.
+  // Only the SQL stores implement these; others answer kUnimplemented.
+  struct SlotGrant {
+    bool granted = false;
+    // When not granted: who holds the workspace's slots (AgentTask keys and uids), for the
+    // caller to wait on and to give back the slots of tasks that are gone or finished.
+    std::vector<std::pair<ObjectKey, std::string>> holders;
+  };
+  // Takes a slot of `workspace` for the task (`task` with `task_uid`) if it holds none and
+  // fewer than `limit` are held; a task that holds one already is granted again.
+  virtual StatusOr<SlotGrant> AcquireTaskSlot(const std::string& workspace, const ObjectKey& task,
+                                              const std::string& task_uid, int limit) {
+    (void)workspace;
+    (void)task;
+    (void)task_uid;
+    (void)limit;
+    return api::UnimplementedError("this store keeps no task slots");
+  }
+  // Gives back the slot the task holds, if any.
+  virtual Status ReleaseTaskSlot(const std::string& task_uid) {
+    (void)task_uid;
+    return api::UnimplementedError("this store keeps no task slots");
   }
 
   // ---- copying a whole store (sbxctl migrate; store_copy.h) ---------------------------------

@@ -1,5 +1,6 @@
 #include "controller/store/internal/postgres_schema.h"
 
+#include "controller/store/internal/task_slots.h"
 #include "controller/store/internal/usage_ledger.h"
 
 namespace sbx::controller::store_internal {
@@ -123,6 +124,8 @@ ALTER TABLE changes ADD COLUMN wake_hint INTEGER NOT NULL DEFAULT 0;
 )sql",
     // 4: the usage ledger (Store::RecordUsage, Store::SumUsage).
     kUsageLedgerTable,
+    // 5: task slots (Store::AcquireTaskSlot, limits.maxConcurrentTasks).
+    kTaskSlotsTable,
 };
 
 }  // namespace

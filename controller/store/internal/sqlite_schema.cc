@@ -1,5 +1,6 @@
 #include "controller/store/internal/sqlite_schema.h"
 
+#include "controller/store/internal/task_slots.h"
 #include "controller/store/internal/usage_ledger.h"
 
 namespace sbx::controller::store_internal {
@@ -148,6 +149,8 @@ ALTER TABLE changes ADD COLUMN wake_hint INTEGER NOT NULL DEFAULT 0;
 )sql",
     // 6: the usage ledger (Store::RecordUsage, Store::SumUsage).
     kUsageLedgerTable,
+    // 7: task slots (Store::AcquireTaskSlot, limits.maxConcurrentTasks).
+    kTaskSlotsTable,
 };
 
 }  // namespace

@@ -23,6 +23,9 @@ namespace sbx::controller::store_internal {
 
 // The table, the same DDL on both databases (BIGINT is an INTEGER in SQLite): SQLite's
 // migration 6 and PostgreSQL's 4. A migration that has shipped is never edited.
+// Besides a row per ended AgentTask attempt, a Sandbox writes a row per counted piece of its
+// RUNNING time (kind "Sandbox", task_uid its uid, attempt the piece's start in epoch ms,
+// compute_millis its length, phase "", task_finished 0): see SandboxCompute.
 inline constexpr std::string_view kUsageLedgerTable = R"sql(
 -- The usage ledger (DESIGN §8.2): one row per ended attempt of an AgentTask, kept when the task
 -- is deleted; summed per workspace and period (Store::SumUsage).
@@ -79,10 +82,10 @@ class UsageLedger {
     api::UsageSum sum;
     RETURN_IF_ERROR(db.Query(
         "SELECT " + Total("input_tokens") + ", " + Total("cached_input_tokens") + ", " +
-            Total("output_tokens") + ", " + Total("reasoning_tokens") + ", " +
-            Total("compute_millis") + ", " + Total("task_finished") +
-            " FROM usage_records WHERE workspace = " + P(1) + " AND finished_at_ms >= CAST(" +
-            P(2) + " AS BIGINT) AND finished_at_ms < CAST(" + P(3) + " AS BIGINT)",
+            Total("output_tokens") + ", " + Total("reasoning_tokens") + ", " + SandboxCompute() +
+            ", " + Total("task_finished") + " FROM usage_records WHERE workspace = " + P(1) +
+            " AND finished_at_ms >= CAST(" + P(2) + " AS BIGINT) AND finished_at_ms < CAST(" +
+            P(3) + " AS BIGINT)",
         {workspace, std::to_string(from_ms), std::to_string(to_ms)}, [&](const Row& row) -> Status {
           sum = {row.Int(0), row.Int(1), row.Int(2), row.Int(3), row.Int(4), row.Int(5)};
           return api::OkStatus();
@@ -95,7 +98,7 @@ class UsageLedger {
     RETURN_IF_ERROR(db.Query(
         "SELECT workspace, phase, " + Total("input_tokens") + ", " + Total("cached_input_tokens") +
             ", " + Total("output_tokens") + ", " + Total("reasoning_tokens") + ", " +
-            Total("compute_millis") + ", " + Total("task_finished") +
+            SandboxCompute() + ", " + Total("task_finished") +
             " FROM usage_records GROUP BY workspace, phase ORDER BY workspace, phase",
         {}, [&](const Row& row) -> Status {
           out.push_back({row.Text(0),
@@ -136,6 +139,13 @@ class UsageLedger {
 
  private:
   static std::string P(int n) { return Db::kParam + std::to_string(n); }
+  // Compute is what the workspace's sandboxes ran: the rows of kind Sandbox (RUNNING pieces,
+  // controller/reconcilers/sandbox_usage.h). A task's row keeps its own compute for the record,
+  // but tasks sharing a sandbox overlap, so those are not summed.
+  static std::string SandboxCompute() {
+    return "CAST(COALESCE(SUM(CASE WHEN kind = 'Sandbox' THEN compute_millis ELSE 0 END), 0) AS "
+           "BIGINT)";
+  }
   // PostgreSQL sums a BIGINT column to NUMERIC: cast back, on both.
   static std::string Total(std::string_view column) {
     return "CAST(COALESCE(SUM(" + std::string(column) + "), 0) AS BIGINT)";

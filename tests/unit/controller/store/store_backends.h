@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "controller/base/clock.h"
 #include "controller/store/postgres_store.h"
@@ -47,6 +48,31 @@ inline api::StatusOr<std::unique_ptr<Store>> OpenTestStore(const std::string& ba
   pg.task_log_max_bytes = options.task_log_max_bytes;
   ASSIGN_OR_RETURN(std::unique_ptr<PostgresStore> store, PostgresStore::Open(url, pg));
   return std::unique_ptr<Store>(std::move(store));
+}
+
+// Two stores on ONE database, as two sbxd replicas have: "sqlite" → two SqliteStores on a file
+// `sqlite_path` (its directory must exist); "postgres" → two PostgresStores on a new database.
+inline api::StatusOr<std::pair<std::unique_ptr<Store>, std::unique_ptr<Store>>> OpenTestStorePair(
+    const std::string& backend, const std::string& sqlite_path) {
+  std::pair<std::unique_ptr<Store>, std::unique_ptr<Store>> pair;
+  if (backend == "sqlite") {
+    ASSIGN_OR_RETURN(std::unique_ptr<SqliteStore> a, SqliteStore::Open(sqlite_path, {}));
+    ASSIGN_OR_RETURN(std::unique_ptr<SqliteStore> b, SqliteStore::Open(sqlite_path, {}));
+    pair.first = std::move(a);
+    pair.second = std::move(b);
+    return pair;
+  }
+  std::string error;
+  testing::PostgresServer* server = testing::SharedPostgresServer(&error);
+  if (server == nullptr) {
+    return api::UnavailableError("no PostgreSQL for the tests: " + error);
+  }
+  ASSIGN_OR_RETURN(std::string url, server->NewDatabaseUrl());
+  ASSIGN_OR_RETURN(std::unique_ptr<PostgresStore> a, PostgresStore::Open(url, {}));
+  ASSIGN_OR_RETURN(std::unique_ptr<PostgresStore> b, PostgresStore::Open(url, {}));
+  pair.first = std::move(a);
+  pair.second = std::move(b);
+  return pair;
 }
 
 // The statistics both stores keep (SqliteStore::Stats and PostgresStore::Stats alike).

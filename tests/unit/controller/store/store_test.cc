@@ -5,10 +5,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/fake_clock.h"
@@ -891,6 +895,58 @@ TEST_P(StoreTest, GetLeaseNamesTheHolderUntilItIsReleased) {
   auto released = store_->GetLease("sbxd");
   ASSERT_TRUE(released.ok()) << released.status();
   EXPECT_FALSE(released->has_value());
+}
+
+// limits.maxConcurrentTasks: slots per workspace, taken atomically by two stores on one database
+// (two sbxd replicas), held again by their holder, given back by uid.
+TEST_P(StoreTest, TaskSlotsAreNeverMoreThanTheLimitAcrossTwoStoresOnOneDatabase) {
+  const std::string dir = ::testing::TempDir() + "/slots-" + BackendName({GetParam(), 0}) + "-" +
+                          std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto stores = OpenTestStorePair(GetParam(), dir + "/sbx.db");
+  ASSERT_TRUE(stores.ok()) << stores.status();
+  Store& a = *stores->first;
+  Store& b = *stores->second;
+  auto take = [](Store& s, const std::string& ws, const std::string& name) {
+    auto grant = s.AcquireTaskSlot(ws, Key(name, Kind::kAgentTask), "uid-" + name, 2);
+    EXPECT_TRUE(grant.ok()) << grant.status();
+    return grant.ok() ? *grant : Store::SlotGrant{};
+  };
+  EXPECT_TRUE(take(a, "default/ws", "t1").granted);
+  EXPECT_TRUE(take(b, "default/ws", "t1").granted);  // its holder, again: still one slot
+  EXPECT_TRUE(take(b, "default/ws", "t2").granted);
+  const Store::SlotGrant full = take(a, "default/ws", "t3");
+  EXPECT_FALSE(full.granted);
+  ASSERT_EQ(full.holders.size(), 2u);
+  EXPECT_EQ(full.holders[0].first, Key("t1", Kind::kAgentTask));
+  EXPECT_EQ(full.holders[0].second, "uid-t1");
+  EXPECT_EQ(full.holders[1].second, "uid-t2");
+  EXPECT_TRUE(take(a, "default/other", "t3").granted);  // another workspace's slots
+  ASSERT_TRUE(b.ReleaseTaskSlot("uid-t1").ok());
+  ASSERT_TRUE(b.ReleaseTaskSlot("uid-none").ok());   // none held: fine
+  EXPECT_TRUE(take(a, "default/ws", "t4").granted);  // t1's slot
+  EXPECT_FALSE(take(b, "default/ws", "t5").granted);
+
+  // Sixteen takers at once, half on each store, for a workspace with a limit of 3.
+  std::atomic<int> granted{0};
+  std::vector<std::thread> takers;
+  for (int i = 0; i < 16; ++i) {
+    takers.emplace_back([&, i] {
+      Store& s = i % 2 == 0 ? a : b;
+      auto grant = s.AcquireTaskSlot("default/race", Key("r" + std::to_string(i), Kind::kAgentTask),
+                                     "uid-r" + std::to_string(i), 3);
+      EXPECT_TRUE(grant.ok()) << grant.status();
+      if (grant.ok() && grant->granted) {
+        ++granted;
+      }
+    });
+  }
+  for (std::thread& t : takers) {
+    t.join();
+  }
+  EXPECT_EQ(granted.load(), 3);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
