@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -589,6 +590,22 @@ struct Decimal {
   static Node Write(Value v) { return Node::String(FormatDecimal(v)); }
 };
 
+// A duration in seconds with millisecond precision (computeSeconds, runningSeconds): kept in
+// milliseconds, written as a number of seconds (0.3), read from a number or a decimal string.
+struct Seconds3 {
+  using Value = int64_t;
+  static Status Read(const Ctx& ctx, const Field& f, Value* out) {
+    double seconds = 0;
+    RETURN_IF_ERROR(ReadDouble(ctx, f, &seconds));
+    if (!(seconds >= 0) || seconds > 1e12) {
+      return Error(ctx, f, "must be a number of seconds, at least 0");
+    }
+    *out = std::llround(seconds * 1000);
+    return OkStatus();
+  }
+  static Node Write(Value v) { return Node::Float(static_cast<double>(v) / 1000); }
+};
+
 struct Bool {
   using Value = bool;
   static Status Read(const Ctx& ctx, const Field& f, Value* out) { return ReadBool(ctx, f, out); }
@@ -901,6 +918,7 @@ struct FieldsOf<WorkspaceLimits> : PlainMapping {
   static constexpr FieldRow<WorkspaceLimits> kRows[] = {
       Row<&WorkspaceLimits::requests_per_second, Float>("requestsPerSecond"),
       Row<&WorkspaceLimits::max_sandboxes, Int32>("maxSandboxes"),
+      Row<&WorkspaceLimits::max_concurrent_tasks, Int32>("maxConcurrentTasks"),
   };
 };
 
@@ -921,6 +939,7 @@ struct FieldsOf<WorkspaceBudget> : PlainMapping {
   static constexpr FieldRow<WorkspaceBudget> kRows[] = {
       Row<&WorkspaceBudget::period, Enum<BudgetPeriod>>("period", kAlways),
       Row<&WorkspaceBudget::tokens, Optional<Int>>("tokens"),
+      Row<&WorkspaceBudget::compute_hours, Optional<Decimal>>("computeHours"),
       Row<&WorkspaceBudget::cost, Optional<Decimal>>("cost"),
   };
 };
@@ -956,6 +975,7 @@ struct FieldsOf<WorkspaceUsage> : PlainMapping {
       Row<&WorkspaceUsage::cached_input_tokens, Int>("cachedInputTokens"),
       Row<&WorkspaceUsage::output_tokens, Int>("outputTokens"),
       Row<&WorkspaceUsage::reasoning_tokens, Int>("reasoningTokens"),
+      Row<&WorkspaceUsage::compute_millis, Seconds3>("computeSeconds"),
       Row<&WorkspaceUsage::tasks, Int>("tasks"),
       Row<&WorkspaceUsage::cost, Str>("cost"),
   };
@@ -1010,6 +1030,14 @@ struct FieldsOf<SetupResult> : PlainMapping {
 };
 
 template <>
+struct FieldsOf<SandboxUsage> : PlainMapping {
+  static constexpr FieldRow<SandboxUsage> kRows[] = {
+      Row<&SandboxUsage::running_millis, Seconds3>("runningSeconds"),
+      Row<&SandboxUsage::running_since, Str>("runningSince"),
+  };
+};
+
+template <>
 struct FieldsOf<SandboxStatus> : PlainMapping {
   static constexpr FieldRow<SandboxStatus> kRows[] = {
       Row<&SandboxStatus::observed_generation, Int>("observedGeneration"),
@@ -1023,6 +1051,7 @@ struct FieldsOf<SandboxStatus> : PlainMapping {
       Row<&SandboxStatus::provisioning_failures, Int32>("provisioningFailures"),
       Row<&SandboxStatus::next_start_after, Str>("nextStartAfter"),
       Row<&SandboxStatus::idle_since, Str>("idleSince"),
+      Row<&SandboxStatus::usage, Struct<SandboxUsage>>("usage"),
   };
 };
 
@@ -1164,6 +1193,9 @@ struct FieldsOf<TaskUsageTotals> {
       Row<&TaskUsageTotals::cached_input_tokens, Int>("cachedInputTokens"),
       Row<&TaskUsageTotals::output_tokens, Int>("outputTokens"),
       Row<&TaskUsageTotals::reasoning_tokens, Int>("reasoningTokens"),
+      Row<&TaskUsageTotals::compute_millis, Seconds3>("computeSeconds"),
+      Row<&TaskUsageTotals::attempt_start_running_millis, Optional<Seconds3>>(
+          "attemptStartRunningSeconds", kAlways),
       Row<&TaskUsageTotals::cost, Str>("cost"),
   };
 };

@@ -136,6 +136,8 @@ inline constexpr std::string_view kRetrying = "Retrying";
 // condition's reason, and its event); the task starts when the period rolls over or the budget
 // is raised. Not demand for a pool.
 inline constexpr std::string_view kBudgetExceeded = "BudgetExceeded";
+// AgentTask Queued: its Workspace has spec.limits.maxConcurrentTasks tasks Submitted or Running.
+inline constexpr std::string_view kConcurrencyLimited = "ConcurrencyLimited";
 // … what it is doing (Submitted=True, Completed=False) …
 inline constexpr std::string_view kSubmittedReason = "Submitted";
 inline constexpr std::string_view kTurnRunning = "TurnRunning";

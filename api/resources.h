@@ -113,6 +113,9 @@ struct OpenAiConnection {
 struct WorkspaceLimits {
   double requests_per_second = 0;  // "requestsPerSecond"; 0 = controller default
   int max_sandboxes = 0;           // "maxSandboxes"; 0 = no limit of ours (API caps at 100)
+  // "maxConcurrentTasks": the most AgentTasks of the workspace Submitted or Running at once,
+  // held in the store (Store::AcquireTaskSlot), so across sbxd replicas; 0 = no limit.
+  int max_concurrent_tasks = 0;
   friend bool operator==(const WorkspaceLimits&, const WorkspaceLimits&) = default;
 };
 
@@ -136,8 +139,9 @@ enum class BudgetPeriod { kDay, kMonth };  // UTC
 // reached, new tasks of the workspace stay Queued (reason BudgetExceeded); running turns finish.
 struct WorkspaceBudget {
   BudgetPeriod period = BudgetPeriod::kMonth;
-  std::optional<int64_t> tokens;  // input + output tokens
-  std::optional<Micros> cost;     // needs spec.pricing
+  std::optional<int64_t> tokens;        // input + output tokens
+  std::optional<Micros> compute_hours;  // "computeHours": the sandboxes' RUNNING hours (decimal)
+  std::optional<Micros> cost;           // needs spec.pricing
   friend bool operator==(const WorkspaceBudget&, const WorkspaceBudget&) = default;
 };
 
@@ -159,8 +163,11 @@ struct WorkspaceUsage {
   int64_t cached_input_tokens = 0;  // "cachedInputTokens"
   int64_t output_tokens = 0;        // "outputTokens"
   int64_t reasoning_tokens = 0;     // "reasoningTokens"
-  int64_t tasks = 0;                // tasks that finished in the period
-  std::string cost;                 // "0.001250"; "" without spec.pricing
+  // "computeSeconds" (milliseconds kept, written as seconds): RUNNING time of the workspace's
+  // sandboxes in the period, as sbx observed it (what the compute bill counts).
+  int64_t compute_millis = 0;
+  int64_t tasks = 0;  // tasks that finished in the period
+  std::string cost;   // "0.001250"; "" without spec.pricing
   friend bool operator==(const WorkspaceUsage&, const WorkspaceUsage&) = default;
 };
 
@@ -215,6 +222,15 @@ struct SetupResult {
   friend bool operator==(const SetupResult&, const SetupResult&) = default;
 };
 
+// Sandbox.status.usage (DESIGN §8.2): the RUNNING time sbx observed since it created the
+// sandbox (controller/reconcilers/sandbox_usage.h). Counted up to runningSince; the interval
+// from there is open while the sandbox runs and is added on the next status write.
+struct SandboxUsage {
+  int64_t running_millis = 0;  // "runningSeconds" (milliseconds kept, written as seconds)
+  std::string running_since;   // "runningSince": RFC 3339 with milliseconds; "" unless RUNNING
+  friend bool operator==(const SandboxUsage&, const SandboxUsage&) = default;
+};
+
 struct SandboxStatus {
   int64_t observed_generation = 0;
   std::vector<Condition> conditions;
@@ -234,6 +250,7 @@ struct SandboxStatus {
   // does). Kept in status so that a restart of sbxd neither stops it early nor forgets to stop
   // it; the stop is due at idleSince + spec.idleStop.
   std::string idle_since;  // "idleSince"
+  SandboxUsage usage;
   friend bool operator==(const SandboxStatus&, const SandboxStatus&) = default;
 };
 
@@ -419,6 +436,12 @@ struct TaskUsageTotals {
   int64_t cached_input_tokens = 0;  // "cachedInputTokens"
   int64_t output_tokens = 0;        // "outputTokens"
   int64_t reasoning_tokens = 0;     // "reasoningTokens"
+  // "computeSeconds" (milliseconds kept, written as seconds): its sandbox's RUNNING time while
+  // each attempt needed it (from the attempt's wake or submission to its end), summed.
+  int64_t compute_millis = 0;
+  // "attemptStartRunningSeconds": the sandbox's usage.runningSeconds when the running attempt
+  // began to need it (unset: not yet, or no attempt running); its compute is the growth since.
+  std::optional<int64_t> attempt_start_running_millis;
   // At the workspace's prices when the attempt ended (6 places); "" without spec.pricing.
   std::string cost;
   friend bool operator==(const TaskUsageTotals&, const TaskUsageTotals&) = default;

@@ -41,6 +41,13 @@ std::string FormatRfc3339(WallTime t) {
   return buf;
 }
 
+std::string FormatRfc3339Millis(WallTime t) {
+  const auto ms = std::chrono::floor<std::chrono::milliseconds>(t);
+  const std::string seconds = FormatRfc3339(std::chrono::floor<std::chrono::seconds>(ms));
+  const auto frac = (ms - std::chrono::floor<std::chrono::seconds>(ms)).count();
+  return seconds.substr(0, seconds.size() - 1) + "." + std::to_string(1000 + frac).substr(1) + "Z";
+}
+
 std::optional<WallTime> ParseRfc3339(std::string_view text) {
   size_t pos = 0;
   const std::optional<int> year = Digits(text, &pos, 4);

@@ -20,6 +20,10 @@ using WallTime = std::chrono::system_clock::time_point;
 // of two results is time order (the store relies on it).
 std::string FormatRfc3339(WallTime t);
 
+// Millisecond precision, always three places: "2026-09-01T12:00:00.250Z" (text order is time
+// order among these too). For intervals that are summed (Sandbox.status.usage.runningSince).
+std::string FormatRfc3339Millis(WallTime t);
+
 // Parses "YYYY-MM-DDTHH:MM:SS[.fraction](Z|z|+hh:mm|-hh:mm)": what FormatRfc3339 writes, plus
 // fractional seconds (any number of digits, kept to the clock's resolution) and numeric offsets
 // ("2026-09-01T12:00:00.5+02:00"). nullopt when malformed: a missing zone, a date that does not

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "api/rfc3339.h"
+
 namespace sbx::api {
 namespace {
 
@@ -116,6 +118,29 @@ BudgetPeriod UsagePeriod(const WorkspaceSpec& spec) {
   return spec.budget ? spec.budget->period : BudgetPeriod::kMonth;
 }
 
+std::string FormatSeconds(int64_t millis) {
+  std::string out = std::to_string(millis / 1000);
+  if (const int64_t frac = millis % 1000; frac != 0) {
+    std::string digits = std::to_string(1000 + frac).substr(1);
+    while (digits.back() == '0') {
+      digits.pop_back();
+    }
+    out += "." + digits;
+  }
+  return out;
+}
+
+int64_t RunningMillisAt(const SandboxUsage& usage, std::chrono::system_clock::time_point now) {
+  const std::optional<std::chrono::system_clock::time_point> since =
+      ParseRfc3339(usage.running_since);
+  if (!since) {
+    return usage.running_millis;
+  }
+  const auto open = std::chrono::floor<std::chrono::milliseconds>(now) -
+                    std::chrono::floor<std::chrono::milliseconds>(*since);
+  return usage.running_millis + std::max<int64_t>(0, open.count());
+}
+
 std::optional<std::string> BudgetReached(const WorkspaceBudget& budget,
                                          const std::optional<WorkspacePricing>& pricing,
                                          const UsageSum& used, const BudgetPeriodBounds& period) {
@@ -127,6 +152,15 @@ std::optional<std::string> BudgetReached(const WorkspaceBudget& budget,
     if (tokens >= *budget.tokens) {
       return "tokens: " + std::to_string(tokens) + " used of " + std::to_string(*budget.tokens) +
              when;
+    }
+  }
+  if (budget.compute_hours) {
+    // Hours in micro-units against milliseconds: 1 h = 3,600,000 ms = 1,000,000 µh, so
+    // ms × 10 against µh × 36 (in 128 bits: a budget may be up to kMaxMicros).
+    __extension__ typedef __int128 Wide;  // NOLINT(modernize-use-using): as in CostOf
+    if (Wide{used.compute_millis} * 10 >= Wide{*budget.compute_hours} * 36) {
+      return "computeHours: " + FormatSeconds(used.compute_millis) + " s used of " +
+             FormatDecimal(*budget.compute_hours) + " h" + when;
     }
   }
   if (budget.cost && pricing) {

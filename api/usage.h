@@ -33,6 +33,13 @@ std::string FormatDecimal(Micros amount);
 // Six places, as costs are shown: 1250 → "0.001250".
 std::string FormatCost(Micros amount);
 
+// Milliseconds as seconds, shortest form: 300 → "0.3", 61000 → "61", 1234 → "1.234".
+std::string FormatSeconds(int64_t millis);
+
+// A sandbox's RUNNING milliseconds as of `now` (Sandbox.status.usage): the count plus the
+// interval open since runningSince (controller/reconcilers/sandbox_usage.h keeps them).
+int64_t RunningMillisAt(const SandboxUsage& usage, std::chrono::system_clock::time_point now);
+
 // Token and compute counts to price or to hold against a budget.
 struct UsageSum {
   int64_t input_tokens = 0;

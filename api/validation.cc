@@ -198,6 +198,9 @@ Status ValidateWorkspace(const WorkspaceSpec& s, const ValidationOptions& o) {
   if (s.limits.max_sandboxes < 0) {
     return Invalid("spec.limits.maxSandboxes", "must not be negative (0 = no limit of ours)");
   }
+  if (s.limits.max_concurrent_tasks < 0) {
+    return Invalid("spec.limits.maxConcurrentTasks", "must not be negative (0 = no limit)");
+  }
   if (s.budget) {
     if (s.budget->tokens && *s.budget->tokens < 0) {
       return Invalid("spec.budget.tokens", "must not be negative");

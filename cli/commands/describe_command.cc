@@ -8,6 +8,7 @@
 
 #include "api/codec.h"
 #include "api/conditions.h"
+#include "api/usage.h"
 #include "cli/commands/object_printer.h"
 #include "cli/commands/table_printer.h"
 #include "cli/commands/terminal_text.h"
@@ -104,7 +105,8 @@ void AgentTaskFields(std::ostream& out, const api::Object& o,
         "input " + std::to_string(usage.input_tokens) + " (cached " +
             std::to_string(usage.cached_input_tokens) + "), output " +
             std::to_string(usage.output_tokens) + " (reasoning " +
-            std::to_string(usage.reasoning_tokens) + ") tokens, all attempts" +
+            std::to_string(usage.reasoning_tokens) + ") tokens, compute " +
+            api::FormatSeconds(usage.compute_millis) + "s, all attempts" +
             (usage.cost.empty() ? "" : ", cost " + usage.cost),
         2);
   out << "  Artifacts:\n";
@@ -196,6 +198,11 @@ void StatusFields(std::ostream& out, const api::Object& o,
       Field(out, "State", s.state, 2);
       Field(out, "Create Time", s.create_time, 2);
       Field(out, "Boot ID", s.boot_id, 2);
+      Field(out, "Running",
+            api::FormatSeconds(api::RunningMillisAt(s.usage, now)) + "s RUNNING since created" +
+                (s.usage.running_since.empty() ? ""
+                                               : " (running since " + s.usage.running_since + ")"),
+            2);
       Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
       for (const api::SetupResult& r : s.setup) {
         Field(out, "Setup " + r.name,
@@ -229,7 +236,8 @@ void StatusFields(std::ostream& out, const api::Object& o,
                   std::to_string(u.input_tokens) + " (cached " +
                   std::to_string(u.cached_input_tokens) + "), output " +
                   std::to_string(u.output_tokens) + " (reasoning " +
-                  std::to_string(u.reasoning_tokens) + ") tokens" +
+                  std::to_string(u.reasoning_tokens) + ") tokens, compute " +
+                  api::FormatSeconds(u.compute_millis) + "s" +
                   (u.cost.empty() ? "" : ", cost " + u.cost),
               2);
       }

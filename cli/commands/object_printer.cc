@@ -7,6 +7,7 @@
 #include "api/codec.h"
 #include "api/conditions.h"
 #include "api/rfc3339.h"
+#include "api/usage.h"
 #include "cli/commands/command_context.h"
 #include "cli/commands/table_printer.h"
 
@@ -64,6 +65,11 @@ std::string ExecutorCell(const api::Object& o) {
 std::string TokensCell(const api::TaskUsageTotals& u) {
   const int64_t tokens = u.input_tokens + u.output_tokens;
   return tokens > 0 ? std::to_string(tokens) : "<none>";
+}
+
+// RUNNING time as seconds with up to 3 places ("0.3s"); "<none>" while nothing was counted.
+std::string ComputeCell(int64_t millis) {
+  return millis > 0 ? api::FormatSeconds(millis) + "s" : "<none>";
 }
 
 // Attempts made so far, the running one included ("2"); "2/3" when retries are allowed.
@@ -277,7 +283,7 @@ std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_names
     case api::Kind::kSandbox:
       h.insert(h.end(), {"READY", "STATE", "SANDBOX-ID", "AGE"});
       if (wide) {
-        h.insert(h.end(), {"POWER", "WORKSPACE", "SYNCED", "REASON", "MESSAGE"});
+        h.insert(h.end(), {"POWER", "WORKSPACE", "RUNNING", "SYNCED", "REASON", "MESSAGE"});
       }
       break;
     case api::Kind::kAgentWorker:
@@ -289,13 +295,14 @@ std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_names
     case api::Kind::kAgentTask:
       h.insert(h.end(), {"PHASE", "WORKER", "AGE", "DURATION", "COMMANDS", "ATTEMPTS", "RESULT"});
       if (wide) {
-        h.insert(h.end(), {"QUEUE", "SESSION", "TURN", "TOKENS", "COST"});
+        h.insert(h.end(), {"QUEUE", "SESSION", "TURN", "TOKENS", "COMPUTE", "COST"});
       }
       break;
     case api::Kind::kWorkspace:
       h.insert(h.end(), {"READY", "HOST", "AGE"});
       if (wide) {
-        h.insert(h.end(), {"PROFILE", "REASON", "MESSAGE", "PERIOD", "TOKENS", "COST", "BUDGET"});
+        h.insert(h.end(),
+                 {"PROFILE", "REASON", "MESSAGE", "PERIOD", "TOKENS", "COMPUTE", "COST", "BUDGET"});
       }
       break;
     case api::Kind::kGitSource:
@@ -332,8 +339,10 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
         const char* power = spec.power == api::Power::kRunning   ? "Running"
                             : spec.power == api::Power::kStopped ? "Stopped"
                                                                  : "OnDemand";
-        r.insert(r.end(), {power, spec.workspace_ref, ConditionCell(o, api::condition::kSynced),
-                           OrNone(ReadyReason(o)), ReadyMessage(o)});
+        r.insert(
+            r.end(),
+            {power, spec.workspace_ref, ComputeCell(api::RunningMillisAt(status.usage, now)),
+             ConditionCell(o, api::condition::kSynced), OrNone(ReadyReason(o)), ReadyMessage(o)});
       }
       break;
     }
@@ -363,7 +372,7 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
         r.insert(r.end(),
                  {status.queue_position > 0 ? std::to_string(status.queue_position) : "<none>",
                   OrNone(status.session_id), OrNone(status.turn_id), TokensCell(status.usage),
-                  OrNone(status.usage.cost)});
+                  ComputeCell(status.usage.compute_millis), OrNone(status.usage.cost)});
       }
       break;
     }
@@ -377,7 +386,7 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
             api::FindCondition(o.conditions(), api::condition::kBudgetExceeded);
         r.insert(r.end(), {OrNone(spec.databricks.profile), OrNone(ReadyReason(o)), ReadyMessage(o),
                            OrNone(u.period), std::to_string(u.input_tokens + u.output_tokens),
-                           OrNone(u.cost),
+                           ComputeCell(u.compute_millis), OrNone(u.cost),
                            budget == nullptr                               ? "<none>"
                            : budget->status == api::ConditionStatus::kTrue ? "Exceeded"
                                                                            : "Within"});

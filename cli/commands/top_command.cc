@@ -26,6 +26,7 @@ struct Row {
   int64_t tasks = 0;   // workspaces, pools
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
+  int64_t compute_millis = 0;
   std::optional<api::Micros> cost;  // unset: no pricing
   std::string budget;               // workspaces: "80% tokens", "-"
   int64_t tokens() const { return input_tokens + output_tokens; }
@@ -60,6 +61,15 @@ std::string BudgetShare(const api::Object& ws) {
             static_cast<double>(*spec.budget->tokens);
     of = "tokens";
   }
+  if (spec.budget->compute_hours && *spec.budget->compute_hours > 0) {
+    // µh → ms: 1 h = 1,000,000 µh = 3,600,000 ms.
+    const double compute_share = 100.0 * static_cast<double>(usage.compute_millis) /
+                                 (static_cast<double>(*spec.budget->compute_hours) * 3.6);
+    if (compute_share > share) {
+      share = compute_share;
+      of = "compute";
+    }
+  }
   const std::optional<api::Micros> cost = ParsedCost(usage.cost);
   if (spec.budget->cost && *spec.budget->cost > 0 && cost) {
     const double cost_share =
@@ -76,9 +86,13 @@ std::string BudgetShare(const api::Object& ws) {
 }
 
 json RowJson(const Row& r, std::string_view what) {
-  json j = {{"namespace", r.namespace_},     {"name", r.name},
-            {"inputTokens", r.input_tokens}, {"outputTokens", r.output_tokens},
-            {"tokens", r.tokens()},          {"cost", r.cost ? api::FormatCost(*r.cost) : ""}};
+  json j = {{"namespace", r.namespace_},
+            {"name", r.name},
+            {"inputTokens", r.input_tokens},
+            {"outputTokens", r.output_tokens},
+            {"tokens", r.tokens()},
+            {"computeSeconds", static_cast<double>(r.compute_millis) / 1000},
+            {"cost", r.cost ? api::FormatCost(*r.cost) : ""}};
   if (what == "tasks") {
     j["phase"] = r.phase;
   } else {
@@ -104,9 +118,10 @@ int RunTop(CommandContext& ctx, const TopCommandOptions& options) {
                                               "\" (expected workspaces, pools or tasks)"));
   }
   const std::string& what = what_it->second;
-  if (options.sort_by != "tokens" && options.sort_by != "cost" && options.sort_by != "name") {
+  if (options.sort_by != "tokens" && options.sort_by != "cost" && options.sort_by != "compute" &&
+      options.sort_by != "name") {
     return ctx.Fail(api::InvalidArgumentError("--sort-by " + options.sort_by +
-                                              ": expected tokens, cost or name"));
+                                              ": expected tokens, compute, cost or name"));
   }
   if (!options.output.empty() && options.output != "json") {
     return ctx.Fail(api::InvalidArgumentError("-o " + options.output + ": expected json"));
@@ -127,14 +142,15 @@ int RunTop(CommandContext& ctx, const TopCommandOptions& options) {
     for (const api::Object& ws : *objects) {
       const api::WorkspaceUsage& u = ws.workspace_status().usage;
       rows.push_back({ws.metadata.namespace_, ws.metadata.name, "", u.period, u.tasks,
-                      u.input_tokens, u.output_tokens, ParsedCost(u.cost), BudgetShare(ws)});
+                      u.input_tokens, u.output_tokens, u.compute_millis, ParsedCost(u.cost),
+                      BudgetShare(ws)});
     }
   } else if (what == "tasks") {
     for (const api::Object& t : *objects) {
       const api::AgentTaskStatus& s = t.agent_task_status();
       rows.push_back({t.metadata.namespace_, t.metadata.name,
                       std::string(api::TaskPhaseName(s.phase)), "", 0, s.usage.input_tokens,
-                      s.usage.output_tokens, ParsedCost(s.usage.cost), ""});
+                      s.usage.output_tokens, s.usage.compute_millis, ParsedCost(s.usage.cost), ""});
     }
   } else {
     list.kind = api::Kind::kAgentPool;
@@ -157,6 +173,7 @@ int RunTop(CommandContext& ctx, const TopCommandOptions& options) {
       ++it->second.tasks;
       it->second.input_tokens += u.input_tokens;
       it->second.output_tokens += u.output_tokens;
+      it->second.compute_millis += u.compute_millis;
       AddCost(it->second.cost, ParsedCost(u.cost));
     }
     for (auto& [key, row] : by_pool) {
@@ -169,6 +186,9 @@ int RunTop(CommandContext& ctx, const TopCommandOptions& options) {
     }
     if (options.sort_by == "tokens") {
       return a.tokens() > b.tokens();
+    }
+    if (options.sort_by == "compute") {
+      return a.compute_millis > b.compute_millis;
     }
     return std::tie(a.namespace_, a.name) < std::tie(b.namespace_, b.name);
   });
@@ -184,11 +204,11 @@ int RunTop(CommandContext& ctx, const TopCommandOptions& options) {
   const bool with_namespace = !list.namespace_.has_value();
   std::vector<std::string> headers = {"NAME"};
   if (what == "workspaces") {
-    headers.insert(headers.end(), {"PERIOD", "TASKS", "TOKENS", "COST", "BUDGET"});
+    headers.insert(headers.end(), {"PERIOD", "TASKS", "TOKENS", "COMPUTE", "COST", "BUDGET"});
   } else if (what == "pools") {
-    headers.insert(headers.end(), {"TASKS", "TOKENS", "COST"});
+    headers.insert(headers.end(), {"TASKS", "TOKENS", "COMPUTE", "COST"});
   } else {
-    headers.insert(headers.end(), {"PHASE", "TOKENS", "COST"});
+    headers.insert(headers.end(), {"PHASE", "TOKENS", "COMPUTE", "COST"});
   }
   if (with_namespace) {
     headers.insert(headers.begin(), "NAMESPACE");
@@ -196,14 +216,16 @@ int RunTop(CommandContext& ctx, const TopCommandOptions& options) {
   TablePrinter table(headers);
   for (const Row& r : rows) {
     const std::string cost = r.cost ? api::FormatCost(*r.cost) : "-";
+    const std::string compute = api::FormatSeconds(r.compute_millis) + "s";
     std::vector<std::string> cells = {r.name};
     if (what == "workspaces") {
       cells.insert(cells.end(), {r.period.empty() ? "-" : r.period, std::to_string(r.tasks),
-                                 std::to_string(r.tokens()), cost, r.budget});
+                                 std::to_string(r.tokens()), compute, cost, r.budget});
     } else if (what == "pools") {
-      cells.insert(cells.end(), {std::to_string(r.tasks), std::to_string(r.tokens()), cost});
+      cells.insert(cells.end(),
+                   {std::to_string(r.tasks), std::to_string(r.tokens()), compute, cost});
     } else {
-      cells.insert(cells.end(), {r.phase, std::to_string(r.tokens()), cost});
+      cells.insert(cells.end(), {r.phase, std::to_string(r.tokens()), compute, cost});
     }
     if (with_namespace) {
       cells.insert(cells.begin(), r.namespace_);
@@ -221,9 +243,10 @@ int RunTop(CommandContext& ctx, const TopCommandOptions& options) {
 void AddTopCommand(CLI::App& app, CommandContext& ctx) {
   auto options = std::make_shared<TopCommandOptions>();
   CLI::App* sub = app.add_subcommand(
-      "top", "Show what workspaces, pools or tasks consumed: tokens, cost, share of the budget");
+      "top",
+      "Show what workspaces, pools or tasks consumed: tokens, compute, cost, share of the budget");
   sub->add_option("what", options->what, "workspaces|pools|tasks (ws, ap, at)")->required();
-  sub->add_option("--sort-by", options->sort_by, "tokens (default), cost or name");
+  sub->add_option("--sort-by", options->sort_by, "tokens (default), compute, cost or name");
   sub->add_option("-o,--output", options->output, "output format: json");
   sub->callback(
       [&ctx, options] { ctx.action = [&ctx, options] { return RunTop(ctx, *options); }; });

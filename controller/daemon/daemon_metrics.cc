@@ -123,6 +123,7 @@ void CollectUsage(Metrics& m, Store& store) {
     sum.cached_input_tokens += t.sum.cached_input_tokens;
     sum.output_tokens += t.sum.output_tokens;
     sum.reasoning_tokens += t.sum.reasoning_tokens;
+    sum.compute_millis += t.sum.compute_millis;  // the sandboxes' RUNNING pieces (phase "")
   }
   for (const auto& [key, sum] : tokens) {
     for (const auto& [type, n] :
@@ -135,6 +136,12 @@ void CollectUsage(Metrics& m, Store& store) {
                 {{"workspace", key.second}, {"namespace", key.first}, {"type", type}})
           .RaiseTo(static_cast<double>(n));
     }
+    m.counter("sbx_sandbox_running_seconds_total",
+              "Seconds the workspace's Sandboxes were RUNNING, as sbx observed them, by workspace "
+              "and namespace (the usage ledger, counted in pieces of at most a resync; shared by "
+              "the replicas: aggregate with max)",
+              {{"workspace", key.second}, {"namespace", key.first}})
+        .RaiseTo(static_cast<double>(sum.compute_millis) / 1000);
   }
 }
 

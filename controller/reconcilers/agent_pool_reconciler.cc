@@ -236,32 +236,47 @@ Status AgentPoolReconciler::Observe(Target& t, Pass& p) {
     dependencies_->SetDependencies(t.key(), keys);
   }
   // While the Workspace's budget is used up (DESIGN §8.2) its queued tasks are held, and no
-  // demand: no replica is made for them (the tasks' HoldForBudget reads the same ledger).
-  ASSIGN_OR_RETURN(const bool budget_held, BudgetHeld(t, p.now));
+  // demand: no replica is made for them (the tasks' HoldForBudget reads the same ledger). With
+  // limits.maxConcurrentTasks, no more of them than could hold a slot beside the busy ones.
+  ASSIGN_OR_RETURN(const WorkspaceHolds holds, HeldByWorkspace(t, p.now));
   for (const auto& [uid, task] : live) {
     // A task waiting out a retry delay is not demand yet (its wake-up enqueues the pool).
     if (task->agent_task_spec().pool_ref == t.object.metadata.name && !bound.contains(uid) &&
-        !AwaitingRetry(*task, p.now) && !budget_held) {
+        !AwaitingRetry(*task, p.now) && !holds.budget_reached) {
       ++p.queued;
     }
+  }
+  if (holds.max_concurrent_tasks > 0) {
+    p.queued = std::min(p.queued,
+                        std::max(0, holds.max_concurrent_tasks - static_cast<int>(bound.size())));
   }
   return api::OkStatus();
 }
 
-StatusOr<bool> AgentPoolReconciler::BudgetHeld(Target& t, Clock::WallTime now) {
+StatusOr<AgentPoolReconciler::WorkspaceHolds> AgentPoolReconciler::HeldByWorkspace(
+    Target& t, Clock::WallTime now) {
   ASSIGN_OR_RETURN(const std::optional<std::string> workspace_id, WorkspaceOf(store_, t.key()));
   if (!workspace_id) {
-    return false;
+    return WorkspaceHolds{};
   }
   ASSIGN_OR_RETURN(const std::optional<Object> workspace, FindWorkspace(store_, *workspace_id));
-  if (!workspace || !workspace->workspace_spec().budget) {
-    return false;
+  if (!workspace) {
+    return WorkspaceHolds{};
+  }
+  const api::WorkspaceSpec& spec = workspace->workspace_spec();
+  WorkspaceHolds holds;
+  holds.max_concurrent_tasks = spec.limits.max_concurrent_tasks;
+  if (!spec.budget && holds.max_concurrent_tasks <= 0) {
+    return holds;
   }
   if (dependencies_ != nullptr) {
     dependencies_->Track(t.key(), api::KeyOf(*workspace));  // a raise scales it at once
   }
-  ASSIGN_OR_RETURN(const std::optional<std::string> reached, BudgetHold(store_, *workspace, now));
-  return reached.has_value();
+  if (spec.budget) {
+    ASSIGN_OR_RETURN(const std::optional<std::string> reached, BudgetHold(store_, *workspace, now));
+    holds.budget_reached = reached.has_value();
+  }
+  return holds;
 }
 
 Status AgentPoolReconciler::Scale(Target& t, Pass& p) {

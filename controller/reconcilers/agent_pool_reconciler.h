@@ -7,8 +7,9 @@
 //     sbx.dev/created-by-uid from the create on). Each owns its inline Sandbox, as any worker
 //     with an inline sandbox does.
 //   Demand → busy replicas (a live binding, pool_binding.h) + the pool's queued tasks (not bound
-//     yet) + spec.warm, at least spec.replicas.min, at most spec.replicas.max. Replicas that are
-//     starting count as supply: the missing ones are created at once, all in this pass.
+//     yet; none while the Workspace's budget is used up, at most its maxConcurrentTasks less the
+//     busy ones) + spec.warm, at least spec.replicas.min, at most spec.replicas.max. Replicas that
+//     are starting count as supply: the missing ones are created at once, all in this pass.
 //   Scale down → an idle replica (Ready, no task) above the demand that has been idle for
 //     spec.scaleDownAfter (since its creation or its last task's completion) is claimed
 //     (binding "retiring", so no task can take it meanwhile) and deleted. Never a busy one.
@@ -73,9 +74,15 @@ class AgentPoolReconciler final : public Reconciler {
   // Lists the replicas and the namespace's tasks; clears stale bindings, finishes claimed
   // deletions, counts the queue.
   api::Status Observe(Target& t, Pass& p);
-  // Whether the pool's Workspace's budget is used up at `now` (its queued tasks are then no
-  // demand, DESIGN §8.2); tracks the Workspace as a dependency.
-  api::StatusOr<bool> BudgetHeld(Target& t, Clock::WallTime now);
+  // What the pool's Workspace holds back (DESIGN §8.2): whether its budget is used up at `now`
+  // (its queued tasks are then no demand), and its limits.maxConcurrentTasks (0: none; at most
+  // that many of its tasks hold slots, so no more are demand); tracks the Workspace as a
+  // dependency when it has either.
+  struct WorkspaceHolds {
+    bool budget_reached = false;
+    int max_concurrent_tasks = 0;
+  };
+  api::StatusOr<WorkspaceHolds> HeldByWorkspace(Target& t, Clock::WallTime now);
   // Retires free replicas of older templates, creates the missing ones, retires free ones idle
   // for scaleDownAfter above the demand.
   api::Status Scale(Target& t, Pass& p);

@@ -11,6 +11,7 @@
 #include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/pool_binding.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
+#include "controller/reconcilers/sandbox_usage.h"
 #include "controller/reconcilers/task_artifacts.h"
 #include "controller/reconcilers/task_attempts.h"
 #include "controller/reconcilers/task_usage.h"
@@ -79,6 +80,7 @@ Store::TaskLogEntry Line(LogKind kind, std::string text, std::string item_id = "
 struct AgentTaskReconciler::Target : ReconcileTarget {
   Object worker;
   Object sandbox;
+  std::optional<Object> workspace;  // its Workspace, once HoldForBudget found it
   openai::AgentsApi* agents = nullptr;
 
   const api::AgentTaskSpec& spec() const { return object.agent_task_spec(); }
@@ -109,7 +111,13 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Reconcile(const api::ObjectKey& k
                                                          std::stop_token stop) {
   ReconcileSteps<Target> steps;
   steps.converge = [this](Target& t) { return Converge(t); };
-  steps.finalize = [this](Target& t) { return Finalize(t); };
+  steps.finalize = [this](Target& t) -> StatusOr<std::optional<ReconcileResult>> {
+    StatusOr<std::optional<ReconcileResult>> finalized = Finalize(t);
+    if (finalized.ok() && !finalized->has_value()) {
+      RETURN_IF_ERROR(store_.ReleaseTaskSlot(t.object.metadata.uid));  // whatever path it took
+    }
+    return finalized;
+  };
   steps.record_outcome = [this](Target& t, const Status& s) { RecordSynced(t.object, s, clock_); };
   steps.dependencies = dependencies_;
   return RunReconcile(store_, key, stop, steps);
@@ -222,6 +230,11 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
     }
   }
   if (!t.spec().pool_ref.empty()) {
+    // A pool task takes its slot before it binds: one held by the limit is no demand.
+    ASSIGN_OR_RETURN(std::optional<ReconcileResult> limited, HoldForConcurrency(t));
+    if (limited) {
+      return *limited;
+    }
     ASSIGN_OR_RETURN(std::optional<ReconcileResult> waiting, BindToPool(t, tasks, now));
     if (waiting) {
       return *waiting;
@@ -291,6 +304,12 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
       return *held;
     }
   }
+  // From here the attempt needs the sandbox (to wake it, or to run on it): its compute is the
+  // sandbox's RUNNING time from now to the attempt's end (sandbox_usage.h).
+  if (!t.status().usage.attempt_start_running_millis) {
+    t.status().usage.attempt_start_running_millis =
+        api::RunningMillisAt(t.sandbox.sandbox_status().usage, now);
+  }
   // Runnable? On an OnDemand sandbox (on_demand_power.h) the task wakes it and waits for the
   // executor; the hold keeps a stop from crossing the submission.
   TaskAdmission admission = AdmitTask(options_.power, t.worker, t.sandbox);
@@ -308,12 +327,17 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
     }
     return wait(reason::kWaitingForWorker, admission.message);
   }
+  ASSIGN_OR_RETURN(std::optional<ReconcileResult> limited, HoldForConcurrency(t));
+  if (limited) {
+    return *limited;
+  }
   return Submit(t);
 }
 
 StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::HoldForBudget(
     Target& t, const std::string& workspace_id, Clock::WallTime now) {
-  ASSIGN_OR_RETURN(const std::optional<Object> workspace, FindWorkspace(store_, workspace_id));
+  ASSIGN_OR_RETURN(t.workspace, FindWorkspace(store_, workspace_id));
+  const std::optional<Object>& workspace = t.workspace;
   if (!workspace) {
     return std::optional<ReconcileResult>();
   }
@@ -328,6 +352,60 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::HoldForBudget(
   return std::optional(
       Wait(t, reason::kBudgetExceeded,
            "the budget of Workspace " + workspace->metadata.name + " is used up: " + *reached));
+}
+
+StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::HoldForConcurrency(Target& t) {
+  if (!t.workspace || t.workspace->workspace_spec().limits.max_concurrent_tasks <= 0) {
+    return std::optional<ReconcileResult>();
+  }
+  const Object& workspace = *t.workspace;
+  const int limit = workspace.workspace_spec().limits.max_concurrent_tasks;
+  const std::string workspace_id =
+      WorkspaceId(workspace.metadata.namespace_, workspace.metadata.name);
+  for (;;) {
+    ASSIGN_OR_RETURN(const Store::SlotGrant grant,
+                     store_.AcquireTaskSlot(workspace_id, t.key(), t.object.metadata.uid, limit));
+    if (grant.granted) {
+      return std::optional<ReconcileResult>();
+    }
+    // A slot whose task is gone or finished (a crash before its end gave it back) is free:
+    // give it back and ask again. Otherwise wait for the holders (a finish wakes this task).
+    bool freed = false;
+    std::vector<api::ObjectKey> holders = {api::KeyOf(workspace)};
+    for (const auto& [key, uid] : grant.holders) {
+      StatusOr<Object> holder = store_.Get(key);
+      if (holder.status().code() != api::StatusCode::kNotFound) {
+        RETURN_IF_ERROR(holder.status());
+      }
+      if (!holder.ok() || holder->metadata.uid != uid ||
+          api::IsFinished(holder->agent_task_status().phase)) {
+        RETURN_IF_ERROR(store_.ReleaseTaskSlot(uid));
+        freed = true;
+      }
+      holders.push_back(key);
+    }
+    if (freed) {
+      continue;
+    }
+    if (dependencies_ != nullptr) {
+      dependencies_->SetDependencies(t.key(), holders);
+    }
+    t.status().queue_position = 0;
+    return std::optional(Wait(t, reason::kConcurrencyLimited,
+                              std::to_string(grant.holders.size()) + " of " +
+                                  std::to_string(limit) + " tasks of Workspace " +
+                                  workspace.metadata.name +
+                                  " are Submitted or Running (spec.limits.maxConcurrentTasks)"));
+  }
+}
+
+int64_t AgentTaskReconciler::AttemptComputeMillis(Target& t) {
+  const std::optional<int64_t> start = t.status().usage.attempt_start_running_millis;
+  if (!start || t.sandbox.metadata.uid.empty()) {
+    return 0;  // it never needed its sandbox, or the sandbox is gone: nothing to measure
+  }
+  return std::max<int64_t>(
+      0, api::RunningMillisAt(t.sandbox.sandbox_status().usage, clock_.Now()) - *start);
 }
 
 Status AgentTaskReconciler::RecordAttemptUsage(Target& t, int attempt, TaskPhase phase,
@@ -355,6 +433,7 @@ Status AgentTaskReconciler::RecordAttemptUsage(Target& t, int attempt, TaskPhase
   record.cached_input_tokens = used.cached_input_tokens;
   record.output_tokens = used.output_tokens;
   record.reasoning_tokens = used.reasoning_tokens;
+  record.compute_millis = used.compute_millis;
   record.task_finished = task_finished;
   record.phase = std::string(api::TaskPhaseName(phase));
   RETURN_IF_ERROR(store_.RecordUsage(record));
@@ -364,9 +443,9 @@ Status AgentTaskReconciler::RecordAttemptUsage(Target& t, int attempt, TaskPhase
   }
   if (const auto& pricing = workspace->workspace_spec().pricing) {
     const api::TaskUsageTotals& totals = t.status().usage;
-    t.status().usage.cost = api::FormatCost(
-        api::CostOf(*pricing, {totals.input_tokens, totals.cached_input_tokens,
-                               totals.output_tokens, totals.reasoning_tokens, 0, 0}));
+    t.status().usage.cost = api::FormatCost(api::CostOf(
+        *pricing, {totals.input_tokens, totals.cached_input_tokens, totals.output_tokens,
+                   totals.reasoning_tokens, totals.compute_millis, 0}));
   }
   if (options_.enqueuer != nullptr) {
     options_.enqueuer->Enqueue(api::KeyOf(*workspace));  // its status.usage and budget
@@ -512,7 +591,6 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Follow(Target& t) {
   api::AgentTaskStatus& st = t.status();
-  const std::string& uid = t.object.metadata.uid;
   if (Status loaded = LoadWorker(t, st.worker); !loaded.ok()) {
     if (loaded.code() == api::StatusCode::kNotFound &&
         (t.worker.metadata.uid.empty() || t.sandbox.metadata.uid.empty())) {
@@ -763,12 +841,15 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
       return ReconcileResult::RequeueAfter(options_.session_close_retry);
     }
   }
+  // In the same status write as the attempt's record: a pass that comes back here (a close held
+  // up above) has not added it yet, and one after this write sees the attempt ended.
+  api::TaskUsageTotals used;
+  used.compute_millis = AttemptComputeMillis(t);
+  st.usage.compute_millis += used.compute_millis;
+  st.usage.attempt_start_running_millis.reset();
   if (attempted) {
     st.attempts.push_back({attempt, st.worker, st.turn_id, phase, st.result.error, st.submitted_at,
                            FormatRfc3339(clock_.Now())});
-    // In the same status write as the attempt's record: a pass that comes back here (a close
-    // held up above) has not added it yet, and one after this write sees the attempt ended.
-    api::TaskUsageTotals used;
     if (attempt_usage) {
       AddUsage(st.usage, *attempt_usage);
       AddUsage(used, *attempt_usage);
@@ -791,17 +872,17 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase
                                                           : ": " + st.result.error.code + " " +
                                                                 st.result.error.message))});
   Release(t);
-  if (!t.spec().pool_ref.empty()) {
-    // The final status first: a replica given back before it is stored could start another
-    // task while this one still looks unfinished.
-    t.status().observed_generation = t.object.metadata.generation;
-    ASSIGN_OR_RETURN(Object stored, store_.UpdateStatus(t.object));
-    t.object = stored;
-    t.original_status = stored.status;
-    // Once, here: a crash before it leaves a stale binding, which counts as free at once
-    // (pool_binding.h) and which the pool clears.
-    RETURN_IF_ERROR(Unbind(t, t.status().worker));
-  }
+  // The final status first: a replica or a slot given back before it is stored could start
+  // another task while this one still looks unfinished.
+  t.status().observed_generation = t.object.metadata.generation;
+  ASSIGN_OR_RETURN(Object stored, store_.UpdateStatus(t.object));
+  t.object = stored;
+  t.original_status = stored.status;
+  // Once, here: a crash before it leaves a stale binding, which counts as free at once
+  // (pool_binding.h) and which the pool clears, and a stale slot, which the next task that
+  // finds the workspace at its limit gives back (HoldForConcurrency).
+  RETURN_IF_ERROR(Unbind(t, t.status().worker));
+  RETURN_IF_ERROR(store_.ReleaseTaskSlot(t.object.metadata.uid));
   return Expire(t);
 }
 
@@ -832,13 +913,13 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Retry(Target& t) {
   const std::string message = RetryMessage(t.spec(), st);
   Wait(t, reason::kRetrying, message);
   Log(t, {Line(LogKind::kStatus, message)});
-  if (!replica.empty()) {
-    // The status first, as in Finish: the replica is free for others during the delay.
-    ASSIGN_OR_RETURN(Object stored, store_.UpdateStatus(t.object));
-    t.object = stored;
-    t.original_status = stored.status;
-    RETURN_IF_ERROR(Unbind(t, replica));
-  }
+  // The status first, as in Finish: the replica and the slot are free for others during the
+  // delay (a crash before leaves a Queued task holding its slot until it is submitted again).
+  ASSIGN_OR_RETURN(Object stored, store_.UpdateStatus(t.object));
+  t.object = stored;
+  t.original_status = stored.status;
+  RETURN_IF_ERROR(Unbind(t, replica));
+  RETURN_IF_ERROR(store_.ReleaseTaskSlot(t.object.metadata.uid));
   return ReconcileResult::RequeueAfter(delay);
 }
 

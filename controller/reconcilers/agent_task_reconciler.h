@@ -154,6 +154,15 @@ class AgentTaskReconciler final : public Reconciler {
   api::StatusOr<std::optional<ReconcileResult>> HoldForBudget(Target& t,
                                                               const std::string& workspace_id,
                                                               Clock::WallTime now);
+  // Queued with reason ConcurrencyLimited while its Workspace (t.workspace, found by
+  // HoldForBudget) has spec.limits.maxConcurrentTasks tasks holding slots (Store::
+  // AcquireTaskSlot); else the task holds a slot (nullopt: it may go on). Slots of holders that
+  // are gone or finished are given back first. The slot is given back after the status that
+  // ends or retries the attempt is stored, and when the task is deleted.
+  api::StatusOr<std::optional<ReconcileResult>> HoldForConcurrency(Target& t);
+  // The RUNNING time of its sandbox since the ending attempt began to need it (0 when it never
+  // did, or its sandbox is not loaded).
+  int64_t AttemptComputeMillis(Target& t);
   // The attempt that just ended, which `used` that many tokens, into the usage ledger (once),
   // and status.usage.cost at its Workspace's pricing; wakes the Workspace.
   api::Status RecordAttemptUsage(Target& t, int attempt, api::TaskPhase phase,

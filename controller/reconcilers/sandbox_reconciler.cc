@@ -11,6 +11,7 @@
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
+#include "controller/reconcilers/sandbox_usage.h"
 
 namespace sbx::controller {
 namespace {
@@ -67,6 +68,10 @@ struct SandboxReconciler::Target : ReconcileTarget {
   std::string workspace_ref;
   std::string workspace;  // WorkspaceId(namespace, workspace_ref)
   std::string sandbox_id;
+  // The workspace's LIST sweeps fail: the state is as last observed, so no checkpoint of its
+  // RUNNING time is written for it alone (a long outage writes each status once).
+  bool stale = false;
+  std::string live_update_time;  // the observed sandbox's update_time
 
   const api::SandboxSpec& spec() const { return object.sandbox_spec(); }
   api::SandboxStatus& status() { return object.sandbox_status(); }
@@ -95,8 +100,16 @@ StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key
     t.sandbox_id = std::move(planned.sandbox_id);
     t.workspace = WorkspaceId(t.object.metadata.namespace_, t.workspace_ref);
   };
-  steps.converge = [this](Target& t) { return Converge(t); };
-  steps.finalize = [this](Target& t) { return Finalize(t); };
+  steps.converge = [this](Target& t) -> StatusOr<ReconcileResult> {
+    StatusOr<ReconcileResult> result = Converge(t);
+    RETURN_IF_ERROR(CountRunningTime(t, /*gone=*/false));
+    return result;
+  };
+  steps.finalize = [this](Target& t) -> StatusOr<std::optional<ReconcileResult>> {
+    StatusOr<std::optional<ReconcileResult>> result = Finalize(t);
+    RETURN_IF_ERROR(CountRunningTime(t, /*gone=*/result.ok() && !result->has_value()));
+    return result;
+  };
   // Synced tells the user why the last attempt failed; the Manager decides about retrying.
   steps.record_outcome = [this](Target& t, const Status& status) {
     RecordSyncedError(t.object, status, clock_);
@@ -104,6 +117,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Reconcile(const api::ObjectKey& key
   steps.forget = [this](const api::ObjectKey& gone) {
     std::lock_guard lock(mu_);
     boot_checked_.erase(gone);
+    not_running_seen_.erase(gone);
   };
   return RunReconcile(store_, key, stop, steps);
 }
@@ -122,6 +136,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
     // stale view (the API is likely down anyway); the sweeper enqueues this object again when a
     // LIST succeeds.
     SetSynced(t, ConditionStatus::kFalse, failing->reason, failing->message);
+    t.stale = true;
     return ReconcileResult::Done();
   }
   ASSIGN_OR_RETURN(std::optional<databricks::Sandbox> live, Observe(t));
@@ -137,6 +152,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Converge(Target& t) {
   t.status().workspace_ref = t.workspace_ref;
   t.status().state = std::string(databricks::SandboxStateName(live->state));
   t.status().create_time = live->create_time;
+  t.live_update_time = live->update_time;
   if (live->state != SandboxState::kRunning) {
     // The boot is over (or not begun): the next RUNNING must read the marker again, even if this
     // reconcile fails or sbxd dies before it gets there.
@@ -759,6 +775,45 @@ StatusOr<std::optional<ReconcileResult>> SandboxReconciler::Finalize(Target& t) 
                    "deletionPolicy Orphan: sandbox " + t.sandbox_id + " left running");
   }
   return std::optional<ReconcileResult>();  // cleaned up: the finalizer comes off
+}
+
+Status SandboxReconciler::CountRunningTime(Target& t, bool gone) {
+  const Clock::WallTime now = clock_.Now();
+  api::SandboxStatus unchanged_but_usage = t.status();
+  unchanged_but_usage.usage = t.before().usage;
+  const bool written_anyway = !(unchanged_but_usage == t.before());
+  const bool running = !gone && t.status().state == "RUNNING";
+  std::optional<Clock::WallTime> began;
+  {
+    std::lock_guard lock(mu_);
+    auto seen = not_running_seen_.find(t.key());
+    if (running && seen != not_running_seen_.end()) {
+      began = RunningBegan(t.live_update_time, seen->second, now);
+    }
+    if (!running) {
+      not_running_seen_[t.key()] = now;
+    }
+  }
+  const std::optional<RunningPiece> piece = CountRunning(
+      t.status().usage, running, now,
+      written_anyway ||
+          (!t.stale && CheckpointDue(t.before().usage, now, options_.usage_checkpoint)),
+      began);
+  if (!piece) {
+    return api::OkStatus();
+  }
+  Store::UsageRecord record;
+  record.workspace = t.workspace;
+  record.task_uid = t.object.metadata.uid;
+  record.attempt = piece->from_ms;
+  record.task = t.key();
+  record.finished_at_ms = piece->to_ms;
+  record.compute_millis = piece->millis();
+  if (Status recorded = store_.RecordUsage(record); !recorded.ok()) {
+    t.status().usage = t.before().usage;  // counted next time, never in status without a record
+    return recorded;
+  }
+  return api::OkStatus();
 }
 
 void SandboxReconciler::SetReady(Target& t, ConditionStatus status, std::string_view reason,

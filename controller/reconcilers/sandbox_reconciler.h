@@ -77,6 +77,10 @@ struct SandboxReconcilerOptions {
   // A Sandbox waiting for a slot of its Workspace's spec.limits.maxSandboxes (QuotaExceeded)
   // looks again this often: two store reads, no API call.
   std::chrono::milliseconds quota_recheck{std::chrono::seconds(10)};
+  // A RUNNING sandbox's open interval of RUNNING time is counted (status.usage, the usage
+  // ledger) on every status write, and on a pass that finds it this old (sandbox_usage.h): so
+  // at the latest on the first resync after it, and the workspace's compute lags by no more.
+  std::chrono::milliseconds usage_checkpoint{std::chrono::seconds(60)};
   // Told create_sent, created and running_observed (milestones.h).
   MilestoneFn milestone;
   // A provisioning that ended STOPPED instead of RUNNING is started again after
@@ -117,6 +121,9 @@ class SandboxReconciler final : public Reconciler {
   api::StatusOr<ReconcileResult> StartStopped(Target& t, const std::string& demand);
   api::StatusOr<ReconcileResult> CreateRefusedByQuota(Target& t, const api::Status& refused);
   api::StatusOr<ReconcileResult> StopWhenIdle(Target& t, ReconcileResult result);
+  // After converging or finalizing: counts the RUNNING time up to now (sandbox_usage.h) into
+  // status.usage and the usage ledger. `gone`: the sandbox is deleted or no longer ours.
+  api::Status CountRunningTime(Target& t, bool gone);
 
   void SetReady(Target& t, api::ConditionStatus status, std::string_view reason,
                 std::string message);
@@ -135,6 +142,8 @@ class SandboxReconciler final : public Reconciler {
 
   std::mutex mu_;
   std::map<api::ObjectKey, Clock::SteadyTime> boot_checked_;  // last boot-marker read; mu_
+  // When a pass last saw the sandbox not RUNNING (the lower bound of RunningBegan); mu_.
+  std::map<api::ObjectKey, Clock::WallTime> not_running_seen_;
   // Held across counting a workspace's inventory and writing an intent row, so that two
   // concurrent creates cannot both take the last slot of spec.limits.maxSandboxes (only this
   // process writes inventory: sbxctl never does, and a second sbxd is a standby).

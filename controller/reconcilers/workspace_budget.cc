@@ -32,6 +32,7 @@ api::WorkspaceUsage UsageStatus(const api::WorkspaceSpec& spec, const PeriodUsag
   out.cached_input_tokens = usage.used.cached_input_tokens;
   out.output_tokens = usage.used.output_tokens;
   out.reasoning_tokens = usage.used.reasoning_tokens;
+  out.compute_millis = usage.used.compute_millis;
   out.tasks = usage.used.tasks;
   if (spec.pricing) {
     out.cost = api::FormatCost(api::CostOf(*spec.pricing, usage.used));

@@ -9,16 +9,25 @@
 //  * An external wake without a webhook: input posted straight to the session wakes the
 //    sandbox through required_actions on the worker's status cadence; the turn runs; it sleeps
 //    again after.
+//  * Compute accounting (#28): the Sandbox's status.usage.runningSeconds, its ledger counter
+//    and each task's computeSeconds against the emulator's RUNNING intervals, across sleep/wake
+//    cycles and a kill -9 of sbxd while the sandbox runs a task.
 //  * A wake whose executor relaunch fails, with a short --disconnected-after: reported, the task
 //    waits, and runs once the executor can start.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <future>
+#include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "api/rfc3339.h"
+#include "api/usage.h"
 #include "tests/support/http_test_client.h"
 #include "tests/support/process.h"
 #include "tests/support/sbxd_harness.h"
@@ -27,7 +36,9 @@ namespace {
 
 using nlohmann::json;
 using sbx::testing::ConditionOf;
+using sbx::testing::HttpTestClient;
 using sbx::testing::In;
+using sbx::testing::MetricSample;
 using sbx::testing::PollUntil;
 using sbx::testing::Process;
 using sbx::testing::RunResult;
@@ -229,6 +240,125 @@ TEST_F(OnDemandTest, SleepWakeCyclesSurviveKillsAndSleepingCostsNoDatabricksCall
   EXPECT_EQ(posted.get(), 202);
   ASSERT_TRUE(WaitAsleep()) << EmulatorState();
   EXPECT_EQ(TurnsStarted(), 5);
+}
+
+// The emulator's RUNNING time of the sandbox within [from_ms, to_ms), and in all.
+struct EmulatorRunning {
+  int64_t total_ms = 0;
+  bool open = false;  // an interval has no end: RUNNING now
+  int64_t Within(int64_t from_ms, int64_t to_ms) const {
+    int64_t sum = 0;
+    for (const auto& [start, end] : intervals) {
+      sum += std::max<int64_t>(0, std::min(end, to_ms) - std::max(start, from_ms));
+    }
+    return sum;
+  }
+  std::vector<std::pair<int64_t, int64_t>> intervals;
+};
+
+int64_t EpochMillisOf(const std::string& rfc3339) {
+  return std::chrono::duration_cast<milliseconds>(
+             sbx::api::ParseRfc3339(rfc3339).value().time_since_epoch())
+      .count();
+}
+
+// The emulator moves update_time on each transition (the reference leaves it open): sbx then
+// times a start by it rather than by its first sighting of RUNNING (a fast sweep up to 1 s
+// later).
+TEST_F(OnDemandTest, RunningSecondsMatchTheEmulatorsIntervalsAcrossSleepWakeAndKill9) {
+  const sbx::api::Status started =
+      harness_.StartEmulator({"--update-time-on-transitions"}, kConverge);
+  ASSERT_TRUE(started.ok()) << started;
+  ASSERT_NO_FATAL_FAILURE(StartSbxd());
+  ASSERT_NO_FATAL_FAILURE(
+      ApplyYaml("worker",
+                "apiVersion: sbx.dev/v1alpha1\nkind: AgentWorker\nmetadata:\n  name: fixer\n"
+                "spec:\n  sandbox:\n    power: OnDemand\n    idleStop: 2s\n"
+                "  agent:\n    model: gpt-5-codex\n"));
+  ASSERT_TRUE(Wait("agentworker", "fixer", [](const json& w) {
+    return !w["status"].value("connectedEnvironmentId", "").empty();
+  })) << last_.dump(2);
+  ASSERT_TRUE(WaitAsleep()) << EmulatorState() << last_.dump(2);
+
+  // A wake for t1; a wake for t2, with sbxd killed (-9) while t2's turn runs and the sandbox
+  // with it, and started again.
+  // When the test first saw each task end (polling every 100 ms): the status's completedAt
+  // has second precision only.
+  std::map<std::string, int64_t> seen_ended;
+  auto now_ms = [] {
+    return std::chrono::duration_cast<milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  ASSERT_NO_FATAL_FAILURE(ApplyTask("t1", "$ echo one > one.txt"));
+  ASSERT_TRUE(WaitSucceeded("t1")) << last_.dump(2);
+  seen_ended["t1"] = now_ms();
+  ASSERT_TRUE(WaitAsleep()) << EmulatorState();
+  ASSERT_NO_FATAL_FAILURE(ApplyTask("t2", "$ sleep 3 && echo two > two.txt"));
+  ASSERT_TRUE(Wait("agenttask", "t2", [](const json& t) {
+    return t["status"].value("phase", "") == "Running";
+  })) << last_.dump(2);
+  ASSERT_NO_FATAL_FAILURE(KillSbxd());
+  ASSERT_NO_FATAL_FAILURE(StartSbxd());
+  ASSERT_TRUE(WaitSucceeded("t2")) << last_.dump(2);
+  seen_ended["t2"] = now_ms();
+  ASSERT_TRUE(WaitAsleep()) << EmulatorState();
+
+  const json emu =
+      json::parse(harness_.databricks().Get("/_emulator/sandboxes/" + std::string(kSandboxId)).body,
+                  nullptr, false);
+  ASSERT_TRUE(emu.is_object() && emu["running_intervals"].is_array()) << emu.dump();
+  EmulatorRunning running;
+  for (const json& i : emu["running_intervals"]) {
+    ASSERT_FALSE(i["end_ms"].is_null()) << "asleep, yet RUNNING: " << emu.dump();
+    running.intervals.emplace_back(i["start_ms"].get<int64_t>(), i["end_ms"].get<int64_t>());
+  }
+  running.total_ms = emu["running_ms"].get<int64_t>();
+  ASSERT_EQ(running.intervals.size(), 3u) << "bring-up, t1's wake, t2's wake: " << emu.dump();
+
+  // The Sandbox: every interval counted, none twice across the restart, nothing left open.
+  const json sb = harness_.Get("sandbox", "fixer");
+  const json& usage = sb["status"]["usage"];
+  EXPECT_FALSE(usage.contains("runningSince")) << sb.dump(2);
+  const double counted_ms = usage.value("runningSeconds", -1.0) * 1000;
+  std::cout << "RUNNING: sbx counted " << counted_ms << " ms, the emulator ran " << running.total_ms
+            << " ms\n";  // reported for the record
+  EXPECT_NEAR(counted_ms, static_cast<double>(running.total_ms), 1000) << sb.dump(2) << emu.dump();
+
+  // Each task: its sandbox's RUNNING time from its creation (the sandbox slept then) to its end
+  // as the test saw it (a poll late, while the sandbox idles on).
+  for (const char* task : {"t1", "t2"}) {
+    const json t = harness_.Get("agenttask", task);
+    const int64_t from = EpochMillisOf(t["metadata"].value("creationTimestamp", ""));
+    const int64_t to = seen_ended[task];
+    const double compute_ms = t["status"]["usage"].value("computeSeconds", -1.0) * 1000;
+    std::cout << task << ": computeSeconds " << compute_ms << " ms, the emulator's window "
+              << running.Within(from, to) << " ms\n";
+    EXPECT_NEAR(compute_ms, static_cast<double>(running.Within(from, to)), 1000)
+        << task << ": " << t.dump(2) << emu.dump();
+    EXPECT_FALSE(t["status"]["usage"].contains("attemptStartRunningSeconds")) << t.dump(2);
+  }
+  EXPECT_GT(harness_.Get("agenttask", "t2")["status"]["usage"].value("computeSeconds", 0.0), 3.0);
+
+  // The ledger's counter (the workspace's compute) agrees: the pieces add up to the status.
+  const int port = SbxdHarness::MetricsPort(*sbxd_, kConverge);
+  ASSERT_GT(port, 0);
+  double metric = -1;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        const std::string text =
+            HttpTestClient("http://127.0.0.1:" + std::to_string(port)).Get("/metrics").body;
+        metric = MetricSample(text, "sbx_sandbox_running_seconds_total", {"namespace=\"default\""});
+        return std::abs(metric * 1000 - counted_ms) < 1;
+      },
+      In(kConverge), milliseconds(200)))
+      << metric << " s counted in the ledger, " << counted_ms << " ms in the status";
+
+  const RunResult wide = harness_.Sbxctl({"get", "sandbox", "fixer", "-o", "wide"});
+  EXPECT_NE(wide.out.find("RUNNING"), std::string::npos) << wide.out;
+  EXPECT_NE(wide.out.find(sbx::api::FormatSeconds(static_cast<int64_t>(counted_ms)) + "s"),
+            std::string::npos)
+      << wide.out;
 }
 
 // A wake whose executor relaunch fails (#25): the worker's wrapper exits 7 while the file

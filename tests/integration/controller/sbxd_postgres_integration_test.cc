@@ -4,10 +4,13 @@
 // `sbxctl get -w` sees the controller's status writes (the watch over the change log, woken by
 // NOTIFY), and when two replicas split the work and the one holding the workspace dies, the
 // other takes it over, with no sandbox created twice. The password of the URL never reaches
-// sbxd's log.
+// sbxd's log. A Workspace's limits.maxConcurrentTasks holds across two replicas and a kill -9
+// of the one that works the workspace (#28).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -15,6 +18,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "controller/store/open_store.h"
@@ -65,6 +69,8 @@ class SbxdPostgresTest : public ::testing::Test {
         harness_({.binaries = {SBXD_PATH, SBXCTL_PATH, SBX_EMULATOR_PATH},
                   .dir_prefix = "sbxd-pg-itest-",
                   .token = "dapi-itest-" + std::to_string(std::random_device{}()),
+                  .app_key = "sk-app-itest-pg",
+                  .executor_key = "sk-exec-itest-pg",
                   .db = db_}) {}
 
   void SetUp() override {
@@ -197,6 +203,98 @@ TEST_F(SbxdPostgresTest, AReplicaTakesAWorkspaceOverWhenItsHolderDiesAndNothingI
   HttpResult counters = harness_.databricks().Get("/_emulator/counters");
   ASSERT_EQ(counters.status, 200);
   EXPECT_EQ(json::parse(counters.body).value("databricks.create", int64_t{-1}), 2) << counters.body;
+}
+
+// limits.maxConcurrentTasks (#28): 30 tasks on 4 workers of a workspace limited to 3, two
+// replicas on PostgreSQL, the one that works the workspace killed (-9) halfway: sampling the
+// store every 100 ms never sees more than 3 tasks Submitted or Running, and all 30 succeed.
+TEST_F(SbxdPostgresTest, MaxConcurrentTasksHoldsAcrossTwoReplicasAndAKill) {
+  Process* a = StartSbxd("sbxd-a");
+  ASSERT_NE(a, nullptr);
+  const int port_a = SbxdHarness::MetricsPort(*a, kConverge);
+  Process* b = StartSbxd("sbxd-b");
+  ASSERT_NE(b, nullptr);
+  ASSERT_GT(SbxdHarness::MetricsPort(*b, kConverge), 0);  // up
+  ASSERT_EQ(harness_
+                .Apply("workspace",
+                       "apiVersion: sbx.dev/v1alpha1\nkind: Workspace\nmetadata:\n  name: default\n"
+                       "spec:\n  limits: {maxConcurrentTasks: 3}\n")
+                .exit_code,
+            0);
+  std::string workers;
+  for (int w = 1; w <= 4; ++w) {
+    workers +=
+        "---\n" + SbxdHarness::InlineWorkerYaml("w" + std::to_string(w), "/home/sandbox-agent/ws");
+  }
+  RunResult applied = harness_.Apply("workers", workers);
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  for (int w = 1; w <= 4; ++w) {
+    ASSERT_TRUE(PollUntil(
+        [&] {
+          last_ = harness_.Get("agentworker", "w" + std::to_string(w));
+          return ConditionOf(last_, "Ready").first == "True";
+        },
+        In(std::chrono::seconds(90)), milliseconds(100)))
+        << last_.dump(2);
+  }
+
+  auto store = sbx::controller::OpenStore(db_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::atomic<bool> sampling{true};
+  std::atomic<int> most{0};
+  std::atomic<int> samples{0};
+  std::atomic<bool> limited_seen{false};
+  std::thread sampler([&] {
+    sbx::controller::ListOptions tasks;
+    tasks.kind = sbx::api::Kind::kAgentTask;
+    while (sampling) {
+      auto listed = (*store)->List(tasks);
+      if (listed.ok()) {
+        int active = 0;
+        for (const sbx::api::Object& t : *listed) {
+          const auto& st = t.agent_task_status();
+          active += st.phase == sbx::api::TaskPhase::kSubmitted ||
+                    st.phase == sbx::api::TaskPhase::kRunning;
+          for (const sbx::api::Condition& c : st.conditions) {
+            limited_seen = limited_seen || c.reason == "ConcurrencyLimited";
+          }
+        }
+        most = std::max(most.load(), active);
+        ++samples;
+      }
+      std::this_thread::sleep_for(milliseconds(100));  // the sampling cadence, not a wait
+    }
+  });
+
+  std::string tasks;
+  for (int i = 1; i <= 30; ++i) {
+    tasks += "---\napiVersion: sbx.dev/v1alpha1\nkind: AgentTask\nmetadata:\n  name: t" +
+             std::to_string(i) + "\nspec:\n  workerRef: w" + std::to_string(i % 4 + 1) +
+             "\n  timeout: 5m\n  input: \"$ sleep 1\"\n";
+  }
+  applied = harness_.Apply("tasks", tasks);
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  auto succeeded = [&] {
+    int n = 0;
+    for (int i = 1; i <= 30; ++i) {
+      n += harness_.Get("agenttask", "t" + std::to_string(i))["status"].value("phase", "") ==
+           "Succeeded";
+    }
+    return n;
+  };
+  ASSERT_TRUE(
+      PollUntil([&] { return succeeded() >= 10; }, In(std::chrono::minutes(3)), milliseconds(500)));
+  const bool a_holds = Metric(port_a, "sbx_workspace_leases_held") == 1;
+  (a_holds ? a : b)->Kill();
+  const bool all =
+      PollUntil([&] { return succeeded() == 30; }, In(std::chrono::minutes(4)), milliseconds(500));
+  sampling = false;
+  sampler.join();
+  ASSERT_TRUE(all) << succeeded() << " of 30 succeeded";
+  EXPECT_LE(most.load(), 3) << "over " << samples.load() << " samples";
+  EXPECT_EQ(most.load(), 3) << "the limit, not fewer, ran at once";
+  EXPECT_TRUE(limited_seen.load());
+  EXPECT_GT(samples.load(), 50);
 }
 
 TEST_F(SbxdPostgresTest, ThePasswordOfTheUrlNeverReachesTheLog) {

@@ -57,9 +57,9 @@ inline Object FullWorkspace() {
                   {"", "/etc/sbx/client-id"},
                   {"CLIENT_SECRET", ""}};
   s.openai = {"https://api.openai.com/v1", {"OPENAI_API_KEY", ""}};
-  s.limits = {2.5, 40};
+  s.limits = {2.5, 40, 3};
   s.pricing = WorkspacePricing{500'000, 1'250'000, 125'000, 10'000'000};
-  s.budget = WorkspaceBudget{BudgetPeriod::kDay, 1'000'000, 50'000'000};
+  s.budget = WorkspaceBudget{BudgetPeriod::kDay, 1'000'000, 2'500'000, 50'000'000};
   o.workspace_status().observed_generation = 1;
   o.workspace_status().conditions = {{"Ready", ConditionStatus::kTrue, "Ok", "", "t", 1}};
   return o;

@@ -129,5 +129,66 @@ spec:
       << bad.status();
 }
 
+TEST(UsageTest, SecondsKeepMillisecondsAndPrintShortest) {
+  EXPECT_EQ(FormatSeconds(0), "0");
+  EXPECT_EQ(FormatSeconds(300), "0.3");
+  EXPECT_EQ(FormatSeconds(1234), "1.234");
+  EXPECT_EQ(FormatSeconds(61'000), "61");
+  EXPECT_EQ(FormatSeconds(5), "0.005");
+
+  Object task;
+  task.kind = Kind::kAgentTask;
+  task.metadata.name = "t";
+  task.spec = AgentTaskSpec{};
+  AgentTaskStatus status;
+  status.usage.compute_millis = 300;
+  status.usage.attempt_start_running_millis = 0;  // set at 0 is not unset
+  task.status = status;
+  const std::string json = EncodeStatusJson(task);
+  EXPECT_NE(json.find(R"("computeSeconds":0.3)"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("attemptStartRunningSeconds":0)"), std::string::npos) << json;
+  StatusOr<ResourceStatus> back = DecodeStatusJson(Kind::kAgentTask, json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(std::get<AgentTaskStatus>(*back).usage, status.usage);
+
+  status.usage.attempt_start_running_millis.reset();
+  task.status = status;
+  EXPECT_EQ(EncodeStatusJson(task).find("attemptStartRunningSeconds"), std::string::npos);
+}
+
+TEST(UsageTest, ASandboxRunsForItsCountPlusTheOpenInterval) {
+  SandboxUsage usage;
+  usage.running_millis = 1500;
+  const auto now = *ParseRfc3339("2026-12-04T10:00:02.250Z");
+  EXPECT_EQ(RunningMillisAt(usage, now), 1500);  // nothing open: stopped
+  usage.running_since = FormatRfc3339Millis(*ParseRfc3339("2026-12-04T10:00:00.125Z"));
+  EXPECT_EQ(usage.running_since, "2026-12-04T10:00:00.125Z");
+  EXPECT_EQ(RunningMillisAt(usage, now), 1500 + 2125);
+  // A clock behind runningSince counts no negative time.
+  EXPECT_EQ(RunningMillisAt(usage, *ParseRfc3339("2026-12-04T09:00:00Z")), 1500);
+}
+
+TEST(UsageTest, AComputeBudgetIsReachedAtItsHours) {
+  const BudgetPeriodBounds period =
+      PeriodAt(BudgetPeriod::kMonth, *ParseRfc3339("2026-12-04T10:00:00Z"));
+  WorkspaceBudget budget;
+  budget.compute_hours = *ParseDecimal("0.5");  // 1800 s
+  EXPECT_FALSE(BudgetReached(budget, std::nullopt, {.compute_millis = 1'799'999}, period));
+  std::optional<std::string> reached =
+      BudgetReached(budget, std::nullopt, {.compute_millis = 1'800'000}, period);
+  ASSERT_TRUE(reached);
+  EXPECT_EQ(*reached, "computeHours: 1800 s used of 0.5 h this month (2026-12)");
+
+  auto objects = DecodeManifests(R"(apiVersion: sbx.dev/v1alpha1
+kind: Workspace
+metadata: {name: ws}
+spec:
+  budget: {computeHours: "0.25"}
+)",
+                                 "ws.yaml");
+  ASSERT_TRUE(objects.ok()) << objects.status();
+  EXPECT_EQ((*objects)[0].object.workspace_spec().budget->compute_hours, 250'000);
+}
+
 }  // namespace
 }  // namespace sbx::api

@@ -27,21 +27,23 @@ class TopCommandTest : public ::testing::Test {
     ctx_.SetStoreForTesting(*std::move(store));
 
     api::Object ws = api::MakeObject(api::Kind::kWorkspace, "team");
-    ws.workspace_spec().budget = api::WorkspaceBudget{.tokens = 1000, .cost = 2'000'000};
+    ws.workspace_spec().budget =
+        api::WorkspaceBudget{.tokens = 1000, .compute_hours = 1'000'000, .cost = 2'000'000};
     ws.workspace_spec().pricing.emplace().input_tokens_per_million = 1'000'000;
     api::Object pool = api::MakeObject(api::Kind::kAgentPool, "p");
     pool.agent_pool_spec().template_.spec.agent.model = "m";
     api::ApplyDefaults(pool);
     ASSERT_TRUE(store_->Apply({ws, pool}, {}).ok());
     ws = *store_->Get(api::KeyOf(ws));
-    ws.workspace_status().usage = {"2026-12", 700, 0, 100, 0, 3, "1.500000"};  // 80% tokens
+    // 80% of the tokens, 50% of the compute hour, 75% of the cost.
+    ws.workspace_status().usage = {"2026-12", 700, 0, 100, 0, 1'800'000, 3, "1.500000"};
     ASSERT_TRUE(store_->UpdateStatus(ws).ok());
-    AddTask("small", "p", 10, 5, "0.000010");
-    AddTask("big", "p", 300, 100, "0.000300");
-    AddTask("alone", "", 50, 0, "");
+    AddTask("small", "p", 10, 5, 3'000, "0.000010");
+    AddTask("big", "p", 300, 100, 300, "0.000300");
+    AddTask("alone", "", 50, 0, 0, "");
   }
   void AddTask(const std::string& name, const std::string& pool, int64_t in, int64_t out,
-               const std::string& cost) {
+               int64_t compute_ms, const std::string& cost) {
     api::Object t = api::MakeObject(api::Kind::kAgentTask, name);
     t.agent_task_spec().input = "x";
     if (pool.empty()) {
@@ -52,7 +54,7 @@ class TopCommandTest : public ::testing::Test {
     ASSERT_TRUE(store_->Apply({t}, {}).ok());
     t = *store_->Get(api::KeyOf(t));
     t.agent_task_status().phase = api::TaskPhase::kSucceeded;
-    t.agent_task_status().usage = {in, 0, out, 0, cost};
+    t.agent_task_status().usage = {in, 0, out, 0, compute_ms, std::nullopt, cost};
     ASSERT_TRUE(store_->UpdateStatus(t).ok());
   }
   int Top(TopCommandOptions options) {
@@ -74,6 +76,7 @@ TEST_F(TopCommandTest, WorkspacesShowTheirPeriodUsageAndTheLargestShareOfTheBudg
   // 800 of 1000 tokens is 80%; 1.5 of 2 cost is 75%: the larger is shown.
   EXPECT_THAT(out_.str(), HasSubstr("80% tokens"));
   EXPECT_THAT(out_.str(), HasSubstr("1.500000"));
+  EXPECT_THAT(out_.str(), HasSubstr("1800s"));
 }
 
 TEST_F(TopCommandTest, TasksSortByTokensOrNameAndPrintJson) {
@@ -91,6 +94,14 @@ TEST_F(TopCommandTest, TasksSortByTokensOrNameAndPrintJson) {
   EXPECT_EQ(rows[1]["name"], "big");
   EXPECT_EQ(rows[1]["tokens"], 400);
   EXPECT_EQ(rows[1]["cost"], "0.000300");
+  EXPECT_EQ(rows[1]["computeSeconds"], 0.3);
+
+  ASSERT_EQ(Top({.what = "at", .sort_by = "compute"}), kExitOk) << err_.str();
+  const std::string by_compute = out_.str();
+  EXPECT_THAT(by_compute, HasSubstr("COMPUTE"));
+  EXPECT_THAT(by_compute, HasSubstr("3s"));
+  EXPECT_LT(by_compute.find("small"), by_compute.find("big"));
+  EXPECT_LT(by_compute.find("big"), by_compute.find("alone"));
 }
 
 TEST_F(TopCommandTest, PoolsSumTheirTasks) {
@@ -101,6 +112,7 @@ TEST_F(TopCommandTest, PoolsSumTheirTasks) {
   EXPECT_EQ(rows[0]["tasks"], 2);
   EXPECT_EQ(rows[0]["tokens"], 415);
   EXPECT_EQ(rows[0]["cost"], "0.000310");
+  EXPECT_EQ(rows[0]["computeSeconds"], 3.3);
 }
 
 TEST_F(TopCommandTest, BadArgumentsAreRefusedByName) {

@@ -14,6 +14,7 @@
 
 #include "api/base64.h"
 #include "api/conditions.h"
+#include "api/rfc3339.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
 #include "tests/fakes/recording_enqueuer.h"
@@ -335,6 +336,81 @@ TEST_F(AgentTaskReconcilerTest, WorkerSelectorPicksAReadyWorkerWithTheLabels) {
   EXPECT_EQ(
       api::FindCondition(t.agent_task_status().conditions, api::condition::kSubmitted)->reason,
       api::reason::kNoMatchingWorker);
+}
+
+// #28: a task's compute is its sandbox's RUNNING time from the moment the attempt reached its
+// worker to its end (Sandbox.status.usage: the counted part plus the open interval).
+TEST_F(AgentTaskReconcilerTest, ComputeIsTheSandboxsRunningTimeWhileTheAttemptNeededIt) {
+  Object box = *store_->Get({Kind::kSandbox, "default", "box"});
+  box.sandbox_status().usage.running_millis = 5'000;  // before the task: not its
+  box.sandbox_status().usage.running_since = api::FormatRfc3339Millis(clock_.Now());
+  ASSERT_TRUE(store_->UpdateStatus(box).ok());
+  clock_.Advance(std::chrono::milliseconds(700));  // open, before the task too
+  CreateTask("t1", "hi");
+  Object t = Reconcile("t1");
+  ASSERT_EQ(t.agent_task_status().phase, TaskPhase::kSubmitted);
+  EXPECT_EQ(t.agent_task_status().usage.attempt_start_running_millis, 5'700);
+  clock_.Advance(std::chrono::milliseconds(300));
+  t = Reconcile("t1");
+  ASSERT_EQ(t.agent_task_status().phase, TaskPhase::kRunning);
+  clock_.Advance(std::chrono::milliseconds(1'234));
+  clouds_.agents().CompleteTurn(session_, oa::Usage{10, 5, 15, {}});
+  t = Reconcile("t1");
+  ASSERT_EQ(t.agent_task_status().phase, TaskPhase::kSucceeded);
+  EXPECT_EQ(t.agent_task_status().usage.compute_millis, 1'534);  // 0.3 s + 1.234 s
+  EXPECT_FALSE(t.agent_task_status().usage.attempt_start_running_millis);
+}
+
+// #28: limits.maxConcurrentTasks: a slot per Submitted or Running task, taken before the
+// submission; a task finds the workspace full and waits, and takes the slot of a holder that
+// finished without giving it back (a crash between its end and the give-back).
+TEST_F(AgentTaskReconcilerTest, AWorkspaceAtItsConcurrencyLimitHoldsNewTasks) {
+  Object ws = api::MakeObject(Kind::kWorkspace, "default");
+  ws.workspace_spec().limits.max_concurrent_tasks = 1;
+  ASSERT_TRUE(store_->Apply({ws}, {}).ok());
+  // "other" runs on another worker and holds the one slot.
+  Object other = api::MakeObject(Kind::kAgentTask, "other");
+  other.agent_task_spec().worker_ref = "elsewhere";
+  other.agent_task_spec().input = "hi";
+  const std::string other_uid = (*store_->Apply({other}, {}))[0].object.metadata.uid;
+  ASSERT_TRUE(
+      store_
+          ->AcquireTaskSlot("default/default", {Kind::kAgentTask, "default", "other"}, other_uid, 1)
+          ->granted);
+  other = *store_->Get({Kind::kAgentTask, "default", "other"});
+  other.agent_task_status().phase = TaskPhase::kRunning;
+  ASSERT_TRUE(store_->UpdateStatus(other).ok());
+
+  CreateTask("t1", "hi");
+  Object t = Reconcile("t1");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kQueued);
+  const api::Condition* submitted =
+      api::FindCondition(t.agent_task_status().conditions, api::condition::kSubmitted);
+  ASSERT_NE(submitted, nullptr);
+  EXPECT_EQ(submitted->reason, api::reason::kConcurrencyLimited);
+  EXPECT_EQ(submitted->message,
+            "1 of 1 tasks of Workspace default are Submitted or Running "
+            "(spec.limits.maxConcurrentTasks)");
+  EXPECT_EQ(clouds_.agents().AcceptedInputs(session_), 0);
+
+  // "other" ends, its slot left behind: t1 gives it back and goes.
+  other = *store_->Get({Kind::kAgentTask, "default", "other"});
+  other.agent_task_status().phase = TaskPhase::kSucceeded;
+  ASSERT_TRUE(store_->UpdateStatus(other).ok());
+  t = Reconcile("t1");
+  EXPECT_EQ(t.agent_task_status().phase, TaskPhase::kSubmitted);
+  // t1 holds the slot now: a third task waits, and gets it once t1 has ended.
+  CreateTask("t2", "hi");
+  EXPECT_EQ(Reconcile("t2").agent_task_status().phase, TaskPhase::kQueued);
+  Reconcile("t1");
+  clouds_.agents().CompleteTurn(session_, oa::Usage{1, 1, 2, {}});
+  ASSERT_EQ(Reconcile("t1").agent_task_status().phase, TaskPhase::kSucceeded);
+  auto grant = store_->AcquireTaskSlot("default/default", {Kind::kAgentTask, "default", "probe"},
+                                       "uid-probe", 1);
+  ASSERT_TRUE(grant.ok());
+  EXPECT_TRUE(grant->granted) << "t1 gave its slot back when its end was stored";
+  ASSERT_TRUE(store_->ReleaseTaskSlot("uid-probe").ok());
+  EXPECT_EQ(Reconcile("t2").agent_task_status().phase, TaskPhase::kSubmitted);
 }
 
 TEST_F(AgentTaskReconcilerTest, TtlAfterFinishedDeletesTheTask) {

@@ -192,6 +192,47 @@ TEST_F(WorkspaceReconcilerTest, UsageIsTheLedgersSumAndAReachedBudgetIsAConditio
   EXPECT_FALSE(HasCondition("BudgetExceeded"));
 }
 
+TEST_F(WorkspaceReconcilerTest, ComputeIsWhatItsSandboxesRanAndAComputeBudgetHolds) {
+  ApplyWorkspace([](api::WorkspaceSpec& s) {
+    s.pricing = api::WorkspacePricing{.compute_per_hour = 2'000'000};  // 2 per hour
+    s.budget = api::WorkspaceBudget{.compute_hours = 1'000'000};       // 1 hour a month
+  });
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now().time_since_epoch())
+          .count();
+  // A task's own compute overlaps its sandbox's (tasks share sandboxes): not summed.
+  const api::ObjectKey task{api::Kind::kAgentTask, "default", "t"};
+  ASSERT_TRUE(store_
+                  ->RecordUsage(
+                      {kWs, "task-uid", 1, task, now_ms, 0, 0, 0, 0, 9'000'000, true, "Succeeded"})
+                  .ok());
+  // Two pieces of a sandbox's RUNNING time: 30 min + 29 min 59.999 s.
+  const api::ObjectKey sandbox{api::Kind::kSandbox, "default", "fixer"};
+  ASSERT_TRUE(store_
+                  ->RecordUsage({kWs, "sb-uid", now_ms - 3'600'000, sandbox, now_ms - 1'800'000, 0,
+                                 0, 0, 0, 1'800'000, false, ""})
+                  .ok());
+  ASSERT_TRUE(store_
+                  ->RecordUsage({kWs, "sb-uid", now_ms - 1'800'000, sandbox, now_ms, 0, 0, 0, 0,
+                                 1'799'999, false, ""})
+                  .ok());
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("BudgetExceeded").status, ConditionStatus::kFalse);
+  EXPECT_EQ(last_.workspace_status().usage.compute_millis, 3'599'999);
+  EXPECT_EQ(last_.workspace_status().usage.tasks, 1);
+  EXPECT_EQ(last_.workspace_status().usage.cost, "1.999999");  // 2/h × 3599.999 s, half up
+
+  ASSERT_TRUE(
+      store_->RecordUsage({kWs, "sb-uid", now_ms, sandbox, now_ms + 1, 0, 0, 0, 0, 1, false, ""})
+          .ok());
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("BudgetExceeded").status, ConditionStatus::kTrue);
+  EXPECT_NE(Cond("BudgetExceeded").message.find("computeHours: 3600 s used of 1 h"),
+            std::string::npos)
+      << Cond("BudgetExceeded").message;
+  EXPECT_EQ(last_.workspace_status().usage.cost, "2.000000");
+}
+
 TEST_F(WorkspaceReconcilerTest, ARejectedTokenIsUnauthenticatedWithAStableMessage) {
   ApplyWorkspace();
   clouds_.api(kWs).FailNext(

@@ -1,0 +1,67 @@
+#include "controller/reconcilers/sandbox_usage.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace sbx::controller {
+namespace {
+
+int64_t EpochMillis(Clock::WallTime t) {
+  return std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+Clock::WallTime FromEpochMillis(int64_t ms) {
+  return Clock::WallTime(std::chrono::milliseconds(ms));
+}
+
+std::optional<int64_t> OpenSince(const api::SandboxUsage& usage) {
+  const std::optional<Clock::WallTime> since = ParseRfc3339(usage.running_since);
+  if (!since) {
+    return std::nullopt;
+  }
+  return EpochMillis(*since);
+}
+
+}  // namespace
+
+std::optional<RunningPiece> CountRunning(api::SandboxUsage& usage, bool running,
+                                         Clock::WallTime now, bool flush,
+                                         std::optional<Clock::WallTime> began) {
+  const int64_t now_ms = EpochMillis(now);
+  const std::optional<int64_t> since = OpenSince(usage);
+  if (!since) {
+    // Nothing open (or a value sbx did not write, which it cannot count from): open one.
+    const int64_t from_ms = began ? std::min(EpochMillis(*began), now_ms) : now_ms;
+    usage.running_since = running ? api::FormatRfc3339Millis(FromEpochMillis(from_ms)) : "";
+    return std::nullopt;
+  }
+  if (running && !flush) {
+    return std::nullopt;
+  }
+  // A clock that stepped back counts nothing rather than a negative time.
+  const RunningPiece piece{*since, std::max(*since, now_ms)};
+  usage.running_millis += piece.millis();
+  usage.running_since = running ? api::FormatRfc3339Millis(FromEpochMillis(piece.to_ms)) : "";
+  if (piece.millis() == 0) {
+    return std::nullopt;
+  }
+  return piece;
+}
+
+std::optional<Clock::WallTime> RunningBegan(const std::string& update_time,
+                                            std::optional<Clock::WallTime> not_running_seen,
+                                            Clock::WallTime now) {
+  const std::optional<Clock::WallTime> updated = ParseRfc3339(update_time);
+  if (!updated || !not_running_seen || *updated <= *not_running_seen || *updated > now) {
+    return std::nullopt;  // no evidence the transition happened in between
+  }
+  return updated;
+}
+
+bool CheckpointDue(const api::SandboxUsage& usage, Clock::WallTime now,
+                   std::chrono::milliseconds checkpoint) {
+  const std::optional<int64_t> since = OpenSince(usage);
+  return since && EpochMillis(now) - *since >= checkpoint.count();
+}
+
+}  // namespace sbx::controller
