@@ -11,6 +11,8 @@
 #include "api/conditions.h"
 #include "api/usage.h"
 #include "cli/commands/table_printer.h"
+#include "controller/cloud/cloud_clients.h"
+#include "controller/reconcilers/workspace_of.h"
 
 namespace sbx::cli {
 namespace {
@@ -28,7 +30,7 @@ struct Row {
   int64_t output_tokens = 0;
   int64_t compute_millis = 0;
   std::optional<api::Micros> cost;  // unset: no pricing
-  std::string budget;               // workspaces: "80% tokens", "-"
+  std::string budget;               // the share of its Workspace's budget: "80% tokens", "-"
   int64_t tokens() const { return input_tokens + output_tokens; }
 };
 
@@ -47,43 +49,75 @@ void AddCost(std::optional<api::Micros>& sum, const std::optional<api::Micros>& 
   }
 }
 
-// "80% tokens": the largest share of the budget's limits the usage reached.
-std::string BudgetShare(const api::Object& ws) {
-  const api::WorkspaceSpec& spec = ws.workspace_spec();
-  const api::WorkspaceUsage& usage = ws.workspace_status().usage;
+// "80% tokens": the largest share of the budget's limits that `r`'s usage makes; "-" without
+// a budget (or one whose limits count nothing `r` has).
+std::string BudgetShare(const api::WorkspaceSpec& spec, const Row& r) {
   if (!spec.budget) {
     return "-";
   }
   double share = -1;
   std::string of;
+  auto consider = [&](double value, std::string_view name) {
+    if (value > share) {
+      share = value;
+      of = name;
+    }
+  };
   if (spec.budget->tokens && *spec.budget->tokens > 0) {
-    share = 100.0 * static_cast<double>(usage.input_tokens + usage.output_tokens) /
-            static_cast<double>(*spec.budget->tokens);
-    of = "tokens";
+    consider(100.0 * static_cast<double>(r.tokens()) / static_cast<double>(*spec.budget->tokens),
+             "tokens");
   }
   if (spec.budget->compute_hours && *spec.budget->compute_hours > 0) {
     // µh → ms: 1 h = 1,000,000 µh = 3,600,000 ms.
-    const double compute_share = 100.0 * static_cast<double>(usage.compute_millis) /
-                                 (static_cast<double>(*spec.budget->compute_hours) * 3.6);
-    if (compute_share > share) {
-      share = compute_share;
-      of = "compute";
-    }
+    consider(100.0 * static_cast<double>(r.compute_millis) /
+                 (static_cast<double>(*spec.budget->compute_hours) * 3.6),
+             "compute");
   }
-  const std::optional<api::Micros> cost = ParsedCost(usage.cost);
-  if (spec.budget->cost && *spec.budget->cost > 0 && cost) {
-    const double cost_share =
-        100.0 * static_cast<double>(*cost) / static_cast<double>(*spec.budget->cost);
-    if (cost_share > share) {
-      share = cost_share;
-      of = "cost";
-    }
+  if (spec.budget->cost && *spec.budget->cost > 0 && r.cost) {
+    consider(100.0 * static_cast<double>(*r.cost) / static_cast<double>(*spec.budget->cost),
+             "cost");
   }
   if (share < 0) {
     return "-";
   }
   return std::to_string(static_cast<int64_t>(share)) + "% " + of;
 }
+
+// The Workspaces by WorkspaceId, and the one an object belongs to (controller::WorkspaceOf,
+// remembered per worker or pool: their tasks share it).
+class WorkspaceFinder {
+ public:
+  WorkspaceFinder(controller::Store& store, const std::vector<api::Object>& workspaces)
+      : store_(store) {
+    for (const api::Object& ws : workspaces) {
+      by_id_[controller::WorkspaceId(ws.metadata.namespace_, ws.metadata.name)] = &ws;
+    }
+  }
+  // The Workspace of a task (by its worker, else its pool) or of a pool; null when none.
+  const api::Object* Of(const api::Object& o) {
+    api::ObjectKey key = api::KeyOf(o);
+    if (o.kind == api::Kind::kAgentTask) {
+      const std::string worker = !o.agent_task_status().worker.empty()
+                                     ? o.agent_task_status().worker
+                                     : o.agent_task_spec().worker_ref;
+      key = !worker.empty() ? api::ObjectKey{api::Kind::kAgentWorker, o.metadata.namespace_, worker}
+                            : api::ObjectKey{api::Kind::kAgentPool, o.metadata.namespace_,
+                                             o.agent_task_spec().pool_ref};
+    }
+    auto known = of_.find(key);
+    if (known == of_.end()) {
+      api::StatusOr<std::optional<std::string>> id = controller::WorkspaceOf(store_, key);
+      known = of_.emplace(key, id.ok() ? id->value_or("") : "").first;
+    }
+    auto ws = by_id_.find(known->second);
+    return ws == by_id_.end() ? nullptr : ws->second;
+  }
+
+ private:
+  controller::Store& store_;
+  std::map<std::string, const api::Object*> by_id_;
+  std::map<api::ObjectKey, std::string> of_;
+};
 
 json RowJson(const Row& r, std::string_view what) {
   json j = {{"namespace", r.namespace_},
@@ -100,8 +134,8 @@ json RowJson(const Row& r, std::string_view what) {
   }
   if (what == "workspaces") {
     j["period"] = r.period;
-    j["budget"] = r.budget;
   }
+  j["budget"] = r.budget;
   return j;
 }
 
@@ -132,52 +166,70 @@ int RunTop(CommandContext& ctx, const TopCommandOptions& options) {
   }
   controller::ListOptions list;
   list.namespace_ = ctx.ListNamespace();
-  list.kind = what == "workspaces" ? api::Kind::kWorkspace : api::Kind::kAgentTask;
-  auto objects = (*store)->List(list);
-  if (!objects.ok()) {
-    return ctx.Fail(objects.status());
+  list.kind = api::Kind::kWorkspace;
+  auto workspaces = (*store)->List(list);
+  if (!workspaces.ok()) {
+    return ctx.Fail(workspaces.status());
   }
   std::vector<Row> rows;
   if (what == "workspaces") {
-    for (const api::Object& ws : *objects) {
+    for (const api::Object& ws : *workspaces) {
       const api::WorkspaceUsage& u = ws.workspace_status().usage;
       rows.push_back({ws.metadata.namespace_, ws.metadata.name, "", u.period, u.tasks,
-                      u.input_tokens, u.output_tokens, u.compute_millis, ParsedCost(u.cost),
-                      BudgetShare(ws)});
-    }
-  } else if (what == "tasks") {
-    for (const api::Object& t : *objects) {
-      const api::AgentTaskStatus& s = t.agent_task_status();
-      rows.push_back({t.metadata.namespace_, t.metadata.name,
-                      std::string(api::TaskPhaseName(s.phase)), "", 0, s.usage.input_tokens,
-                      s.usage.output_tokens, s.usage.compute_millis, ParsedCost(s.usage.cost), ""});
+                      u.input_tokens, u.output_tokens, u.compute_millis, ParsedCost(u.cost), ""});
+      rows.back().budget = BudgetShare(ws.workspace_spec(), rows.back());
     }
   } else {
-    list.kind = api::Kind::kAgentPool;
-    auto pools = (*store)->List(list);
-    if (!pools.ok()) {
-      return ctx.Fail(pools.status());
+    // Tasks and pools: their usage, and the share of their Workspace's budget it makes.
+    WorkspaceFinder workspace_of(**store, *workspaces);
+    auto share = [&](const api::Object& o, const Row& r) {
+      const api::Object* ws = workspace_of.Of(o);
+      return ws == nullptr ? std::string("-") : BudgetShare(ws->workspace_spec(), r);
+    };
+    list.kind = api::Kind::kAgentTask;
+    auto tasks = (*store)->List(list);
+    if (!tasks.ok()) {
+      return ctx.Fail(tasks.status());
     }
-    std::map<std::pair<std::string, std::string>, Row> by_pool;
-    for (const api::Object& p : *pools) {
-      Row& row = by_pool[{p.metadata.namespace_, p.metadata.name}];
-      row.namespace_ = p.metadata.namespace_;
-      row.name = p.metadata.name;
-    }
-    for (const api::Object& t : *objects) {
-      auto it = by_pool.find({t.metadata.namespace_, t.agent_task_spec().pool_ref});
-      if (it == by_pool.end()) {
-        continue;
+    if (what == "tasks") {
+      for (const api::Object& t : *tasks) {
+        const api::AgentTaskStatus& s = t.agent_task_status();
+        rows.push_back({t.metadata.namespace_, t.metadata.name,
+                        std::string(api::TaskPhaseName(s.phase)), "", 0, s.usage.input_tokens,
+                        s.usage.output_tokens, s.usage.compute_millis, ParsedCost(s.usage.cost),
+                        ""});
+        rows.back().budget = share(t, rows.back());
       }
-      const api::TaskUsageTotals& u = t.agent_task_status().usage;
-      ++it->second.tasks;
-      it->second.input_tokens += u.input_tokens;
-      it->second.output_tokens += u.output_tokens;
-      it->second.compute_millis += u.compute_millis;
-      AddCost(it->second.cost, ParsedCost(u.cost));
-    }
-    for (auto& [key, row] : by_pool) {
-      rows.push_back(std::move(row));
+    } else {
+      list.kind = api::Kind::kAgentPool;
+      auto pools = (*store)->List(list);
+      if (!pools.ok()) {
+        return ctx.Fail(pools.status());
+      }
+      std::map<std::pair<std::string, std::string>, std::pair<const api::Object*, Row>> by_pool;
+      for (const api::Object& p : *pools) {
+        auto& [pool, row] = by_pool[{p.metadata.namespace_, p.metadata.name}];
+        pool = &p;
+        row.namespace_ = p.metadata.namespace_;
+        row.name = p.metadata.name;
+      }
+      for (const api::Object& t : *tasks) {
+        auto it = by_pool.find({t.metadata.namespace_, t.agent_task_spec().pool_ref});
+        if (it == by_pool.end()) {
+          continue;
+        }
+        const api::TaskUsageTotals& u = t.agent_task_status().usage;
+        Row& row = it->second.second;
+        ++row.tasks;
+        row.input_tokens += u.input_tokens;
+        row.output_tokens += u.output_tokens;
+        row.compute_millis += u.compute_millis;
+        AddCost(row.cost, ParsedCost(u.cost));
+      }
+      for (auto& [key, entry] : by_pool) {
+        entry.second.budget = share(*entry.first, entry.second);
+        rows.push_back(std::move(entry.second));
+      }
     }
   }
   std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
@@ -206,9 +258,9 @@ int RunTop(CommandContext& ctx, const TopCommandOptions& options) {
   if (what == "workspaces") {
     headers.insert(headers.end(), {"PERIOD", "TASKS", "TOKENS", "COMPUTE", "COST", "BUDGET"});
   } else if (what == "pools") {
-    headers.insert(headers.end(), {"TASKS", "TOKENS", "COMPUTE", "COST"});
+    headers.insert(headers.end(), {"TASKS", "TOKENS", "COMPUTE", "COST", "BUDGET"});
   } else {
-    headers.insert(headers.end(), {"PHASE", "TOKENS", "COMPUTE", "COST"});
+    headers.insert(headers.end(), {"PHASE", "TOKENS", "COMPUTE", "COST", "BUDGET"});
   }
   if (with_namespace) {
     headers.insert(headers.begin(), "NAMESPACE");
@@ -223,9 +275,9 @@ int RunTop(CommandContext& ctx, const TopCommandOptions& options) {
                                  std::to_string(r.tokens()), compute, cost, r.budget});
     } else if (what == "pools") {
       cells.insert(cells.end(),
-                   {std::to_string(r.tasks), std::to_string(r.tokens()), compute, cost});
+                   {std::to_string(r.tasks), std::to_string(r.tokens()), compute, cost, r.budget});
     } else {
-      cells.insert(cells.end(), {r.phase, std::to_string(r.tokens()), compute, cost});
+      cells.insert(cells.end(), {r.phase, std::to_string(r.tokens()), compute, cost, r.budget});
     }
     if (with_namespace) {
       cells.insert(cells.begin(), r.namespace_);

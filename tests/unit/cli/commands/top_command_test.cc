@@ -32,6 +32,7 @@ class TopCommandTest : public ::testing::Test {
     ws.workspace_spec().pricing.emplace().input_tokens_per_million = 1'000'000;
     api::Object pool = api::MakeObject(api::Kind::kAgentPool, "p");
     pool.agent_pool_spec().template_.spec.agent.model = "m";
+    pool.agent_pool_spec().template_.spec.sandbox.emplace().workspace_ref = "team";
     api::ApplyDefaults(pool);
     ASSERT_TRUE(store_->Apply({ws, pool}, {}).ok());
     ws = *store_->Get(api::KeyOf(ws));
@@ -95,6 +96,8 @@ TEST_F(TopCommandTest, TasksSortByTokensOrNameAndPrintJson) {
   EXPECT_EQ(rows[1]["tokens"], 400);
   EXPECT_EQ(rows[1]["cost"], "0.000300");
   EXPECT_EQ(rows[1]["computeSeconds"], 0.3);
+  EXPECT_EQ(rows[1]["budget"], "40% tokens");  // a pool task: its pool's Workspace
+  EXPECT_EQ(rows[0]["budget"], "-");           // its worker does not exist
 
   ASSERT_EQ(Top({.what = "at", .sort_by = "compute"}), kExitOk) << err_.str();
   const std::string by_compute = out_.str();
@@ -113,6 +116,8 @@ TEST_F(TopCommandTest, PoolsSumTheirTasks) {
   EXPECT_EQ(rows[0]["tokens"], 415);
   EXPECT_EQ(rows[0]["cost"], "0.000310");
   EXPECT_EQ(rows[0]["computeSeconds"], 3.3);
+  // Its template's sandbox lives in Workspace "team" (by workspaceRef): 415 of 1000 tokens.
+  EXPECT_EQ(rows[0]["budget"], "41% tokens");
 }
 
 TEST_F(TopCommandTest, BadArgumentsAreRefusedByName) {
