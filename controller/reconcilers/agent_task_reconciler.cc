@@ -11,7 +11,6 @@
 #include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/pool_binding.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
-#include "controller/reconcilers/sandbox_usage.h"
 #include "controller/reconcilers/task_artifacts.h"
 #include "controller/reconcilers/task_attempts.h"
 #include "controller/reconcilers/task_usage.h"

@@ -234,8 +234,10 @@ TEST_F(AgentTaskTest, DescribeShowsResultErrorUsageArtifactsAndTimings) {
   EXPECT_THAT(r.out, HasSubstr("  Duration:         65s"));
   EXPECT_THAT(r.out, HasSubstr("  Commands:         2"));
   EXPECT_THAT(r.out, HasSubstr("    Fixed the flaky test.\n    Details in report.md.\n"));
-  EXPECT_THAT(r.out,
-              HasSubstr("input 170 (cached 40), output 35 (reasoning 12) tokens, all attempts"));
+  EXPECT_THAT(
+      r.out,
+      HasSubstr(
+          "input 170 (cached 40), output 35 (reasoning 12) tokens, compute 0s, all attempts"));
   EXPECT_THAT(r.out, HasSubstr("report.md"));
   EXPECT_THAT(r.out, HasSubstr("98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4"));
   EXPECT_THAT(r.out, HasSubstr("no such file"));
