@@ -18,6 +18,13 @@
 #                             here took ~1.5 of the 20 req/s) ÷ (M × that time); ≤ 1.2
 #   scale_up_s                apply → M replicas Ready; first_turn_s apply → the first turn
 #   per_task                  input POSTs, session creates and deletes, GETs ÷ T
+#   reconcile_busy            the time sbxd's reconciles took from apply to all Succeeded
+#                             (sbx_reconcile_duration_seconds, summed over kinds) ÷ that time:
+#                             how many of its --workers threads were busy on average
+#   sbxd                      from sbxd's /metrics over the same span: reconcile_s and
+#                             reconciles by kind, pacing_wait_s by API (time calls waited for
+#                             the rate limit inside their reconciles), call_s by endpoint (time
+#                             of the exchanges themselves)
 #   databricks_calls          all Databricks calls (and by endpoint), next to the fewest
 #   scale_down_s              the last task's end → 0 sandboxes RUNNING (scaleDownAfter is
 #                             SBX_BENCH_SCALE_DOWN, default 30s)
@@ -107,7 +114,29 @@ done
 done >"$bench_tmp/running") &
 sampler=$!
 
+# metric_by METRIC LABEL — an sbxd metric's values summed by one label, as JSON: {"AgentTask":12.3}.
+metric_by() {
+  curl -sf "$metrics_url" | awk -v m="$1" -v l="$2" 'index($0, m "{") == 1 {
+    match($0, l "=\"[^\"]*\""); k = substr($0, RSTART + length(l) + 2, RLENGTH - length(l) - 3)
+    s[k] += $NF }
+    END { printf "{"; n = 0; for (k in s) { printf "%s\"%s\":%.3f", (n++ ? "," : ""), k, s[k] } print "}" }'
+}
+# metrics_now — the sbxd figures the run reports as differences from apply to all Succeeded.
+metrics_now() {
+  jq -n --argjson s "$(metric_by sbx_reconcile_duration_seconds_sum kind)" \
+    --argjson n "$(metric_by sbx_reconcile_duration_seconds_count kind)" \
+    --argjson w "$(metric_by sbx_api_pacing_wait_seconds_total api)" \
+    --argjson c "$(metric_by sbx_api_call_duration_seconds_sum endpoint)" \
+    '{reconcile_s: $s, reconciles: $n, pacing_wait_s: $w, call_s: $c}'
+}
+# delta A B — B − A for each number of metrics_now, rounded to 2 decimals.
+delta() {
+  jq -c --argjson a "$1" 'with_entries(.key as $g | .value |= with_entries(
+    .value = (((.value - ($a[$g][.key] // 0)) * 100 | round) / 100)))' <<<"$2"
+}
+
 reset_counters
+metrics0=$(metrics_now)
 start=$(now)
 sbxctl apply -f "$bench_tmp/run" >/dev/null
 scale_up="" first_turn=""
@@ -123,6 +152,8 @@ while (($(count_phase t Succeeded 2>/dev/null || echo 0) < tasks)); do
 done
 t=$(since "$start")
 end=$(now)
+sbxd_figures=$(delta "$metrics0" "$(metrics_now)")
+reconcile_busy=$(jq -r --arg t "$t" '[.reconcile_s[]] | add // 0 | . / ($t | tonumber) * 100 | round / 100' <<<"$sbxd_figures")
 calls=$(counters)
 per() { awk -v c="$(counters_sum "$calls" "$@")" -v n="$tasks" 'BEGIN { printf "%.2f", c / n }'; }
 posts=$(per openai.events.create)
@@ -169,4 +200,4 @@ while ((SECONDS < wdeadline)); do
   sleep 0.05
 done
 
-echo "{\"flow\":\"pool\",\"session\":\"$session\",\"max\":$max,\"tasks\":$tasks,\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"pending_delay\":\"$pending\",\"seconds_to_all_succeeded\":$t,\"floor_s\":$floor,\"ratio\":$ratio,\"running_s\":$running_s,\"running_ratio\":$running_ratio,\"scale_up_s\":${scale_up:-null},\"first_turn_s\":${first_turn:-null},\"per_task\":{\"input_posts\":$posts,\"session_creates\":$creates,\"session_deletes\":$deletes,\"gets\":$gets},\"databricks_calls\":$dbx,\"databricks_by_endpoint\":$dbx_by,\"fewest_databricks_calls\":$fewest_dbx,\"scale_down_s\":$scale_down_s,\"scale_down_after\":\"$scale_down\",\"warm5_all_started_s\":${warm_s:-null},\"targets\":{\"ratio\":1.3,\"running_ratio\":1.2,\"warm5_all_started_s\":1}}"
+echo "{\"flow\":\"pool\",\"session\":\"$session\",\"max\":$max,\"tasks\":$tasks,\"latency\":\"$latency\",\"rate_limit_rps\":$rps,\"pending_delay\":\"$pending\",\"seconds_to_all_succeeded\":$t,\"floor_s\":$floor,\"ratio\":$ratio,\"running_s\":$running_s,\"running_ratio\":$running_ratio,\"scale_up_s\":${scale_up:-null},\"first_turn_s\":${first_turn:-null},\"per_task\":{\"input_posts\":$posts,\"session_creates\":$creates,\"session_deletes\":$deletes,\"gets\":$gets},\"reconcile_busy\":$reconcile_busy,\"sbxd\":$sbxd_figures,\"databricks_calls\":$dbx,\"databricks_by_endpoint\":$dbx_by,\"fewest_databricks_calls\":$fewest_dbx,\"scale_down_s\":$scale_down_s,\"scale_down_after\":\"$scale_down\",\"warm5_all_started_s\":${warm_s:-null},\"targets\":{\"ratio\":1.3,\"running_ratio\":1.2,\"warm5_all_started_s\":1}}"

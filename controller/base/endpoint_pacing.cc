@@ -25,6 +25,16 @@ EndpointPacing::EndpointPacing(Clock& clock, double rate_per_second, double burs
 }
 
 std::optional<EndpointPacing::Permit> EndpointPacing::Take(EndpointClass c, std::stop_token stop) {
+  const Clock::SteadyTime start = clock_.Steady();
+  struct CountWait {
+    EndpointPacing& self;
+    Clock::SteadyTime start;
+    ~CountWait() {
+      self.waited_us_ +=
+          std::chrono::duration_cast<std::chrono::microseconds>(self.clock_.Steady() - start)
+              .count();
+    }
+  } count_wait{*this, start};
   // The class first: a class held by its 429s waits without taking the workspace's tokens from
   // the classes that may go on.
   std::optional<TokenBucket::Permit> of_class = Of(c).Take(stop);
@@ -93,6 +103,11 @@ double EndpointPacing::rate() const { return workspace_.rate(); }
 double EndpointPacing::rate(EndpointClass c) const { return Of(c).rate(); }
 
 double EndpointPacing::max_rate() const { return workspace_.max_rate(); }
+
+std::chrono::milliseconds EndpointPacing::waited() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::microseconds(waited_us_.load()));
+}
 
 int64_t EndpointPacing::cuts() const {
   int64_t total = 0;

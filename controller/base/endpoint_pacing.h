@@ -23,6 +23,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -71,6 +72,9 @@ class EndpointPacing {
   double rate(EndpointClass c) const;  // the class's rate now
   double max_rate() const;             // the most the workspace's rate may rise to
   int64_t cuts() const;                // rate cuts, over all classes
+  // Time needed calls spent in Take waiting for their tokens, summed over callers: what the
+  // rate limit cost the work (sbx_api_pacing_wait_seconds_total).
+  std::chrono::milliseconds waited() const;
 
  private:
   TokenBucket& Of(EndpointClass c) { return *classes_[static_cast<size_t>(c)]; }
@@ -83,6 +87,7 @@ class EndpointPacing {
   mutable std::mutex mu_;
   // Since when each class's needed calls have been answered 429 without a success since.
   std::array<std::optional<Clock::SteadyTime>, kEndpointClasses> starved_since_;  // Guarded by mu_.
+  std::atomic<int64_t> waited_us_{0};
 };
 
 }  // namespace sbx::controller

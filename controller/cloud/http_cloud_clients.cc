@@ -271,7 +271,13 @@ std::vector<HttpCloudClients::Pacing> HttpCloudClients::PacingRates() {
   std::lock_guard lock(mu_);
   std::vector<Pacing> out;
   auto add = [&](std::string api, const std::string& workspace, const EndpointPacing& pacing) {
-    Pacing p{std::move(api), workspace, pacing.rate(), pacing.max_rate(), pacing.cuts(), {}};
+    Pacing p{std::move(api),
+             workspace,
+             pacing.rate(),
+             pacing.max_rate(),
+             pacing.cuts(),
+             static_cast<double>(pacing.waited().count()) / 1000,
+             {}};
     for (int c = 0; c < kEndpointClasses; ++c) {
       p.class_rates[static_cast<size_t>(c)] = pacing.rate(static_cast<EndpointClass>(c));
     }

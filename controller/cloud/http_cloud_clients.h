@@ -84,7 +84,8 @@ class HttpCloudClients final : public CloudClients {
     std::string workspace;  // WorkspaceId: "<namespace>/<name>"
     double rate = 0;        // the workspace's requests per second now
     double max_rate = 0;
-    int64_t cuts = 0;  // throttles that cut a class's rate
+    int64_t cuts = 0;           // throttles that cut a class's rate
+    double waited_seconds = 0;  // what needed calls waited for their tokens, summed
     // Each endpoint class's rate now (EndpointClassName order: read, create, command, write).
     std::array<double, kEndpointClasses> class_rates{};
   };

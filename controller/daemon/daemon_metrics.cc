@@ -160,6 +160,11 @@ void CollectPacing(Metrics& m, HttpCloudClients& clouds) {
     m.counter("sbx_api_pacing_cuts_total",
               "Times a 429 cut the client-side request rate of an endpoint class", labels)
         .RaiseTo(static_cast<double>(p.cuts));
+    m.counter("sbx_api_pacing_wait_seconds_total",
+              "Seconds calls spent waiting for the client-side rate limit, summed over the "
+              "calls (each waits inside the reconcile that makes it)",
+              labels)
+        .RaiseTo(p.waited_seconds);
     for (int c = 0; c < kEndpointClasses; ++c) {
       Labels with_class = labels;
       with_class["class"] = std::string(EndpointClassName(static_cast<EndpointClass>(c)));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <chrono>
+#include <string>
 #include <utility>
 
 namespace sbx::controller {
@@ -66,14 +68,22 @@ std::string CountingTransport::EndpointLabel(std::string_view method, std::strin
 }
 
 http::HttpResult CountingTransport::Send(const http::HttpRequest& request, std::stop_token stop) {
+  const auto start = std::chrono::steady_clock::now();
   http::HttpResult result = inner_.Send(request, stop);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   const std::string code = result.status.ok() ? std::to_string(result.response.status) : "error";
+  const std::string api = api_of_(request.url);
+  const std::string endpoint = EndpointLabel(request.method, request.url);
   metrics_
       .counter("sbx_api_calls_total", "Calls to cloud APIs by endpoint and HTTP status.",
-               {{"api", api_of_(request.url)},
-                {"endpoint", EndpointLabel(request.method, request.url)},
-                {"code", code}})
+               {{"api", api}, {"endpoint", endpoint}, {"code", code}})
       .Inc();
+  metrics_
+      .histogram("sbx_api_call_duration_seconds",
+                 "Time of one exchange with a cloud API, by endpoint (after any client-side "
+                 "pacing wait; an exec-sync includes its command's run)",
+                 DefaultDurationBuckets(), {{"api", api}, {"endpoint", endpoint}})
+      .Observe(took.count());
   return result;
 }
 

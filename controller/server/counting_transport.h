@@ -1,5 +1,6 @@
 // CountingTransport: an http::HttpTransport decorator that counts every exchange into
-// sbx_api_calls_total{api,endpoint,code} and forwards it, unchanged, to the wrapped transport.
+// sbx_api_calls_total{api,endpoint,code}, times it into sbx_api_call_duration_seconds{api,
+// endpoint}, and forwards it, unchanged, to the wrapped transport.
 // It knows no cloud: which API a request belongs to is the injected `api_of` (sbxd passes
 // CloudApiOf from controller/cloud/cloud_clients.h, since one transport serves every client).
 //

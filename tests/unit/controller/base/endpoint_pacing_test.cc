@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <thread>
+
 #include "controller/base/inline_wait.h"
 #include "tests/support/fake_clock.h"
 
@@ -63,6 +66,24 @@ TEST(EndpointPacingTest, AfterCutsInARowTheRateComesBackInSeconds) {
     clock.Advance(10ms);
   }
   EXPECT_GE(pacing.rate(EndpointClass::kCreate), 19.9);
+}
+
+// What the rate limit cost: the time needed calls spent blocked in Take, summed over callers
+// (sbx_api_pacing_wait_seconds_total). A call with a token at once adds nothing.
+TEST(EndpointPacingTest, WaitedSumsTheTimeCallsWaitedForTheirTokens) {
+  testing::FakeClock clock;
+  EndpointPacing pacing(clock, /*rate=*/2, /*burst=*/1);
+  ASSERT_TRUE(pacing.Take(EndpointClass::kRead).has_value());
+  EXPECT_EQ(pacing.waited(), 0ms);
+  std::optional<EndpointPacing::Permit> waiting;
+  std::thread caller([&] { waiting = pacing.Take(EndpointClass::kCommand); });
+  ASSERT_TRUE(clock.WaitForSleepers(1));
+  clock.Advance(500ms);  // the next token, at 2 per second
+  caller.join();
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_EQ(pacing.waited(), 500ms);
+  EXPECT_FALSE(pacing.TryTake(EndpointClass::kRead).has_value());
+  EXPECT_EQ(pacing.waited(), 500ms) << "a routine call that is not sent waits for nothing";
 }
 
 // Routine calls give way while a needed call waits out a 429: in every class, until a needed

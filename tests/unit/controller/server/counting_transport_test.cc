@@ -111,6 +111,11 @@ TEST(CountingTransportTest, CountsByEndpointAndStatusAndForwardsUnchanged) {
   EXPECT_NE(metrics.Render().find("sbx_api_calls_total{api=\"databricks\",code=\"200\","
                                   "endpoint=\"GET /api/2.0/sandboxes/{id}\"} 2\n"),
             std::string::npos);
+  // Every exchange is timed by endpoint, a failed one too.
+  EXPECT_NE(metrics.Render().find("sbx_api_call_duration_seconds_count{api=\"databricks\","
+                                  "endpoint=\"GET /api/2.0/sandboxes/{id}\"} 4\n"),
+            std::string::npos)
+      << metrics.Render();
 }
 
 }  // namespace
