@@ -65,7 +65,7 @@ if [ -n "$pid" ] && [ "$v" = "$boot" ] && alive "$pid"; then
   get "$d/env"
   if [ "$v" = "$SBX_ENVIRONMENT_ID" ] && [ -z "$SBX_RELAUNCH" ]; then report running; fi
   kill "$pid" 2>/dev/null
-  for _ in 1 2 3 4 5 6 7 8 9 10; do alive "$pid" || break; sleep 0.2; done
+  i=0; while [ $i -lt 100 ] && alive "$pid"; do sleep 0.02; i=$((i + 1)); done
 fi
 # sbx knows the workspace directory: it creates it where the sandbox's home is (the only place
 # that survives a stop; the home is where DIR's .sbx is, /home/sandbox-agent), and insists on a
