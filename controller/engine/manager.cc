@@ -102,6 +102,8 @@ void Manager::Enqueue(const api::ObjectKey& key) {
   EnqueueDependents(key);
 }
 
+void Manager::EnqueueOne(const api::ObjectKey& key) { queue_.Add(key); }
+
 void Manager::EnqueueDependents(const api::ObjectKey& key) {
   for (const api::ObjectKey& dependent : dependencies_.TransitiveDependentsOf(key)) {
     queue_.Add(dependent);

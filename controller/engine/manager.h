@@ -129,6 +129,7 @@ class Manager final : public Enqueuer {
   // Enqueues `key` and, transitively, every object that depends on it (DependencyIndex).
   void Enqueue(const api::ObjectKey& key) override;
   void EnqueueDependents(const api::ObjectKey& key) override;
+  void EnqueueOne(const api::ObjectKey& key) override;
 
   DependencyIndex& dependencies() { return dependencies_; }
   WorkQueue& queue() { return queue_; }

@@ -485,7 +485,9 @@ StatusOr<std::optional<ReconcileResult>> AgentTaskReconciler::BindToPool(
   }
   t.status().queue_position = pick.ahead;
   if (options_.enqueuer != nullptr) {
-    options_.enqueuer->Enqueue(pool_key);  // queued work is the pool's demand
+    // Queued work is the pool's demand. The pool alone: every queued task of the pool depends on
+    // it, and waking them all from each one's pass kept them cycling through the queue.
+    options_.enqueuer->EnqueueOne(pool_key);
   }
   const Object* replica = pick.Candidate();
   if (replica == nullptr) {
@@ -516,7 +518,9 @@ Status AgentTaskReconciler::Unbind(Target& t, const std::string& replica) {
       controller::Unbind(store_, {api::Kind::kAgentWorker, t.object.metadata.namespace_, replica},
                          t.object.metadata.uid));
   if (options_.enqueuer != nullptr) {
-    options_.enqueuer->Enqueue(
+    // The pool may scale down now. The tasks waiting for a replica are woken by the replica's
+    // own write (they depend on it), not through the pool.
+    options_.enqueuer->EnqueueOne(
         {api::Kind::kAgentPool, t.object.metadata.namespace_, t.spec().pool_ref});
   }
   return api::OkStatus();

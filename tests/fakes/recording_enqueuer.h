@@ -19,6 +19,18 @@ class RecordingEnqueuer final : public controller::Enqueuer {
     keys_.push_back(key);
   }
   void EnqueueDependents(const api::ObjectKey&) override {}
+  // Recorded as an Enqueue, and also as one that wakes no dependents (CountAlone).
+  void EnqueueOne(const api::ObjectKey& key) override {
+    std::lock_guard lock(mu_);
+    keys_.push_back(key);
+    alone_.push_back(key);
+  }
+  // How many times an object named `name` was enqueued alone (EnqueueOne).
+  int CountAlone(const std::string& name) const {
+    std::lock_guard lock(mu_);
+    return static_cast<int>(std::count_if(alone_.begin(), alone_.end(),
+                                          [&](const api::ObjectKey& k) { return k.name == name; }));
+  }
 
   // How many times an object named `name` was enqueued.
   int Count(const std::string& name) const {
@@ -39,7 +51,8 @@ class RecordingEnqueuer final : public controller::Enqueuer {
 
  private:
   mutable std::mutex mu_;
-  std::vector<api::ObjectKey> keys_;  // Guarded by mu_.
+  std::vector<api::ObjectKey> keys_;   // Guarded by mu_.
+  std::vector<api::ObjectKey> alone_;  // Guarded by mu_.
 };
 
 }  // namespace sbx::testing

@@ -424,6 +424,29 @@ TEST_F(ManagerTest, ChangeToADependencyEnqueuesItsDependents) {
   manager_->Stop();
 }
 
+TEST_F(ManagerTest, EnqueueOneWakesTheKeyAloneNotItsDependents) {
+  ScriptedReconciler workers(Kind::kAgentWorker,
+                             [](auto&, int, auto) { return ReconcileResult::Done(); });
+  reconciler_ = std::make_unique<ScriptedReconciler>(
+      Kind::kSandbox, [](auto&, int, auto) { return ReconcileResult::Done(); });
+  // One worker: keys are reconciled in the order they were queued.
+  ManagerOptions one_worker;
+  one_worker.workers = 1;
+  manager_ = std::make_unique<Manager>(clock_, one_worker);
+  manager_->Register(*reconciler_);
+  manager_->Register(workers);
+  manager_->Start();
+
+  const ObjectKey w1 = Key(Kind::kAgentWorker, "w1");
+  manager_->dependencies().Track(w1, a_);
+  manager_->EnqueueOne(a_);
+  ASSERT_TRUE(PollUntil([&] { return reconciler_->calls(a_) == 1; }));
+  manager_->Enqueue(Key(Kind::kSandbox, "marker"));  // queued after a_: done means a_'s are too
+  ASSERT_TRUE(PollUntil([&] { return reconciler_->calls(Key(Kind::kSandbox, "marker")) == 1; }));
+  EXPECT_EQ(workers.calls(w1), 0);
+  manager_->Stop();
+}
+
 TEST(ManagerDeathTest, TwoReconcilersForOneKindIsABug) {
   ::testing::FLAGS_gtest_death_test_style = "threadsafe";
   testing::FakeClock clock;

@@ -18,6 +18,7 @@
 #include "controller/reconcilers/pool_binding.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
+#include "tests/fakes/recording_enqueuer.h"
 #include "tests/support/fake_clock.h"
 
 namespace sbx::controller {
@@ -269,6 +270,23 @@ TEST_F(AgentPoolReconcilerTest, ATaskTakesOneFreeReadyReplicaAndNoOtherTaskTakes
   b_task = ReconcileTask("b");
   EXPECT_EQ(b_task.agent_task_status().worker, replica);
   EXPECT_EQ(BindingOf(*store_->Get({Kind::kAgentWorker, "default", replica})), b);
+}
+
+// A queued task tells its pool of the demand: the pool alone. Every queued task of the pool
+// depends on the pool, so waking the pool's dependents from each queued task's pass kept all of
+// them cycling through the work queue (bench/pool.sh).
+TEST_F(AgentPoolReconcilerTest, ATaskWakesItsPoolAloneNotThePoolsOtherTasks) {
+  testing::RecordingEnqueuer enqueuer;
+  AgentTaskReconcilerOptions options;
+  options.enqueuer = &enqueuer;
+  tasks_ = std::make_unique<AgentTaskReconciler>(*store_, clouds_, clock_, nullptr, options);
+  ApplyPool(/*max=*/1);
+  CreateTask("a");
+  CreateTask("b");
+  EXPECT_EQ(ReconcileTask("a").agent_task_status().phase, TaskPhase::kQueued);
+  ReconcileTask("b");
+  EXPECT_EQ(enqueuer.CountAlone("p"), 2);
+  EXPECT_EQ(enqueuer.Count("p"), 2);  // never with its dependents
 }
 
 TEST_F(AgentPoolReconcilerTest, ABindingWrittenAgainstAStaleReadLosesAndChangesNothing) {
