@@ -26,26 +26,17 @@ EndpointPacing::EndpointPacing(Clock& clock, double rate_per_second, double burs
 
 std::optional<EndpointPacing::Permit> EndpointPacing::Take(EndpointClass c, std::stop_token stop) {
   const Clock::SteadyTime start = clock_.Steady();
-  struct CountWait {
-    EndpointPacing& self;
-    Clock::SteadyTime start;
-    ~CountWait() {
-      self.waited_us_ +=
-          std::chrono::duration_cast<std::chrono::microseconds>(self.clock_.Steady() - start)
-              .count();
-    }
-  } count_wait{*this, start};
   // The class first: a class held by its 429s waits without taking the workspace's tokens from
-  // the classes that may go on.
-  std::optional<TokenBucket::Permit> of_class = Of(c).Take(stop);
-  if (!of_class) {
-    return std::nullopt;
+  // the classes that may go on. Either wait ends early (nullopt) when `stop` is requested.
+  std::optional<Permit> permit;
+  if (std::optional<TokenBucket::Permit> of_class = Of(c).Take(stop)) {
+    if (std::optional<TokenBucket::Permit> of_workspace = workspace_.Take(stop)) {
+      permit = Permit{c, *of_class, *of_workspace};
+    }
   }
-  std::optional<TokenBucket::Permit> of_workspace = workspace_.Take(stop);
-  if (!of_workspace) {
-    return std::nullopt;
-  }
-  return Permit{c, *of_class, *of_workspace};
+  waited_us_ +=
+      std::chrono::duration_cast<std::chrono::microseconds>(clock_.Steady() - start).count();
+  return permit;
 }
 
 std::optional<EndpointPacing::Permit> EndpointPacing::TryTake(EndpointClass c) {
