@@ -117,7 +117,9 @@ class DatabricksEmulatorTest : public ::testing::Test {
 };
 
 TEST_F(DatabricksEmulatorTest, CreateReturnsPendingSnakeCaseSandboxThenBecomesRunning) {
-  Boot([](auto& o) { o.pending_delay = 150ms; });
+  // 1 s: the GET after the create must land inside the pending window; with 150 ms it did not
+  // on a host whose hypervisor took 70% of the CPU (seen 2026-12-06).
+  Boot([](auto& o) { o.pending_delay = 1s; });
   HttpResult r = Create("sb-1", {{"display_name", "My box"},
                                  {"spec", {{"compute", {{"inactivity_timeout", "900s"}}}}},
                                  {"name", "ignored"},
