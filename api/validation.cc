@@ -305,16 +305,6 @@ Status ValidateSandbox(std::string_view prefix, const SandboxSpec& s) {
   return OkStatus();
 }
 
-// Not yet built: a per-task session on a sandbox that sleeps (waking it is driven by the
-// standing session's state, which a PerTask worker does not have). One rule for a worker and a
-// pool's template.
-constexpr char kPerTaskOnDemand[] =
-    "PerTask with sandbox.power: OnDemand is not supported in this version of sbx yet; use "
-    "session: Shared, or power: Running";
-bool PerTaskOnDemand(SessionMode session, const std::optional<SandboxSpec>& sandbox) {
-  return session == SessionMode::kPerTask && sandbox && sandbox->power == Power::kOnDemand;
-}
-
 // `prefix`: where the spec sits ("spec", or "spec.template.spec" in an AgentPool).
 Status ValidateAgentWorker(std::string_view prefix, const AgentWorkerSpec& s,
                            const ValidationOptions& o) {
@@ -374,9 +364,6 @@ Status ValidateAgentWorker(std::string_view prefix, const AgentWorkerSpec& s,
   }
   RETURN_IF_ERROR(
       ValidateSecretRef(p + ".executor.apiKeyFrom", s.executor.api_key_from, o.secret_env_prefix));
-  if (PerTaskOnDemand(s.session, s.sandbox)) {
-    return Invalid(p + ".session", kPerTaskOnDemand);
-  }
   return OkStatus();
 }
 
@@ -801,10 +788,6 @@ Status ValidateAgentPoolObject(const Object& object, const ValidationOptions& op
   if (t.session != SessionMode::kShared) {
     return Invalid("spec.template.spec.session",
                    "is set by the pool from its spec.session; set that instead");
-  }
-  if (PerTaskOnDemand(s.session, t.sandbox)) {
-    return Invalid("spec.session",
-                   std::string(kPerTaskOnDemand) + " (PerTask is a pool's default)");
   }
   // The template as a replica will have it: named, with its sandbox's name defaults and the
   // pool's session mode.

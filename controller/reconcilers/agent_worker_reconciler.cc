@@ -248,8 +248,9 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
 
 // session: PerTask (DESIGN §8.1): no standing session or executor; each task opens its own
 // (task_session.h). The worker is Ready when its sandbox is and the executor's command is found
-// there (a probe per boot and every probe_interval). A standing session left from session:
-// Shared is deleted, and its executor stopped.
+// there (a probe per boot, after a change of spec.executor and every probe_interval; on an
+// OnDemand sandbox only while awake). A standing session left from session: Shared is deleted,
+// and its executor stopped.
 StatusOr<ReconcileResult> AgentWorkerReconciler::ConvergePerTask(Target& t) {
   if (!t.status().session_id.empty()) {
     executor_.Stop(*t.sandboxes, t.executor(), t.stop);
@@ -261,14 +262,21 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::ConvergePerTask(Target& t) {
   const std::string per_task = "each task opens its own session and executor";
   Set(t, condition::kSessionReady, ConditionStatus::kTrue, reason::kPerTask, per_task);
   Set(t, condition::kExecutorConnected, ConditionStatus::kUnknown, reason::kPerTask, per_task);
+  // The probe looked for the command of status.executor.specHash: a changed spec.executor is
+  // looked for at once.
+  const std::string spec_hash = ExecutorSpecHash(t.spec());
   const bool due = t.facts.rebooted || !t.facts.last_probe_at ||
+                   t.status().executor.spec_hash != spec_hash ||
                    clock_.Now() - *t.facts.last_probe_at >= options_.schedule.probe_interval;
   const api::Condition* ready = api::FindCondition(t.status().conditions, condition::kReady);
   if (due || ready == nullptr || ready->status != ConditionStatus::kTrue) {
     ASSIGN_OR_RETURN(ExecutorReport report, executor_.Probe(*t.sandboxes, t.executor(), t.stop));
     RecordLook(t);
-    if (!report.command_found || !report.workspace_exists) {
-      return ReportMissing(t, report);
+    t.status().executor.spec_hash = spec_hash;
+    // Only the command: the worker's workspaceDirectory is not used, each task works in a
+    // directory of its own that its launch creates.
+    if (!report.command_found) {
+      return ReportMissing(t, report, /*workspace_needed=*/false);
     }
   }
   Set(t, condition::kExecutorRunning, ConditionStatus::kUnknown, reason::kPerTask, per_task);
@@ -343,7 +351,8 @@ StatusOr<std::optional<ReconcileResult>> AgentWorkerReconciler::EnsureSandbox(Ta
 // from its sleep). Health comes from the OpenAI side only, on the status cadence: the
 // environment (expired or failed → a new session, whose bring-up wakes the sandbox) and the
 // session (input sent straight to it asks for the executor → status.wakeRequestedAt, which
-// wakes the sandbox). Ready=True reason Sleeping: the worker can take work.
+// wakes the sandbox); a session: PerTask worker has neither, and makes no call at all.
+// Ready=True reason Sleeping: the worker can take work.
 StatusOr<ReconcileResult> AgentWorkerReconciler::Asleep(Target& t) {
   const bool waking = PowerStateOf(t.sandbox) == SandboxPower::kWaking;
   const std::string message =
@@ -360,6 +369,11 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Asleep(Target& t) {
       message);
   Set(t, condition::kReady, waking ? ConditionStatus::kFalse : ConditionStatus::kTrue, why,
       message);
+  if (t.spec().session == api::SessionMode::kPerTask) {
+    // No standing session to look after: each task opens its own once the sandbox is awake
+    // (its wake is a change of the Sandbox, which brings the worker back).
+    return ReconcileResult::Done();
+  }
   ASSIGN_OR_RETURN(t.agents, clouds_.Agents(t.object.metadata.namespace_,
                                             api::PlannedSandbox(t.sandbox).workspace_ref));
   const milliseconds interval = options_.schedule.status_interval;
@@ -653,9 +667,10 @@ ReconcileResult AgentWorkerReconciler::ReportConnection(Target& t, const openai:
 }
 
 // The workspace dir or the command is missing: nothing can be launched until the user fixes it.
-ReconcileResult AgentWorkerReconciler::ReportMissing(Target& t, const ExecutorReport& report) {
+ReconcileResult AgentWorkerReconciler::ReportMissing(Target& t, const ExecutorReport& report,
+                                                     bool workspace_needed) {
   std::string why, message;
-  if (!report.workspace_exists) {
+  if (workspace_needed && !report.workspace_exists) {
     why = reason::kWorkspaceDirectoryMissing;
     message = "workspace directory " + t.spec().workspace_directory +
               " does not exist in sandbox " + t.sandbox_id() +

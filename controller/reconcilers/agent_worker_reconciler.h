@@ -132,7 +132,9 @@ class AgentWorkerReconciler final : public Reconciler {
   api::StatusOr<openai::Environment> CheckEnvironment(Target& t, bool routine = false);
   api::StatusOr<ReconcileResult> SessionLost(Target& t, const openai::Environment& env);
   api::StatusOr<ReconcileResult> HandleDeadExecutor(Target& t, const ExecutorReport& report);
-  ReconcileResult ReportMissing(Target& t, const ExecutorReport& report);
+  // Ready=False: the workspace directory (unless !workspace_needed) or the command is missing.
+  ReconcileResult ReportMissing(Target& t, const ExecutorReport& report,
+                                bool workspace_needed = true);
   ReconcileResult ReportConnection(Target& t, const openai::Environment& env, bool connected);
 
   api::Status ReplaceSession(Target& t, std::string_view reason, const std::string& message);

@@ -71,8 +71,15 @@ std::string SandboxNameOf(const Object& worker) {
 
 bool BroughtUp(const Object& worker) {
   const auto& st = worker.agent_worker_status();
-  if (!st.session_id.empty() && !st.environment_id.empty() &&
-      st.connected_environment_id == st.environment_id) {
+  if (worker.agent_worker_spec().session == api::SessionMode::kPerTask) {
+    // No standing session to connect: each task launches its own executor. The bring-up is the
+    // probe that looked for the executor's command inside the sandbox (found or not: a missing
+    // one is a configuration error, shown in Ready).
+    if (!st.executor.last_probe_at.empty()) {
+      return true;
+    }
+  } else if (!st.session_id.empty() && !st.environment_id.empty() &&
+             st.connected_environment_id == st.environment_id) {
     return true;
   }
   const api::Condition* ready = ReadyOf(worker);
@@ -264,6 +271,16 @@ TaskAdmission AdmitTask(OnDemandPower* power, const Object& worker, const Object
   } else if (!BroughtUp(worker)) {
     a.gate = TaskGate::kWaitForWorker;
     a.message = "worker " + name + " is not Ready";
+    return a;
+  } else if (ready != nullptr && ready->status == ConditionStatus::kFalse &&
+             ConfigurationError(ready->reason)) {
+    // Waking will not help until the user fixes it: say what the worker says. The sandbox is
+    // still woken (the task is its demand), so the worker looks again on a fresh boot.
+    a.gate = TaskGate::kWaitForWorker;
+    a.message = "worker " + name + " is not Ready (" + ready->reason + ": " + ready->message + ")";
+    if (power != nullptr) {
+      power->Wake(api::KeyOf(sandbox));
+    }
     return a;
   } else {
     a.message = "sandbox " + sandbox.metadata.name + " of worker " + name +

@@ -3,8 +3,9 @@
 //
 //  * Demand: what needs an OnDemand sandbox running now, read from the store only (so a restart
 //    of sbxd recomputes it): a worker of the sandbox whose first bring-up is not over (no
-//    session yet, or its executor never seen connected to the current environment — unless a
-//    configuration error was diagnosed, which is shown and then slept on); a worker whose session
+//    session yet, or its executor never seen connected to the current environment; for a
+//    session: PerTask worker, no probe for its command yet — unless a configuration error was
+//    diagnosed, which is shown and then slept on); a worker whose session
 //    asks for its executor (status.wakeRequestedAt: a pending environment_connection, or a turn
 //    in progress that sbx did not submit); an unfinished AgentTask of one of its workers. The
 //    Sandbox reconciler stops the sandbox `idleStop` after it found no demand
@@ -48,8 +49,9 @@ bool IsOnDemand(const api::Object& sandbox);
 std::string SandboxNameOf(const api::Object& worker);
 
 // The worker's first bring-up on its current session is over: its executor was seen connected
-// to status.environmentId, or a configuration error was diagnosed (shown in its conditions; the
-// sandbox need not stay up for it).
+// to status.environmentId (session: PerTask, which has no standing session: a probe looked for
+// the executor's command in the sandbox), or a configuration error was diagnosed (shown in its
+// conditions; the sandbox need not stay up for it).
 bool BroughtUp(const api::Object& worker);
 
 // Whether the session needs its executor: a pending environment_connection (input waits for it)

@@ -1,7 +1,8 @@
 // AgentPool end to end (DESIGN §8.1): the built sbxd, sbxctl and sbx-emulator (both halves). A
 // pool scaled to zero comes up for a batch of tasks, runs each on one replica at a time, never
 // more replicas than max, and goes back to zero sandboxes once the work is done; the CLI's pool
-// verbs (run --pool, scale, get ap) and their errors.
+// verbs (run --pool, scale, get ap) and their errors; PerTask replicas on OnDemand sandboxes,
+// which sleep between tasks and are woken by the next one.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -241,6 +242,83 @@ TEST_F(AgentPoolTest, PerTaskRunsEachTaskInItsOwnSessionAndDirectoryAndClosesThe
     EXPECT_EQ(std::filesystem::exists(home / "tasks" / uid), name == "p2") << name;
     EXPECT_FALSE(std::filesystem::exists(home / ".sbx" / "tasks" / uid)) << name;
   }
+}
+
+// session: PerTask with the template's power: OnDemand (#27 item 3): a replica sleeps idleStop
+// after its task, counts as sleeping (not idle), and the next task wakes that same replica
+// instead of making a new one; each task still opens and deletes one session of its own. After
+// scaleDownAfter the sleeping replica goes with its sandbox.
+TEST_F(AgentPoolTest, PerTaskReplicasOnOnDemandSandboxesSleepBetweenTasksAndATaskWakesOne) {
+  ASSERT_NO_FATAL_FAILURE(StartAll());
+  const auto pool_yaml = [](const std::string& scale_down_after) {
+    return "apiVersion: sbx.dev/v1alpha1\nkind: AgentPool\nmetadata:\n  name: sleepers\nspec:\n"
+           "  template:\n    spec:\n      sandbox:\n        power: OnDemand\n"
+           "        idleStop: 1s\n      agent:\n        model: gpt-5-codex\n"
+           "  replicas: {min: 0, max: 1}\n  scaleDownAfter: " +
+           scale_down_after + "\n  session: PerTask\n";
+  };
+  const auto task_yaml = [](const std::string& name) {
+    return "apiVersion: sbx.dev/v1alpha1\nkind: AgentTask\nmetadata:\n  name: " + name +
+           "\nspec:\n  poolRef: sleepers\n  input: \"$ echo " + name +
+           " > out.txt\"\n  timeout: 2m\n  collect:\n    - path: out.txt\n";
+  };
+  const auto counter = [&](sbx::testing::HttpTestClient& api, const std::string& name) {
+    const json c = json::parse(api.Get("/_emulator/counters").body, nullptr, false);
+    return c.is_object() ? c.value(name, 0) : -1;
+  };
+  const auto sandbox_state = [&](const std::string& replica) {
+    const json s = json::parse(
+        harness_.databricks().Get("/_emulator/sandboxes/default-" + replica).body, nullptr, false);
+    return s.is_object() ? s.value("state", "") : "";
+  };
+  // Asleep: STOPPED in the cloud, the replica Ready=True Sleeping, the pool counting it.
+  const auto asleep = [&](const std::string& replica) {
+    return PollUntil(
+        [&] {
+          last_ = Get("agentpool", "sleepers");
+          return sandbox_state(replica).find("STOPPED") != std::string::npos &&
+                 ConditionOf(Get("agentworker", replica), "Ready") ==
+                     std::make_pair(std::string("True"), std::string("Sleeping")) &&
+                 last_.value("status", json::object()).value("sleeping", 0) == 1;
+        },
+        In(kConverge), milliseconds(100));
+  };
+
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("pool", pool_yaml("10m")));
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("a1", task_yaml("a1")));
+  std::map<std::string, json> done = WaitForTasks({"a1"});
+  ASSERT_EQ(done["a1"]["status"].value("phase", ""), "Succeeded") << done["a1"].dump(2);
+  const std::string replica = done["a1"]["status"].value("worker", "");
+  ASSERT_FALSE(replica.empty());
+  ASSERT_TRUE(asleep(replica)) << last_.dump(2) << "\nsandbox: " << sandbox_state(replica);
+  EXPECT_EQ(last_["status"].value("idle", 0), 0) << "a sleeping replica is not idle";  // 0: omitted
+
+  ASSERT_EQ(harness_.openai().Call("DELETE", "/_emulator/counters").status, 200);
+  const int starts = counter(harness_.databricks(), "databricks.start");
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("a2", task_yaml("a2")));
+  done = WaitForTasks({"a2"});
+  const json st = done["a2"]["status"];
+  ASSERT_EQ(st.value("phase", ""), "Succeeded") << done["a2"].dump(2);
+  EXPECT_EQ(st.value("worker", ""), replica) << "the sleeping replica is woken, not replaced";
+  EXPECT_EQ(counter(harness_.databricks(), "databricks.start"), starts + 1);
+  ASSERT_EQ(st.value("artifacts", json::array()).size(), 1u) << done["a2"].dump(2);
+  EXPECT_EQ(st["artifacts"].at(0).value("bytes", 0), 3);
+  EXPECT_EQ(counter(harness_.openai(), "openai.sessions.create"), 1);
+  EXPECT_EQ(counter(harness_.openai(), "openai.sessions.delete"), 1);
+  EXPECT_EQ(counter(harness_.openai(), "openai.events.create"), 1);
+  ASSERT_TRUE(asleep(replica)) << last_.dump(2) << "\nsandbox: " << sandbox_state(replica);
+
+  // Asleep still counts against scaleDownAfter: the replica and its sandbox go.
+  ASSERT_NO_FATAL_FAILURE(ApplyYaml("pool", pool_yaml("1s")));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        last_ = Get("agentpool", "sleepers");
+        return last_.is_object() &&
+               last_.value("status", json::object()).value("replicas", 0) == 0 &&
+               CloudSandboxes() == 0;
+      },
+      In(kConverge), milliseconds(250)))
+      << last_.dump(2) << "\nsandboxes in the cloud: " << CloudSandboxes();
 }
 
 TEST_F(AgentPoolTest, TheCliNamesAMissingPoolAndScalesWithinTheRules) {

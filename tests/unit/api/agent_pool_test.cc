@@ -64,15 +64,12 @@ TEST(AgentPoolTest, DefaultsLeaveTheReplicasSandboxNamesToTheReplicas) {
   EXPECT_EQ(Validate(o), OkStatus());
 }
 
-TEST(AgentPoolTest, SessionPerTaskIsTheDefaultButNotYetWithOnDemand) {
+TEST(AgentPoolTest, SessionPerTaskIsTheDefaultWithAnyPower) {
   const std::string running =
       "  template:\n    spec:\n      sandbox: {}\n      agent: {model: gpt-5-codex}\n";
   EXPECT_EQ(Apply(running + "  replicas: {min: 0, max: 20}\n"), "OK");
-  // Not yet built with a sleeping sandbox: refused with what to do instead.
-  EXPECT_EQ(Apply(std::string(kTemplate) + "  replicas: {min: 0, max: 20}\n"),
-            "pool.yaml:6:1: spec.session: PerTask with sandbox.power: OnDemand is not supported "
-            "in this version of sbx yet; use session: Shared, or power: Running (PerTask is a "
-            "pool's default)");
+  // kTemplate's sandbox has power: OnDemand: replicas sleep between tasks.
+  EXPECT_EQ(Apply(std::string(kTemplate) + "  replicas: {min: 0, max: 20}\n"), "OK");
   EXPECT_EQ(Apply(std::string(kTemplate) + "  replicas: {min: 0, max: 20}\n  session: Shared\n"),
             "OK");
   // The replicas' session mode is the pool's, not the template's.

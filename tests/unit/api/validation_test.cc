@@ -257,17 +257,13 @@ TEST(ValidationTest, InlineSandboxIsValidatedUnderItsPath) {
   EXPECT_EQ(Error(o), "spec.sandbox.inactivityTimeout: must not be negative (0 = auto-stop off)");
 }
 
-TEST(ValidationTest, AgentWorkerPerTaskIsNotYetBuiltForASleepingSandbox) {
+TEST(ValidationTest, AgentWorkerPerTaskRunsOnASleepingSandboxToo) {
   Object o = MakeObject(Kind::kAgentWorker, "w");
   o.agent_worker_spec().sandbox = SandboxSpec{};
   o.agent_worker_spec().session = SessionMode::kPerTask;
   ApplyDefaults(o);
   EXPECT_EQ(Error(o), "OK");
   o.agent_worker_spec().sandbox->power = Power::kOnDemand;
-  EXPECT_EQ(Error(o),
-            "spec.session: PerTask with sandbox.power: OnDemand is not supported in this version "
-            "of sbx yet; use session: Shared, or power: Running");
-  o.agent_worker_spec().session = SessionMode::kShared;
   EXPECT_EQ(Error(o), "OK");
 }
 

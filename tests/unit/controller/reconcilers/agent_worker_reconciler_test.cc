@@ -473,6 +473,13 @@ TEST_F(AgentWorkerReconcilerTest, APerTaskWorkerHoldsNoSessionAndIsReadyWhenTheC
 
 TEST_F(AgentWorkerReconcilerTest, APerTaskWorkerWithoutItsCommandIsNotReady) {
   MakeSandbox("box", true);
+  // Its workspaceDirectory is not used (each task has a directory of its own): not looked for.
+  ApplyWorker([&](api::AgentWorkerSpec& s) {
+    s.session = api::SessionMode::kPerTask;
+    s.workspace_directory = (sandbox_->root() / "nope").string();
+  });
+  ASSERT_TRUE(Reconcile().ok());
+  EXPECT_EQ(Cond("Ready").status, ConditionStatus::kTrue) << Cond("Ready").message;
   ApplyWorker([&](api::AgentWorkerSpec& s) {
     s.session = api::SessionMode::kPerTask;
     s.executor.command = "no-such-codex";

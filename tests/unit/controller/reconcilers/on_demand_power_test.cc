@@ -385,5 +385,82 @@ TEST_F(OnDemandTest, AWorkerOnASleepingSandboxIsReadySleepingTouchesNothingAndWa
   EXPECT_EQ(ready->reason, "Waking");
 }
 
+// session: PerTask on an OnDemand sandbox (#27 item 3): no standing session, so the bring-up is
+// the probe that finds the executor's command; then the sandbox sleeps, the worker is
+// Ready=True Sleeping without a call to either API, and a task for it wakes the sandbox.
+TEST_F(OnDemandTest, APerTaskWorkerIsBroughtUpByItsProbeSleepsWithoutACallAndATaskWakesIt) {
+  clouds_.api().SetExecHandler([](const std::string&, const databricks::ExecRequest&) {
+    databricks::ExecResult r;  // the boot probe reads it all as the boot id; the executor
+    r.status = databricks::ExecStatus::kCompleted;  // probe, as its report
+    r.exit_code = 0;
+    r.stdout_text = "workspace=1\ncommand=1\n";
+    return r;
+  });
+  Object w = Get(Kind::kAgentWorker, "w");
+  w.agent_worker_spec().session = api::SessionMode::kPerTask;
+  ASSERT_TRUE(store_->Apply({w}, {}).ok());
+  AgentWorkerReconcilerOptions options;
+  AgentWorkerReconciler workers(*store_, clouds_, clock_, nullptr, options);
+  const api::ObjectKey key{Kind::kAgentWorker, "default", "w"};
+  const auto ready_of = [&] {
+    const Object worker = Get(Kind::kAgentWorker, "w");
+    const api::Condition* c = api::FindCondition(worker.conditions(), api::condition::kReady);
+    return c == nullptr ? "" : std::string(api::ConditionStatusName(c->status)) + "/" + c->reason;
+  };
+
+  const Object box = Get(Kind::kSandbox, "box");
+  EXPECT_EQ(DemandOf(*store_, box)->why, "bring-up of AgentWorker w");
+  ReconcileBox();
+  SetLive(SandboxState::kRunning);
+  ReconcileBox();
+  ASSERT_TRUE(workers.Reconcile(key, {}).ok());
+  EXPECT_EQ(ready_of(), "True/Ready");
+  EXPECT_EQ(DemandOf(*store_, Get(Kind::kSandbox, "box"))->why, "") << "brought up by the probe";
+  EXPECT_EQ(clouds_.agents().Calls("create"), 0);
+
+  ReconcileBox();
+  clock_.Advance(61s);
+  ReconcileBox();
+  ASSERT_EQ(clouds_.api().Calls("stop"), 1);
+  SetLive(SandboxState::kStopped);
+  ReconcileBox();
+  ASSERT_EQ(BoxReady(), "True/Sleeping");
+  const int execs = clouds_.api().Calls("exec");
+  const int environments = clouds_.agents().Calls("environment");
+  const int sessions = clouds_.agents().Calls("get");
+  ASSERT_TRUE(workers.Reconcile(key, {}).ok());
+  EXPECT_EQ(ready_of(), "True/Sleeping");
+  EXPECT_EQ(clouds_.api().Calls("exec"), execs) << "nothing inside the sleeping sandbox";
+  EXPECT_EQ(clouds_.agents().Calls("environment"), environments);
+  EXPECT_EQ(clouds_.agents().Calls("get"), sessions);
+
+  // A task for it: not admitted while it sleeps, and it wakes the sandbox.
+  CreateTask("t1");
+  EXPECT_EQ(AdmitTask(power_.get(), Get(Kind::kAgentWorker, "w"), Get(Kind::kSandbox, "box")).gate,
+            TaskGate::kWaitForWake);
+  ReconcileBox();
+  EXPECT_EQ(clouds_.api().Calls("start"), 1);
+  ASSERT_TRUE(workers.Reconcile(key, {}).ok());
+  EXPECT_EQ(ready_of(), "False/Waking");
+  SetLive(SandboxState::kRunning);
+  ReconcileBox();
+  ASSERT_EQ(BoxReady(), "True/Running");
+  // Awake: the worker looks for its command on the new boot, then takes the task.
+  ASSERT_TRUE(workers.Reconcile(key, {}).ok());
+  EXPECT_EQ(ready_of(), "True/Ready");
+  EXPECT_GT(clouds_.api().Calls("exec"), execs);
+  EXPECT_EQ(AdmitTask(power_.get(), Get(Kind::kAgentWorker, "w"), Get(Kind::kSandbox, "box")).gate,
+            TaskGate::kSubmit);
+
+  // A worker whose command is missing: the task says so rather than "being woken".
+  Object missing = Get(Kind::kAgentWorker, "w");
+  missing.agent_worker_status().conditions = {{"Ready", ConditionStatus::kFalse, "ExecutorNotFound",
+                                               "command \"codex\" not found", "t", 1}};
+  const TaskAdmission refused = AdmitTask(power_.get(), missing, Get(Kind::kSandbox, "box"));
+  EXPECT_EQ(refused.gate, TaskGate::kWaitForWorker);
+  EXPECT_EQ(refused.message,
+            "worker w is not Ready (ExecutorNotFound: command \"codex\" not found)");
+}
+
 }  // namespace
 }  // namespace sbx::controller
