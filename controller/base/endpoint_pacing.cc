@@ -1,9 +1,5 @@
 #include "controller/base/endpoint_pacing.h"
 
-#include <algorithm>
-
-#include "controller/base/inline_wait.h"
-
 namespace sbx::controller {
 
 std::string_view EndpointClassName(EndpointClass c) {
@@ -43,54 +39,6 @@ std::optional<EndpointPacing::Permit> EndpointPacing::Take(EndpointClass c, std:
   return permit;
 }
 
-EndpointPacing::Taken EndpointPacing::TakeOrDefer(EndpointClass c, std::stop_token stop) {
-  if (!MayDeferPacing()) {
-    return {Take(c, stop)};
-  }
-  using std::chrono::ceil;
-  using std::chrono::milliseconds;
-  const Clock::SteadyTime now = clock_.Steady();
-  std::unique_lock lock(reservations_mu_);
-  const auto key = std::make_pair(InlineWaitOwner(), c);
-  Reservation r;
-  if (auto it = reservations_.find(key); it != reservations_.end() &&
-                                         Of(c).Current(it->second.of_class) &&
-                                         workspace_.Current(it->second.of_workspace)) {
-    r = it->second;
-    EndPacingDeferrals();
-    if (r.at > now) {
-      return {std::nullopt, std::max(ceil<milliseconds>(r.at - now), milliseconds(1))};  // early
-    }
-    reservations_.erase(it);
-    return {Permit{c, r.of_class, r.of_workspace}};
-  }
-  // None, or one a hold voided: reserve. Both tokens, each in its own line; the later decides.
-  // (The workspace's token is then unused until the class's comes: under a 429's hold of the
-  // class that leaves one of the workspace's slots idle, which another class could have used.)
-  r.of_class = Of(c).Reserve();
-  r.of_workspace = workspace_.Reserve();
-  r.at = std::max(r.of_class.taken, r.of_workspace.taken);
-  EndPacingDeferrals();  // whatever comes of this call, the pass's later calls wait inline
-  if (r.at - now <= kInlinePacingWait) {
-    reservations_.erase(key);
-    lock.unlock();
-    if (r.at > now && !clock_.SleepUntil(r.at, stop)) {
-      return {};
-    }
-    waited_us_ += std::chrono::duration_cast<std::chrono::microseconds>(r.at - now).count();
-    return {Permit{c, r.of_class, r.of_workspace}};
-  }
-  // Reservations whose owner did not come back (its object was deleted, its pass took another
-  // way): their tokens are spent, the entries go.
-  std::erase_if(reservations_,
-                [&](const auto& entry) { return entry.second.at + kReservationGrace < now; });
-  reservations_[key] = r;
-  const milliseconds wait = ceil<milliseconds>(r.at - now);
-  ++deferrals_;
-  deferred_us_ += std::chrono::duration_cast<std::chrono::microseconds>(wait).count();
-  return {std::nullopt, wait};
-}
-
 std::optional<EndpointPacing::Permit> EndpointPacing::TryTake(EndpointClass c) {
   if (Starving()) {
     return std::nullopt;
@@ -105,7 +53,6 @@ std::optional<EndpointPacing::Permit> EndpointPacing::TryTake(EndpointClass c) {
   if (!of_workspace) {
     return std::nullopt;
   }
-  EndPacingDeferrals();  // sent: a later wait of the same pass must not send it again
   return Permit{c, *of_class, *of_workspace, /*routine=*/true};
 }
 
@@ -147,11 +94,6 @@ double EndpointPacing::rate() const { return workspace_.rate(); }
 double EndpointPacing::rate(EndpointClass c) const { return Of(c).rate(); }
 
 double EndpointPacing::max_rate() const { return workspace_.max_rate(); }
-
-std::chrono::milliseconds EndpointPacing::deferred() const {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::microseconds(deferred_us_.load()));
-}
 
 std::chrono::milliseconds EndpointPacing::waited() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(

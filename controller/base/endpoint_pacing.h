@@ -19,11 +19,6 @@
 // writes (kWrite: start, stop, update, delete, events). A workspace-wide limit still shows as
 // 429s in every class, and each cuts its own rate until the sum fits.
 //
-// A needed call on a reconcile thread does not sleep for its token there (TakeOrDefer, issue
-// #30): a wait longer than kInlinePacingWait is given back to the work queue the way a retry's
-// wait is (inline_wait.h), with the token reserved for that reconcile until it comes back. The
-// thread meanwhile serves objects that need another API, another class, or none.
-//
 // Thread-safe; the Clock must outlive it.
 #pragma once
 
@@ -31,13 +26,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <stop_token>
-#include <string>
 #include <string_view>
-#include <utility>
 
 #include "controller/base/clock.h"
 #include "controller/base/token_bucket.h"
@@ -69,22 +61,6 @@ class EndpointPacing {
   std::optional<Permit> TryTake(EndpointClass c);
   bool TryAcquire(EndpointClass c) { return TryTake(c).has_value(); }
 
-  // A wait this short is slept where it is: cheaper than a pass through the work queue.
-  static constexpr std::chrono::milliseconds kInlinePacingWait{20};
-  // How long a reservation is kept past its time for its owner to come back and claim it.
-  static constexpr std::chrono::seconds kReservationGrace{30};
-  struct Taken {
-    std::optional<Permit> permit;
-    // No permit: come back after this long (> 0; the token is reserved), or 0: `stop`.
-    std::chrono::milliseconds come_back{0};
-  };
-  // A needed call's token. On a thread that may give a pacing wait back (MayDeferPacing():
-  // a reconcile of InlineWaitOwner()): the owner's reservation of the class if it has one (a
-  // permit when its time has come, else the rest of the wait), or a new reservation: a permit
-  // at once when its time is within kInlinePacingWait (slept here), else the wait. Elsewhere,
-  // Take.
-  Taken TakeOrDefer(EndpointClass c, std::stop_token stop = {});
-
   void Succeeded(const Permit& permit);
   // A 429 on `permit`'s class: cuts that class's rate and holds its callers for `delay`; a
   // needed call's 429 starves the class.
@@ -99,10 +75,6 @@ class EndpointPacing {
   // Time needed calls spent in Take waiting for their tokens, summed over callers: what the
   // rate limit cost the work (sbx_api_pacing_wait_seconds_total).
   std::chrono::milliseconds waited() const;
-  // Waits given back (TakeOrDefer) and their total length: sbx_api_pacing_deferrals_total and
-  // sbx_api_pacing_deferred_seconds_total.
-  int64_t deferrals() const { return deferrals_.load(); }
-  std::chrono::milliseconds deferred() const;
 
  private:
   TokenBucket& Of(EndpointClass c) { return *classes_[static_cast<size_t>(c)]; }
@@ -116,16 +88,6 @@ class EndpointPacing {
   // Since when each class's needed calls have been answered 429 without a success since.
   std::array<std::optional<Clock::SteadyTime>, kEndpointClasses> starved_since_;  // Guarded by mu_.
   std::atomic<int64_t> waited_us_{0};
-  std::atomic<int64_t> deferrals_{0};
-  std::atomic<int64_t> deferred_us_{0};
-  struct Reservation {
-    Clock::SteadyTime at{};  // when both tokens are due
-    TokenBucket::Permit of_class;
-    TokenBucket::Permit of_workspace;
-  };
-  std::mutex reservations_mu_;
-  // By owner and class. Guarded by reservations_mu_.
-  std::map<std::pair<std::string, EndpointClass>, Reservation> reservations_;
 };
 
 }  // namespace sbx::controller

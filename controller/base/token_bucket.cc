@@ -59,7 +59,7 @@ std::optional<TokenBucket::Permit> TokenBucket::Take(std::stop_token stop) {
       std::lock_guard lock(mu_);
       if (TakeOrNextTime(next)) {
         // The last token counts as waiting: demand is at the rate.
-        return Permit{clock_.Steady(), waited || tokens_ < 1.0, epoch_};
+        return Permit{clock_.Steady(), waited || tokens_ < 1.0};
       }
     }
     waited = true;
@@ -79,29 +79,7 @@ std::optional<TokenBucket::Permit> TokenBucket::TryTake() {
   if (!TakeOrNextTime(next)) {
     return std::nullopt;
   }
-  return Permit{clock_.Steady(), false, epoch_};
-}
-
-TokenBucket::Permit TokenBucket::Reserve() {
-  const Clock::SteadyTime now = clock_.Steady();
-  if (initial_rate_ <= 0) {
-    return Permit{now, false};
-  }
-  std::lock_guard lock(mu_);
-  Refill(now);  // nothing while held: last_ is the end of the hold, tokens_ 0
-  tokens_ -= 1.0;
-  Clock::SteadyTime at = std::max(now, last_);
-  if (tokens_ < 0) {
-    at += std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::duration<double>(-tokens_ / rate_));
-  }
-  // As in Take, the last token counts as waiting: demand is at the rate.
-  return Permit{at, at > now || tokens_ < 1.0, epoch_};
-}
-
-bool TokenBucket::Current(const Permit& permit) const {
-  std::lock_guard lock(mu_);
-  return permit.epoch == epoch_;
+  return Permit{clock_.Steady(), false};
 }
 
 void TokenBucket::CountAnswer(Clock::SteadyTime now, bool throttled) {
@@ -177,8 +155,7 @@ void TokenBucket::Penalize(std::chrono::milliseconds delay) {
 void TokenBucket::Block(std::chrono::milliseconds delay) {
   const Clock::SteadyTime until = clock_.Steady() + std::max(delay, std::chrono::milliseconds(0));
   blocked_until_ = std::max(blocked_until_, until);
-  tokens_ = 0;  // debts of reservations too: they are made again (Current)
-  ++epoch_;
+  tokens_ = 0;
   last_ = std::max(last_, blocked_until_);  // no refill while blocked
 }
 

@@ -79,7 +79,6 @@ class TokenBucket {
   struct Permit {
     Clock::SteadyTime taken{};
     bool waited = false;
-    int64_t epoch = 0;  // the hold it was taken under (Reserve, Current)
   };
   std::optional<Permit> Take(std::stop_token stop = {});
   bool Acquire(std::stop_token stop = {}) { return Take(stop).has_value(); }
@@ -87,12 +86,6 @@ class TokenBucket {
   // success raises no rate).
   std::optional<Permit> TryTake();
   bool TryAcquire() { return TryTake().has_value(); }
-  // Non-blocking: the next token in line, for use at permit.taken (now or later): the bucket
-  // goes into debt for it, so every later Take or Reserve queues behind it. A hold (Throttled,
-  // Penalize) empties the bucket and forgives such debts: a reservation made before it is no
-  // longer Current and must be made again.
-  Permit Reserve();
-  bool Current(const Permit& permit) const;
 
   // How the call made with `permit` went (see above).
   void Succeeded(const Permit& permit);
@@ -131,7 +124,6 @@ class TokenBucket {
   std::optional<Clock::SteadyTime> last_cut_;  // Guarded by mu_.
   double cut_from_ = 0;                        // Guarded by mu_. The rate the last cut cut.
   int64_t cuts_ = 0;                           // Guarded by mu_.
-  int64_t epoch_ = 0;                          // Guarded by mu_. Holds so far.
   // The loss windows: answered and throttled calls in the current and the previous one.
   struct Answers {
     int64_t answered = 0;

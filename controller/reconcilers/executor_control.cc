@@ -8,7 +8,6 @@
 
 #include "api/conditions.h"
 #include "api/text.h"
-#include "controller/base/inline_wait.h"
 #include "controller/reconcilers/scripts/executor_scripts.h"
 
 namespace sbx::controller {
@@ -173,9 +172,6 @@ api::StatusOr<ExecutorReport> ExecutorControl::Launch(databricks::SandboxApi& sa
 
 void ExecutorControl::Stop(databricks::SandboxApi& sandboxes, const ExecutorTarget& t,
                            std::stop_token stop) const {
-  // Best effort, its error ignored: its pacing wait is waited here rather than given back (which
-  // would skip the stop without a word).
-  const ScopedInlinePacing inline_pacing;
   (void)StopAndRemove(sandboxes, t, {}, stop);
 }
 

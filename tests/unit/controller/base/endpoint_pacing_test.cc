@@ -132,109 +132,6 @@ TEST(EndpointPacingTest, RoutineCallsWaitForANeededCallsRetryAfterA429) {
   EXPECT_TRUE(pacing.Starving());
 }
 
-// Issue #30: a reconcile thread does not sleep for its token. A wait longer than
-// kInlinePacingWait is given back with the token reserved for that reconcile; when it comes
-// back its call claims that token without taking another; the rest of that pass waits inline.
-TEST(EndpointPacingTest, AReconcileGivesALongWaitBackAndClaimsItsReservedTokenWhenItComesBack) {
-  testing::FakeClock clock;
-  EndpointPacing pacing(clock, /*rate=*/10, /*burst=*/1);
-  {
-    const ScopedInlineWaitLimit pass(0ms, "AgentTask/default/a");
-    const EndpointPacing::Taken first = pacing.TakeOrDefer(EndpointClass::kRead);
-    EXPECT_TRUE(first.permit.has_value()) << "a token was there";
-  }
-  {
-    const ScopedInlineWaitLimit pass(0ms, "AgentTask/default/a");
-    const EndpointPacing::Taken second = pacing.TakeOrDefer(EndpointClass::kRead);
-    EXPECT_FALSE(second.permit.has_value());
-    EXPECT_EQ(second.come_back, 100ms);
-    EXPECT_EQ(clock.sleepers(), 0) << "nothing slept";
-  }
-  EXPECT_EQ(pacing.deferrals(), 1);
-  EXPECT_EQ(pacing.deferred(), 100ms);
-  {
-    // Another reconcile queues behind the reservation.
-    const ScopedInlineWaitLimit pass(0ms, "AgentTask/default/b");
-    EXPECT_EQ(pacing.TakeOrDefer(EndpointClass::kRead).come_back, 200ms);
-  }
-  {
-    // Back early (woken by something else): the rest of the wait, nothing new reserved.
-    clock.Advance(50ms);
-    const ScopedInlineWaitLimit pass(0ms, "AgentTask/default/a");
-    EXPECT_EQ(pacing.TakeOrDefer(EndpointClass::kRead).come_back, 50ms);
-  }
-  clock.Advance(50ms);
-  {
-    const ScopedInlineWaitLimit pass(0ms, "AgentTask/default/a");
-    const EndpointPacing::Taken claimed = pacing.TakeOrDefer(EndpointClass::kRead);
-    ASSERT_TRUE(claimed.permit.has_value()) << "its reserved token";
-    EXPECT_FALSE(MayDeferPacing()) << "the rest of the pass waits inline";
-    // b's reservation is still the next token, 100 ms from now: a's next call in this pass waits
-    // for the one after it, inline (Take), and gets it.
-    std::optional<EndpointPacing::Permit> inline_wait;
-    std::jthread waiter([&] {
-      const ScopedInlineWaitLimit same_pass(0ms, "AgentTask/default/a");
-      EndPacingDeferrals();
-      inline_wait = pacing.TakeOrDefer(EndpointClass::kRead).permit;
-    });
-    ASSERT_TRUE(clock.WaitForSleepers(1));
-    clock.Advance(200ms);
-    waiter.join();
-    EXPECT_TRUE(inline_wait.has_value());
-  }
-  {
-    // Outside a reconcile (an event stream, the input POST): Take, as before.
-    std::optional<EndpointPacing::Permit> taken;
-    std::jthread other([&] { taken = pacing.TakeOrDefer(EndpointClass::kRead).permit; });
-    ASSERT_TRUE(clock.WaitForSleepers(1));
-    clock.Advance(1s);
-    other.join();
-    EXPECT_TRUE(taken.has_value());
-  }
-}
-
-TEST(EndpointPacingTest, AShortWaitIsSleptInlineAndAHoldVoidsAReservation) {
-  testing::FakeClock clock;
-  EndpointPacing pacing(clock, /*rate=*/100, /*burst=*/1);  // a token every 10 ms
-  const ScopedInlineWaitLimit pass(0ms, "Sandbox/default/s");
-  ASSERT_TRUE(pacing.TakeOrDefer(EndpointClass::kCommand).permit.has_value());
-  EXPECT_FALSE(MayDeferPacing())
-      << "a call of the pass was sent: a later give-back would repeat it";
-  std::optional<EndpointPacing::Permit> second;
-  {
-    std::jthread caller([&] {
-      const ScopedInlineWaitLimit same(0ms, "Sandbox/default/s");
-      second = pacing.TakeOrDefer(EndpointClass::kCommand).permit;
-    });
-    ASSERT_TRUE(clock.WaitForSleepers(1)) << "10 ms: slept where it is";
-    clock.Advance(10ms);
-  }
-  ASSERT_TRUE(second.has_value());
-  EXPECT_EQ(pacing.deferrals(), 0);
-
-  // A reservation, then a 429 holds the class for 2 s: coming back at the reservation's time
-  // (within the hold) finds it void and is given a new one after the hold.
-  EndpointPacing slow(clock, /*rate=*/1, /*burst=*/1);
-  std::optional<EndpointPacing::Permit> sent;
-  {
-    const ScopedInlineWaitLimit x(0ms, "Sandbox/default/x");
-    sent = slow.TakeOrDefer(EndpointClass::kCommand).permit;
-    ASSERT_TRUE(sent.has_value());
-  }
-  {
-    const ScopedInlineWaitLimit t(0ms, "Sandbox/default/t");
-    EXPECT_EQ(slow.TakeOrDefer(EndpointClass::kCommand).come_back, 1s);
-  }
-  slow.Throttled(2s, *sent);
-  clock.Advance(1s);
-  {
-    const ScopedInlineWaitLimit t(0ms, "Sandbox/default/t");
-    const EndpointPacing::Taken again = slow.TakeOrDefer(EndpointClass::kCommand);
-    EXPECT_FALSE(again.permit.has_value()) << "no call inside the hold";
-    EXPECT_GE(again.come_back, 1s);
-  }
-}
-
 TEST(InlineWaitTest, ScopesSetAndRestoreTheThreadsLimit) {
   EXPECT_FALSE(InlineWaitLimit().has_value());
   {
@@ -247,25 +144,6 @@ TEST(InlineWaitTest, ScopesSetAndRestoreTheThreadsLimit) {
     EXPECT_EQ(InlineWaitLimit(), std::optional(0ms));
   }
   EXPECT_FALSE(InlineWaitLimit().has_value());
-}
-
-TEST(InlineWaitTest, ScopesSetAndRestoreTheOwnerAndWhetherPacingMayBeDeferred) {
-  EXPECT_FALSE(MayDeferPacing()) << "no reconcile";
-  const ScopedInlineWaitLimit pass(0ms, "Sandbox/default/s");
-  EXPECT_EQ(InlineWaitOwner(), "Sandbox/default/s");
-  EXPECT_TRUE(MayDeferPacing());
-  {
-    const ScopedInlinePacing best_effort;
-    EXPECT_FALSE(MayDeferPacing());
-  }
-  EXPECT_TRUE(MayDeferPacing());
-  {
-    const ScopedInlineWaitLimit nested(0ms, "Sandbox/default/t");
-    EndPacingDeferrals();
-    EXPECT_FALSE(MayDeferPacing());
-  }
-  EXPECT_EQ(InlineWaitOwner(), "Sandbox/default/s");
-  EXPECT_TRUE(MayDeferPacing()) << "a nested pass's end is its own";
 }
 
 }  // namespace

@@ -282,30 +282,5 @@ TEST(TokenBucketAimdTest, AnUnlimitedBucketNeverAdapts) {
   EXPECT_DOUBLE_EQ(bucket.rate(), 0);
 }
 
-// A reservation (EndpointPacing::TakeOrDefer) is the next token in line: takers after it queue
-// behind it, and a hold, which forgives the bucket's debts, voids it.
-TEST(TokenBucketTest, AReservationQueuesLaterTakersBehindItAndAHoldVoidsIt) {
-  testing::FakeClock clock;
-  TokenBucket bucket(clock, /*rate=*/10, /*burst=*/1);
-  const TokenBucket::Permit now = bucket.Reserve();
-  EXPECT_EQ(now.taken, clock.Steady()) << "a token was there";
-  const TokenBucket::Permit next = bucket.Reserve();
-  EXPECT_EQ(next.taken - clock.Steady(), 100ms);
-  EXPECT_TRUE(next.waited);
-  const TokenBucket::Permit after = bucket.Reserve();
-  EXPECT_EQ(after.taken - clock.Steady(), 200ms);
-  clock.Advance(200ms);
-  EXPECT_FALSE(bucket.TryAcquire()) << "both reserved tokens are spoken for";
-  clock.Advance(100ms);
-  EXPECT_TRUE(bucket.TryAcquire());
-  EXPECT_TRUE(bucket.Current(after));
-
-  bucket.Penalize(1s);
-  EXPECT_FALSE(bucket.Current(after)) << "the hold forgave its debt: it is made again";
-  const TokenBucket::Permit again = bucket.Reserve();
-  EXPECT_TRUE(bucket.Current(again));
-  EXPECT_EQ(again.taken - clock.Steady(), 1100ms) << "after the hold, at the rate";
-}
-
 }  // namespace
 }  // namespace sbx::controller
