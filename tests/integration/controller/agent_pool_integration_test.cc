@@ -98,6 +98,18 @@ class AgentPoolTest : public ::testing::Test {
     return done;
   }
 
+  // Polls until `pool` has no replica and the cloud no sandbox (last_: the pool).
+  bool WaitScaledToZero(const std::string& pool) {
+    return PollUntil(
+        [&] {
+          last_ = Get("agentpool", pool);
+          return last_.is_object() &&
+                 last_.value("status", json::object()).value("replicas", 0) == 0 &&
+                 CloudSandboxes() == 0;
+        },
+        In(kConverge), milliseconds(250));
+  }
+
   SbxdHarness harness_;
   json last_;
 };
@@ -173,14 +185,7 @@ TEST_F(AgentPoolTest, ScalesFromZeroForABatchRunsOneTaskPerReplicaAndScalesBackT
 
   // No work left: after scaleDownAfter every replica and its sandbox goes.
   ASSERT_NO_FATAL_FAILURE(ApplyYaml("pool", PoolYaml(/*max=*/2, "1s")));
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        last_ = Get("agentpool", "fixers");
-        return last_.is_object() &&
-               last_.value("status", json::object()).value("replicas", 0) == 0 &&
-               CloudSandboxes() == 0;
-      },
-      In(kConverge), milliseconds(250)))
+  ASSERT_TRUE(WaitScaledToZero("fixers"))
       << last_.dump(2) << "\nsandboxes in the cloud: " << CloudSandboxes();
   EXPECT_EQ(ConditionOf(last_, "Ready").second, "ScaledToZero");
 }
@@ -310,14 +315,7 @@ TEST_F(AgentPoolTest, PerTaskReplicasOnOnDemandSandboxesSleepBetweenTasksAndATas
 
   // Asleep still counts against scaleDownAfter: the replica and its sandbox go.
   ASSERT_NO_FATAL_FAILURE(ApplyYaml("pool", pool_yaml("1s")));
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        last_ = Get("agentpool", "sleepers");
-        return last_.is_object() &&
-               last_.value("status", json::object()).value("replicas", 0) == 0 &&
-               CloudSandboxes() == 0;
-      },
-      In(kConverge), milliseconds(250)))
+  ASSERT_TRUE(WaitScaledToZero("sleepers"))
       << last_.dump(2) << "\nsandboxes in the cloud: " << CloudSandboxes();
 }
 

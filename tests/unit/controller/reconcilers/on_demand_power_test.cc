@@ -106,6 +106,10 @@ class OnDemandTest : public ::testing::Test {
     SetLive(SandboxState::kRunning);
     ReconcileBox();
     BringUpWorker();
+    IdleToSleep();
+  }
+  // Brought up and RUNNING: idle past idleStop, then stopped and STOPPED.
+  void IdleToSleep() {
     ReconcileBox();
     clock_.Advance(61s);
     ReconcileBox();
@@ -418,13 +422,7 @@ TEST_F(OnDemandTest, APerTaskWorkerIsBroughtUpByItsProbeSleepsWithoutACallAndATa
   EXPECT_EQ(DemandOf(*store_, Get(Kind::kSandbox, "box"))->why, "") << "brought up by the probe";
   EXPECT_EQ(clouds_.agents().Calls("create"), 0);
 
-  ReconcileBox();
-  clock_.Advance(61s);
-  ReconcileBox();
-  ASSERT_EQ(clouds_.api().Calls("stop"), 1);
-  SetLive(SandboxState::kStopped);
-  ReconcileBox();
-  ASSERT_EQ(BoxReady(), "True/Sleeping");
+  ASSERT_NO_FATAL_FAILURE(IdleToSleep());
   const int execs = clouds_.api().Calls("exec");
   const int environments = clouds_.agents().Calls("environment");
   const int sessions = clouds_.agents().Calls("get");
