@@ -39,6 +39,15 @@ bool ConfigurationError(std::string_view why) {
   return std::find(kReasons.begin(), kReasons.end(), why) != kReasons.end();
 }
 
+// The worker's Ready=False when it names a configuration error; else null.
+const api::Condition* DiagnosedError(const Object& worker) {
+  const api::Condition* ready = ReadyOf(worker);
+  return ready != nullptr && ready->status == ConditionStatus::kFalse &&
+                 ConfigurationError(ready->reason)
+             ? ready
+             : nullptr;
+}
+
 // The worker a task was given (status) or names (workerRef).
 std::string AssignedWorker(const Object& task) {
   const auto& st = task.agent_task_status();
@@ -82,9 +91,7 @@ bool BroughtUp(const Object& worker) {
              st.connected_environment_id == st.environment_id) {
     return true;
   }
-  const api::Condition* ready = ReadyOf(worker);
-  return ready != nullptr && ready->status == ConditionStatus::kFalse &&
-         ConfigurationError(ready->reason);
+  return DiagnosedError(worker) != nullptr;
 }
 
 bool SessionNeedsExecutor(const openai::Session& session) {
@@ -266,28 +273,24 @@ TaskAdmission AdmitTask(OnDemandPower* power, const Object& worker, const Object
       a.gate = TaskGate::kSubmit;
       return a;
     }
+    a.gate = TaskGate::kWaitForWake;
     a.message = "sandbox " + sandbox.metadata.name + " of worker " + name +
                 " is being stopped; it is started again once STOPPED";
   } else if (!BroughtUp(worker)) {
     a.gate = TaskGate::kWaitForWorker;
     a.message = "worker " + name + " is not Ready";
     return a;
-  } else if (ready != nullptr && ready->status == ConditionStatus::kFalse &&
-             ConfigurationError(ready->reason)) {
+  } else if (const api::Condition* error = DiagnosedError(worker)) {
     // Waking will not help until the user fixes it: say what the worker says. The sandbox is
     // still woken (the task is its demand), so the worker looks again on a fresh boot.
     a.gate = TaskGate::kWaitForWorker;
-    a.message = "worker " + name + " is not Ready (" + ready->reason + ": " + ready->message + ")";
-    if (power != nullptr) {
-      power->Wake(api::KeyOf(sandbox));
-    }
-    return a;
+    a.message = "worker " + name + " is not Ready (" + error->reason + ": " + error->message + ")";
   } else {
+    a.gate = TaskGate::kWaitForWake;
     a.message = "sandbox " + sandbox.metadata.name + " of worker " + name +
                 " is being woken (power OnDemand); the input is sent once the executor is "
                 "connected";
   }
-  a.gate = TaskGate::kWaitForWake;
   if (power != nullptr) {
     power->Wake(api::KeyOf(sandbox));
   }

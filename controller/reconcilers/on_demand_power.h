@@ -129,7 +129,8 @@ class OnDemandPower {
 
 // The task reconciler's decision for the first task in line for `worker` (whose Sandbox object
 // is `sandbox`). kSubmit comes with a Hold on an OnDemand sandbox, kept through the submission;
-// kWaitForWake has already asked for the sandbox to be woken. `power` may be null (no
+// kWaitForWake (and kWaitForWorker for a worker with a diagnosed configuration error, which a
+// fresh boot may show fixed) has already asked for the sandbox to be woken. `power` may be null (no
 // coordination: tests of one reconciler).
 struct TaskAdmission {
   TaskGate gate = TaskGate::kWaitForWorker;

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "api/conditions.h"
 #include "controller/reconcilers/agent_worker_reconciler.h"
@@ -70,11 +71,13 @@ class OnDemandTest : public ::testing::Test {
     const uint64_t ticket = cache_.BeginSweep(kWs);
     cache_.ReplaceSnapshot(kWs, ticket, *clouds_.api().ListAll(100, {}));
   }
-  std::string BoxReady() {
-    const Object box = Get(Kind::kSandbox, "box");
-    const api::Condition* c = api::FindCondition(box.conditions(), api::condition::kReady);
+  // "Status/Reason" of an object's Ready condition, "" without one.
+  std::string ReadyOf(Kind kind, const std::string& name) {
+    const Object o = Get(kind, name);
+    const api::Condition* c = api::FindCondition(o.conditions(), api::condition::kReady);
     return c == nullptr ? "" : std::string(api::ConditionStatusName(c->status)) + "/" + c->reason;
   }
+  std::string BoxReady() { return ReadyOf(Kind::kSandbox, "box"); }
   // The worker's bring-up is over: a session whose environment its executor connected to.
   void BringUpWorker() {
     oa::CreateSessionRequest create;
@@ -406,11 +409,6 @@ TEST_F(OnDemandTest, APerTaskWorkerIsBroughtUpByItsProbeSleepsWithoutACallAndATa
   AgentWorkerReconcilerOptions options;
   AgentWorkerReconciler workers(*store_, clouds_, clock_, nullptr, options);
   const api::ObjectKey key{Kind::kAgentWorker, "default", "w"};
-  const auto ready_of = [&] {
-    const Object worker = Get(Kind::kAgentWorker, "w");
-    const api::Condition* c = api::FindCondition(worker.conditions(), api::condition::kReady);
-    return c == nullptr ? "" : std::string(api::ConditionStatusName(c->status)) + "/" + c->reason;
-  };
 
   const Object box = Get(Kind::kSandbox, "box");
   EXPECT_EQ(DemandOf(*store_, box)->why, "bring-up of AgentWorker w");
@@ -418,7 +416,7 @@ TEST_F(OnDemandTest, APerTaskWorkerIsBroughtUpByItsProbeSleepsWithoutACallAndATa
   SetLive(SandboxState::kRunning);
   ReconcileBox();
   ASSERT_TRUE(workers.Reconcile(key, {}).ok());
-  EXPECT_EQ(ready_of(), "True/Ready");
+  EXPECT_EQ(ReadyOf(Kind::kAgentWorker, "w"), "True/Ready");
   EXPECT_EQ(DemandOf(*store_, Get(Kind::kSandbox, "box"))->why, "") << "brought up by the probe";
   EXPECT_EQ(clouds_.agents().Calls("create"), 0);
 
@@ -427,7 +425,7 @@ TEST_F(OnDemandTest, APerTaskWorkerIsBroughtUpByItsProbeSleepsWithoutACallAndATa
   const int environments = clouds_.agents().Calls("environment");
   const int sessions = clouds_.agents().Calls("get");
   ASSERT_TRUE(workers.Reconcile(key, {}).ok());
-  EXPECT_EQ(ready_of(), "True/Sleeping");
+  EXPECT_EQ(ReadyOf(Kind::kAgentWorker, "w"), "True/Sleeping");
   EXPECT_EQ(clouds_.api().Calls("exec"), execs) << "nothing inside the sleeping sandbox";
   EXPECT_EQ(clouds_.agents().Calls("environment"), environments);
   EXPECT_EQ(clouds_.agents().Calls("get"), sessions);
@@ -439,18 +437,21 @@ TEST_F(OnDemandTest, APerTaskWorkerIsBroughtUpByItsProbeSleepsWithoutACallAndATa
   ReconcileBox();
   EXPECT_EQ(clouds_.api().Calls("start"), 1);
   ASSERT_TRUE(workers.Reconcile(key, {}).ok());
-  EXPECT_EQ(ready_of(), "False/Waking");
+  EXPECT_EQ(ReadyOf(Kind::kAgentWorker, "w"), "False/Waking");
   SetLive(SandboxState::kRunning);
   ReconcileBox();
   ASSERT_EQ(BoxReady(), "True/Running");
   // Awake: the worker looks for its command on the new boot, then takes the task.
   ASSERT_TRUE(workers.Reconcile(key, {}).ok());
-  EXPECT_EQ(ready_of(), "True/Ready");
+  EXPECT_EQ(ReadyOf(Kind::kAgentWorker, "w"), "True/Ready");
   EXPECT_GT(clouds_.api().Calls("exec"), execs);
   EXPECT_EQ(AdmitTask(power_.get(), Get(Kind::kAgentWorker, "w"), Get(Kind::kSandbox, "box")).gate,
             TaskGate::kSubmit);
 
-  // A worker whose command is missing: the task says so rather than "being woken".
+  // A worker whose command is missing: the task says so rather than "being woken", and still
+  // wakes the sandbox (a fresh boot may show it fixed).
+  std::vector<api::ObjectKey> woken;
+  power_->Attach([&](const api::ObjectKey& key) { woken.push_back(key); }, nullptr);
   Object missing = Get(Kind::kAgentWorker, "w");
   missing.agent_worker_status().conditions = {{"Ready", ConditionStatus::kFalse, "ExecutorNotFound",
                                                "command \"codex\" not found", "t", 1}};
@@ -458,6 +459,7 @@ TEST_F(OnDemandTest, APerTaskWorkerIsBroughtUpByItsProbeSleepsWithoutACallAndATa
   EXPECT_EQ(refused.gate, TaskGate::kWaitForWorker);
   EXPECT_EQ(refused.message,
             "worker w is not Ready (ExecutorNotFound: command \"codex\" not found)");
+  EXPECT_EQ(woken, std::vector<api::ObjectKey>{api::KeyOf(Get(Kind::kSandbox, "box"))});
 }
 
 }  // namespace
