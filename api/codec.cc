@@ -361,6 +361,10 @@ Status ReadStringList(const Ctx& ctx, const Field& f, std::vector<std::string>* 
     const Node& item = n.items[i];
     Field child{&item, f.path + "[" + std::to_string(i) + "]", item.line ? item.line : f.line,
                 item.line ? item.column : f.column};
+    if (ctx.positions != nullptr && child.line > 0) {
+      // So that a validation error about one item (spec.events[2]) points at its line.
+      ctx.positions->emplace(child.path, Manifest::Position{child.line, child.column});
+    }
     std::string value;
     RETURN_IF_ERROR(ReadString(ctx, child, &value));
     out->push_back(std::move(value));
@@ -734,6 +738,11 @@ template <>
 struct EnumNames<BudgetPeriod> {
   static constexpr std::pair<std::string_view, BudgetPeriod> kNames[] = {
       {"Day", BudgetPeriod::kDay}, {"Month", BudgetPeriod::kMonth}};
+};
+template <>
+struct EnumNames<NotifierType> {
+  static constexpr std::pair<std::string_view, NotifierType> kNames[] = {
+      {"webhook", NotifierType::kWebhook}, {"slack", NotifierType::kSlack}};
 };
 template <>
 struct EnumNames<ConditionStatus> {
@@ -1387,6 +1396,41 @@ struct FieldsOf<AgentPoolStatus> : PlainMapping {
       Row<&AgentPoolStatus::queued, Int32>("queued"),
       Row<&AgentPoolStatus::updated_replicas, Int32>("updatedReplicas"),
       Row<&AgentPoolStatus::template_hash, Str>("templateHash"),
+  };
+};
+
+// -- Notifier
+
+template <>
+struct FieldsOf<NotifierSelector> {
+  static constexpr std::string_view kShape = "a mapping {matchLabels: {key: value}}";
+  static constexpr FieldRow<NotifierSelector> kRows[] = {
+      Row<&NotifierSelector::match_labels, StrMap>("matchLabels"),
+  };
+};
+
+template <>
+struct FieldsOf<NotifierSpec> : PlainMapping {
+  static constexpr FieldRow<NotifierSpec> kRows[] = {
+      Row<&NotifierSpec::type, Enum<NotifierType>>("type", kAlways),
+      Row<&NotifierSpec::url_from, Struct<SecretRef>>("urlFrom"),
+      Row<&NotifierSpec::signing_secret_from, Struct<SecretRef>>("signingSecretFrom"),
+      Row<&NotifierSpec::events, StrList>("events"),
+      Row<&NotifierSpec::selector, Struct<NotifierSelector>>("selector"),
+      Row<&NotifierSpec::suspend, Bool>("suspend"),
+  };
+};
+
+template <>
+struct FieldsOf<NotifierStatus> : PlainMapping {
+  static constexpr FieldRow<NotifierStatus> kRows[] = {
+      Row<&NotifierStatus::observed_generation, Int>("observedGeneration"),
+      Row<&NotifierStatus::conditions, ListOf<Condition>>("conditions"),
+      Row<&NotifierStatus::last_delivered_at, Str>("lastDeliveredAt"),
+      Row<&NotifierStatus::last_error, Str>("lastError"),
+      Row<&NotifierStatus::pending, Int>("pending"),
+      Row<&NotifierStatus::delivered, Int>("delivered"),
+      Row<&NotifierStatus::dropped, Int>("dropped"),
   };
 };
 

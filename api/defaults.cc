@@ -87,4 +87,7 @@ void DefaultAgentPool(Object& object) {
   }
 }
 
+// type webhook is the decoded default; nothing else has one.
+void DefaultNotifier(Object&) {}
+
 }  // namespace sbx::api

@@ -15,6 +15,7 @@
 //            owns, which is named after the worker (sandboxId "<namespace>-<worker name>").
 //   GitSource path "." , applyset "gitsource-<namespace>-<name>" (interval 1m is the decoded
 //            default)
+//   Notifier nothing (type webhook is the decoded default)
 // Stateless functions; thread-safe.
 #pragma once
 
@@ -38,5 +39,6 @@ void DefaultAgentWorker(Object& object);
 void DefaultAgentTask(Object& object);
 void DefaultGitSource(Object& object);
 void DefaultAgentPool(Object& object);
+void DefaultNotifier(Object& object);
 
 }  // namespace sbx::api

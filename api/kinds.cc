@@ -29,6 +29,8 @@ const KindInfo kKinds[] = {
      &Make<GitSourceSpec, GitSourceStatus>, &DefaultGitSource, &ValidateGitSourceObject},
     {Kind::kAgentPool, "AgentPool", "agentpool", "agentpools", "ap", "agentpool.schema.json",
      &Make<AgentPoolSpec, AgentPoolStatus>, &DefaultAgentPool, &ValidateAgentPoolObject},
+    {Kind::kNotifier, "Notifier", "notifier", "notifiers", "nt", "notifier.schema.json",
+     &Make<NotifierSpec, NotifierStatus>, &DefaultNotifier, &ValidateNotifierObject},
 };
 
 // The `field` of every row, joined with ", " (the last with `last_separator`).

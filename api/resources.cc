@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 #include "api/kinds.h"
 #include "api/text.h"
@@ -112,6 +113,41 @@ const AgentPoolStatus& Object::agent_pool_status() const {
 }
 AgentPoolStatus& Object::agent_pool_status() {
   return GetAs<AgentPoolStatus>(status, *this, "AgentPool");
+}
+const NotifierSpec& Object::notifier_spec() const {
+  return GetAs<NotifierSpec>(spec, *this, "Notifier");
+}
+NotifierSpec& Object::notifier_spec() { return GetAs<NotifierSpec>(spec, *this, "Notifier"); }
+const NotifierStatus& Object::notifier_status() const {
+  return GetAs<NotifierStatus>(status, *this, "Notifier");
+}
+NotifierStatus& Object::notifier_status() {
+  return GetAs<NotifierStatus>(status, *this, "Notifier");
+}
+
+std::string_view NotifierTypeName(NotifierType type) {
+  switch (type) {
+    case NotifierType::kWebhook:
+      return "webhook";
+    case NotifierType::kSlack:
+      return "slack";
+  }
+  return "webhook";
+}
+
+StatusOr<NotifierType> ParseNotifierType(std::string_view text) {
+  for (NotifierType type : {NotifierType::kWebhook, NotifierType::kSlack}) {
+    if (text == NotifierTypeName(type)) {
+      return type;
+    }
+  }
+  return InvalidArgumentError("unsupported notifier type \"" + std::string(text) +
+                              "\" (expected webhook|slack)");
+}
+
+bool IsNotifierEvent(std::string_view reason) {
+  return std::find(std::begin(kNotifierEvents), std::end(kNotifierEvents), reason) !=
+         std::end(kNotifierEvents);
 }
 
 std::string_view TaskPhaseName(TaskPhase phase) {

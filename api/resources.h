@@ -1,5 +1,5 @@
 // The sbx resource model (apiVersion sbx.dev/v1alpha1): Workspace, Sandbox, AgentWorker,
-// AgentTask, GitSource.
+// AgentTask, GitSource, AgentPool, Notifier.
 //
 // Plain value types, no I/O. `spec` is owned by the user (sbxctl writes it), `status` by the
 // controller. Field meanings follow DESIGN.md §2; YAML/JSON field names are the camelCase
@@ -34,12 +34,22 @@ inline constexpr std::string_view kControllerFinalizer = "sbx.dev/controller";
 // bump the generation and needs no spec edit (`sbxctl annotate` works too).
 inline constexpr std::string_view kCancelRequestedAnnotation = "sbx.dev/cancel-requested";
 
-// Every kind; the kind table (api/kinds.h) has one row for each, in this order.
-enum class Kind { kWorkspace, kSandbox, kAgentWorker, kAgentTask, kGitSource, kAgentPool };
+// Every kind; the kind table (api/kinds.h) has one row for each, in this order. New kinds are
+// appended: the numeric values of the others do not change.
+enum class Kind {
+  kWorkspace,
+  kSandbox,
+  kAgentWorker,
+  kAgentTask,
+  kGitSource,
+  kAgentPool,
+  kNotifier
+};
 inline constexpr Kind kAllKinds[] = {Kind::kWorkspace, Kind::kSandbox,   Kind::kAgentWorker,
-                                     Kind::kAgentTask, Kind::kGitSource, Kind::kAgentPool};
+                                     Kind::kAgentTask, Kind::kGitSource, Kind::kAgentPool,
+                                     Kind::kNotifier};
 
-// "Workspace", "Sandbox", "AgentWorker", "AgentTask", "GitSource" (the kind table's names).
+// "Workspace", "Sandbox", "AgentWorker", "AgentTask", "GitSource", … (the kind table's names).
 std::string_view KindName(Kind kind);
 // Accepts the kind name in any case, its plural, and its short name (the kind table's):
 // "sandbox", "Sandboxes", "sb" → kSandbox. kInvalidArgument names the accepted forms.
@@ -626,12 +636,65 @@ struct AgentPoolStatus {
   friend bool operator==(const AgentPoolStatus&, const AgentPoolStatus&) = default;
 };
 
+// ---- Notifier (DESIGN §8.3) -----------------------------------------------------------------
+
+// How a notification is delivered. Webhook: a JSON POST signed as Standard Webhooks do
+// (webhook-id, webhook-timestamp, webhook-signature), with spec.signingSecretFrom. Slack: a POST
+// to a Slack incoming webhook, which is not signed.
+enum class NotifierType { kWebhook, kSlack };
+std::string_view NotifierTypeName(NotifierType type);  // "webhook", "slack"
+// "webhook" or "slack"; kInvalidArgument names the accepted values.
+StatusOr<NotifierType> ParseNotifierType(std::string_view text);
+
+// The reasons a Notifier may subscribe to (spec.events), each sent once when it happens:
+// TaskSucceeded, TaskFailed, TaskTimedOut and TaskCancelled at a task's final phase;
+// WorkerNotReady when a worker's Ready has been False for 60 s; the others when their condition
+// turns True.
+inline constexpr std::string_view kNotifierEvents[] = {
+    "TaskSucceeded",   "TaskFailed",     "TaskTimedOut",
+    "TaskCancelled",   "WorkerNotReady", "ExecutorCrashLooping",
+    "GitSourceFailed", "BudgetExceeded", "PoolScalingLimited"};
+// Whether `reason` is one of kNotifierEvents (case-sensitive).
+bool IsNotifierEvent(std::string_view reason);
+
+// Which objects of the Notifier's namespace it hears about; empty: every one.
+struct NotifierSelector {
+  std::map<std::string, std::string> match_labels;  // "matchLabels"; all must match
+  friend bool operator==(const NotifierSelector&, const NotifierSelector&) = default;
+};
+
+struct NotifierSpec {
+  NotifierType type = NotifierType::kWebhook;
+  // "urlFrom": the URL to POST to, a secret reference (a webhook URL is a credential); https://
+  // unless its host is a loopback address, checked when it is resolved.
+  SecretRef url_from;
+  // "signingSecretFrom": the Standard Webhooks signing secret; required for webhook, not allowed
+  // for slack.
+  SecretRef signing_secret_from;
+  std::vector<std::string> events;  // kNotifierEvents; at least one, no duplicates
+  NotifierSelector selector;
+  bool suspend = false;  // nothing is queued for delivery while set
+  friend bool operator==(const NotifierSpec&, const NotifierSpec&) = default;
+};
+
+struct NotifierStatus {
+  int64_t observed_generation = 0;
+  std::vector<Condition> conditions;  // Ready
+  std::string last_delivered_at;      // "lastDeliveredAt", RFC 3339
+  std::string last_error;             // "lastError": of the last failed delivery attempt
+  int64_t pending = 0;                // notifications waiting for delivery
+  int64_t delivered = 0;              // delivered since the Notifier was created
+  int64_t dropped = 0;                // given up on (retries exhausted, or over the bound)
+  friend bool operator==(const NotifierStatus&, const NotifierStatus&) = default;
+};
+
 // ---- The envelope ---------------------------------------------------------------------------
 
 using Spec = std::variant<WorkspaceSpec, SandboxSpec, AgentWorkerSpec, AgentTaskSpec, GitSourceSpec,
-                          AgentPoolSpec>;
-using ResourceStatus = std::variant<WorkspaceStatus, SandboxStatus, AgentWorkerStatus,
-                                    AgentTaskStatus, GitSourceStatus, AgentPoolStatus>;
+                          AgentPoolSpec, NotifierSpec>;
+using ResourceStatus =
+    std::variant<WorkspaceStatus, SandboxStatus, AgentWorkerStatus, AgentTaskStatus,
+                 GitSourceStatus, AgentPoolStatus, NotifierStatus>;
 
 // One object of any kind. Invariant: spec and status hold the alternative matching `kind`
 // (use MakeObject to get a consistent one).
@@ -667,6 +730,10 @@ struct Object {
   AgentPoolSpec& agent_pool_spec();
   const AgentPoolStatus& agent_pool_status() const;
   AgentPoolStatus& agent_pool_status();
+  const NotifierSpec& notifier_spec() const;
+  NotifierSpec& notifier_spec();
+  const NotifierStatus& notifier_status() const;
+  NotifierStatus& notifier_status();
 
   // The conditions of whichever status this object has.
   const std::vector<Condition>& conditions() const;

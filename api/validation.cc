@@ -615,6 +615,15 @@ Status ValidateGitSource(const GitSourceSpec& s, const ValidationOptions& o) {
   return OkStatus();
 }
 
+// For messages: "TaskSucceeded, TaskFailed, …, PoolScalingLimited".
+std::string NotifierEventList() {
+  std::string out;
+  for (std::string_view event : kNotifierEvents) {
+    out.append(out.empty() ? "" : ", ").append(event);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string ValidateDnsLabel(std::string_view s) {
@@ -822,6 +831,50 @@ Status ValidateAgentPoolObject(const Object& object, const ValidationOptions& op
                    "must be between 1s and 24h, got " + FormatDuration(s.progress_deadline));
   }
   return OkStatus();
+}
+
+// The URL and the signing secret are references, resolved when a notification is delivered:
+// whether the URL is https:// (or a loopback http://) can only be checked then.
+Status ValidateNotifierObject(const Object& object, const ValidationOptions& options) {
+  const NotifierSpec& s = object.notifier_spec();
+  if (s.url_from.empty()) {
+    return Invalid("spec.urlFrom",
+                   "is required: a secret reference to the URL to POST to, {env: NAME} or "
+                   "{file: NAME}");
+  }
+  RETURN_IF_ERROR(ValidateSecretRef("spec.urlFrom", s.url_from, options.secret_env_prefix));
+  switch (s.type) {
+    case NotifierType::kWebhook:
+      if (s.signing_secret_from.empty()) {
+        return Invalid("spec.signingSecretFrom",
+                       "is required for type webhook: a secret reference to the Standard "
+                       "Webhooks signing secret");
+      }
+      RETURN_IF_ERROR(ValidateSecretRef("spec.signingSecretFrom", s.signing_secret_from,
+                                        options.secret_env_prefix));
+      break;
+    case NotifierType::kSlack:
+      if (!s.signing_secret_from.empty()) {
+        return Invalid("spec.signingSecretFrom",
+                       "must not be set for type slack: Slack incoming webhooks are not signed");
+      }
+      break;
+  }
+  if (s.events.empty()) {
+    return Invalid("spec.events", "must name at least one of " + NotifierEventList());
+  }
+  std::set<std::string_view> seen;
+  for (size_t i = 0; i < s.events.size(); ++i) {
+    const std::string path = "spec.events[" + std::to_string(i) + "]";
+    if (!IsNotifierEvent(s.events[i])) {
+      return Invalid(path, "unknown event " + Quote(s.events[i]) + " (expected one of " +
+                               NotifierEventList() + ")");
+    }
+    if (!seen.insert(s.events[i]).second) {
+      return Invalid(path, "duplicate event " + Quote(s.events[i]));
+    }
+  }
+  return ValidateLabels("spec.selector.matchLabels", s.selector.match_labels);
 }
 
 }  // namespace sbx::api

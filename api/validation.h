@@ -33,6 +33,7 @@ Status ValidateAgentWorkerObject(const Object& object, const ValidationOptions& 
 Status ValidateAgentTaskObject(const Object& object, const ValidationOptions& options);
 Status ValidateGitSourceObject(const Object& object, const ValidationOptions& options);
 Status ValidateAgentPoolObject(const Object& object, const ValidationOptions& options);
+Status ValidateNotifierObject(const Object& object, const ValidationOptions& options);
 
 // A secret reference a manifest may hold (SECURITY.md): `{env: NAME}` with NAME starting with
 // `env_prefix`, or `{file: NAME}` with NAME a plain file name (no '/', not "." or "..") that the

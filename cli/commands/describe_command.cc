@@ -269,6 +269,20 @@ void StatusFields(std::ostream& out, const api::Object& o,
       Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
       break;
     }
+    case api::Kind::kNotifier: {
+      const auto& s = o.notifier_status();
+      Field(out, "Pending", std::to_string(s.pending), 2);
+      Field(out, "Delivered", std::to_string(s.delivered), 2);
+      Field(out, "Dropped", std::to_string(s.dropped), 2);
+      Field(out, "Last Delivered",
+            s.last_delivered_at.empty()
+                ? ""
+                : s.last_delivered_at + " (" + AgeSince(s.last_delivered_at, now) + " ago)",
+            2);
+      Field(out, "Last Error", s.last_error, 2);
+      Field(out, "Observed Gen", std::to_string(s.observed_generation), 2);
+      break;
+    }
   }
 }
 

@@ -99,6 +99,16 @@ std::string ResultCell(const api::AgentTaskStatus& s) {
   return OrNone(message);
 }
 
+// A Notifier's selector as "team=a,tier=web"; "<none>" without one (every object of its
+// namespace).
+std::string SelectorCell(const api::NotifierSelector& selector) {
+  std::string out;
+  for (const auto& [key, value] : selector.match_labels) {
+    out.append(out.empty() ? "" : ",").append(key).append("=").append(value);
+  }
+  return OrNone(out);
+}
+
 }  // namespace
 
 api::StatusOr<OutputFormat> ParseOutputFormat(std::string_view text) {
@@ -317,6 +327,12 @@ std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_names
         h.insert(h.end(), {"SLEEPING", "UPDATED", "SESSION", "REASON", "MESSAGE"});
       }
       break;
+    case api::Kind::kNotifier:
+      h.insert(h.end(), {"TYPE", "READY", "SUSPEND", "EVENTS", "PENDING", "DELIVERED", "AGE"});
+      if (wide) {
+        h.insert(h.end(), {"DROPPED", "LAST-DELIVERED", "SELECTOR", "REASON", "MESSAGE"});
+      }
+      break;
   }
   return h;
 }
@@ -418,6 +434,22 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
         r.insert(r.end(), {std::to_string(status.sleeping), std::to_string(status.updated_replicas),
                            spec.session == api::SessionMode::kShared ? "Shared" : "PerTask",
                            OrNone(ReadyReason(o)), ReadyMessage(o)});
+      }
+      break;
+    }
+    case api::Kind::kNotifier: {
+      const auto& spec = o.notifier_spec();
+      const auto& status = o.notifier_status();
+      r.insert(r.end(), {std::string(api::NotifierTypeName(spec.type)),
+                         ConditionCell(o, api::condition::kReady), spec.suspend ? "True" : "False",
+                         std::to_string(spec.events.size()), std::to_string(status.pending),
+                         std::to_string(status.delivered), age});
+      if (wide) {
+        r.insert(r.end(), {std::to_string(status.dropped),
+                           status.last_delivered_at.empty()
+                               ? "<none>"
+                               : AgeSince(status.last_delivered_at, now) + " ago",
+                           SelectorCell(spec.selector), OrNone(ReadyReason(o)), ReadyMessage(o)});
       }
       break;
     }

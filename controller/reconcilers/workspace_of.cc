@@ -83,6 +83,7 @@ Answer WorkspaceOf(Store& store, const api::ObjectKey& key) {
       return OfWorker(store, key.namespace_, worker);
     }
     case api::Kind::kGitSource:
+    case api::Kind::kNotifier:
       return std::optional<std::string>();
     case api::Kind::kAgentPool:
       return OfPool(store, key.namespace_, key.name);

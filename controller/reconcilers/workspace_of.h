@@ -7,9 +7,9 @@
 //   AgentTask    its worker's (spec.workerRef, else status.worker once a selector or its pool
 //                picked one); a pool task not bound yet: its pool's;
 //   AgentPool    its template's sandbox's workspaceRef.
-// nullopt when it belongs to none: a GitSource, an object whose reference does not exist yet, a
-// task no worker was picked for, an object already gone. sbxd gives those to the holder of the
-// global "sbxd" lease (none of them calls a cloud until it belongs to a workspace).
+// nullopt when it belongs to none: a GitSource, a Notifier, an object whose reference does not
+// exist yet, a task no worker was picked for, an object already gone. sbxd gives those to the
+// holder of the global "sbxd" lease (none of them calls a cloud until it belongs to a workspace).
 #pragma once
 
 #include <optional>

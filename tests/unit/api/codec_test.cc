@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "api/defaults.h"
 #include "api/validation.h"
@@ -20,6 +22,7 @@ namespace {
 
 using std::chrono::seconds;
 using test_objects::FullGitSource;
+using test_objects::FullNotifier;
 using test_objects::FullPool;
 using test_objects::FullSandbox;
 using test_objects::FullTask;
@@ -27,10 +30,11 @@ using test_objects::FullWorker;
 using test_objects::FullWorkspace;
 
 TEST(CodecTest, ObjectJsonRoundTripsEveryKind) {
-  for (const Object& o : {FullSandbox(), FullWorkspace(), FullWorker(), FullTask(), FullGitSource(),
-                          FullPool(), MakeObject(Kind::kSandbox, "empty"),
-                          MakeObject(Kind::kWorkspace, "e"), MakeObject(Kind::kAgentWorker, "e"),
-                          MakeObject(Kind::kAgentTask, "e"), MakeObject(Kind::kGitSource, "e")}) {
+  for (const Object& o :
+       {FullSandbox(), FullWorkspace(), FullWorker(), FullTask(), FullGitSource(), FullPool(),
+        FullNotifier(), MakeObject(Kind::kSandbox, "empty"), MakeObject(Kind::kWorkspace, "e"),
+        MakeObject(Kind::kAgentWorker, "e"), MakeObject(Kind::kAgentTask, "e"),
+        MakeObject(Kind::kGitSource, "e"), MakeObject(Kind::kNotifier, "e")}) {
     for (bool pretty : {true, false}) {
       StatusOr<Object> back = DecodeObjectJson(EncodeObjectJson(o, pretty));
       ASSERT_TRUE(back.ok()) << back.status();
@@ -40,8 +44,8 @@ TEST(CodecTest, ObjectJsonRoundTripsEveryKind) {
 }
 
 TEST(CodecTest, SpecAndStatusJsonRoundTrip) {
-  for (const Object& o :
-       {FullSandbox(), FullWorkspace(), FullWorker(), FullTask(), FullGitSource(), FullPool()}) {
+  for (const Object& o : {FullSandbox(), FullWorkspace(), FullWorker(), FullTask(), FullGitSource(),
+                          FullPool(), FullNotifier()}) {
     StatusOr<Spec> spec = DecodeSpecJson(o.kind, EncodeSpecJson(o));
     ASSERT_TRUE(spec.ok()) << spec.status();
     EXPECT_TRUE(*spec == o.spec) << EncodeSpecJson(o);
@@ -87,8 +91,8 @@ TEST(CodecTest, DecodeSpecJsonReportsBadInput) {
 
 TEST(CodecTest, YamlRoundTripsThroughManifestDecoding) {
   // Manifest decoding drops server-set fields and status, so compare specs and user metadata.
-  for (const Object& o :
-       {FullSandbox(), FullWorkspace(), FullWorker(), FullTask(), FullGitSource(), FullPool()}) {
+  for (const Object& o : {FullSandbox(), FullWorkspace(), FullWorker(), FullTask(), FullGitSource(),
+                          FullPool(), FullNotifier()}) {
     const std::string yaml = EncodeObjectYaml(o);
     StatusOr<std::vector<Manifest>> ms = DecodeManifests(yaml, "x.yaml");
     ASSERT_TRUE(ms.ok()) << ms.status() << "\n" << yaml;
@@ -270,10 +274,11 @@ TEST(DecodeManifestsTest, BadEnum) {
 TEST(DecodeManifestsTest, UnknownKind) {
   EXPECT_EQ(DecodeError(std::string(kHeader) + "kind: Sandboxx\nmetadata:\n  name: a\n"),
             "workers/a.yaml:2:1: kind: unknown kind \"Sandboxx\" (expected one of: Workspace, "
-            "Sandbox, AgentWorker, AgentTask, GitSource, AgentPool; did you mean \"Sandbox\"?)");
+            "Sandbox, AgentWorker, AgentTask, GitSource, AgentPool, Notifier; did you mean "
+            "\"Sandbox\"?)");
   EXPECT_EQ(DecodeError(std::string(kHeader) + "metadata:\n  name: a\n"),
             "workers/a.yaml:1:1: kind: required field is missing (expected one of: Workspace, "
-            "Sandbox, AgentWorker, AgentTask, GitSource, AgentPool)");
+            "Sandbox, AgentWorker, AgentTask, GitSource, AgentPool, Notifier)");
 }
 
 TEST(DecodeManifestsTest, WrongApiVersion) {
@@ -695,6 +700,78 @@ TEST(DecodeManifestsTest, OnDemandIdleStopDefaultsRoundTripsAndIsLocated) {
   o = (*ms)[0].object;
   ApplyDefaults(o);
   EXPECT_TRUE(Validate(o).ok()) << Validate(o);
+}
+
+// Notifier (DESIGN §8.3): the design's manifest decodes, validates and round-trips through JSON
+// (the store) and YAML (sbxctl get -o yaml | apply).
+constexpr char kNotifierYaml[] =
+    "apiVersion: sbx.dev/v1alpha1\n"
+    "kind: Notifier\n"
+    "metadata: {name: alerts, namespace: default}\n"
+    "spec:\n"
+    "  type: webhook\n"
+    "  urlFrom: {file: alerts-hook}\n"
+    "  signingSecretFrom: {env: SBX_SECRET_DEFAULT_SIGNING}\n"
+    "  events: [TaskFailed, TaskTimedOut, WorkerNotReady, GitSourceFailed, BudgetExceeded]\n"
+    "  selector: {matchLabels: {team: a}}\n"
+    "  suspend: false\n";
+
+TEST(DecodeManifestsTest, NotifierWebhookRoundTrips) {
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(kNotifierYaml, "n.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  Object o = (*ms)[0].object;
+  ApplyDefaults(o);
+  EXPECT_TRUE(Validate(o).ok()) << Validate(o);
+  const NotifierSpec& s = o.notifier_spec();
+  EXPECT_EQ(s.type, NotifierType::kWebhook);
+  EXPECT_EQ(s.url_from, (SecretRef{"", "alerts-hook"}));
+  EXPECT_EQ(s.signing_secret_from, (SecretRef{"SBX_SECRET_DEFAULT_SIGNING", ""}));
+  EXPECT_EQ(s.events, (std::vector<std::string>{"TaskFailed", "TaskTimedOut", "WorkerNotReady",
+                                                "GitSourceFailed", "BudgetExceeded"}));
+  EXPECT_EQ(s.selector.match_labels, (std::map<std::string, std::string>{{"team", "a"}}));
+  EXPECT_FALSE(s.suspend);
+
+  o.notifier_status().delivered = 2;
+  o.notifier_status().last_delivered_at = "2026-01-01T00:00:00Z";
+  StatusOr<Object> back = DecodeObjectJson(EncodeObjectJson(o));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, o) << EncodeObjectJson(o);
+  StatusOr<std::vector<Manifest>> again = DecodeManifests(EncodeObjectYaml(o), "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)[0].object.notifier_spec(), s);
+}
+
+// type has a default (webhook), so it is written always; a value the codec does not know is
+// refused at its place.
+TEST(DecodeManifestsTest, NotifierTypeDefaultsToWebhookAndIsChecked) {
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(
+      "apiVersion: sbx.dev/v1alpha1\nkind: Notifier\nmetadata: {name: a}\nspec:\n"
+      "  urlFrom: {file: hook}\n",
+      "n.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  EXPECT_EQ((*ms)[0].object.notifier_spec().type, NotifierType::kWebhook);
+  EXPECT_EQ(EncodeSpecJson((*ms)[0].object), R"({"type":"webhook","urlFrom":{"file":"hook"}})");
+  EXPECT_EQ(DecodeError(std::string(kHeader) +
+                        "kind: Notifier\nmetadata:\n  name: a\nspec:\n  type: teams\n"),
+            "workers/a.yaml:6:3: spec.type: unsupported value \"teams\" (expected "
+            "webhook|slack)");
+  EXPECT_EQ(DecodeError(std::string(kHeader) +
+                        "kind: Notifier\nmetadata:\n  name: a\nspec:\n  selector: {team: a}\n"),
+            "workers/a.yaml:6:14: spec.selector.team: unknown field \"team\"");
+}
+
+// A validation error names the event's index and points at its line.
+TEST(DecodeManifestsTest, NotifierEventErrorsAreLocated) {
+  StatusOr<std::vector<Manifest>> ms = DecodeManifests(
+      "apiVersion: sbx.dev/v1alpha1\nkind: Notifier\nmetadata: {name: a}\nspec:\n"
+      "  urlFrom: {file: hook}\n  signingSecretFrom: {file: signing}\n"
+      "  events:\n    - TaskFailed\n    - TaskTimedOut\n    - TaskExploded\n",
+      "n.yaml");
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  Object o = (*ms)[0].object;
+  ApplyDefaults(o);
+  EXPECT_THAT(LocateError((*ms)[0], Validate(o)).message(),
+              ::testing::StartsWith("n.yaml:10:7: spec.events[2]: unknown event \"TaskExploded\""));
 }
 
 }  // namespace

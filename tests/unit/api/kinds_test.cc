@@ -74,11 +74,13 @@ TEST(KindTableTest, EntryPointsMakeDefaultAndValidateTheirKind) {
 }
 
 TEST(KindTableTest, MessagesListEveryKind) {
-  EXPECT_EQ(KindNameList(), "Workspace, Sandbox, AgentWorker, AgentTask, GitSource, AgentPool");
+  EXPECT_EQ(KindNameList(),
+            "Workspace, Sandbox, AgentWorker, AgentTask, GitSource, AgentPool, Notifier");
   EXPECT_EQ(KindWordList(),
-            "Workspace|ws, Sandbox|sb, AgentWorker|aw, AgentTask|at, GitSource|gs or AgentPool|ap");
+            "Workspace|ws, Sandbox|sb, AgentWorker|aw, AgentTask|at, GitSource|gs, AgentPool|ap "
+            "or Notifier|nt");
   EXPECT_EQ(PluralList(),
-            "workspaces, sandboxes, agentworkers, agenttasks, gitsources, agentpools");
+            "workspaces, sandboxes, agentworkers, agenttasks, gitsources, agentpools, notifiers");
   StatusOr<std::vector<Manifest>> unknown =
       DecodeManifests("apiVersion: sbx.dev/v1alpha1\nkind: Sandboxx\nmetadata: {name: a}\n", "f");
   ASSERT_FALSE(unknown.ok());

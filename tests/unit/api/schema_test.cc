@@ -65,13 +65,13 @@ void SchemaPaths(const json& root, const json& node, const std::string& prefix,
   }
 }
 
-// Field paths present in an encoded object; labels, annotations and an AgentTask's
-// workerSelector.matchLabels are free-form maps.
+// Field paths present in an encoded object; labels, annotations, an AgentTask's
+// workerSelector.matchLabels and a Notifier's selector.matchLabels are free-form maps.
 void EncodedPaths(const json& node, const std::string& prefix, std::set<std::string>& out) {
   if (node.is_object()) {
     if (prefix == "metadata.labels" || prefix == "metadata.annotations" ||
         prefix == "spec.workerSelector.matchLabels" || prefix == "status" ||
-        prefix == "spec.template.metadata.labels") {
+        prefix == "spec.template.metadata.labels" || prefix == "spec.selector.matchLabels") {
       return;
     }
     for (const auto& [key, child] : node.items()) {
@@ -111,6 +111,8 @@ void FillSecrets(Object& o) {
         var.value_from = both;
       }
     }
+  } else if (o.kind == Kind::kNotifier) {
+    o.notifier_spec().url_from = o.notifier_spec().signing_secret_from = both;
   }
 }
 
@@ -122,6 +124,7 @@ TEST_P(SchemaTest, PropertiesMatchTheCodec) {
              : GetParam() == Kind::kAgentTask ? test_objects::FullTask()
              : GetParam() == Kind::kGitSource ? test_objects::FullGitSource()
              : GetParam() == Kind::kAgentPool ? test_objects::FullPool()
+             : GetParam() == Kind::kNotifier  ? test_objects::FullNotifier()
                                               : test_objects::FullWorker();
   FillSecrets(o);
   o.metadata = test_objects::FullSandbox().metadata;  // every metadata field set
@@ -163,7 +166,7 @@ TEST_P(SchemaTest, EnumValuesDecode) {
     }
   }
   if (GetParam() == Kind::kSandbox || GetParam() == Kind::kAgentWorker ||
-      GetParam() == Kind::kAgentPool) {
+      GetParam() == Kind::kAgentPool || GetParam() == Kind::kNotifier) {
     EXPECT_GT(checked, 0);
   }
 }

@@ -186,4 +186,24 @@ inline Object FullPool() {
   return o;
 }
 
+inline Object FullNotifier() {
+  Object o = MakeObject(Kind::kNotifier, "team-a-alerts", "team-a");
+  NotifierSpec& s = o.notifier_spec();
+  s.type = NotifierType::kSlack;
+  s.url_from = {"", "team-a-hook"};
+  s.signing_secret_from = {"SBX_SECRET_TEAM_A_SIGNING", ""};  // codec does not validate
+  s.events = {"TaskFailed", "TaskTimedOut", "BudgetExceeded"};
+  s.selector.match_labels = {{"team", "a"}};
+  s.suspend = true;
+  NotifierStatus& st = o.notifier_status();
+  st.observed_generation = 2;
+  st.conditions = {{"Ready", ConditionStatus::kFalse, "DeliveryFailed", "503", "t", 2}};
+  st.last_delivered_at = "2024-01-02T03:04:05Z";
+  st.last_error = "POST: 503 Service Unavailable";
+  st.pending = 3;
+  st.delivered = 41;
+  st.dropped = 1;
+  return o;
+}
+
 }  // namespace sbx::api::test_objects

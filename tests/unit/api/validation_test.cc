@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <limits>
 #include <string>
 
@@ -22,6 +23,18 @@ Object Sandbox(std::string name = "box") {
 Object Worker() {
   Object o = MakeObject(Kind::kAgentWorker, "w");
   o.agent_worker_spec().sandbox_ref = "box";
+  ApplyDefaults(o);
+  return o;
+}
+
+// A webhook Notifier of namespace default as DESIGN §8.3 writes one.
+Object Notifier() {
+  Object o = MakeObject(Kind::kNotifier, "alerts");
+  NotifierSpec& s = o.notifier_spec();
+  s.url_from = {"", "alerts-hook"};
+  s.signing_secret_from = {"SBX_SECRET_DEFAULT_SIGNING", ""};
+  s.events = {"TaskFailed", "TaskTimedOut", "BudgetExceeded"};
+  s.selector.match_labels = {{"team", "a"}};
   ApplyDefaults(o);
   return o;
 }
@@ -298,6 +311,86 @@ TEST(ValidationTest, ExecutorEnvironment) {
   env = {{"A", "", {"DATABRICKS_TOKEN", ""}}};
   EXPECT_THAT(Error(o), ::testing::StartsWith("spec.executor.env[0].valueFrom.env: environment "
                                               "variable \"DATABRICKS_TOKEN\" is not an allowed"));
+}
+
+TEST(ValidationTest, NotifierWebhookAndSlackAreValid) {
+  EXPECT_EQ(Error(Notifier()), "OK");
+  Object o = Notifier();
+  o.notifier_spec().type = NotifierType::kSlack;
+  o.notifier_spec().signing_secret_from = {};
+  o.notifier_spec().selector = {};
+  EXPECT_EQ(Error(o), "OK");
+  o.notifier_spec().events.assign(std::begin(kNotifierEvents), std::end(kNotifierEvents));
+  EXPECT_EQ(Error(o), "OK");
+}
+
+TEST(ValidationTest, NotifierNeedsAUrlReferenceFollowingTheSecretRules) {
+  Object o = Notifier();
+  o.notifier_spec().url_from = {};
+  EXPECT_EQ(Error(o),
+            "spec.urlFrom: is required: a secret reference to the URL to POST to, {env: NAME} or "
+            "{file: NAME}");
+  o.notifier_spec().url_from = {"SBX_SECRET_DEFAULT_HOOK", "hook"};
+  EXPECT_EQ(Error(o), "spec.urlFrom: set exactly one of env or file, not both");
+  o.notifier_spec().url_from = {"SLACK_WEBHOOK_URL", ""};
+  EXPECT_THAT(Error(o), ::testing::StartsWith("spec.urlFrom.env: environment variable "
+                                              "\"SLACK_WEBHOOK_URL\" is not an allowed secret "
+                                              "source: names must start with \"SBX_SECRET_\""));
+  o.notifier_spec().url_from = {"", "../hook"};
+  EXPECT_THAT(Error(o), ::testing::StartsWith("spec.urlFrom.file: must be a plain file name"));
+  // The operator's prefix applies as to every other reference.
+  o.notifier_spec().url_from = {"TEAM_HOOK", ""};
+  o.notifier_spec().signing_secret_from = {"TEAM_SIGNING", ""};
+  EXPECT_TRUE(Validate(o, ValidationOptions{.secret_env_prefix = "TEAM_"}).ok());
+}
+
+TEST(ValidationTest, NotifierWebhookNeedsASigningSecretAndSlackHasNone) {
+  Object o = Notifier();
+  o.notifier_spec().signing_secret_from = {};
+  EXPECT_EQ(Error(o),
+            "spec.signingSecretFrom: is required for type webhook: a secret reference to the "
+            "Standard Webhooks signing secret");
+  o.notifier_spec().signing_secret_from = {"HOME", ""};
+  EXPECT_THAT(Error(o), ::testing::StartsWith("spec.signingSecretFrom.env: environment variable "
+                                              "\"HOME\" is not an allowed secret source"));
+  o.notifier_spec().signing_secret_from = {"", "a/b"};
+  EXPECT_THAT(Error(o),
+              ::testing::StartsWith("spec.signingSecretFrom.file: must be a plain file name"));
+  o = Notifier();
+  o.notifier_spec().type = NotifierType::kSlack;
+  EXPECT_EQ(Error(o),
+            "spec.signingSecretFrom: must not be set for type slack: Slack incoming webhooks are "
+            "not signed");
+}
+
+TEST(ValidationTest, NotifierEventsAreKnownAndDistinct) {
+  Object o = Notifier();
+  o.notifier_spec().events.clear();
+  EXPECT_EQ(Error(o),
+            "spec.events: must name at least one of TaskSucceeded, TaskFailed, TaskTimedOut, "
+            "TaskCancelled, WorkerNotReady, ExecutorCrashLooping, GitSourceFailed, "
+            "BudgetExceeded, PoolScalingLimited");
+  o.notifier_spec().events = {"TaskFailed", "TaskTimedOut", "taskfailed"};
+  EXPECT_EQ(Error(o),
+            "spec.events[2]: unknown event \"taskfailed\" (expected one of TaskSucceeded, "
+            "TaskFailed, TaskTimedOut, TaskCancelled, WorkerNotReady, ExecutorCrashLooping, "
+            "GitSourceFailed, BudgetExceeded, PoolScalingLimited)");
+  o.notifier_spec().events = {"TaskFailed", "BudgetExceeded", "TaskFailed"};
+  EXPECT_EQ(Error(o), "spec.events[2]: duplicate event \"TaskFailed\"");
+}
+
+TEST(ValidationTest, NotifierSelectorLabelsAreLabels) {
+  Object o = Notifier();
+  o.notifier_spec().selector.match_labels = {{"app.kubernetes.io/name", "agent"}, {"tier", ""}};
+  EXPECT_EQ(Error(o), "OK");
+  o.notifier_spec().selector.match_labels = {{"bad key", "x"}};
+  EXPECT_EQ(Error(o),
+            "spec.selector.matchLabels.bad key: invalid key \"bad key\": may contain only "
+            "letters, digits, '-', '_' and '.'");
+  o.notifier_spec().selector.match_labels = {{"team", "has space"}};
+  EXPECT_EQ(Error(o),
+            "spec.selector.matchLabels.team: invalid value \"has space\": may contain only "
+            "letters, digits, '-', '_' and '.'");
 }
 
 TEST(ValidationTest, DnsLabelHelper) {

@@ -131,5 +131,37 @@ TEST(TableRowTest, AgentTaskAttemptsCountTheRunningOneAndShowTheLimit) {
   EXPECT_EQ(TableRow(task, false, false, now)[6], "1/3");
 }
 
+// A Notifier's row: its type, whether it is suspended, how many events it subscribes to and its
+// delivery counts; wide adds when it last delivered and what it selects.
+TEST(TableRowTest, NotifierShowsTypeDeliveriesAndSelector) {
+  api::Object n = api::MakeObject(api::Kind::kNotifier, "alerts", "default");
+  n.notifier_spec().type = api::NotifierType::kSlack;
+  n.notifier_spec().events = {"TaskFailed", "BudgetExceeded"};
+  n.notifier_spec().selector.match_labels = {{"team", "a"}, {"tier", "web"}};
+  auto& s = n.notifier_status();
+  s.pending = 3;
+  s.delivered = 41;
+  s.dropped = 1;
+  const auto now = *api::ParseRfc3339("2026-01-01T01:00:00Z");
+  n.metadata.creation_timestamp = "2026-01-01T00:00:00Z";
+  const std::vector<std::string> headers = TableHeaders(api::Kind::kNotifier, true, false);
+  std::vector<std::string> row = TableRow(n, /*wide=*/true, /*with_namespace=*/false, now);
+  ASSERT_EQ(row.size(), headers.size());
+  EXPECT_EQ(headers, (std::vector<std::string>{"NAME", "TYPE", "READY", "SUSPEND", "EVENTS",
+                                               "PENDING", "DELIVERED", "AGE", "DROPPED",
+                                               "LAST-DELIVERED", "SELECTOR", "REASON", "MESSAGE"}));
+  EXPECT_EQ(row, (std::vector<std::string>{"alerts", "slack", "Unknown", "False", "2", "3", "41",
+                                           "60m", "1", "<none>", "team=a,tier=web", "<none>", ""}));
+  n.notifier_spec().suspend = true;
+  n.notifier_spec().selector = {};
+  s.last_delivered_at = "2026-01-01T00:59:30Z";
+  row = TableRow(n, true, false, now);
+  EXPECT_EQ(row[3], "True");
+  EXPECT_EQ(row[9], "30s ago");
+  EXPECT_EQ(row[10], "<none>");
+  EXPECT_EQ(TableRow(n, false, false, now).size(),
+            TableHeaders(api::Kind::kNotifier, false, false).size());
+}
+
 }  // namespace
 }  // namespace sbx::cli

@@ -49,6 +49,12 @@ TEST_F(WorkspaceOfTest, FollowsTheReferencesDownToTheSandboxsWorkspace) {
   EXPECT_EQ(Of(Kind::kAgentTask, "t-selector"), "<none>");
   EXPECT_EQ(Of(Kind::kSandbox, "gone"), "<none>");
   EXPECT_EQ(Of(Kind::kGitSource, "repo"), "<none>");
+  // A Notifier names no workspace: it hears about objects of several.
+  api::Object notifier = api::MakeObject(Kind::kNotifier, "alerts", "team");
+  notifier.notifier_spec().url_from = {"", "hook"};
+  notifier.notifier_spec().events = {"TaskFailed"};
+  Apply(notifier);
+  EXPECT_EQ(Of(Kind::kNotifier, "alerts"), "<none>");
   api::Object dangling = api::MakeObject(Kind::kAgentWorker, "w-dangling", "team");
   dangling.agent_worker_spec().sandbox_ref = "not-yet";
   Apply(dangling);
