@@ -116,4 +116,21 @@ std::string FormatDuration(std::chrono::seconds duration) {
   return out;
 }
 
+StatusOr<std::chrono::seconds> ParseDurationOrDays(std::string_view text) {
+  if (text.size() < 2 || text.back() != 'd') {
+    return ParseDuration(text);
+  }
+  int64_t days = 0;
+  for (const char c : text.substr(0, text.size() - 1)) {
+    if (!IsDigit(c)) {
+      return Invalid(text, "");
+    }
+    days = days * 10 + (c - '0');
+    if (days > kMaxDuration.count() / 24) {
+      return TooLarge(text);
+    }
+  }
+  return std::chrono::seconds(std::chrono::hours(24 * days));
+}
+
 }  // namespace sbx::api

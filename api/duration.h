@@ -28,6 +28,10 @@ inline constexpr std::chrono::hours kMaxDuration{24 * 365 * 100};
 // (callers prefix it with the field path).
 StatusOr<std::chrono::seconds> ParseDuration(std::string_view text);
 
+// For command-line flags that count in days (retention, --since): "<digits>d" is that many days
+// (e.g. "90d"), anything else is ParseDuration's. Manifests keep ParseDuration's grammar.
+StatusOr<std::chrono::seconds> ParseDurationOrDays(std::string_view text);
+
 // Canonical text of a non-negative duration; negative values are formatted as "0s".
 std::string FormatDuration(std::chrono::seconds duration);
 

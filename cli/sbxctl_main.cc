@@ -14,6 +14,7 @@
 
 #include "cli/commands/apply_command.h"
 #include "cli/commands/artifacts_command.h"
+#include "cli/commands/audit_command.h"
 #include "cli/commands/cancel_command.h"
 #include "cli/commands/command_context.h"
 #include "cli/commands/completion_command.h"
@@ -89,6 +90,7 @@ int Main(int argc, char** argv) {
   sbx::cli::AddExplainCommand(app, ctx);
   sbx::cli::AddWaitCommand(app, ctx);
   sbx::cli::AddEventsCommand(app, ctx);
+  sbx::cli::AddAuditCommand(app, ctx);
   sbx::cli::AddTopCommand(app, ctx);
   sbx::cli::AddExecCommand(app, ctx);
   sbx::cli::AddLogsCommand(app, ctx);
@@ -132,6 +134,9 @@ int Main(int argc, char** argv) {
     return app.got_subcommand("diff") ? sbx::cli::kExitDiffError : sbx::cli::kExitError;
   }
   global.namespace_given = app.count("--namespace") > 0;
+  if (!app.get_subcommands().empty()) {
+    ctx.set_verb(app.get_subcommands().front()->get_name());
+  }
   if (!ctx.action) {
     std::cerr << "error: no command given (see sbxctl --help)\n";
     return sbx::cli::kExitError;

@@ -130,6 +130,11 @@ void AddFlags(CLI::App& app, DaemonFlags& flags) {
                  "compact the store's change log to the revision of one interval ago, and "
                  "expire events, this often (0s: never)");
   app.add_option("--event-ttl", flags.event_ttl, "delete events last seen longer ago than this");
+  app.add_option("--audit-log", flags.audit_log,
+                 "also append every audit record to this file as a JSON line, for a SIEM "
+                 "(resumes after its last line; mode 0600)");
+  app.add_option("--audit-retention", flags.audit_retention,
+                 "delete audit records older than this (e.g. 90d, 2160h; 0: keep forever)");
   app.add_option("--events-per-object", flags.events_per_object,
                  "keep at most this many events per object (the most recently seen)")
       ->check(CLI::Range(1, 100000));

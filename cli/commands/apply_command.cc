@@ -68,6 +68,7 @@ int RunApply(CommandContext& ctx, const ApplyCommandOptions& options) {
   apply_options.applyset = options.applyset;
   apply_options.prune = options.prune;
   apply_options.prune_allow_empty = options.prune_allow_empty;
+  apply_options.audit = ctx.WriteBy();
   auto results = (*store)->Apply(objects, apply_options);
   if (!results.ok()) {
     return ctx.Fail(results.status());

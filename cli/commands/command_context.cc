@@ -1,5 +1,9 @@
 #include "cli/commands/command_context.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -34,6 +38,21 @@ CommandContext::CommandContext(std::ostream& out, std::ostream& err, controller:
     : out_(out), err_(err), in_(&std::cin), clock_(clock), interrupted_(std::move(interrupted)) {}
 
 CommandContext::~CommandContext() = default;
+
+controller::WriteAudit CommandContext::WriteBy() const {
+  std::string user;
+  if (const passwd* pw = getpwuid(geteuid()); pw != nullptr && pw->pw_name != nullptr) {
+    user = pw->pw_name;
+  } else {
+    user = "uid" + std::to_string(geteuid());
+  }
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) {
+    host[0] = '\0';
+  }
+  return {user + "@" + (host[0] != '\0' ? std::string(host.data()) : std::string("localhost")),
+          "local", verb_, "cli"};
+}
 
 std::string CommandContext::DbPath() const {
   if (!options_.db_path.empty()) {

@@ -106,6 +106,12 @@ class CommandContext {
   // cloud APIs said) without deciding the exit code.
   void PrintError(std::string_view line);
 
+  // The verb on the command line ("apply", "label", …), set by the main once it is parsed.
+  void set_verb(std::string verb) { verb_ = std::move(verb); }
+  // Who writes, for the audit log of a local store (DESIGN §8.3): the local user and host, role
+  // "local", source "cli", the verb. A server ignores it and audits its token instead.
+  controller::WriteAudit WriteBy() const;
+
   // The exit code the verb decided.
   int exit_code = kExitOk;
   // The verb chosen on the command line, set by its CLI11 callback and run by the main once
@@ -121,6 +127,7 @@ class CommandContext {
   bool out_is_terminal_ = false;
   bool err_is_terminal_ = false;
   GlobalOptions options_;
+  std::string verb_;
   std::unique_ptr<controller::http::HttpTransport> transport_;
   std::unique_ptr<controller::http::StreamingTransport> streaming_;
   std::unique_ptr<controller::Store> store_;

@@ -42,7 +42,7 @@ int RunDelete(CommandContext& ctx, const DeleteCommandOptions& options) {
   bool failed = false;
   std::vector<api::ObjectKey> to_wait;
   for (const api::ObjectKey& key : keys) {
-    auto outcome = (*store)->Delete(key);
+    auto outcome = (*store)->Delete(key, {ctx.WriteBy()});
     if (!outcome.ok()) {
       if (outcome.status().code() == api::StatusCode::kNotFound) {
         if (!options.ignore_not_found) {

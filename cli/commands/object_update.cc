@@ -51,6 +51,7 @@ api::StatusOr<controller::ApplyResult> WriteObject(CommandContext& ctx, controll
   const api::ObjectKey key = api::KeyOf(desired);
   controller::ApplyOptions options;
   options.require_resource_version = true;
+  options.audit = ctx.WriteBy();
   auto results = store.Apply({desired}, options);
   if (!results.ok()) {
     if (results.status().code() == api::StatusCode::kAborted) {

@@ -161,7 +161,9 @@ int RunRun(CommandContext& ctx, const RunCommandOptions& options) {
   } else if (existing.status().code() != api::StatusCode::kNotFound) {
     return ctx.Fail(existing.status());
   }
-  if (auto created = (*store)->Apply({*task}, {}); !created.ok()) {
+  controller::ApplyOptions create;
+  create.audit = ctx.WriteBy();
+  if (auto created = (*store)->Apply({*task}, create); !created.ok()) {
     return ctx.Fail(created.status());
   }
   ctx.out() << QualifiedName(key) << " created\n";

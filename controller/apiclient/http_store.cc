@@ -149,10 +149,20 @@ StatusOr<Object> HttpStore::PostWakeHint(const ObjectKey&) {
   return NotForClients("posting wake hints");
 }
 
-StatusOr<DeleteOutcome> HttpStore::Delete(const ObjectKey& key) {
+// options.audit is not sent: the server audits the write as its token's.
+StatusOr<DeleteOutcome> HttpStore::Delete(const ObjectKey& key, const DeleteOptions&) {
   ASSIGN_OR_RETURN(std::string body, Call("DELETE", ObjectPath(key)));
   return apiwire::DecodeDeleteOutcome(body);
 }
+
+StatusOr<std::vector<Store::AuditRecord>> HttpStore::ListAudit(const AuditQuery& query) {
+  const std::string q = apiwire::AuditQueryString(query);
+  ASSIGN_OR_RETURN(std::string body,
+                   Call("GET", std::string(kApiPrefix) + "/audit" + (q.empty() ? "" : "?" + q)));
+  return apiwire::DecodeAudit(body);
+}
+
+Status HttpStore::AppendAudit(const AuditRecord&) { return NotForClients("writing the audit log"); }
 
 StatusOr<std::vector<Store::Change>> HttpStore::WatchSince(int64_t since, int limit) {
   ASSIGN_OR_RETURN(std::string body,

@@ -50,13 +50,17 @@ class HttpStore final : public Store {
   StatusOr<Object> UpdateStatus(const Object& object) override;
   StatusOr<Object> UpdateControllerMetadata(const Object& object) override;
   StatusOr<Object> PostWakeHint(const ObjectKey& key) override;
-  StatusOr<DeleteOutcome> Delete(const ObjectKey& key) override;
+  using Store::Delete;
+  StatusOr<DeleteOutcome> Delete(const ObjectKey& key, const DeleteOptions& options) override;
   StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit) override;
   StatusOr<int64_t> CurrentRevision() override;
   bool WaitForChange(std::chrono::milliseconds timeout) override;
   StatusOr<int64_t> CompactChanges(int64_t revision) override;
   Status RecordEvent(const Event& event) override;
   StatusOr<std::vector<Event>> ListEvents(const std::optional<ObjectKey>& involved) override;
+  // GET audit (the admin role); the server writes the records itself, from the token.
+  StatusOr<std::vector<AuditRecord>> ListAudit(const AuditQuery& query) override;
+  Status AppendAudit(const AuditRecord& record) override;
   StatusOr<int64_t> ExpireEvents(std::chrono::system_clock::time_point cutoff) override;
   Status PutInventory(const InventoryRecord& record) override;
   StatusOr<std::optional<InventoryRecord>> GetInventory(const std::string& workspace,

@@ -73,13 +73,17 @@ std::optional<Caller> ApiServer::Impl::Authenticate(const HttpRequest& req) cons
 }
 
 bool ApiServer::Impl::Allowed(HttpExchange& x, const Caller& caller, Role needed,
-                              std::string_view what) {
+                              std::string_view verb, const std::vector<api::ObjectKey>& keys) {
   if (caller.role >= needed) {
     return true;
   }
-  x.Respond(ErrorReply(api::PermissionDeniedError(
+  const api::Status denied = api::PermissionDeniedError(
       "token \"" + caller.name + "\" (" + std::string(RoleName(caller.role)) + ") may not " +
-      std::string(what) + "; that needs the " + std::string(RoleName(needed)) + " role")));
+      std::string(verb) + "; that needs the " + std::string(RoleName(needed)) + " role");
+  for (const api::ObjectKey& key : keys) {
+    AppendAudit(caller, std::string(verb), key, std::string(api::StatusCodeName(denied.code())));
+  }
+  x.Respond(ErrorReply(denied));
   return false;
 }
 
@@ -93,8 +97,15 @@ void ApiServer::Impl::Route(HttpExchange& x, const Caller& caller,
     if (method != "POST") {
       return bad_method();
     }
-    if (Allowed(x, caller, Role::kEditor, "apply")) {
-      Apply(x, caller);
+    Apply(x, caller);  // checks the role once it knows the objects, to audit a refusal
+    return;
+  }
+  if (rest.size() == 1 && rest[0] == "audit") {
+    if (method != "GET") {
+      return bad_method();
+    }
+    if (Allowed(x, caller, Role::kAdmin, "read the audit log")) {
+      AuditLog(x);
     }
     return;
   }
@@ -160,7 +171,7 @@ void ApiServer::Impl::Route(HttpExchange& x, const Caller& caller,
       auto o = store_.Get(key);
       x.Respond(o.ok() ? JsonReply(200, api::EncodeObjectJson(*o, false)) : ErrorReply(o.status()));
     } else if (method == "DELETE") {
-      if (Allowed(x, caller, Role::kEditor, "delete")) {
+      if (Allowed(x, caller, Role::kEditor, "delete", {key})) {
         Delete(x, caller, key);
       }
     } else {
@@ -180,13 +191,13 @@ void ApiServer::Impl::Route(HttpExchange& x, const Caller& caller,
   } else if (sub == "artifacts" && method == "GET" && *kind == api::Kind::kAgentTask) {
     Artifacts(x, key);
   } else if (sub == "cancel" && method == "POST" && *kind == api::Kind::kAgentTask) {
-    if (Allowed(x, caller, Role::kEditor, "cancel")) {
+    if (Allowed(x, caller, Role::kEditor, "cancel", {key})) {
       Cancel(x, caller, key);
     }
   } else if (sub == "log" && method == "GET" && *kind == api::Kind::kAgentWorker) {
     ExecutorLog(x, key);
   } else if (sub == "exec" && method == "POST" && *kind == api::Kind::kSandbox) {
-    if (Allowed(x, caller, Role::kAdmin, "exec")) {
+    if (Allowed(x, caller, Role::kAdmin, "exec", {key})) {
       Exec(x, caller, key);
     }
   } else {
@@ -271,13 +282,44 @@ void ApiServer::Impl::Audit(const Caller& caller, const api::ObjectKey& key, std
   static_cast<void>(store_.RecordEvent(event));
 }
 
+WriteAudit ApiServer::Impl::WriteBy(const Caller& caller, std::string verb) {
+  return {caller.name, std::string(RoleName(caller.role)), std::move(verb), "api"};
+}
+
+void ApiServer::Impl::AppendAudit(const Caller& caller, std::string verb, const api::ObjectKey& key,
+                                  std::string result) {
+  Store::AuditRecord record;
+  const WriteAudit who = WriteBy(caller, std::move(verb));
+  record.actor = who.actor;
+  record.role = who.role;
+  record.verb = who.verb;
+  record.source = who.source;
+  record.object = key;
+  record.result = std::move(result);
+  // What it records already happened (or was refused); its record is best effort.
+  static_cast<void>(store_.AppendAudit(record));
+}
+
+void ApiServer::Impl::AuditLog(HttpExchange& x) {
+  auto query = apiwire::ParseAuditQuery(
+      [&](std::string_view name) { return Query(x.request(), std::string(name)); });
+  if (!query.ok()) {
+    x.Respond(ErrorReply(query.status()));
+    return;
+  }
+  auto records = store_.ListAudit(*query);
+  x.Respond(records.ok() ? JsonReply(200, apiwire::AuditJson(*records))
+                         : ErrorReply(records.status()));
+}
+
 void ApiServer::Impl::Apply(HttpExchange& x, const Caller& caller) {
   auto request = DecodeApplyRequest(x.request().body);
   if (!request.ok()) {
     x.Respond(ErrorReply(request.status()));
     return;
   }
-  const ApplyOptions& options = request->options;
+  ApplyOptions& options = request->options;
+  options.audit = WriteBy(caller, "apply");
   if (options.prune && options.applyset.empty()) {
     x.Respond(ErrorReply(api::InvalidArgumentError("prune requires an applyset")));
     return;
@@ -323,6 +365,13 @@ void ApiServer::Impl::Apply(HttpExchange& x, const Caller& caller) {
     }
     objects.push_back(std::move(o));
   }
+  std::vector<api::ObjectKey> keys;
+  for (const api::Object& o : objects) {
+    keys.push_back(api::KeyOf(o));
+  }
+  if (!Allowed(x, caller, Role::kEditor, "apply", keys)) {
+    return;
+  }
   auto results = store_.Apply(objects, options);
   if (!results.ok()) {
     x.Respond(ErrorReply(results.status()));
@@ -343,7 +392,7 @@ void ApiServer::Impl::Apply(HttpExchange& x, const Caller& caller) {
 }
 
 void ApiServer::Impl::Delete(HttpExchange& x, const Caller& caller, const api::ObjectKey& key) {
-  auto outcome = store_.Delete(key);
+  auto outcome = store_.Delete(key, {WriteBy(caller, "delete")});
   if (!outcome.ok()) {
     x.Respond(ErrorReply(outcome.status()));
     return;
@@ -369,6 +418,7 @@ void ApiServer::Impl::Cancel(HttpExchange& x, const Caller& caller, const api::O
     task->metadata.annotations.try_emplace(std::string(api::kCancelRequestedAnnotation), now);
     ApplyOptions options;
     options.require_resource_version = true;
+    options.audit = WriteBy(caller, "cancel");
     auto written = store_.Apply({*task}, options);
     if (written.ok()) {
       Audit(caller, key, "CancelRequestedByApi", "cancel requested");

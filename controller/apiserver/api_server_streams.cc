@@ -302,6 +302,8 @@ void ApiServer::Impl::Exec(HttpExchange& x, const Caller& caller, const api::Obj
   Audit(caller, key, "ExecByApi", "exec of \"" + command.cmd + "\"");
   auto result =
       commands_->Run(key.namespace_, created->workspace_ref, created->sandbox_id, command);
+  AppendAudit(caller, "exec", key,
+              result.ok() ? "ok" : std::string(api::StatusCodeName(result.status().code())));
   if (!result.ok()) {
     x.Respond(
         ErrorReply(api::Status(result.status().code(), "exec in sandbox " + created->sandbox_id +

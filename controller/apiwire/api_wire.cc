@@ -1,11 +1,15 @@
 #include "controller/apiwire/api_wire.h"
 
+#include <charconv>
+#include <chrono>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "api/base64.h"
 #include "api/codec.h"
 #include "api/kinds.h"
 #include "api/percent_encoding.h"
+#include "api/rfc3339.h"
 
 namespace sbx::controller::apiwire {
 namespace {
@@ -548,6 +552,106 @@ api::StatusOr<std::vector<Store::Event>> DecodeEvents(std::string_view body) {
     out.push_back(std::move(event));
   }
   return out;
+}
+
+namespace {
+json AuditRecordObject(const Store::AuditRecord& r) {
+  return json{
+      {"id", r.id},
+      {"time", api::FormatRfc3339Millis(api::WallTime(std::chrono::milliseconds(r.time_ms)))},
+      {"actor", r.actor},
+      {"role", r.role},
+      {"verb", r.verb},
+      {"object", KeyJson(r.object)},
+      {"resourceVersionBefore", r.resource_version_before},
+      {"resourceVersionAfter", r.resource_version_after},
+      {"result", r.result},
+      {"source", r.source},
+      {"specDigest", r.spec_digest}};
+}
+}  // namespace
+
+std::string AuditRecordJson(const Store::AuditRecord& record) {
+  return Dump(AuditRecordObject(record));
+}
+
+std::string AuditJson(const std::vector<Store::AuditRecord>& records) {
+  json items = json::array();
+  for (const Store::AuditRecord& r : records) {
+    items.push_back(AuditRecordObject(r));
+  }
+  return Dump(json{{"kind", "AuditList"}, {"items", items}});
+}
+
+api::StatusOr<std::vector<Store::AuditRecord>> DecodeAudit(std::string_view body) {
+  ASSIGN_OR_RETURN(json j, ParseJson(body, "audit list"));
+  std::vector<Store::AuditRecord> out;
+  for (const json& e : j.value("items", json::array())) {
+    Store::AuditRecord r;
+    r.id = Int(e, "id");
+    const std::optional<api::WallTime> time = api::ParseRfc3339(Str(e, "time"));
+    if (!time) {
+      return api::InvalidArgumentError("audit record " + std::to_string(r.id) +
+                                       " has no valid time");
+    }
+    r.time_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(time->time_since_epoch()).count();
+    r.actor = Str(e, "actor");
+    r.role = Str(e, "role");
+    r.verb = Str(e, "verb");
+    ASSIGN_OR_RETURN(r.object, KeyFromJson(e.value("object", json::object())));
+    r.resource_version_before = Int(e, "resourceVersionBefore");
+    r.resource_version_after = Int(e, "resourceVersionAfter");
+    r.result = Str(e, "result");
+    r.source = Str(e, "source");
+    r.spec_digest = Str(e, "specDigest");
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string AuditQueryString(const Store::AuditQuery& query) {
+  std::string q;
+  const auto add = [&](std::string_view name, const std::string& value) {
+    q += (q.empty() ? "" : "&") + std::string(name) + "=" + api::PercentEncode(value);
+  };
+  if (query.after_id > 0) {
+    add("afterId", std::to_string(query.after_id));
+  }
+  if (query.since_ms > 0) {
+    add("sinceMs", std::to_string(query.since_ms));
+  }
+  if (!query.actor.empty()) {
+    add("actor", query.actor);
+  }
+  if (query.limit > 0) {
+    add("limit", std::to_string(query.limit));
+  }
+  return q;
+}
+
+api::StatusOr<Store::AuditQuery> ParseAuditQuery(
+    const std::function<std::optional<std::string>(std::string_view)>& param) {
+  Store::AuditQuery query;
+  const auto number = [&](std::string_view name, int64_t max) -> api::StatusOr<int64_t> {
+    const std::optional<std::string> text = param(name);
+    if (!text) {
+      return 0;
+    }
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+    if (ec != std::errc() || end != text->data() + text->size() || value < 0 || value > max) {
+      return api::InvalidArgumentError(std::string(name) + " must be a number from 0 to " +
+                                       std::to_string(max));
+    }
+    return value;
+  };
+  ASSIGN_OR_RETURN(query.after_id, number("afterId", INT64_MAX));
+  ASSIGN_OR_RETURN(query.since_ms, number("sinceMs", INT64_MAX));
+  ASSIGN_OR_RETURN(const int64_t limit, number("limit", 100000));
+  query.limit = static_cast<int>(limit);
+  query.actor = param("actor").value_or("");
+  return query;
 }
 
 namespace {

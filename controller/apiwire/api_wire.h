@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -90,6 +91,18 @@ std::string ArtifactsJson(const std::vector<Store::Artifact>& artifacts);
 api::StatusOr<std::vector<Store::Artifact>> DecodeArtifacts(std::string_view body);
 std::string InventoryJson(const std::vector<Store::InventoryRecord>& records);
 api::StatusOr<std::vector<Store::InventoryRecord>> DecodeInventory(std::string_view body);
+// ---- audit log (GET audit, admin only; also sbxctl audit -o json and sbxd --audit-log) --------
+// One record as one line of JSON: {"id":7,"time":"…Z","actor":…,"role":…,"verb":…,"object":
+// {kind,namespace,name},"resourceVersionBefore":…,"resourceVersionAfter":…,"result":…,"source":
+// …,"specDigest":…}.
+std::string AuditRecordJson(const Store::AuditRecord& record);
+std::string AuditJson(const std::vector<Store::AuditRecord>& records);
+api::StatusOr<std::vector<Store::AuditRecord>> DecodeAudit(std::string_view body);
+// The query string of GET audit for `query` ("afterId=…&sinceMs=…&actor=…&limit=…", the unset
+// ones left out), and back.
+std::string AuditQueryString(const Store::AuditQuery& query);
+api::StatusOr<Store::AuditQuery> ParseAuditQuery(
+    const std::function<std::optional<std::string>(std::string_view)>& param);
 std::string RevisionJson(int64_t revision);
 api::StatusOr<int64_t> DecodeRevision(std::string_view body);
 

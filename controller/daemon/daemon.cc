@@ -19,6 +19,7 @@
 #include "controller/cloud/http/http_transport.h"
 #include "controller/cloud/http_cloud_clients.h"
 #include "controller/cloud/sandbox_commands.h"
+#include "controller/daemon/audit_file.h"
 #include "controller/daemon/daemon_metrics.h"
 #include "controller/engine/leader_elector.h"
 #include "controller/engine/manager.h"
@@ -29,6 +30,7 @@
 #include "controller/engine/workspace_leases.h"
 #include "controller/gitops/git_client.h"
 #include "controller/gitops/process_runner.h"
+#include "controller/notify/notification_deliverer.h"
 #include "controller/reconcilers/agent_pool_reconciler.h"
 #include "controller/reconcilers/agent_task_reconciler.h"
 #include "controller/reconcilers/agent_worker_reconciler.h"
@@ -330,6 +332,13 @@ struct Daemon::Parts {
   std::jthread renewals;
   std::jthread workspace_rounds;
   std::jthread compaction;
+  // Notifier deliveries (DESIGN §8.3): by the owner of each object's workspace; every Notifier's
+  // status by the leader.
+  std::unique_ptr<notify::NotificationDeliverer> notifications;
+  std::jthread notification_rounds;
+  // --audit-log: every replica copies the store's audit log to its file.
+  std::unique_ptr<AuditFile> audit_file;
+  std::jthread audit_export;
   bool drained = false;
 };
 
@@ -363,6 +372,29 @@ api::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   p.manager.AddSource(p.resyncer);
   p.manager.AddSource(p.sweeper);
   p.manager.SetObserver(&p.reconcile_metrics);
+  if (!p.config.audit_log.empty() && !p.config.once) {
+    api::StatusOr<std::unique_ptr<AuditFile>> audit = AuditFile::Open(p.store, p.config.audit_log);
+    if (!audit.ok()) {
+      return audit.status();
+    }
+    p.audit_file = *std::move(audit);
+  }
+  {
+    notify::NotificationDelivererOptions o;
+    o.secrets = p.config.secrets;
+    o.env = databricks::ProcessEnv();  // as the cloud clients resolve {env: …}
+    o.owns = [&p](const api::ObjectKey& key) -> api::StatusOr<bool> {
+      if (!p.leases) {
+        return p.elector.is_leader();
+      }
+      ASSIGN_OR_RETURN(std::optional<std::string> workspace, WorkspaceOf(p.store, key));
+      return workspace ? p.leases->Owns(*workspace) : api::StatusOr<bool>(p.elector.is_leader());
+    };
+    o.owns_status = [&p] { return p.elector.is_leader(); };
+    o.register_secret = [](const std::string& secret) { log::RegisterSecret(secret); };
+    p.notifications =
+        std::make_unique<notify::NotificationDeliverer>(p.store, *p.plain, p.clock, std::move(o));
+  }
   if (p.config.webhook_secret) {
     p.webhook_verifier.emplace(*p.config.webhook_secret, p.clock);
     p.webhook_receiver.emplace(
@@ -384,6 +416,7 @@ api::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
     CollectGitSources(m, p.git_sources);
     CollectPacing(m, p.clouds);
     CollectUsage(m, p.store);
+    CollectNotifications(m, *p.notifications, p.store);
   });
   if (!p.config.listen.empty()) {
     api::StatusOr<apiserver::TokenTable> tokens = apiserver::TokenTable::Load(p.config.tokens_file);
@@ -479,6 +512,20 @@ int Daemon::Run(std::stop_token outer) {
                          {"identity", p.elector.identity()},
                          {"work_split", p.leases ? "workspace" : "leader"},
                          {"workers", std::to_string(p.config.workers)}});
+  // Every replica, leader or standby, copies the audit log to its --audit-log file.
+  if (p.audit_file) {
+    p.audit_export = std::jthread([&p](std::stop_token own) {
+      p.audit_file->Run(own, p.clock, std::chrono::seconds(1), [](const api::Status& error) {
+        log::Warn("cannot write the audit log file", {{"error", error.ToString()}});
+      });
+    });
+  }
+  // Every replica delivers the notifications of the objects it owns (the leader: all of them).
+  p.notification_rounds = std::jthread([&p](std::stop_token own) {
+    p.notifications->Run(own, [](const api::Status& error) {
+      log::Warn("notification delivery failed", {{"error", error.ToString()}});
+    });
+  });
   // What a replica that just took work over must look at: everything (the gate drops the rest).
   const auto enqueue_all = [&p] {
     api::StatusOr<std::vector<api::Object>> all = p.store.List(ListOptions{});
@@ -543,6 +590,7 @@ int Daemon::Run(std::stop_token outer) {
       StoreCompactorOptions o;
       o.interval = p.config.compaction_interval;
       o.event_ttl = p.config.event_ttl;
+      o.audit_retention = p.config.audit_retention;
       o.watermark = [&p] {
         return !p.leases || p.elector.is_leader() ? p.watch.last_revision() : -1;
       };
@@ -585,7 +633,9 @@ void Daemon::Drain() {
     p.api_http->Stop();
   }
   p.manager.Stop();
-  p.compaction = {};  // stops and joins
+  p.notification_rounds = {};
+  p.audit_export = {};  // after the last API write: its final round copies it
+  p.compaction = {};    // stops and joins
   p.workspace_rounds = {};
   p.renewals = {};
   if (p.leases) {

@@ -142,6 +142,14 @@ api::StatusOr<DaemonConfig> ResolveConfig(const DaemonFlags& flags,
   ASSIGN_OR_RETURN(c.compaction_interval,
                    Duration("compaction-interval", flags.compaction_interval));
   ASSIGN_OR_RETURN(c.event_ttl, Duration("event-ttl", flags.event_ttl));
+  if (api::StatusOr<std::chrono::seconds> retention =
+          api::ParseDurationOrDays(flags.audit_retention);
+      retention.ok()) {
+    c.audit_retention = *retention;
+  } else {
+    return FlagError("audit-retention", retention.status().message());
+  }
+  c.audit_log = flags.audit_log;
   ASSIGN_OR_RETURN(c.git_timeout, Duration("git-timeout", flags.git_timeout));
   ASSIGN_OR_RETURN(c.executor_status_interval,
                    Duration("executor-status-interval", flags.executor_status_interval));

@@ -58,6 +58,10 @@ struct DaemonFlags {
   std::string compaction_interval = "5m";
   std::string event_ttl = "1h";
   int events_per_object = 100;
+  // The audit log (DESIGN §8.3): a JSON-lines copy for a SIEM (empty: none), and how long the
+  // store keeps records ("90d"; "0": forever).
+  std::string audit_log;
+  std::string audit_retention = "90d";
   // The OpenAI service's signed webhooks (DESIGN §7.2); empty = off. Secret: OPENAI_WEBHOOK_SECRET.
   std::string webhook_addr;
   std::string webhook_path = "/webhooks/openai";
@@ -101,6 +105,8 @@ struct DaemonConfig {
   std::chrono::milliseconds compaction_interval{std::chrono::minutes(5)};  // 0: never
   std::chrono::milliseconds event_ttl{std::chrono::hours(1)};              // positive
   int events_per_object = 100;
+  std::string audit_log;                                                   // empty: none
+  std::chrono::milliseconds audit_retention{std::chrono::hours(24 * 90)};  // 0: forever
   std::string webhook_addr;  // empty: no webhook endpoint
   std::string webhook_path = "/webhooks/openai";
   std::optional<WebhookSecret> webhook_secret;  // set iff webhook_addr is (and not once)

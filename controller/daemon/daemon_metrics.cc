@@ -7,6 +7,7 @@
 
 #include "controller/cloud/http_cloud_clients.h"
 #include "controller/engine/workspace_leases.h"
+#include "controller/notify/notification_deliverer.h"
 #include "controller/reconcilers/agent_worker_reconciler.h"
 #include "controller/reconcilers/garbage_collector.h"
 #include "controller/reconcilers/git_source_reconciler.h"
@@ -175,6 +176,36 @@ void CollectPacing(Metrics& m, HttpCloudClients& clouds) {
           .Set(p.class_rates[static_cast<size_t>(c)]);
     }
   }
+}
+
+void CollectNotifications(Metrics& m, const notify::NotificationDeliverer& deliverer,
+                          Store& store) {
+  const notify::NotificationDeliverer::Stats stats = deliverer.stats();
+  constexpr std::string_view kHelp =
+      "Notifier deliveries by result: delivered, failed (an attempt, retried later), abandoned "
+      "(its Notifier is gone), dropped (over a Notifier's bound; the store's count, shared by the "
+      "replicas)";
+  m.counter("sbx_notifications_total", kHelp, {{"result", "delivered"}})
+      .RaiseTo(static_cast<double>(stats.delivered));
+  m.counter("sbx_notifications_total", kHelp, {{"result", "failed"}})
+      .RaiseTo(static_cast<double>(stats.failed));
+  m.counter("sbx_notifications_total", kHelp, {{"result", "abandoned"}})
+      .RaiseTo(static_cast<double>(stats.abandoned));
+  api::StatusOr<std::vector<Store::NotificationCount>> counts = store.NotificationCounts();
+  if (!counts.ok()) {
+    return;
+  }
+  int64_t pending = 0;
+  int64_t dropped = 0;
+  for (const Store::NotificationCount& c : *counts) {
+    pending += c.pending;
+    dropped += c.dropped;
+  }
+  m.counter("sbx_notifications_total", kHelp, {{"result", "dropped"}})
+      .RaiseTo(static_cast<double>(dropped));
+  m.gauge("sbx_notification_queue_depth",
+          "Notifications in the store's outbox waiting for delivery (shared by the replicas)", {})
+      .Set(static_cast<double>(pending));
 }
 
 }  // namespace sbx::controller::daemon

@@ -27,6 +27,10 @@ class WebhookReceiver;
 class WorkspaceLeases;
 }  // namespace sbx::controller
 
+namespace sbx::controller::notify {
+class NotificationDeliverer;
+}  // namespace sbx::controller::notify
+
 namespace sbx::controller::daemon {
 
 // sbx_workqueue_{depth,waiting,processing}, sbx_workqueue_retries_total.
@@ -53,5 +57,9 @@ void CollectPacing(Metrics& m, HttpCloudClients& clouds);
 // sbx_tasks_finished_total and sbx_task_tokens_total (DESIGN §8.2) from the store's usage
 // ledger, which only grows: every replica exports the same totals.
 void CollectUsage(Metrics& m, Store& store);
+
+// sbx_notifications_total{result} (this process's attempts; dropped: the store's count, shared)
+// and sbx_notification_queue_depth (the outbox, shared by the replicas).
+void CollectNotifications(Metrics& m, const notify::NotificationDeliverer& deliverer, Store& store);
 
 }  // namespace sbx::controller::daemon

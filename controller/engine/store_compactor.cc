@@ -18,6 +18,13 @@ StoreCompactor::StoreCompactor(Store& store, Clock& clock, Options options)
 StatusOr<StoreCompactor::Round> StoreCompactor::CompactOnce() {
   Round round;
   ASSIGN_OR_RETURN(round.events_deleted, store_.ExpireEvents(clock_.Now() - options_.event_ttl));
+  if (options_.audit_retention.count() > 0) {
+    StatusOr<int64_t> expired = store_.ExpireAudit(clock_.Now() - options_.audit_retention);
+    if (!expired.ok() && expired.status().code() != api::StatusCode::kUnimplemented) {
+      return expired.status();
+    }
+    round.audit_deleted = expired.ok() ? *expired : 0;
+  }
   // Read before compacting: next round's target must be a revision every watcher has had a
   // whole interval to read past.
   ASSIGN_OR_RETURN(const int64_t current, store_.CurrentRevision());

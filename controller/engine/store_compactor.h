@@ -9,7 +9,8 @@
 // registry to keep alive across processes. Compaction also never goes past `watermark()`, the
 // position of this process's own StoreWatch, so sbxd itself never has to re-list because of its
 // own compactor. Events: each round deletes the events last seen more than `event_ttl` ago (the
-// per-object count bound is kept by the store at every RecordEvent).
+// per-object count bound is kept by the store at every RecordEvent). Audit records (DESIGN §8.3):
+// each round deletes those older than `audit_retention` (sbxd --audit-retention, 90 days).
 //
 // So after a round the change log holds the writes of at most the last interval (plus whatever
 // this process's watch has not read yet): for 100 objects whose status changes every 30 s and
@@ -36,6 +37,8 @@ struct StoreCompactorOptions {
   std::chrono::milliseconds interval{std::chrono::minutes(5)};
   // Events last seen longer ago than this are deleted (Kubernetes' default event TTL).
   std::chrono::milliseconds event_ttl{std::chrono::hours(1)};
+  // Audit records older than this are deleted (Store::ExpireAudit). 0: kept forever.
+  std::chrono::milliseconds audit_retention{std::chrono::hours(24 * 90)};
   // The lowest revision a watcher of this process still needs to read after (its last read
   // revision); compaction never goes past it. Negative: the watcher has not listed yet, so the
   // log is not compacted this round. Optional.
@@ -50,12 +53,14 @@ class StoreCompactor {
     std::optional<int64_t> compacted_to;  // unset when the log was left alone this round
     int64_t changes_deleted = 0;
     int64_t events_deleted = 0;
+    int64_t audit_deleted = 0;
   };
 
   // Aborts (a bug) unless interval > 0 and event_ttl > 0.
   StoreCompactor(Store& store, Clock& clock, Options options = {});
 
-  // One round: expires old events, compacts the log to the revision the previous round read
+  // One round: expires old events and audit records (a store without an audit log is skipped),
+  // compacts the log to the revision the previous round read
   // (capped by the watermark; nothing on the first round), and reads the revision for the next
   // round. Store errors are returned; the next round simply tries again.
   StatusOr<Round> CompactOnce();

@@ -48,6 +48,14 @@ double EpochSeconds(WallTime t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
 
+// A GitSource's writes in the audit log: source "gitsource/<namespace>/<name>", role "gitops".
+WriteAudit GitOpsAudit(const api::Object& source, std::string verb, std::string actor) {
+  WriteAudit who{std::move(actor), "gitops", std::move(verb),
+                 "gitsource/" + source.metadata.namespace_ + "/" + source.metadata.name};
+  who.record_failures = false;
+  return who;
+}
+
 }  // namespace
 
 api::StatusOr<std::string> GitCacheKey(const api::ObjectKey& key) {
@@ -274,6 +282,9 @@ bool GitSourceReconciler::ApplyCommit(api::Object& source, const GitFetchResult&
   apply.applyset = spec.applyset;
   apply.prune = spec.prune.enabled;
   apply.prune_allow_empty = spec.prune.allow_empty;
+  // The audit log names the commit as the actor: its author is who asked (DESIGN §8.3). A failed
+  // apply is retried every interval and shown in the GitSource's status, so it is not recorded.
+  apply.audit = GitOpsAudit(source, "apply", "git:" + *commit);
   if (std::string conflict = ApplysetConflict(source, objects, apply); !conflict.empty()) {
     Fail(source, reason::kApplysetConflict, "commit " + *commit + ": " + conflict);
     return false;
@@ -368,7 +379,8 @@ api::StatusOr<std::optional<ReconcileResult>> GitSourceReconciler::Finalize(api:
       if (r.action != ApplyAction::kPruned || r.key.namespace_ != source.metadata.namespace_) {
         continue;
       }
-      api::StatusOr<DeleteOutcome> deleted = store_.Delete(r.key);
+      api::StatusOr<DeleteOutcome> deleted =
+          store_.Delete(r.key, {GitOpsAudit(source, "prune", "sbxd")});
       if (!deleted.ok() && deleted.status().code() != api::StatusCode::kNotFound) {
         return deleted.status();
       }

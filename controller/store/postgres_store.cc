@@ -261,6 +261,19 @@ Status PostgresStore::AppendChange(int64_t revision, ChangeType type, const Obje
 
 StatusOr<std::vector<ApplyResult>> PostgresStore::Apply(const std::vector<Object>& objects,
                                                         const ApplyOptions& options) {
+  StatusOr<std::vector<ApplyResult>> results = ApplyInTransaction(objects, options);
+  if (!options.dry_run) {
+    std::vector<ObjectKey> keys;
+    for (const Object& object : objects) {
+      keys.push_back(api::KeyOf(object));
+    }
+    store_internal::AuditFailedWrite(*this, options.audit, keys, results.status());
+  }
+  return results;
+}
+
+StatusOr<std::vector<ApplyResult>> PostgresStore::ApplyInTransaction(
+    const std::vector<Object>& objects, const ApplyOptions& options) {
   ASSIGN_OR_RETURN(store_internal::ApplyPlan plan, store_internal::PlanApply(objects, options));
   std::lock_guard lock(mu_);
   PgTxn txn(*conn_);
@@ -342,7 +355,8 @@ auto PostgresStore::ObjectWrite(Write write) -> std::invoke_result_t<Write, int6
 StatusOr<Object> PostgresStore::UpdateStatus(const Object& object) {
   std::string status = api::EncodeStatusJson(object);
   ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
-                     return Writes::UpdateStatus(*this, object, std::move(status), revision);
+                     return Writes::UpdateStatus(*this, redacted_url_, object, std::move(status),
+                                                 revision);
                    }));
   return RowToObject(row);
 }
@@ -364,8 +378,11 @@ StatusOr<Object> PostgresStore::PostWakeHint(const ObjectKey& key) {
   return RowToObject(row);
 }
 
-StatusOr<DeleteOutcome> PostgresStore::Delete(const ObjectKey& key) {
-  return ObjectWrite([&](int64_t& revision) { return Writes::Delete(*this, key, revision); });
+StatusOr<DeleteOutcome> PostgresStore::Delete(const ObjectKey& key, const DeleteOptions& options) {
+  StatusOr<DeleteOutcome> outcome = ObjectWrite(
+      [&](int64_t& revision) { return Writes::Delete(*this, key, options.audit, revision); });
+  store_internal::AuditFailedWrite(*this, options.audit, {key}, outcome.status());
+  return outcome;
 }
 
 // ---- watch ------------------------------------------------------------------------------------

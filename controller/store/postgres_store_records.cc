@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "controller/store/internal/audit_log.h"
+#include "controller/store/internal/notification_outbox.h"
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/postgres_connection.h"
 #include "controller/store/internal/postgres_rows.h"
@@ -463,6 +465,60 @@ StatusOr<Store::SlotGrant> PostgresStore::AcquireTaskSlot(const std::string& wor
 Status PostgresStore::ReleaseTaskSlot(const std::string& task_uid) {
   std::lock_guard lock(mu_);
   return store_internal::TaskSlots<PostgresStore>::Release(*this, task_uid);
+}
+
+// ---- audit log --------------------------------------------------------------------------------
+
+Status PostgresStore::AppendAudit(const AuditRecord& record) {
+  std::lock_guard lock(mu_);
+  PgTxn txn(*conn_);
+  RETURN_IF_ERROR(txn.Begin());
+  // The revision row's lock, which every object write holds: ids ascend in commit order.
+  RETURN_IF_ERROR(LockRevision().status());
+  RETURN_IF_ERROR(store_internal::AuditLog<PostgresStore>::Insert(*this, record));
+  return txn.Commit();
+}
+
+StatusOr<std::vector<Store::AuditRecord>> PostgresStore::ListAudit(const AuditQuery& query) {
+  std::lock_guard lock(mu_);
+  return store_internal::AuditLog<PostgresStore>::List(*this, redacted_url_, query);
+}
+
+StatusOr<int64_t> PostgresStore::ExpireAudit(std::chrono::system_clock::time_point cutoff) {
+  std::lock_guard lock(mu_);
+  PgTxn txn(*conn_);
+  RETURN_IF_ERROR(txn.Begin());
+  RETURN_IF_ERROR(LockRevision().status());
+  ASSIGN_OR_RETURN(int64_t deleted, store_internal::AuditLog<PostgresStore>::Expire(
+                                        *this, store_internal::EpochMillis(cutoff)));
+  RETURN_IF_ERROR(txn.Commit());
+  return deleted;
+}
+
+// ---- notification outbox ------------------------------------------------------------------------
+
+StatusOr<std::vector<Store::Notification>> PostgresStore::ListDueNotifications(int64_t now_ms,
+                                                                               int limit) {
+  std::lock_guard lock(mu_);
+  return store_internal::NotificationOutbox<PostgresStore>::ListDue(*this, redacted_url_, now_ms,
+                                                                    limit);
+}
+
+Status PostgresStore::FinishNotification(int64_t id) {
+  std::lock_guard lock(mu_);
+  return store_internal::NotificationOutbox<PostgresStore>::Finish(*this, id);
+}
+
+Status PostgresStore::RetryNotification(int64_t id, int64_t attempts, int64_t due_ms,
+                                        const std::string& error) {
+  std::lock_guard lock(mu_);
+  return store_internal::NotificationOutbox<PostgresStore>::Retry(*this, id, attempts, due_ms,
+                                                                  error);
+}
+
+StatusOr<std::vector<Store::NotificationCount>> PostgresStore::NotificationCounts() {
+  std::lock_guard lock(mu_);
+  return store_internal::NotificationOutbox<PostgresStore>::Counts(*this);
 }
 
 }  // namespace sbx::controller

@@ -36,7 +36,10 @@ class ScrubbingStore final : public Store {
     return store_.UpdateControllerMetadata(object);
   }
   StatusOr<Object> PostWakeHint(const ObjectKey& key) override { return store_.PostWakeHint(key); }
-  StatusOr<DeleteOutcome> Delete(const ObjectKey& key) override { return store_.Delete(key); }
+  using Store::Delete;
+  StatusOr<DeleteOutcome> Delete(const ObjectKey& key, const DeleteOptions& options) override {
+    return store_.Delete(key, options);
+  }
   StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit) override {
     return store_.WatchSince(since, limit);
   }
@@ -117,6 +120,26 @@ class ScrubbingStore final : public Store {
   }
   Status ReleaseTaskSlot(const std::string& task_uid) override {
     return store_.ReleaseTaskSlot(task_uid);
+  }
+  // Audit records hold names, codes and digests only (never a message), so pass unchanged.
+  Status AppendAudit(const AuditRecord& record) override { return store_.AppendAudit(record); }
+  StatusOr<std::vector<AuditRecord>> ListAudit(const AuditQuery& query) override {
+    return store_.ListAudit(query);
+  }
+  StatusOr<int64_t> ExpireAudit(std::chrono::system_clock::time_point cutoff) override {
+    return store_.ExpireAudit(cutoff);
+  }
+  // Notifications are written by UpdateStatus from the status it was given, scrubbed above.
+  StatusOr<std::vector<Notification>> ListDueNotifications(int64_t now_ms, int limit) override {
+    return store_.ListDueNotifications(now_ms, limit);
+  }
+  Status FinishNotification(int64_t id) override { return store_.FinishNotification(id); }
+  Status RetryNotification(int64_t id, int64_t attempts, int64_t due_ms,
+                           const std::string& error) override {
+    return store_.RetryNotification(id, attempts, due_ms, scrub_(error));
+  }
+  StatusOr<std::vector<NotificationCount>> NotificationCounts() override {
+    return store_.NotificationCounts();
   }
 
  private:

@@ -62,6 +62,10 @@ template <typename Db>
 class TaskSlots;  // the task slots' SQL; internal/task_slots.h
 template <typename Db>
 class ObjectWrites;  // what the object writes do to the rows; internal/object_writes.h
+template <typename Db>
+class AuditLog;  // the audit log's SQL; internal/audit_log.h
+template <typename Db>
+class NotificationOutbox;  // the notification outbox's SQL; internal/notification_outbox.h
 }  // namespace store_internal
 
 struct SqliteStoreOptions {
@@ -113,7 +117,8 @@ class SqliteStore final : public Store {
   // Writes nothing (and keeps resourceVersion) when finalizers and owners are unchanged.
   StatusOr<Object> UpdateControllerMetadata(const Object& object) override;
   StatusOr<Object> PostWakeHint(const ObjectKey& key) override;
-  StatusOr<DeleteOutcome> Delete(const ObjectKey& key) override;
+  using Store::Delete;
+  StatusOr<DeleteOutcome> Delete(const ObjectKey& key, const DeleteOptions& options) override;
 
   StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit = 1000) override;
   StatusOr<int64_t> CurrentRevision() override;
@@ -170,6 +175,14 @@ class SqliteStore final : public Store {
   StatusOr<SlotGrant> AcquireTaskSlot(const std::string& workspace, const ObjectKey& task,
                                       const std::string& task_uid, int limit) override;
   Status ReleaseTaskSlot(const std::string& task_uid) override;
+  Status AppendAudit(const AuditRecord& record) override;
+  StatusOr<std::vector<AuditRecord>> ListAudit(const AuditQuery& query) override;
+  StatusOr<int64_t> ExpireAudit(std::chrono::system_clock::time_point cutoff) override;
+  StatusOr<std::vector<Notification>> ListDueNotifications(int64_t now_ms, int limit) override;
+  Status FinishNotification(int64_t id) override;
+  Status RetryNotification(int64_t id, int64_t attempts, int64_t due_ms,
+                           const std::string& error) override;
+  StatusOr<std::vector<NotificationCount>> NotificationCounts() override;
 
   // sqlite_store_copy.cc. ExportTo reads in one deferred read transaction (a WAL snapshot);
   // ImportFrom writes in one BEGIN IMMEDIATE transaction.
@@ -189,6 +202,10 @@ class SqliteStore final : public Store {
   friend class store_internal::TaskSlots;
   template <typename Db>
   friend class store_internal::ObjectWrites;
+  template <typename Db>
+  friend class store_internal::AuditLog;
+  template <typename Db>
+  friend class store_internal::NotificationOutbox;
   using CopyRow = Stmt;
   static constexpr char kParam = '?';
 
@@ -198,6 +215,9 @@ class SqliteStore final : public Store {
   // definition); takes mu_.
   template <typename Write>
   auto ObjectWrite(Write write) -> std::invoke_result_t<Write, int64_t&>;
+  // Apply without its audit of a failure (Apply adds that after the rollback); takes mu_.
+  StatusOr<std::vector<ApplyResult>> ApplyInTransaction(const std::vector<Object>& objects,
+                                                        const ApplyOptions& options);
 
   // All below require mu_ held.
   Status Configure();

@@ -1,8 +1,10 @@
 // SqliteStore's events: recording one (deduplicated, with a per-object bound), expiring old ones
-// and listing them.
+// and listing them; and its audit log (internal/audit_log.h), the other record of what happened.
 #include <algorithm>
 #include <utility>
 
+#include "controller/store/internal/audit_log.h"
+#include "controller/store/internal/notification_outbox.h"
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
@@ -94,4 +96,53 @@ StatusOr<std::vector<Store::Event>> SqliteStore::ListEvents(
   }
   return out;
 }
+// ---- audit log --------------------------------------------------------------------------------
+
+Status SqliteStore::AppendAudit(const AuditRecord& record) {
+  std::lock_guard lock(mu_);
+  Txn txn(*this);
+  RETURN_IF_ERROR(txn.Begin());
+  RETURN_IF_ERROR(store_internal::AuditLog<SqliteStore>::Insert(*this, record));
+  return txn.Commit();
+}
+
+StatusOr<std::vector<Store::AuditRecord>> SqliteStore::ListAudit(const AuditQuery& query) {
+  std::lock_guard lock(mu_);
+  return store_internal::AuditLog<SqliteStore>::List(*this, path_, query);
+}
+
+StatusOr<int64_t> SqliteStore::ExpireAudit(std::chrono::system_clock::time_point cutoff) {
+  std::lock_guard lock(mu_);
+  Txn txn(*this);
+  RETURN_IF_ERROR(txn.Begin());
+  ASSIGN_OR_RETURN(int64_t deleted, store_internal::AuditLog<SqliteStore>::Expire(
+                                        *this, store_internal::EpochMillis(cutoff)));
+  RETURN_IF_ERROR(txn.Commit());
+  return deleted;
+}
+
+// ---- notification outbox ------------------------------------------------------------------------
+
+StatusOr<std::vector<Store::Notification>> SqliteStore::ListDueNotifications(int64_t now_ms,
+                                                                             int limit) {
+  std::lock_guard lock(mu_);
+  return store_internal::NotificationOutbox<SqliteStore>::ListDue(*this, path_, now_ms, limit);
+}
+
+Status SqliteStore::FinishNotification(int64_t id) {
+  std::lock_guard lock(mu_);
+  return store_internal::NotificationOutbox<SqliteStore>::Finish(*this, id);
+}
+
+Status SqliteStore::RetryNotification(int64_t id, int64_t attempts, int64_t due_ms,
+                                      const std::string& error) {
+  std::lock_guard lock(mu_);
+  return store_internal::NotificationOutbox<SqliteStore>::Retry(*this, id, attempts, due_ms, error);
+}
+
+StatusOr<std::vector<Store::NotificationCount>> SqliteStore::NotificationCounts() {
+  std::lock_guard lock(mu_);
+  return store_internal::NotificationOutbox<SqliteStore>::Counts(*this);
+}
+
 }  // namespace sbx::controller

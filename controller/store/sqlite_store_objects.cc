@@ -100,6 +100,19 @@ Status SqliteStore::AppendChange(int64_t revision, ChangeType type, const Object
 
 StatusOr<std::vector<ApplyResult>> SqliteStore::Apply(const std::vector<Object>& objects,
                                                       const ApplyOptions& options) {
+  StatusOr<std::vector<ApplyResult>> results = ApplyInTransaction(objects, options);
+  if (!options.dry_run) {
+    std::vector<ObjectKey> keys;
+    for (const Object& object : objects) {
+      keys.push_back(api::KeyOf(object));
+    }
+    store_internal::AuditFailedWrite(*this, options.audit, keys, results.status());
+  }
+  return results;
+}
+
+StatusOr<std::vector<ApplyResult>> SqliteStore::ApplyInTransaction(
+    const std::vector<Object>& objects, const ApplyOptions& options) {
   ASSIGN_OR_RETURN(store_internal::ApplyPlan plan, store_internal::PlanApply(objects, options));
   std::lock_guard lock(mu_);
   Txn txn(*this);
@@ -192,7 +205,7 @@ auto SqliteStore::ObjectWrite(Write write) -> std::invoke_result_t<Write, int64_
 StatusOr<Object> SqliteStore::UpdateStatus(const Object& object) {
   std::string status = api::EncodeStatusJson(object);
   ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
-                     return Writes::UpdateStatus(*this, object, std::move(status), revision);
+                     return Writes::UpdateStatus(*this, path_, object, std::move(status), revision);
                    }));
   return RowToObject(row);
 }
@@ -214,7 +227,10 @@ StatusOr<Object> SqliteStore::PostWakeHint(const ObjectKey& key) {
   return RowToObject(row);
 }
 
-StatusOr<DeleteOutcome> SqliteStore::Delete(const ObjectKey& key) {
-  return ObjectWrite([&](int64_t& revision) { return Writes::Delete(*this, key, revision); });
+StatusOr<DeleteOutcome> SqliteStore::Delete(const ObjectKey& key, const DeleteOptions& options) {
+  StatusOr<DeleteOutcome> outcome = ObjectWrite(
+      [&](int64_t& revision) { return Writes::Delete(*this, key, options.audit, revision); });
+  store_internal::AuditFailedWrite(*this, options.audit, {key}, outcome.status());
+  return outcome;
 }
 }  // namespace sbx::controller

@@ -34,6 +34,19 @@ using api::StatusOr;
 
 // ---- objects --------------------------------------------------------------------------------
 
+// Who makes a write, for the audit log (DESIGN §8.3): set by the surfaces people write through
+// (the API server, sbxctl on a local store, a GitSource's apply); unset for the controller's own
+// bookkeeping writes, which are not audited.
+struct WriteAudit {
+  std::string actor;   // the API token's name, "user@host" for the local CLI, "sbxd" for GitOps
+  std::string role;    // "admin" | "editor" | "viewer" (API), "local" (CLI), "gitops"
+  std::string verb;    // what the caller did: "apply", "delete", "edit", "label", "cancel", …
+  std::string source;  // "api" | "cli" | "gitsource/<namespace>/<name>"
+  // Also record a write that failed (after its rollback). Off for GitOps, which retries the
+  // same failing apply every interval and reports it in the GitSource's status.
+  bool record_failures = true;
+};
+
 struct ApplyOptions {
   bool dry_run = false;  // compute the result, write nothing
   std::string applyset;  // when set, record membership of every applied object in this set
@@ -44,6 +57,16 @@ struct ApplyOptions {
   // every object must still be stored with the resourceVersion in its metadata. Otherwise
   // nothing is written: kAborted if it changed since, kNotFound if it is gone.
   bool require_resource_version = false;
+  // When set, every object the apply creates, configures or prunes gets one audit record in the
+  // apply's transaction (an unchanged object gets none); a failed apply gets one record per
+  // object with the error's code as its result, written after the rollback (unless
+  // WriteAudit::record_failures is off). Not for dry runs.
+  std::optional<WriteAudit> audit;
+};
+
+struct DeleteOptions {
+  // As ApplyOptions::audit, for the deleted object.
+  std::optional<WriteAudit> audit;
 };
 
 enum class ApplyAction { kCreated, kConfigured, kUnchanged, kPruned };
@@ -97,7 +120,8 @@ class Store {
 
   // Objects with finalizers get deletionTimestamp set (generation unchanged); others are removed
   // at once. kNotFound if absent.
-  virtual StatusOr<DeleteOutcome> Delete(const ObjectKey& key) = 0;
+  virtual StatusOr<DeleteOutcome> Delete(const ObjectKey& key, const DeleteOptions& options) = 0;
+  StatusOr<DeleteOutcome> Delete(const ObjectKey& key) { return Delete(key, DeleteOptions{}); }
 
   // ---- watch --------------------------------------------------------------------------------
 
@@ -345,6 +369,102 @@ class Store {
   virtual Status ReleaseTaskSlot(const std::string& task_uid) {
     (void)task_uid;
     return api::UnimplementedError("this store keeps no task slots");
+  }
+
+  // ---- audit log (DESIGN §8.3) ----------------------------------------------------------------
+  // Append-only: one record per audited write (ApplyOptions::audit, DeleteOptions::audit) in
+  // that write's transaction, plus the records AppendAudit writes for what is not an object write
+  // (a request refused for its role, an exec). Never a secret or a manifest body: the spec is
+  // kept only as its digest. Bumps no revision. Kept until ExpireAudit. Only the SQL stores
+  // implement these; others answer kUnimplemented.
+  struct AuditRecord {
+    int64_t id = 0;       // 1, 2, … in commit order; assigned by the store
+    int64_t time_ms = 0;  // Unix milliseconds; assigned by the store
+    std::string actor;    // WriteAudit
+    std::string role;     // WriteAudit
+    std::string verb;     // WriteAudit; "prune" for an object an apply pruned
+    ObjectKey object;
+    int64_t resource_version_before = 0;  // 0: it did not exist
+    int64_t resource_version_after = 0;   // 0: it is gone (or the write failed)
+    // "created" | "configured" | "deleted" | "marked-for-deletion", "ok" (AppendAudit of a
+    // non-write), or a failure: the status code's canonical name ("PERMISSION_DENIED", …).
+    std::string result;
+    std::string source;       // WriteAudit
+    std::string spec_digest;  // "sha256:<hex>" of the stored spec after the write; "" if none
+  };
+  struct AuditQuery {
+    int64_t after_id = 0;  // only records with a greater id
+    int64_t since_ms = 0;  // only records at or after this time (0: all)
+    std::string actor;     // only this actor ("" = all)
+    int limit = 0;         // at most this many, oldest first (0 = all)
+  };
+  // Appends `record` (its id and time assigned here) in a transaction of its own.
+  virtual Status AppendAudit(const AuditRecord& record) {
+    (void)record;
+    return api::UnimplementedError("this store keeps no audit log");
+  }
+  // Oldest first.
+  virtual StatusOr<std::vector<AuditRecord>> ListAudit(const AuditQuery& query) {
+    (void)query;
+    return api::UnimplementedError("this store keeps no audit log");
+  }
+  // Deletes the records older than `cutoff`, except the newest record of all (so that ids keep
+  // growing). Returns the number deleted.
+  virtual StatusOr<int64_t> ExpireAudit(std::chrono::system_clock::time_point cutoff) {
+    (void)cutoff;
+    return api::UnimplementedError("this store keeps no audit log");
+  }
+
+  // ---- notification outbox (DESIGN §8.3; internal/notification_outbox.h) ----------------------
+  // UpdateStatus writes the notifications its change causes (api::NoticesOf), one per Notifier
+  // that wants it, in its own transaction. The deliverer (controller/notify) reads what is due
+  // and finishes or reschedules each. Bumps no revision. Only the SQL stores implement these;
+  // others answer kUnimplemented.
+  static constexpr int64_t kMaxPendingNotifications = 1000;  // per Notifier; the oldest dropped
+  struct Notification {
+    int64_t id = 0;
+    std::string webhook_id;  // "msg_<uuid>": the same for every attempt, for receivers to dedupe
+    ObjectKey notifier;
+    std::string notifier_uid;
+    ObjectKey object;  // what it is about
+    std::string object_uid;
+    std::string reason;     // api/notices.h
+    std::string type;       // "Normal" | "Warning"
+    std::string message;    // scrubbed (ScrubbingStore scrubs the status it came from)
+    std::string task_json;  // an AgentTask's {"phase","worker","usage","durationSeconds"}, or ""
+    int64_t time_ms = 0;    // when the change was committed, Unix ms
+    int64_t due_ms = 0;     // the next attempt's time
+    int64_t attempts = 0;   // failed so far
+    std::string last_error;
+  };
+  struct NotificationCount {
+    std::string notifier_uid;
+    int64_t pending = 0;
+    int64_t dropped = 0;  // ever, by the bound
+  };
+  // Due at `now_ms`, by due time; at most `limit` (0: all).
+  virtual StatusOr<std::vector<Notification>> ListDueNotifications(int64_t now_ms, int limit) {
+    (void)now_ms;
+    (void)limit;
+    return api::UnimplementedError("this store keeps no notifications");
+  }
+  // Delivered (or given up: its Notifier is gone): removes it. Absent is OK.
+  virtual Status FinishNotification(int64_t id) {
+    (void)id;
+    return api::UnimplementedError("this store keeps no notifications");
+  }
+  // Failed: records the attempt and when to try again. Absent is OK.
+  virtual Status RetryNotification(int64_t id, int64_t attempts, int64_t due_ms,
+                                   const std::string& error) {
+    (void)id;
+    (void)attempts;
+    (void)due_ms;
+    (void)error;
+    return api::UnimplementedError("this store keeps no notifications");
+  }
+  // Per Notifier uid with pending or dropped notifications, by uid.
+  virtual StatusOr<std::vector<NotificationCount>> NotificationCounts() {
+    return api::UnimplementedError("this store keeps no notifications");
   }
 
   // ---- copying a whole store (sbxctl migrate; store_copy.h) ---------------------------------

@@ -72,6 +72,11 @@ class CountingSink final : public StoreSink {
     RETURN_IF_ERROR(CheckImportedKey(record.task, "the task of a usage record"));
     return next_ != nullptr ? next_->PutUsage(record) : OkStatus();
   }
+  Status PutAudit(const Store::AuditRecord& record) override {
+    ++counts_.audit_records;
+    RETURN_IF_ERROR(CheckImportedKey(record.object, "the object of an audit record"));
+    return next_ != nullptr ? next_->PutAudit(record) : OkStatus();
+  }
 
  private:
   StoreSink* next_;
@@ -88,6 +93,8 @@ std::string FormatCopyCounts(const CopyCounts& c) {
          Counted(c.task_log_lines, "line", "lines") + "), " +
          Counted(c.artifacts, "artifact", "artifacts") +
          (c.usage_records > 0 ? ", " + Counted(c.usage_records, "usage record", "usage records")
+                              : "") +
+         (c.audit_records > 0 ? ", " + Counted(c.audit_records, "audit record", "audit records")
                               : "");
 }
 
@@ -160,6 +167,9 @@ Status CheckEmptyForImport(std::string_view database, const CopyCounts& held) {
   }
   if (held.usage_records > 0) {
     what.push_back(Counted(held.usage_records, "usage record", "usage records"));
+  }
+  if (held.audit_records > 0) {
+    what.push_back(Counted(held.audit_records, "audit record", "audit records"));
   }
   if (what.empty()) {
     return OkStatus();

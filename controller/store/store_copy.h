@@ -44,8 +44,9 @@ struct StoredTaskLog {
 };
 
 // Receives a store's records. Store::ExportTo calls Revision once, first; then the objects, the
-// inventory, the events (oldest first), the task logs, the usage records and the artifacts (one
-// at a time, with their content). Any error stops the export and is returned by ExportTo.
+// inventory, the events (oldest first), the task logs, the usage records, the audit records
+// (oldest first, ids and times kept) and the artifacts (one at a time, with their content). Any
+// error stops the export and is returned by ExportTo.
 class StoreSink {
  public:
   virtual ~StoreSink() = default;
@@ -57,6 +58,7 @@ class StoreSink {
   virtual Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
                              const Store::Artifact& artifact) = 0;
   virtual Status PutUsage(const Store::UsageRecord& record) = 0;
+  virtual Status PutAudit(const Store::AuditRecord& record) = 0;
 };
 
 // What a copy copied.
@@ -68,11 +70,12 @@ struct CopyCounts {
   int64_t task_log_lines = 0;
   int64_t artifacts = 0;
   int64_t usage_records = 0;
+  int64_t audit_records = 0;
   int64_t revision = 0;  // the source's revision
 };
 
 // "120 objects, 80 inventory records, 340 events, 12 task logs (4,100 lines), 3 artifacts" and,
-// when there are some, ", 50 usage records".
+// when there are some, ", 50 usage records" and ", 7 audit records".
 std::string FormatCopyCounts(const CopyCounts& counts);
 
 struct CopyOptions {

@@ -2,6 +2,8 @@
 // and every verb run with SBX_SERVER/SBX_TOKEN (or a context) prints what the same verb prints
 // on the local file. sbxd runs as a standby (the test holds the leader lease), so it serves the
 // API without reconciling, and nothing changes the objects between the two runs compared.
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "tests/e2e/sbxctl_fixture.h"
@@ -47,7 +49,9 @@ class SbxctlServerTest : public SbxctlTest {
                     "--metrics-addr",
                     "",
                     "--lease-duration",
-                    "3s"};
+                    "3s",
+                    "--audit-log",
+                    (dir_ / "audit.jsonl").string()};
     options.env = {{"HOME", dir_.string()}};
     options.stdout_path = dir_ / "sbxd.out";
     options.stderr_path = dir_ / "sbxd.err";
@@ -159,6 +163,44 @@ TEST_F(SbxctlServerTest, AViewerTokenReadsButCannotWrite) {
   const Result wrong = Remote({"get", "sb"}, "not-a-token-of-this-server");
   EXPECT_EQ(wrong.exit_code, 1);
   EXPECT_NE(wrong.err.find("bearer token"), std::string::npos) << wrong.err;
+}
+
+// DESIGN §8.3: a write through the server is audited as its token, a write on the local file as
+// the local user; `sbxctl audit` reads both, the server refuses it to a non-admin token, and
+// sbxd --audit-log copies every record to its file as JSON lines (a standby sbxd too).
+TEST_F(SbxctlServerTest, WritesOfBothSurfacesAreAuditedAndCopiedToTheAuditLogFile) {
+  ASSERT_EQ(Remote({"apply", "-f", (dir_ / "box.yaml").string()}).exit_code, 0);
+  ASSERT_EQ(Local({"label", "sandbox/box", "team=a"}).exit_code, 0);
+  EXPECT_EQ(Remote({"delete", "sandbox/box"}, kViewerToken).exit_code, 1);
+  const Result audit = Local({"audit"});
+  ASSERT_EQ(audit.exit_code, 0) << audit.err;
+  const std::regex row(
+      R"(\S+\s+ci\s+editor\s+apply\s+default\s+sandbox/box\s+created\s+\S+\s+api)");
+  EXPECT_TRUE(std::regex_search(audit.out, row)) << audit.out;
+  EXPECT_TRUE(std::regex_search(
+      audit.out, std::regex(R"(local\s+label\s+default\s+sandbox/box\s+configured\s+\S+\s+cli)")))
+      << audit.out;
+  EXPECT_TRUE(std::regex_search(
+      audit.out, std::regex(R"(pr\s+viewer\s+delete\s+default\s+sandbox/box\s+PERMISSION_DENIED)")))
+      << audit.out;
+  const Result mine = Local({"audit", "--actor", "pr", "-o", "json"});
+  ASSERT_EQ(mine.exit_code, 0) << mine.err;
+  EXPECT_EQ(nlohmann::json::parse(mine.out)["items"].size(), 1u) << mine.out;
+  EXPECT_EQ(Local({"audit", "--since", "nonsense"}).exit_code, 1);
+  const Result refused = Remote({"audit"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("needs the admin role"), std::string::npos) << refused.err;
+
+  // Four records (the apply made two: the sandbox and the worker), each a line of the file.
+  std::string lines;
+  EXPECT_TRUE(sbx::testing::PollUntil(
+      [&] {
+        lines = ReadAll(dir_ / "audit.jsonl");
+        return std::count(lines.begin(), lines.end(), '\n') == 4;
+      },
+      sbx::testing::In(std::chrono::seconds(20))))
+      << lines;
+  EXPECT_NE(lines.find(R"("result":"PERMISSION_DENIED")"), std::string::npos) << lines;
 }
 
 TEST_F(SbxctlServerTest, ContextsInTheConfigFileSelectTheServer) {

@@ -61,7 +61,10 @@ class ApiServer::Impl {
 
   std::optional<Caller> Authenticate(const HttpRequest& req) const;
 
-  static bool Allowed(HttpExchange& x, const Caller& caller, Role needed, std::string_view what);
+  // Whether the caller's role is at least `needed`; if not, answers 403 and audits the refusal
+  // of `verb` (what the caller tried) on each of `keys`.
+  bool Allowed(HttpExchange& x, const Caller& caller, Role needed, std::string_view verb,
+               const std::vector<api::ObjectKey>& keys = {});
 
   void Route(HttpExchange& x, const Caller& caller, const std::vector<std::string>& rest);
 
@@ -101,6 +104,14 @@ class ApiServer::Impl {
 
   void Audit(const Caller& caller, const api::ObjectKey& key, std::string reason,
              const std::string& what);
+  // Who the caller is, for the audit log (the store writes the records with the write).
+  static WriteAudit WriteBy(const Caller& caller, std::string verb);
+  // An audit record of something that is not an object write (a refusal, an exec), best effort.
+  void AppendAudit(const Caller& caller, std::string verb, const api::ObjectKey& key,
+                   std::string result);
+
+  // GET audit (admin): ?afterId, ?sinceMs, ?actor, ?limit.
+  void AuditLog(HttpExchange& x);
 
   void Apply(HttpExchange& x, const Caller& caller);
 

@@ -6,7 +6,8 @@
 // A template over the store (SqliteStore or PostgresStore, which befriend it), called with the
 // store's mutex held inside its object write transaction, the revision read there. It uses of
 // the store: ReadRow, InsertRow, UpdateRow, DeleteRow, AppendChange, Now, NewUid, and
-// Query/CopyRow/kParam as internal/store_copier.h does.
+// Query/CopyRow/kParam as internal/store_copier.h does. An audited write (WriteAudit) appends
+// its audit records (internal/audit_log.h) in the same transaction.
 //
 // Thread-safety: as the store's methods that call it. Module-private to controller/store.
 #pragma once
@@ -19,6 +20,8 @@
 #include <vector>
 
 #include "api/codec.h"
+#include "controller/store/internal/audit_log.h"
+#include "controller/store/internal/notification_outbox.h"
 #include "controller/store/internal/object_row.h"
 #include "controller/store/store.h"
 
@@ -86,8 +89,9 @@ template <typename Db>
 class ObjectWrites {
  public:
   // Apply's rows: creates, configures, or leaves each wanted object, then prunes the applyset's
-  // other members; each change takes the next revision from `revision`. The caller commits (or,
-  // for a dry run, rolls back) and stores `revision`.
+  // other members; each change takes the next revision from `revision`, and with
+  // options.audit its audit record. The caller commits (or, for a dry run, rolls back) and
+  // stores `revision`.
   static StatusOr<std::vector<ApplyResult>> Apply(Db& db, const std::string& database,
                                                   ApplyPlan& plan, const ApplyOptions& options,
                                                   int64_t& revision) {
@@ -126,6 +130,7 @@ class ObjectWrites {
         RETURN_IF_ERROR(
             db.AppendChange(row.resource_version, Store::ChangeType::kAdded, row.key, &row));
         result.action = ApplyAction::kCreated;
+        RETURN_IF_ERROR(Audit(db, options.audit, "", row.key, 0, row, "created"));
       } else {
         row = std::move(*existing);
         if (!row.deletion_timestamp.empty()) {
@@ -137,6 +142,7 @@ class ObjectWrites {
         const bool meta_changed = row.labels != w.labels || row.annotations != w.annotations;
         const bool applyset_changed = !options.applyset.empty() && row.applyset != options.applyset;
         if (spec_changed || meta_changed) {
+          const int64_t before = row.resource_version;
           if (spec_changed) {
             ++row.generation;
           }
@@ -152,6 +158,7 @@ class ObjectWrites {
           RETURN_IF_ERROR(
               db.AppendChange(row.resource_version, Store::ChangeType::kModified, row.key, &row));
           result.action = ApplyAction::kConfigured;
+          RETURN_IF_ERROR(Audit(db, options.audit, "", row.key, before, row, "configured"));
         } else {
           if (applyset_changed) {
             // Membership is bookkeeping of ours, not part of the object: no revision, no change.
@@ -165,22 +172,28 @@ class ObjectWrites {
       results.push_back(std::move(result));
     }
     if (options.prune) {
-      RETURN_IF_ERROR(Prune(db, database, plan.keys, options.applyset, revision, results));
+      RETURN_IF_ERROR(Prune(db, database, plan.keys, options, revision, results));
     }
     return results;
   }
 
   // UpdateStatus's row: kNotFound, kAborted unless `object` was read at the stored
   // resourceVersion; a new status takes the next revision from `revision` (an unchanged one
-  // writes nothing). Returns the row as it now is.
-  static StatusOr<ObjectRow> UpdateStatus(Db& db, const Object& object, std::string status,
-                                          int64_t& revision) {
+  // writes nothing), and the notifications its change causes (api/notices.h) go into the outbox
+  // in the same transaction (notification_outbox.h). Returns the row as it now is.
+  static StatusOr<ObjectRow> UpdateStatus(Db& db, const std::string& database, const Object& object,
+                                          std::string status, int64_t& revision) {
     const ObjectKey key = api::KeyOf(object);
     ASSIGN_OR_RETURN(ObjectRow row, ReadForUpdate(db, key));
     RETURN_IF_ERROR(
         CheckUnchangedSince("status", key, object.metadata.resource_version, row.resource_version));
     if (row.status == status) {
       return row;
+    }
+    if (api::MayNotice(object)) {
+      ASSIGN_OR_RETURN(const Object before, RowToObject(database, row));
+      RETURN_IF_ERROR(
+          NotificationOutbox<Db>::Record(db, database, object, api::NoticesOf(before, object)));
     }
     row.status = std::move(status);
     row.resource_version = ++revision;
@@ -227,10 +240,15 @@ class ObjectWrites {
     return row;
   }
 
-  // Delete(key): kNotFound, else Delete of its row.
-  static StatusOr<DeleteOutcome> Delete(Db& db, const ObjectKey& key, int64_t& revision) {
+  // Delete(key): kNotFound, else Delete of its row, audited with `audit` when set (an object
+  // already being deleted is not written, so not audited).
+  static StatusOr<DeleteOutcome> Delete(Db& db, const ObjectKey& key,
+                                        const std::optional<WriteAudit>& audit, int64_t& revision) {
     ASSIGN_OR_RETURN(ObjectRow row, ReadForUpdate(db, key));
-    return Delete(db, row, revision);
+    const int64_t before = row.resource_version;
+    ASSIGN_OR_RETURN(DeleteOutcome outcome, Delete(db, row, revision));
+    RETURN_IF_ERROR(AuditDelete(db, audit, "", row, before, outcome));
+    return outcome;
   }
 
   // Delete's semantics, shared by Delete, prune and finalizer removal: an object with
@@ -267,10 +285,35 @@ class ObjectWrites {
     return std::move(*row);
   }
 
-  // Deletes the members of `applyset` not in `keep` (in key order), appending their results.
+  // With `who` set, appends the audit record of a write that left `row` as it is now (`before`:
+  // its resourceVersion before, 0 if it did not exist); `verb` "" is who.verb.
+  static Status Audit(Db& db, const std::optional<WriteAudit>& who, std::string_view verb,
+                      const ObjectKey& key, int64_t before, const ObjectRow& row,
+                      std::string result) {
+    if (!who) {
+      return api::OkStatus();
+    }
+    return AuditLog<Db>::Insert(
+        db, AuditOfWrite(*who, verb.empty() ? who->verb : std::string(verb), key, before,
+                         row.resource_version, std::move(result), row.spec));
+  }
+  // Audit of a Delete's `outcome` (nothing for kAlreadyDeleting: nothing was written).
+  static Status AuditDelete(Db& db, const std::optional<WriteAudit>& who, std::string_view verb,
+                            const ObjectRow& row, int64_t before, DeleteOutcome outcome) {
+    if (!who || outcome == DeleteOutcome::kAlreadyDeleting) {
+      return api::OkStatus();
+    }
+    const bool gone = outcome == DeleteOutcome::kDeleted;
+    return AuditLog<Db>::Insert(db, AuditOfWrite(*who, verb.empty() ? who->verb : std::string(verb),
+                                                 row.key, before, gone ? 0 : row.resource_version,
+                                                 gone ? "deleted" : "marked-for-deletion", ""));
+  }
+
+  // Deletes the members of the applyset not in `keep` (in key order), appending their results.
   static Status Prune(Db& db, const std::string& database, const std::set<ObjectKey>& keep,
-                      const std::string& applyset, int64_t& revision,
+                      const ApplyOptions& options, int64_t& revision,
                       std::vector<ApplyResult>& results) {
+    const std::string& applyset = options.applyset;
     std::vector<ObjectKey> members;
     RETURN_IF_ERROR(db.Query(
         "SELECT kind, namespace, name FROM objects WHERE applyset = " + std::string(1, Db::kParam) +
@@ -296,8 +339,9 @@ class ObjectWrites {
       ApplyResult result;
       result.key = key;
       result.action = ApplyAction::kPruned;
+      const int64_t before = row->resource_version;
       ASSIGN_OR_RETURN(DeleteOutcome outcome, Delete(db, *row, revision));
-      (void)outcome;
+      RETURN_IF_ERROR(AuditDelete(db, options.audit, "prune", *row, before, outcome));
       ASSIGN_OR_RETURN(result.object, RowToObject(database, *row));
       results.push_back(std::move(result));
     }

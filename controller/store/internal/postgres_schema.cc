@@ -1,5 +1,7 @@
 #include "controller/store/internal/postgres_schema.h"
 
+#include "controller/store/internal/audit_log.h"
+#include "controller/store/internal/notification_outbox.h"
 #include "controller/store/internal/task_slots.h"
 #include "controller/store/internal/usage_ledger.h"
 
@@ -126,6 +128,10 @@ ALTER TABLE changes ADD COLUMN wake_hint INTEGER NOT NULL DEFAULT 0;
     kUsageLedgerTable,
     // 5: task slots (Store::AcquireTaskSlot, limits.maxConcurrentTasks).
     kTaskSlotsTable,
+    // 6: the audit log (Store::AppendAudit, ListAudit; DESIGN §8.3).
+    kAuditTable,
+    // 7: the notification outbox (DESIGN §8.3; internal/notification_outbox.h).
+    kNotificationTables,
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "controller/store/internal/sqlite_schema.h"
 
+#include "controller/store/internal/audit_log.h"
+#include "controller/store/internal/notification_outbox.h"
 #include "controller/store/internal/task_slots.h"
 #include "controller/store/internal/usage_ledger.h"
 
@@ -151,6 +153,10 @@ ALTER TABLE changes ADD COLUMN wake_hint INTEGER NOT NULL DEFAULT 0;
     kUsageLedgerTable,
     // 7: task slots (Store::AcquireTaskSlot, limits.maxConcurrentTasks).
     kTaskSlotsTable,
+    // 8: the audit log (Store::AppendAudit, ListAudit; DESIGN §8.3).
+    kAuditTable,
+    // 9: the notification outbox (DESIGN §8.3; internal/notification_outbox.h).
+    kNotificationTables,
 };
 
 }  // namespace

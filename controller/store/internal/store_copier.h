@@ -12,6 +12,7 @@
 //   InsertRow, InsertInventory, InsertEvent, InsertTaskLogHead, InsertTaskLogEntry,
 //   InsertArtifact                         the normal paths' INSERTs, without their upserts
 //   UsageLedger<Db>                        the usage ledger's rows (usage_ledger.h)
+//   AuditLog<Db>                           the audit log's rows (audit_log.h)
 //
 // Thread-safety: as the store's methods that call it. Module-private to controller/store.
 #pragma once
@@ -21,6 +22,7 @@
 #include <string>
 #include <utility>
 
+#include "controller/store/internal/audit_log.h"
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/store_rows.h"
@@ -81,6 +83,8 @@ class StoreCopier {
         }));
     RETURN_IF_ERROR(UsageLedger<Db>::ForEach(
         db, database, [&](const Store::UsageRecord& r) { return sink.PutUsage(r); }));
+    RETURN_IF_ERROR(AuditLog<Db>::ForEach(
+        db, database, [&](const Store::AuditRecord& r) { return sink.PutAudit(r); }));
     // The keys first, then one artifact's content at a time: a task may have 16 MiB of
     // artifacts, and libpq holds a whole result in memory.
     return db.Query(
@@ -119,7 +123,8 @@ class StoreCopier {
           std::pair{"task_log_heads", &CopyCounts::task_logs},
           std::pair{"task_log", &CopyCounts::task_log_lines},
           std::pair{"artifacts", &CopyCounts::artifacts},
-          std::pair{"usage_records", &CopyCounts::usage_records}}) {
+          std::pair{"usage_records", &CopyCounts::usage_records},
+          std::pair{"audit", &CopyCounts::audit_records}}) {
       // Not a structured binding: a lambda may not capture one (C++20 as clang-tidy reads it).
       int64_t CopyCounts::*field = counted.second;
       RETURN_IF_ERROR(db.Query(std::string("SELECT count(*) FROM ") + counted.first, {},
@@ -172,6 +177,9 @@ class StoreCopier {
     }
     Status PutUsage(const Store::UsageRecord& record) override {
       return UsageLedger<Db>::Insert(db_, record, "");
+    }
+    Status PutAudit(const Store::AuditRecord& record) override {
+      return AuditLog<Db>::Import(db_, record);
     }
 
    private:

@@ -448,6 +448,68 @@ TEST_F(ApiServerTest, EveryMutationIsAnEventNamingTheToken) {
   EXPECT_EQ(exec_events.body.find("secret-argument"), std::string::npos);  // only the program
 }
 
+// DESIGN §8.3: every write through the API is one audit record naming the token, its role and
+// the result, in the write's transaction; a refused write is recorded too; the log has no
+// secret and no body (only the spec's digest); only an admin reads it, through HttpStore too.
+TEST_F(ApiServerTest, EveryWriteAndRefusalIsAnAuditRecordThatOnlyAnAdminReads) {
+  const std::string audit = std::string(kPrefix) + "/audit";
+  ASSERT_EQ(Call("POST", std::string(kPrefix) + "/apply", kEditor, ApplyBody("a.yaml", kNewSandbox))
+                .status,
+            200);
+  ASSERT_EQ(Call("POST", std::string(kPrefix) + "/apply", kViewer,
+                 ApplyBody("b.yaml", Replace(kNewSandbox, "fresh", "other")))
+                .status,
+            403);
+  ASSERT_EQ(
+      Call("DELETE", std::string(kPrefix) + "/namespaces/default/sandboxes/fresh", kEditor).status,
+      200);
+  ASSERT_EQ(Call("POST", std::string(kPrefix) + "/namespaces/default/sandboxes/box/exec", kAdmin,
+                 R"({"command":["/bin/echo","secret-argument"]})")
+                .status,
+            200);
+  ASSERT_EQ(Call("POST", std::string(kPrefix) + "/namespaces/default/sandboxes/box/exec", kEditor,
+                 R"({"command":["/bin/true"]})")
+                .status,
+            403);
+
+  EXPECT_EQ(Call("GET", audit, kViewer).status, 403);
+  EXPECT_EQ(Call("GET", audit, kEditor).status, 403);
+  auto read = Call("GET", audit, kAdmin);
+  ASSERT_EQ(read.status, 200) << read.body;
+  EXPECT_EQ(read.body.find("secret-argument"), std::string::npos);
+  EXPECT_EQ(read.body.find("displayName"), std::string::npos);  // no manifest body
+  auto records = apiwire::DecodeAudit(read.body);
+  ASSERT_TRUE(records.ok()) << records.status();
+  std::vector<std::string> got;
+  for (const Store::AuditRecord& r : *records) {
+    got.push_back(r.actor + " " + r.role + " " + r.verb + " " + r.object.name + " " + r.result +
+                  " " + r.source);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "ci-editor editor apply fresh created api",
+                     "ci-viewer viewer apply other PERMISSION_DENIED api",
+                     "ci-editor editor delete fresh deleted api", "alice admin exec box ok api",
+                     "ci-editor editor exec box PERMISSION_DENIED api",
+                     // the admin's refused read of the audit log names no object, so it is not
+                     // a record; the two refused reads above are not either
+                 }));
+  EXPECT_EQ(records->at(0).spec_digest.rfind("sha256:", 0), 0u);
+  // Filters, and the same through HttpStore (sbxctl audit --context …).
+  auto transport = http::MakeCppRestTransport();
+  auto streaming = http::MakeCppRestStreamingTransport();
+  apiclient::HttpStore admin(*transport, *streaming, {Url(), kAdmin});
+  auto editor_only = admin.ListAudit({.actor = "ci-editor"});
+  ASSERT_TRUE(editor_only.ok()) << editor_only.status();
+  EXPECT_EQ(editor_only->size(), 3u);
+  auto after = admin.ListAudit({.after_id = records->at(3).id});
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ(after->front().verb, "exec");
+  apiclient::HttpStore editor(*transport, *streaming, {Url(), kEditor});
+  EXPECT_EQ(editor.ListAudit({}).status().code(), api::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Call("GET", audit + "?limit=x", kAdmin).status, 422);  // InvalidArgument
+}
+
 // The 413 is sent as soon as the head announces too many bytes, while the client is still
 // writing them: the server must read and drop the rest before it closes, or the reset destroys
 // the answer (the client saw "Failed to write request body"). 4 MiB against a 64 KiB bound makes

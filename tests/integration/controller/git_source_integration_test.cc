@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/notification_receiver.h"
 #include "tests/support/process.h"
 #include "tests/support/sbxd_harness.h"
 
@@ -109,9 +110,10 @@ class GitSourceTest : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 
-  void StartSbxd() {
-    auto p = harness_.StartSbxd("sbxd", {"--git-allow-file-urls"});
+  void StartSbxd(const std::string& log_name = "sbxd") {
+    auto p = harness_.StartSbxd(log_name, {"--git-allow-file-urls"});
     ASSERT_TRUE(p.ok()) << p.status();
+    sbxd_ = *p;
   }
 
   json Source(const std::string& name) { return harness_.Get("gitsource", name); }
@@ -146,6 +148,7 @@ class GitSourceTest : public ::testing::Test {
   SbxdHarness harness_;
   fs::path remote_;
   fs::path work_;
+  sbx::testing::Process* sbxd_ = nullptr;  // the last started; owned by the harness
 };
 
 TEST_F(GitSourceTest, CommitEditBrokenCommitRevertDeletedFileAndDeletionWithoutPrune) {
@@ -268,6 +271,80 @@ TEST_F(GitSourceTest, DeletionWithPruneDeletesItsObjectsAndOtherNamespacesAreRef
   EXPECT_TRUE(PollUntil([&] { return !Exists("gitsource", "apps"); }, In(kSync)));
   EXPECT_TRUE(PollUntil([&] { return !Exists("workspace", "alpha"); }, In(kSync)))
       << "prune: true did not delete the GitSource's objects";
+}
+
+// DESIGN §8.3 end to end: a broken commit is one GitSourceFailed notification, committed with the
+// status that says so; sbxd is killed -9 while the receiver refuses it, and the next sbxd delivers
+// it, signed, under the same webhook-id — the receiver keeps exactly one. The GitSource's writes
+// are in the audit log under the commit.
+TEST_F(GitSourceTest, ABrokenCommitIsNotifiedOnceThoughSbxdIsKilledBeforeItIsDelivered) {
+  const std::string secret = "whsec_Z2l0LXNvdXJjZS1ub3RpZmllci1pdGVzdA==";
+  sbx::testing::NotificationReceiver receiver(secret);
+  const std::string url = receiver.Start();
+  receiver.AnswerWith(503);
+  harness_.SetEnv("SBX_SECRET_DEFAULT_HOOK", url);
+  harness_.SetEnv("SBX_SECRET_DEFAULT_SIGNING", secret);
+  RunResult applied =
+      harness_.Apply("notifier",
+                     "apiVersion: sbx.dev/v1alpha1\nkind: Notifier\nmetadata:\n  name: alerts\n"
+                     "spec:\n  type: webhook\n  urlFrom: {env: SBX_SECRET_DEFAULT_HOOK}\n"
+                     "  signingSecretFrom: {env: SBX_SECRET_DEFAULT_SIGNING}\n"
+                     "  events: [GitSourceFailed]\n");
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  WriteRepoFile("deploy/alpha.yaml", Workspace("alpha", "1"));
+  const std::string good = CommitAndPush("alpha");
+  StartSbxd();
+  ApplySource("apps", /*prune=*/false);
+  ASSERT_TRUE(WaitApplied("apps", good));
+  EXPECT_TRUE(receiver.deliveries().empty());  // Ready=True tells nothing
+
+  WriteRepoFile("deploy/broken.yaml", "kind: Nonsense\n");
+  const std::string broken = CommitAndPush("broken");
+  ASSERT_TRUE(
+      PollUntil([&] { return !receiver.deliveries().empty(); }, In(kSync), milliseconds(100)));
+  ASSERT_NE(sbxd_, nullptr);
+  sbxd_->Kill();  // after the commit of the notification, before its delivery
+  receiver.AnswerWith(200);
+  StartSbxd("sbxd-2");
+  ASSERT_TRUE(
+      PollUntil([&] { return receiver.Accepted().size() == 1; }, In(kSync), milliseconds(100)))
+      << receiver.deliveries().size() << " attempts";
+  const auto all = receiver.deliveries();
+  for (const auto& d : all) {
+    EXPECT_EQ(d.webhook_id, all.front().webhook_id);
+    EXPECT_TRUE(d.signature_ok) << d.signature;
+  }
+  const json body = json::parse(receiver.Accepted().front().body);
+  EXPECT_EQ(body["reason"], "GitSourceFailed");
+  EXPECT_EQ(body["object"]["kind"], "GitSource");
+  EXPECT_EQ(body["object"]["name"], "apps");
+  EXPECT_THAT(body["message"].get<std::string>(), HasSubstr(broken));
+  json notifier;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        notifier = harness_.Get("notifier", "alerts");
+        return notifier.is_object() && notifier["status"].value("delivered", 0) == 1 &&
+               notifier["status"].value("pending", 0) == 0;  // 0 is left out
+      },
+      In(kSync), milliseconds(100)))
+      << notifier.dump(2);
+  EXPECT_EQ(ConditionOf(notifier, "Ready").first, "True");
+
+  // The audit log names the commit that created alpha.
+  const RunResult audit = harness_.Sbxctl({"audit", "-o", "json"});
+  ASSERT_EQ(audit.exit_code, 0) << audit.err;
+  bool found = false;
+  const json records = json::parse(audit.out);
+  for (const json& r : records["items"]) {
+    if (r["object"]["name"] == "alpha") {
+      found = true;
+      EXPECT_EQ(r["actor"], "git:" + good);
+      EXPECT_EQ(r["role"], "gitops");
+      EXPECT_EQ(r["source"], "gitsource/default/apps");
+      EXPECT_EQ(r["result"], "created");
+    }
+  }
+  EXPECT_TRUE(found) << audit.out;
 }
 
 }  // namespace

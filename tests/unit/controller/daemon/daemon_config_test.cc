@@ -67,6 +67,24 @@ TEST(DaemonConfigTest, ABadDurationNamesItsFlag) {
   EXPECT_THAT(ErrorOf(f), StartsWith("--log-level: "));
 }
 
+TEST(DaemonConfigTest, AuditRetentionCountsInDaysAndZeroKeepsForever) {
+  api::StatusOr<DaemonConfig> c = ResolveConfig(Flags(), {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->audit_retention, std::chrono::hours(24 * 90));  // the default, DESIGN §8.3
+  EXPECT_EQ(c->audit_log, "");
+  DaemonFlags f = Flags();
+  f.audit_retention = "365d";
+  f.audit_log = "/var/log/sbx/audit.jsonl";
+  c = ResolveConfig(f, {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->audit_retention, std::chrono::hours(24 * 365));
+  EXPECT_EQ(c->audit_log, "/var/log/sbx/audit.jsonl");
+  f.audit_retention = "0";
+  EXPECT_EQ(ResolveConfig(f, {})->audit_retention.count(), 0);
+  f.audit_retention = "9x";
+  EXPECT_THAT(ErrorOf(f), StartsWith("--audit-retention: "));
+}
+
 TEST(DaemonConfigTest, TheApiIsServedInClearTextOnlyOnLoopbackAndNeverWithoutTokens) {
   DaemonFlags f = Flags();
   f.tokens_file = "/etc/sbx/tokens";

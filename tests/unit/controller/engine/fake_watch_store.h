@@ -118,7 +118,10 @@ class FakeWatchStore final : public Store {
     cv_.notify_all();
     return it->second;
   }
-  StatusOr<DeleteOutcome> Delete(const ObjectKey&) override { return Unimplemented(); }
+  using Store::Delete;
+  StatusOr<DeleteOutcome> Delete(const ObjectKey&, const DeleteOptions&) override {
+    return Unimplemented();
+  }
   Status RecordEvent(const Event&) override { return Unimplemented(); }
   StatusOr<std::vector<Event>> ListEvents(const std::optional<ObjectKey>&) override {
     return Unimplemented();

@@ -181,6 +181,19 @@ class StoreCopyTest : public ::testing::TestWithParam<Pair> {
     usage.finished_at_ms = 2'000;
     usage.task_finished = true;
     ASSERT_TRUE(from_->RecordUsage(usage).ok());
+    // Two audit records (DESIGN §8.3), 5 s apart.
+    Store::AuditRecord exec;
+    exec.actor = "root";
+    exec.role = "admin";
+    exec.verb = "exec";
+    exec.object = t_key;
+    exec.result = "ok";
+    exec.source = "api";
+    ASSERT_TRUE(from_->AppendAudit(exec).ok());
+    clock_.Advance(std::chrono::seconds(5));
+    exec.verb = "delete";
+    exec.result = "NOT_FOUND";
+    ASSERT_TRUE(from_->AppendAudit(exec).ok());
 
     // An sbxd that ran on the source and has since stopped: its lease is expired.
     ASSERT_TRUE(from_->TryAcquireLease("sbxd", "host-1/pid-7", std::chrono::seconds(10)).ok());
@@ -270,6 +283,22 @@ class StoreCopyTest : public ::testing::TestWithParam<Pair> {
     // The period bound: only the first attempt ended before 1.5 s.
     EXPECT_EQ(*to_->SumUsage("default/ws", 0, 1'500), (api::UsageSum{100, 40, 50, 10, 0, 0}));
 
+    auto f_audit = from_->ListAudit({});
+    auto t_audit = to_->ListAudit({});
+    ASSERT_TRUE(f_audit.ok() && t_audit.ok());
+    ASSERT_EQ(f_audit->size(), 2u);
+    ASSERT_EQ(f_audit->size(), t_audit->size());
+    for (size_t i = 0; i < f_audit->size(); ++i) {
+      const Store::AuditRecord& f = (*f_audit)[i];
+      const Store::AuditRecord& t = (*t_audit)[i];
+      EXPECT_EQ(f.id, t.id);
+      EXPECT_EQ(f.time_ms, t.time_ms);
+      EXPECT_EQ(f.actor, t.actor);
+      EXPECT_EQ(f.verb, t.verb);
+      EXPECT_EQ(f.object, t.object);
+      EXPECT_EQ(f.result, t.result);
+    }
+
     auto f_artifacts = from_->ListArtifacts(task_uid_);
     auto t_artifacts = to_->ListArtifacts(task_uid_);
     ASSERT_TRUE(f_artifacts.ok() && t_artifacts.ok());
@@ -306,9 +335,10 @@ TEST_P(StoreCopyTest, CopiesEverythingWithItsIdentity) {
   EXPECT_EQ(counts->events, 2);
   EXPECT_EQ(counts->task_logs, 2);
   EXPECT_EQ(counts->artifacts, 2);
-  EXPECT_EQ(FormatCopyCounts(*counts), "6 objects, 4 inventory records, 2 events, 2 task logs (" +
-                                           std::to_string(counts->task_log_lines) +
-                                           " lines), 2 artifacts, 2 usage records");
+  EXPECT_EQ(FormatCopyCounts(*counts),
+            "6 objects, 4 inventory records, 2 events, 2 task logs (" +
+                std::to_string(counts->task_log_lines) +
+                " lines), 2 artifacts, 2 usage records, 2 audit records");
   ExpectSameStores();
   // Leases stay behind: the new store has no controller yet.
   auto lease = to_->GetLease("sbxd");
@@ -345,8 +375,15 @@ TEST_P(StoreCopyTest, TheCopyWorksAsAStoreAfterwards) {
   ApplyOptions prune;
   prune.applyset = "gitops";
   prune.prune = true;
+  prune.audit = WriteAudit{"alice", "local", "apply", "cli"};
   auto pruned = to_->Apply({MustGet(*to_, {Kind::kWorkspace, "default", "ws"})}, prune);
   ASSERT_TRUE(pruned.ok()) << pruned.status();
+  // The audit log continues after the copied records.
+  auto audit = to_->ListAudit({.after_id = 2});
+  ASSERT_TRUE(audit.ok()) << audit.status();
+  ASSERT_EQ(audit->size(), 1u);
+  EXPECT_EQ(audit->front().id, 3);
+  EXPECT_EQ(audit->front().verb, "prune");
   EXPECT_EQ(to_->Get({Kind::kSandbox, "default", "a"}).status().code(), StatusCode::kNotFound);
 
   // The sandbox being deleted finishes its deletion in the copy once its finalizer goes.
@@ -421,6 +458,7 @@ TEST_P(StoreCopyTest, AFailureMidImportLeavesTheDestinationEmpty) {
     Status PutEvent(const Store::Event& e) override { return next_.PutEvent(e); }
     Status PutTaskLog(const StoredTaskLog& l) override { return next_.PutTaskLog(l); }
     Status PutUsage(const Store::UsageRecord& r) override { return next_.PutUsage(r); }
+    Status PutAudit(const Store::AuditRecord& r) override { return next_.PutAudit(r); }
     Status PutArtifact(const ObjectKey&, const std::string&, const Store::Artifact&) override {
       return api::UnavailableError("source went away");
     }
