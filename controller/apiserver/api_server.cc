@@ -97,7 +97,7 @@ void ApiServer::Impl::Route(HttpExchange& x, const Caller& caller,
     if (method != "POST") {
       return bad_method();
     }
-    Apply(x, caller);  // checks the role once it knows the objects, to audit a refusal
+    Apply(x, caller);  // checks the role itself, to audit a refusal with the objects named
     return;
   }
   if (rest.size() == 1 && rest[0] == "audit") {
@@ -314,6 +314,24 @@ void ApiServer::Impl::AuditLog(HttpExchange& x) {
 
 void ApiServer::Impl::Apply(HttpExchange& x, const Caller& caller) {
   auto request = DecodeApplyRequest(x.request().body);
+  if (caller.role < Role::kEditor) {
+    // Refused before anything else is checked (Kubernetes authorizes before it decodes); the
+    // objects the request names, as far as their text decodes, are audited as refused.
+    std::vector<api::ObjectKey> named;
+    if (request.ok()) {
+      std::vector<api::Manifest> manifests;
+      std::vector<std::string> errors;
+      for (const ManifestFile& f : request->manifests) {
+        api::DecodeManifestText(f.content, f.file, manifests, errors);
+      }
+      named.reserve(manifests.size());
+      for (const api::Manifest& m : manifests) {
+        named.push_back(api::KeyOf(m.object));
+      }
+    }
+    Allowed(x, caller, Role::kEditor, "apply", named);
+    return;
+  }
   if (!request.ok()) {
     x.Respond(ErrorReply(request.status()));
     return;
@@ -364,13 +382,6 @@ void ApiServer::Impl::Apply(HttpExchange& x, const Caller& caller) {
       o.metadata.resource_version = *versions[i];
     }
     objects.push_back(std::move(o));
-  }
-  std::vector<api::ObjectKey> keys;
-  for (const api::Object& o : objects) {
-    keys.push_back(api::KeyOf(o));
-  }
-  if (!Allowed(x, caller, Role::kEditor, "apply", keys)) {
-    return;
   }
   auto results = store_.Apply(objects, options);
   if (!results.ok()) {

@@ -101,13 +101,7 @@ Status SqliteStore::AppendChange(int64_t revision, ChangeType type, const Object
 StatusOr<std::vector<ApplyResult>> SqliteStore::Apply(const std::vector<Object>& objects,
                                                       const ApplyOptions& options) {
   StatusOr<std::vector<ApplyResult>> results = ApplyInTransaction(objects, options);
-  if (!options.dry_run) {
-    std::vector<ObjectKey> keys;
-    for (const Object& object : objects) {
-      keys.push_back(api::KeyOf(object));
-    }
-    store_internal::AuditFailedWrite(*this, options.audit, keys, results.status());
-  }
+  store_internal::AuditFailedApply(*this, objects, options, results.status());
   return results;
 }
 

@@ -122,7 +122,7 @@ TEST_F(SbxctlMigrateTest, CopiesASqliteStoreIntoANewFileWithItsUids) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out,
             "copied 3 objects, 1 inventory record, 1 event, 1 task log (2 lines), 1 "
-            "artifact from " +
+            "artifact, 3 audit records from " +
                 db_.string() + " to " + target.string() + "\n");
   const std::string before = SnapshotOf(db_.string());
   EXPECT_THAT(before, HasSubstr("\"uid\""));
@@ -136,7 +136,7 @@ TEST_F(SbxctlMigrateTest, CopiesASqliteStoreIntoANewFileWithItsUids) {
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_EQ(CountLines(again.err), 1) << again.err;
   EXPECT_THAT(again.err, HasSubstr("is not empty (it holds 3 objects, 1 inventory record, 1 "
-                                   "event, 1 task log (2 lines), 1 artifact)"));
+                                   "event, 1 task log (2 lines), 1 artifact, 3 audit records)"));
   EXPECT_EQ(SnapshotOf(target.string()), before);
   EXPECT_EQ(fs::file_size(target), size);
 }
@@ -157,7 +157,7 @@ TEST_F(SbxctlMigrateTest, CopiesIntoPostgresWithoutShowingThePassword) {
   ASSERT_EQ(dry.exit_code, 0) << dry.err;
   EXPECT_EQ(dry.out,
             "would copy 3 objects, 1 inventory record, 1 event, 1 task log (2 lines), 1 "
-            "artifact from " +
+            "artifact, 3 audit records from " +
                 db_.string() + " to " + shown + "\n");
   {
     auto pg = sbx::controller::PostgresStore::Open(*url);

@@ -85,6 +85,20 @@ inline void AuditFailedWrite(Store& store, const std::optional<WriteAudit>& who,
   }
 }
 
+// AuditFailedWrite for an Apply of `objects` (a dry run writes nothing, so records nothing).
+inline void AuditFailedApply(Store& store, const std::vector<Object>& objects,
+                             const ApplyOptions& options, const Status& status) {
+  if (options.dry_run) {
+    return;
+  }
+  std::vector<ObjectKey> keys;
+  keys.reserve(objects.size());
+  for (const Object& object : objects) {
+    keys.push_back(api::KeyOf(object));
+  }
+  AuditFailedWrite(store, options.audit, keys, status);
+}
+
 template <typename Db>
 class AuditLog {
  public:

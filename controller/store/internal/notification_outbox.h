@@ -168,6 +168,7 @@ class NotificationOutbox {
                                return api::OkStatus();
                              }));
     std::vector<Store::NotificationCount> out;
+    out.reserve(by_uid.size());
     for (auto& [uid, c] : by_uid) {
       out.push_back(std::move(c));
     }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/http_test_client.h"
 #include "tests/support/notification_receiver.h"
 #include "tests/support/process.h"
 #include "tests/support/sbxd_harness.h"
@@ -329,6 +330,15 @@ TEST_F(GitSourceTest, ABrokenCommitIsNotifiedOnceThoughSbxdIsKilledBeforeItIsDel
       In(kSync), milliseconds(100)))
       << notifier.dump(2);
   EXPECT_EQ(ConditionOf(notifier, "Ready").first, "True");
+  // The second sbxd's counters: the delivery, and an empty outbox.
+  const int port = SbxdHarness::MetricsPort(*sbxd_, kSync);
+  ASSERT_GT(port, 0);
+  const std::string metrics =
+      sbx::testing::HttpTestClient("http://127.0.0.1:" + std::to_string(port)).Get("/metrics").body;
+  EXPECT_EQ(
+      sbx::testing::MetricSample(metrics, "sbx_notifications_total", {"result=\"delivered\""}), 1)
+      << metrics;
+  EXPECT_NE(metrics.find("\nsbx_notification_queue_depth 0\n"), std::string::npos) << metrics;
 
   // The audit log names the commit that created alpha.
   const RunResult audit = harness_.Sbxctl({"audit", "-o", "json"});
