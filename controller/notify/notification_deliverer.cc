@@ -17,6 +17,9 @@ using api::Object;
 using api::Status;
 using api::StatusOr;
 
+// How often a suspended Notifier's notifications are looked at again.
+constexpr std::chrono::milliseconds kSuspendedRecheck{60'000};
+
 int64_t Millis(api::WallTime t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
@@ -138,6 +141,10 @@ StatusOr<NotificationDeliverer::Round> NotificationDeliverer::DeliverOnce(std::s
       continue;
     }
     if (notifier->notifier_spec().suspend) {
+      // It waits, looked at again a minute later without counting an attempt: rows left due
+      // would fill every round's batch and starve the other Notifiers.
+      RETURN_IF_ERROR(store_.RetryNotification(
+          n.id, n.attempts, Millis(clock_.Now()) + kSuspendedRecheck.count(), n.last_error));
       continue;
     }
     Outcome& outcome = outcomes[n.notifier_uid];

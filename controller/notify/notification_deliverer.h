@@ -5,11 +5,12 @@
 //   1. the due notifications (Store::ListDueNotifications), those of objects this replica owns
 //      (Options::owns; with --work-split workspace, the owner of the object's workspace);
 //   2. for each, its Notifier as it is now: gone (or a new one of that name) → the notification
-//      is dropped; suspended → it waits; else the URL (spec.urlFrom) and, for a webhook, the
-//      signing secret (spec.signingSecretFrom) are resolved at the moment of use, the URL must be
-//      https:// (http:// only to a loopback host), and one POST is sent: a webhook's JSON signed
-//      as Standard Webhooks (webhook-id = the notification's, the same on every attempt;
-//      webhook-timestamp and webhook-signature fresh each attempt), or Slack's {"text"};
+//      is dropped; suspended → it waits (looked at again a minute later); else the URL
+//      (spec.urlFrom) and, for a webhook, the signing secret (spec.signingSecretFrom) are resolved
+//      at the moment of use, the URL must be https:// (http:// only to a loopback host), and one
+//      POST is sent: a webhook's JSON signed as Standard Webhooks (webhook-id = the notification's,
+//      the same on every attempt; webhook-timestamp and webhook-signature fresh each attempt), or
+//      Slack's {"text"};
 //   3. a 2xx finishes it; anything else (an unresolvable secret too) records the attempt and
 //      schedules the next: first_retry after the first failure, doubling, at most max_retry;
 //   4. the status of every Notifier (Options::owns_status: the leader) or of those this round

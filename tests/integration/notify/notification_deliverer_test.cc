@@ -45,12 +45,16 @@ class NotificationDelivererTest : public ::testing::Test {
     env_["SBX_SECRET_DEFAULT_HOOK"] = url_;
     env_["SBX_SECRET_DEFAULT_SIGNING"] = kSecret;
     NotificationDelivererOptions options;
-    options.env = [this](std::string_view name) -> std::optional<std::string> {
+    options.env = Env();
+    options.timeout = std::chrono::seconds(5);
+    deliverer_ = std::make_unique<NotificationDeliverer>(*store_, *transport_, clock_, options);
+  }
+  // env_ as the deliverer looks {env: …} references up.
+  EnvLookup Env() {
+    return [this](std::string_view name) -> std::optional<std::string> {
       auto it = env_.find(std::string(name));
       return it == env_.end() ? std::nullopt : std::optional(it->second);
     };
-    options.timeout = std::chrono::seconds(5);
-    deliverer_ = std::make_unique<NotificationDeliverer>(*store_, *transport_, clock_, options);
   }
   void TearDown() override {
     receiver_.Stop();
@@ -211,9 +215,42 @@ TEST_F(NotificationDelivererTest, ADeletedNotifierDropsItsNotificationsAndASuspe
   held = *store_->Get(api::KeyOf(held));
   held.notifier_spec().suspend = false;
   ASSERT_TRUE(store_->Apply({held}, {}).ok());
+  // Resumed: what waited goes when it is looked at again, within a minute.
+  EXPECT_EQ(MustDeliver().delivered, 0);
+  clock_.Advance(std::chrono::seconds(60));
   EXPECT_EQ(MustDeliver().delivered, 1);
   EXPECT_EQ(deliverer_->stats().abandoned, 1);
   EXPECT_EQ(deliverer_->stats().delivered, 1);
+}
+
+// A suspended Notifier's waiting notifications must not fill every round's batch: the others'
+// still go.
+TEST_F(NotificationDelivererTest, ASuspendedNotifiersBacklogDoesNotHoldUpTheOthers) {
+  // Three notifications for "held", then it is suspended.
+  Object held = ApplyNotifier("held");
+  FailTask("a");
+  FailTask("b");
+  FailTask("c");
+  held = *store_->Get(api::KeyOf(held));
+  held.notifier_spec().suspend = true;
+  ASSERT_TRUE(store_->Apply({held}, {}).ok());
+  ApplyNotifier("alerts");
+  clock_.Advance(std::chrono::seconds(1));
+  FailTask("d");
+  NotificationDelivererOptions small;
+  small.env = Env();
+  small.batch = 2;
+  NotificationDeliverer deliverer(*store_, *transport_, clock_, small);
+  int delivered = 0;
+  for (int round = 0; round < 3 && delivered == 0; ++round) {
+    auto r = deliverer.DeliverOnce();
+    ASSERT_TRUE(r.ok()) << r.status();
+    delivered += r->delivered;
+  }
+  EXPECT_EQ(delivered, 1);
+  ASSERT_EQ(receiver_.Accepted().size(), 1u);
+  EXPECT_NE(receiver_.Accepted()[0].body.find(R"("name":"d")"), std::string::npos);
+  EXPECT_EQ(StatusOf("held").pending, 3);
 }
 
 TEST_F(NotificationDelivererTest, SlackGetsOneLineOfText) {
