@@ -260,6 +260,16 @@ struct Daemon::Parts {
 
   WorkspaceLeases* Leases() { return leases.get(); }
 
+  // Whether this replica acts on `key`: with --work-split workspace, whoever holds the lease of
+  // its workspace (the global lease's holder for an object of none); otherwise the leader.
+  api::StatusOr<bool> Owns(const api::ObjectKey& key) {
+    if (!leases) {
+      return elector.is_leader();
+    }
+    ASSIGN_OR_RETURN(std::optional<std::string> workspace, WorkspaceOf(store, key));
+    return workspace ? leases->Owns(*workspace) : api::StatusOr<bool>(elector.is_leader());
+  }
+
   // Every reconciler, in the order of a --once pass: AgentPools first (they make AgentWorkers),
   // Sandboxes before the AgentWorkers that use them, Workspaces late (one being deleted goes in
   // the same pass as the last object using it). The Manager registers the same list.
@@ -358,10 +368,7 @@ api::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
   auto parts = std::make_unique<Parts>(std::move(config), *std::move(opened));
   Parts& p = *parts;
   if (p.leases) {
-    p.manager.SetOwnership([&p](const api::ObjectKey& key) -> api::StatusOr<bool> {
-      ASSIGN_OR_RETURN(std::optional<std::string> workspace, WorkspaceOf(p.store, key));
-      return workspace ? p.leases->Owns(*workspace) : api::StatusOr<bool>(p.elector.is_leader());
-    });
+    p.manager.SetOwnership([&p](const api::ObjectKey& key) { return p.Owns(key); });
   }
   p.power.Attach([&p](const api::ObjectKey& key) { p.manager.queue().Add(key); },
                  &p.manager.dependencies());
@@ -383,13 +390,7 @@ api::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config) {
     notify::NotificationDelivererOptions o;
     o.secrets = p.config.secrets;
     o.env = databricks::ProcessEnv();  // as the cloud clients resolve {env: …}
-    o.owns = [&p](const api::ObjectKey& key) -> api::StatusOr<bool> {
-      if (!p.leases) {
-        return p.elector.is_leader();
-      }
-      ASSIGN_OR_RETURN(std::optional<std::string> workspace, WorkspaceOf(p.store, key));
-      return workspace ? p.leases->Owns(*workspace) : api::StatusOr<bool>(p.elector.is_leader());
-    };
+    o.owns = [&p](const api::ObjectKey& key) { return p.Owns(key); };
     o.owns_status = [&p] { return p.elector.is_leader(); };
     o.register_secret = [](const std::string& secret) { log::RegisterSecret(secret); };
     p.notifications =
