@@ -7,7 +7,9 @@
 #   apply → create_sent → created → running_observed → session_created → launch_sent
 #   → launch_answered → connected_seen → ready
 # the p50/p90/max of its duration over the workers, in seconds, and the same for the whole way
-# (apply → ready). Only the first occurrence of a step per worker counts.
+# (apply → ready). Only the first occurrence of a step per worker counts, but for the *_sent
+# steps until the step after them: a call whose wait for its pacing token was given back to the
+# work queue (issue #30) logs its *_sent again when its reconcile comes back and sends it.
 #   awk -v start=SECONDS_OF_DAY_UTC -f bench/timeline.awk sbxd.log
 # (`start`: when `sbxctl apply` began, as seconds since midnight UTC: `date -u +%s.%N` mod 86400.)
 function sod(ts,   t, h, m, s) {
@@ -41,8 +43,9 @@ function stat(name, from, to,   w, n, d, v) {
   obj = field($0, "object"); step = field($0, "step"); ts = field($0, "ts")
   n = split(obj, parts, "/"); w = parts[n]
   workers[w] = 1
-  if (!((w, step) in at)) at[w, step] = sod(ts)
+  if (!((w, step) in at) || (step ~ /_sent$/ && !((w, after[step]) in at))) at[w, step] = sod(ts)
 }
+BEGIN { after["create_sent"] = "created"; after["launch_sent"] = "launch_answered" }
 END {
   for (w in workers) at[w, "apply"] = start
   steps = "apply create_sent created running_observed session_created launch_sent launch_answered connected_seen ready"

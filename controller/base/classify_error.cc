@@ -74,8 +74,20 @@ api::Status RetryScheduled(const api::Status& failure, std::chrono::milliseconds
   return failure.WithRetryAfter(wait).WithReason(std::string(reason::kRetryScheduled));
 }
 
+namespace {
+constexpr std::string_view kPaced = "Paced";
+}  // namespace
+
+api::Status PacingDeferred(const std::string& message, std::chrono::milliseconds wait) {
+  return api::UnavailableError(message).WithRetryAfter(wait).WithReason(std::string(kPaced));
+}
+
+bool IsPacingDeferred(const api::Status& status) {
+  return !status.ok() && status.reason() == kPaced;
+}
+
 bool IsRetryScheduled(const api::Status& status) {
-  return !status.ok() && status.reason() == reason::kRetryScheduled;
+  return !status.ok() && (status.reason() == reason::kRetryScheduled || IsPacingDeferred(status));
 }
 
 std::string ConditionMessage(const api::Status& status) {

@@ -71,6 +71,13 @@ ErrorClass ClassifyError(const api::Status& status);
 // growing per-key backoff after that (for a 429, always), so a call that keeps failing is not
 // retried every second forever.
 api::Status RetryScheduled(const api::Status& failure, std::chrono::milliseconds wait);
+// A needed call's wait for its pacing token, handed back the same way before anything was sent
+// (EndpointPacing::TakeOrDefer): kUnavailable, retry_after = `wait`, reason Paced. It is no
+// failure: the Manager requeues it exactly then without counting a failure of the key (its
+// backoff does not grow), the metrics count it as result "paced" and sbxd logs it at debug.
+api::Status PacingDeferred(const std::string& message, std::chrono::milliseconds wait);
+bool IsPacingDeferred(const api::Status& status);
+// A retry or a pacing wait handed back: either of the two above.
 bool IsRetryScheduled(const api::Status& status);
 
 // The message a condition shows for `status`: its message without per-request noise (the

@@ -1,5 +1,9 @@
 #include "controller/base/endpoint_pacing.h"
 
+#include <algorithm>
+
+#include "controller/base/inline_wait.h"
+
 namespace sbx::controller {
 
 std::string_view EndpointClassName(EndpointClass c) {
@@ -39,21 +43,86 @@ std::optional<EndpointPacing::Permit> EndpointPacing::Take(EndpointClass c, std:
   return permit;
 }
 
-std::optional<EndpointPacing::Permit> EndpointPacing::TryTake(EndpointClass c) {
-  if (Starving()) {
-    return std::nullopt;
+EndpointPacing::Taken EndpointPacing::TakeOrDefer(EndpointClass c, std::stop_token stop) {
+  if (!MayDeferPacing()) {
+    return {Take(c, stop)};
   }
+  // Whatever comes of this call, the pass's later paced calls wait inline: a give-back after a
+  // call was sent would send that call again on every return (inline_wait.h).
+  EndPacingDeferrals();
+  using std::chrono::ceil;
+  using std::chrono::milliseconds;
+  const Clock::SteadyTime now = clock_.Steady();
+  const auto owner = std::make_pair(InlineWaitOwner(), c);
+  bool returning = false;
+  {
+    std::lock_guard lock(claims_mu_);
+    if (auto it = claims_.find(owner); it != claims_.end()) {
+      if (it->second - now > kInlinePacingWait) {
+        return {std::nullopt, ceil<milliseconds>(it->second - now)};  // woken early: same place
+      }
+      claims_.erase(it);
+      returning = true;
+    }
+  }
+  // One who comes back for its place, or one with nobody in line before it: a token if there is
+  // one now (demand pressed on the rate when the caller was sent away for it).
+  if (returning || !(Of(c).Claimed() || workspace_.Claimed())) {
+    if (std::optional<Permit> permit = TryTakeNeeded(c, returning)) {
+      return {permit};
+    }
+  }
+  // Back at its place and the token a moment away (places are when tokens are due, to the
+  // nanosecond): waited for here. Further away (a caller outside the line took it): a new place,
+  // at the end of the line.
+  if (returning && std::max(Of(c).NextToken(), workspace_.NextToken()) - now <= kInlinePacingWait) {
+    return {Take(c, stop)};
+  }
+  const Clock::SteadyTime at = std::max(Of(c).Claim(), workspace_.Claim());
+  if (at - now <= kInlinePacingWait) {
+    if (at > now && !clock_.SleepUntil(at, stop)) {
+      return {};
+    }
+    return {Take(c, stop)};
+  }
+  const milliseconds wait = ceil<milliseconds>(at - now);
+  {
+    std::lock_guard lock(claims_mu_);
+    // The places of callers that did not come back (deleted, or their pass went another way).
+    std::erase_if(claims_, [&](const auto& claim) { return claim.second + kClaimGrace < now; });
+    claims_[owner] = at;
+  }
+  ++deferrals_;
+  deferred_us_ += std::chrono::duration_cast<std::chrono::microseconds>(wait).count();
+  return {std::nullopt, wait};
+}
+
+std::optional<EndpointPacing::Permit> EndpointPacing::TryTakeNeeded(EndpointClass c, bool pressed) {
   // The class first, as Take; a class token taken when the workspace has none is lost, which
   // costs at most the one token.
-  std::optional<TokenBucket::Permit> of_class = Of(c).TryTake();
+  std::optional<TokenBucket::Permit> of_class = Of(c).TryTake(pressed);
   if (!of_class) {
     return std::nullopt;
   }
-  std::optional<TokenBucket::Permit> of_workspace = workspace_.TryTake();
+  std::optional<TokenBucket::Permit> of_workspace = workspace_.TryTake(pressed);
   if (!of_workspace) {
     return std::nullopt;
   }
-  return Permit{c, *of_class, *of_workspace, /*routine=*/true};
+  return Permit{c, *of_class, *of_workspace};
+}
+
+std::optional<EndpointPacing::Permit> EndpointPacing::TryTake(EndpointClass c) {
+  // A routine call never goes before a needed one: not while a class starves, nor while
+  // callers sent away come back for the tokens.
+  if (Starving() || Of(c).Claimed() || workspace_.Claimed()) {
+    return std::nullopt;
+  }
+  std::optional<Permit> permit = TryTakeNeeded(c, /*pressed=*/false);
+  if (permit) {
+    permit->routine = true;
+    EndPacingDeferrals();  // sent: a later wait of the same pass must not send it again
+  }
+  return permit;
 }
 
 void EndpointPacing::Succeeded(const Permit& permit) {
@@ -94,6 +163,15 @@ double EndpointPacing::rate() const { return workspace_.rate(); }
 double EndpointPacing::rate(EndpointClass c) const { return Of(c).rate(); }
 
 double EndpointPacing::max_rate() const { return workspace_.max_rate(); }
+
+std::chrono::milliseconds EndpointPacing::Backlog() const {
+  return std::chrono::ceil<std::chrono::milliseconds>(workspace_.Backlog());
+}
+
+std::chrono::milliseconds EndpointPacing::deferred() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::microseconds(deferred_us_.load()));
+}
 
 std::chrono::milliseconds EndpointPacing::waited() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -19,6 +19,16 @@
 // writes (kWrite: start, stop, update, delete, events). A workspace-wide limit still shows as
 // 429s in every class, and each cuts its own rate until the sum fits.
 //
+// A needed call on a reconcile thread does not sleep for its token there (TakeOrDefer, issue
+// #30): when others are in line or no token is left, it takes a place in line (TokenBucket::
+// Claim: places spaced at the rate) and, unless that place is within kInlinePacingWait, gives
+// the wait back to the work queue the way a retry's wait is (inline_wait.h). Its key comes back
+// at its place and takes a token then, like any caller: nothing is reserved, so callers that
+// come back late never go out together above the rate and burst (a first design reserved the
+// tokens, went into debt for them, and sent the late ones at once: 429s, cut rates, and the
+// 1,000-worker convergence did not finish; bench/README.md). The thread meanwhile serves objects
+// that need another API, another class, or none.
+//
 // Thread-safe; the Clock must outlive it.
 #pragma once
 
@@ -26,10 +36,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <stop_token>
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include "controller/base/clock.h"
 #include "controller/base/token_bucket.h"
@@ -52,7 +65,10 @@ class EndpointPacing {
     TokenBucket::Permit of_workspace;
     bool routine = false;  // taken by TryTake
   };
-  // Blocks until both the class and the workspace have a token, or `stop` (→ nullopt).
+  // Blocks until both the class and the workspace have a token, or `stop` (→ nullopt). It takes
+  // no place in line: a caller that holds its thread anyway (outside a reconcile, a pass's later
+  // call, the LIST sweep) competes for the next token; a caller sent away that finds its token
+  // taken so takes a new place (TakeOrDefer).
   std::optional<Permit> Take(EndpointClass c, std::stop_token stop = {});
   // Non-blocking: a token of the class and of the workspace, if both are available now and no
   // class starves. For routine calls (a probe or a status check on its cadence), which must
@@ -60,6 +76,26 @@ class EndpointPacing {
   // rather than waited for (issue #25).
   std::optional<Permit> TryTake(EndpointClass c);
   bool TryAcquire(EndpointClass c) { return TryTake(c).has_value(); }
+
+  // A place in line this near is waited for here: cheaper than a pass through the work queue.
+  static constexpr std::chrono::milliseconds kInlinePacingWait{20};
+  // How long past its place a caller's place is remembered for it to come back to.
+  static constexpr std::chrono::seconds kClaimGrace{30};
+  struct Taken {
+    std::optional<Permit> permit;
+    // No permit: come back after this long (> 0), or 0: `stop` was requested.
+    std::chrono::milliseconds come_back{0};
+  };
+  // A needed call's token. Where a pacing wait may be given back (MayDeferPacing(): the first
+  // paced call of a reconcile of InlineWaitOwner()): a token now if the caller comes back for
+  // its place, or if nobody is in line and one is left (one back at its place whose token is a
+  // moment away waits for it here); else a place in line (Claim of the class and of the
+  // workspace, the later) — slept for here when within kInlinePacingWait, otherwise returned as
+  // the wait. A caller woken before its place keeps it and is told the rest of the wait.
+  // Elsewhere, Take.
+  Taken TakeOrDefer(EndpointClass c, std::stop_token stop = {});
+  // How far ahead the workspace's places in line reach: the wait of a needed call made now.
+  std::chrono::milliseconds Backlog() const;
 
   void Succeeded(const Permit& permit);
   // A 429 on `permit`'s class: cuts that class's rate and holds its callers for `delay`; a
@@ -75,8 +111,15 @@ class EndpointPacing {
   // Time needed calls spent in Take waiting for their tokens, summed over callers: what the
   // rate limit cost the work (sbx_api_pacing_wait_seconds_total).
   std::chrono::milliseconds waited() const;
+  // Waits given back (TakeOrDefer) and their total length: sbx_api_pacing_deferrals_total and
+  // sbx_api_pacing_deferred_seconds_total.
+  int64_t deferrals() const { return deferrals_.load(); }
+  std::chrono::milliseconds deferred() const;
 
  private:
+  // A token of the class and of the workspace if both have one now (no Starving check).
+  std::optional<Permit> TryTakeNeeded(EndpointClass c, bool pressed);
+
   TokenBucket& Of(EndpointClass c) { return *classes_[static_cast<size_t>(c)]; }
   const TokenBucket& Of(EndpointClass c) const { return *classes_[static_cast<size_t>(c)]; }
 
@@ -88,6 +131,11 @@ class EndpointPacing {
   // Since when each class's needed calls have been answered 429 without a success since.
   std::array<std::optional<Clock::SteadyTime>, kEndpointClasses> starved_since_;  // Guarded by mu_.
   std::atomic<int64_t> waited_us_{0};
+  std::atomic<int64_t> deferrals_{0};
+  std::atomic<int64_t> deferred_us_{0};
+  std::mutex claims_mu_;
+  // The places in line of the callers sent away, by owner and class. Guarded by claims_mu_.
+  std::map<std::pair<std::string, EndpointClass>, Clock::SteadyTime> claims_;
 };
 
 }  // namespace sbx::controller

@@ -70,7 +70,7 @@ std::optional<TokenBucket::Permit> TokenBucket::Take(std::stop_token stop) {
   return std::nullopt;
 }
 
-std::optional<TokenBucket::Permit> TokenBucket::TryTake() {
+std::optional<TokenBucket::Permit> TokenBucket::TryTake(bool pressed) {
   if (initial_rate_ <= 0) {
     return Permit{clock_.Steady(), false};
   }
@@ -79,7 +79,57 @@ std::optional<TokenBucket::Permit> TokenBucket::TryTake() {
   if (!TakeOrNextTime(next)) {
     return std::nullopt;
   }
-  return Permit{clock_.Steady(), false};
+  return Permit{clock_.Steady(), pressed};
+}
+
+Clock::SteadyTime TokenBucket::NextTokenLocked(Clock::SteadyTime now) {
+  if (now < blocked_until_) {
+    // Held: empty until the hold ends, and refilling from then.
+    return blocked_until_ + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::duration<double>(1.0 / rate_));
+  }
+  Refill(now);
+  if (tokens_ >= 1.0) {
+    return now;
+  }
+  return now + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   std::chrono::duration<double>((1.0 - tokens_) / rate_));
+}
+
+Clock::SteadyTime TokenBucket::NextToken() {
+  const Clock::SteadyTime now = clock_.Steady();
+  if (initial_rate_ <= 0) {
+    return now;
+  }
+  std::lock_guard lock(mu_);
+  return NextTokenLocked(now);
+}
+
+Clock::SteadyTime TokenBucket::Claim() {
+  const Clock::SteadyTime now = clock_.Steady();
+  if (initial_rate_ <= 0) {
+    return now;
+  }
+  std::lock_guard lock(mu_);
+  // Places are spaced at the rate. While the bucket is still finding its limit (below its
+  // maximum, never cut), the rate may rise while callers are away, and places given at today's
+  // rate would hold them to it: they are spaced at the maximum instead, the callers come back as
+  // fast as the rate could become, the ones who find no token take a place again, and the tokens
+  // they press for raise the rate as waiting inline did. At most max_rate passes a second come
+  // back for nothing.
+  const double pace = rate_ < max_rate_ && !last_cut_ ? max_rate_ : rate_;
+  const Clock::SteadyTime at = std::max(NextTokenLocked(now), claimed_until_);
+  claimed_until_ = at + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::duration<double>(1.0 / pace));
+  return at;
+}
+
+std::chrono::nanoseconds TokenBucket::Backlog() const {
+  if (initial_rate_ <= 0) {
+    return std::chrono::nanoseconds(0);
+  }
+  std::lock_guard lock(mu_);
+  return std::max(std::chrono::nanoseconds(0), claimed_until_ - clock_.Steady());
 }
 
 void TokenBucket::CountAnswer(Clock::SteadyTime now, bool throttled) {

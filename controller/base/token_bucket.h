@@ -82,10 +82,24 @@ class TokenBucket {
   };
   std::optional<Permit> Take(std::stop_token stop = {});
   bool Acquire(std::stop_token stop = {}) { return Take(stop).has_value(); }
-  // Non-blocking: takes a token if one is available now (such a permit never waited, so its
-  // success raises no rate).
-  std::optional<Permit> TryTake();
+  // Non-blocking: takes a token if one is available now. Such a permit waited only if
+  // `pressed` (a caller that was told to come back for it: demand pressed on the rate);
+  // otherwise its success raises no rate.
+  std::optional<Permit> TryTake(bool pressed = false);
   bool TryAcquire() { return TryTake().has_value(); }
+  // Non-blocking, takes nothing: a place in line for a caller that will come back rather than
+  // wait (EndpointPacing::TakeOrDefer). Returns when to come back: when the next token is due
+  // (after a hold, if held), but never sooner than 1/rate after the place given before, so the
+  // callers sent away come back spaced at the rate, each to find its token, instead of all at
+  // once. Nothing is reserved: a caller that comes back competes for the token as any other
+  // (no debt, so nothing is ever sent above the rate and burst), and a caller that does not
+  // come back costs nobody anything but its place. Unlimited: now.
+  Clock::SteadyTime Claim();
+  // When the next token will be there (now if one is; the end of a hold), taking nothing.
+  Clock::SteadyTime NextToken();
+  // How far ahead of now the places given reach (0: nobody is in line).
+  std::chrono::nanoseconds Backlog() const;
+  bool Claimed() const { return Backlog().count() > 0; }
 
   // How the call made with `permit` went (see above).
   void Succeeded(const Permit& permit);
@@ -99,9 +113,10 @@ class TokenBucket {
 
  private:
   // Refills and, if a token is available, takes it; else returns the time when one will be.
-  bool TakeOrNextTime(Clock::SteadyTime& next);  // requires mu_ held
-  void Refill(Clock::SteadyTime now);            // requires mu_ held
-  void Block(std::chrono::milliseconds delay);   // requires mu_ held
+  bool TakeOrNextTime(Clock::SteadyTime& next);              // requires mu_ held
+  Clock::SteadyTime NextTokenLocked(Clock::SteadyTime now);  // requires mu_ held
+  void Refill(Clock::SteadyTime now);                        // requires mu_ held
+  void Block(std::chrono::milliseconds delay);               // requires mu_ held
   // Counts an answered call in the loss window; requires mu_ held.
   void CountAnswer(Clock::SteadyTime now, bool throttled);
   double ThrottledFraction() const;  // requires mu_ held
@@ -121,6 +136,7 @@ class TokenBucket {
   double tokens_;                              // Guarded by mu_.
   Clock::SteadyTime last_;                     // Guarded by mu_.
   Clock::SteadyTime blocked_until_{};          // Guarded by mu_.
+  Clock::SteadyTime claimed_until_{};          // Guarded by mu_. The next Claim's earliest.
   std::optional<Clock::SteadyTime> last_cut_;  // Guarded by mu_.
   double cut_from_ = 0;                        // Guarded by mu_. The rate the last cut cut.
   int64_t cuts_ = 0;                           // Guarded by mu_.

@@ -277,6 +277,8 @@ std::vector<HttpCloudClients::Pacing> HttpCloudClients::PacingRates() {
              pacing.max_rate(),
              pacing.cuts(),
              static_cast<double>(pacing.waited().count()) / 1000,
+             pacing.deferrals(),
+             static_cast<double>(pacing.deferred().count()) / 1000,
              {}};
     for (int c = 0; c < kEndpointClasses; ++c) {
       p.class_rates[static_cast<size_t>(c)] = pacing.rate(static_cast<EndpointClass>(c));

@@ -86,6 +86,9 @@ class HttpCloudClients final : public CloudClients {
     double max_rate = 0;
     int64_t cuts = 0;           // throttles that cut a class's rate
     double waited_seconds = 0;  // what needed calls waited for their tokens, summed
+    // Waits given back to the work queue instead (EndpointPacing::TakeOrDefer), and their sum.
+    int64_t deferrals = 0;
+    double deferred_seconds = 0;
     // Each endpoint class's rate now (EndpointClassName order: read, create, command, write).
     std::array<double, kEndpointClasses> class_rates{};
   };

@@ -166,6 +166,14 @@ void CollectPacing(Metrics& m, HttpCloudClients& clouds) {
               "calls (each waits inside the reconcile that makes it)",
               labels)
         .RaiseTo(p.waited_seconds);
+    m.counter("sbx_api_pacing_deferrals_total",
+              "Needed calls whose wait for the client-side rate limit was given back to the work "
+              "queue (a place in line for their reconcile) instead of held on a worker thread",
+              labels)
+        .RaiseTo(static_cast<double>(p.deferrals));
+    m.counter("sbx_api_pacing_deferred_seconds_total",
+              "Seconds of those waits given back to the work queue, summed over the calls", labels)
+        .RaiseTo(p.deferred_seconds);
     for (int c = 0; c < kEndpointClasses; ++c) {
       Labels with_class = labels;
       with_class["class"] = std::string(EndpointClassName(static_cast<EndpointClass>(c)));

@@ -52,7 +52,8 @@ void CollectWebhooks(Metrics& m, const WebhookReceiver& receiver);
 // sbx_gitsource_syncs_total{result}, sbx_gitsource_last_success_timestamp_seconds.
 void CollectGitSources(Metrics& m, const GitSourceReconciler& git_sources);
 // sbx_api_pacing_{,max_,class_}requests_per_second, sbx_api_pacing_cuts_total,
-// sbx_api_pacing_wait_seconds_total.
+// sbx_api_pacing_wait_seconds_total, sbx_api_pacing_deferrals_total,
+// sbx_api_pacing_deferred_seconds_total.
 void CollectPacing(Metrics& m, HttpCloudClients& clouds);
 // sbx_tasks_finished_total and sbx_task_tokens_total (DESIGN §8.2) from the store's usage
 // ledger, which only grows: every replica exports the same totals.

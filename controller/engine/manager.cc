@@ -155,7 +155,7 @@ void Manager::ProcessOne(const api::ObjectKey& key, std::stop_token stop) {
   api::StatusOr<ReconcileResult> result = api::InternalError("reconcile did not run");
   // STYLE 8: nothing thrown by a reconciler may take the worker (and the daemon) down.
   try {
-    const ScopedInlineWaitLimit inline_waits(options_.max_inline_wait);
+    const ScopedInlineWaitLimit inline_waits(options_.max_inline_wait, key.ToString());
     result = it->second->Reconcile(key, stop);
   } catch (const std::exception& e) {
     ++exceptions_;
@@ -177,6 +177,12 @@ void Manager::ProcessOne(const api::ObjectKey& key, std::stop_token stop) {
         queue_.AddAfter(key, result->after);
       }
     }
+  } else if (IsPacingDeferred(result.status())) {
+    // Not a failure: the call has its place in line, after the wait. Requeued
+    // then, and the key's failure count (its backoff) stays as it was.
+    record.status = result.status();
+    record.error = ClassifyError(record.status);
+    queue_.AddAfter(key, record.status.retry_after().value_or(std::chrono::milliseconds(0)));
   } else {
     record.status = result.status();
     ErrorClass error = ClassifyError(record.status);

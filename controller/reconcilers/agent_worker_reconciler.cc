@@ -7,6 +7,7 @@
 #include "api/conditions.h"
 #include "api/defaults.h"
 #include "controller/base/classify_error.h"
+#include "controller/base/inline_wait.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/internal/worker_fingerprints.h"
 #include "controller/reconcilers/on_demand_power.h"
@@ -172,7 +173,9 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   // 2. The session: created when missing; looked up again only before launching into it (the
   // environment status below reports a session lost later).
   const bool launch_now = ExecutorSchedule::LaunchNow(t.facts);
-  ASSIGN_OR_RETURN(bool new_session, EnsureSession(t, /*verify=*/launch_now));
+  const bool fresh =
+      !t.cache.fresh_session.empty() && t.cache.fresh_session == t.status().session_id;
+  ASSIGN_OR_RETURN(bool new_session, EnsureSession(t, /*verify=*/launch_now && !fresh));
   ASSIGN_OR_RETURN(std::optional<ReconcileResult> replaced, FollowSessionSpec(t, new_session));
   if (replaced) {
     return *replaced;
@@ -182,8 +185,17 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   // 3. The executor, when nothing of ours can be running: a new session, or none launched since
   // the sandbox last (re)started. Launch at once; the launch script is idempotent and reports
   // what it found, so a probe first would only cost an exec-sync. A running executor launched
-  // with another spec.executor (or workspaceDirectory) is relaunched.
-  if (new_session || launch_now) {
+  // with another spec.executor (or workspaceDirectory) is relaunched. On a Manager worker a new
+  // session is stored first and launched into on the next pass, whose first paced call the
+  // launch then is: its wait for a Databricks token goes back to the work queue instead of
+  // holding this thread (endpoint_pacing.h TakeOrDefer; issue #30). Where no wait can be given
+  // back (sbxd --once) the launch follows in the same pass.
+  if (new_session && !InlineWaitOwner().empty()) {
+    t.cache.fresh_session = t.status().session_id;
+    return ReconcileResult::RequeueAfter(milliseconds(0));
+  }
+  if (new_session || launch_now || fresh) {
+    t.cache.fresh_session.clear();
     return Launch(t, /*relaunch=*/!t.status().executor.launched_at.empty());
   }
   if (ExecutorSpecChanged(t)) {

@@ -114,6 +114,9 @@ class AgentWorkerReconciler final : public Reconciler {
     std::optional<Clock::SteadyTime> last_check;  // the last environment status GET
     std::optional<Clock::SteadyTime> launched;    // the last launch this sbxd made
     int failed_observations = 0;                  // consecutive transient failures
+    // The session this sbxd created on the pass before, not yet launched into: it needs no
+    // lookup before the launch (a lost cache costs that one lookup).
+    std::string fresh_session;
   };
 
   // The five steps, in the order Converge runs them.

@@ -8,6 +8,7 @@
 
 #include "api/conditions.h"
 #include "api/text.h"
+#include "controller/base/inline_wait.h"
 #include "controller/reconcilers/scripts/executor_scripts.h"
 
 namespace sbx::controller {
@@ -172,6 +173,9 @@ api::StatusOr<ExecutorReport> ExecutorControl::Launch(databricks::SandboxApi& sa
 
 void ExecutorControl::Stop(databricks::SandboxApi& sandboxes, const ExecutorTarget& t,
                            std::stop_token stop) const {
+  // Best effort, its error ignored: its pacing wait is waited here rather than given back (which
+  // would skip the stop without a word).
+  const ScopedInlinePacing inline_pacing;
   (void)StopAndRemove(sandboxes, t, {}, stop);
 }
 

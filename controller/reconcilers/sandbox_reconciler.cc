@@ -377,8 +377,9 @@ StatusOr<std::optional<databricks::Sandbox>> SandboxReconciler::Observe(Target& 
   }
   ASSIGN_OR_RETURN(std::optional<Store::InventoryRecord> record,
                    store_.GetInventory(t.workspace, kResourceSandbox, t.sandbox_id));
-  if (!record) {
-    return std::optional<databricks::Sandbox>();
+  if (!record || (record->state == Store::InventoryState::kIntent &&
+                  unsent_creates_.Unsent(t.workspace + "/" + t.sandbox_id))) {
+    return std::optional<databricks::Sandbox>();  // none, or our create was never sent
   }
   StatusOr<databricks::Sandbox> got = t.api->Get(t.sandbox_id, t.stop);
   if (got.status().code() == StatusCode::kNotFound) {
@@ -452,6 +453,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
   desired.image_uri = t.spec().image;
   Milestone(options_.milestone, t.key(), "create_sent");
   StatusOr<databricks::Sandbox> created = t.api->Create(t.sandbox_id, desired, t.stop);
+  unsent_creates_.Record(t.workspace + "/" + t.sandbox_id, created.status());
   if (created.status().code() == StatusCode::kAlreadyExists) {
     if (prior) {
       // Ours from an earlier attempt whose answer we never saw (or a retried create): adopt it.

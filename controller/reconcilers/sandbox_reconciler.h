@@ -57,6 +57,7 @@
 #include "controller/engine/event_recorder.h"
 #include "controller/engine/manager.h"
 #include "controller/reconcilers/internal/boot_marker.h"
+#include "controller/reconcilers/internal/unsent_creates.h"
 #include "controller/reconcilers/milestones.h"
 #include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/sandbox_cache.h"
@@ -148,6 +149,8 @@ class SandboxReconciler final : public Reconciler {
   // concurrent creates cannot both take the last slot of spec.limits.maxSandboxes (only this
   // process writes inventory: sbxctl never does, and a second sbxd is a standby).
   std::mutex quota_mu_;
+  // Creates given back to the work queue before they were sent, by workspace/sandbox id.
+  reconcilers_internal::UnsentCreates unsent_creates_;
 };
 
 }  // namespace sbx::controller

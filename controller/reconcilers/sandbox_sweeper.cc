@@ -109,6 +109,11 @@ std::chrono::milliseconds SandboxSweeper::FastPeriod(size_t listed) const {
   return std::max(options_.fast_period, budget);
 }
 
+bool SandboxSweeper::Backlogged(const WorkspaceRef& ref) {
+  api::StatusOr<databricks::SandboxApi*> api = clouds_.Sandboxes(ref.namespace_, ref.name);
+  return api.ok() && (*api)->PacingBacklog() > options_.fast_sweep_backlog;
+}
+
 api::Status SandboxSweeper::SweepAll(Enqueuer& out, std::stop_token stop) {
   ASSIGN_OR_RETURN(Known known, Discover());
   api::Status first;
@@ -159,7 +164,8 @@ void SandboxSweeper::Run(Enqueuer& out, std::stop_token stop) {
         const bool regular = it == schedule.end() || now >= it->second.next;
         // A failing workspace's transitions are last known, not current: no fast sweeps then.
         const bool fast = !regular && cache_.HasTransitions(ws) &&
-                          now - it->second.last >= it->second.fast && !cache_.FailingSweep(ws);
+                          now - it->second.last >= it->second.fast && !cache_.FailingSweep(ws) &&
+                          !Backlogged(ref);
         if (!regular && !fast) {
           continue;
         }

@@ -71,8 +71,12 @@ StatusOr<openai::Session> SessionLifecycle::Ensure(const SessionOwner& owner,
   const std::string pending = PendingId(owner.uid);
   ASSIGN_OR_RETURN(std::optional<Store::InventoryRecord> intent,
                    store_.GetInventory(owner.workspace, kInventorySession, pending));
-  ASSIGN_OR_RETURN(std::optional<openai::Session> session,
-                   FindUnrecorded(owner, agents, intent.has_value(), stop));
+  // An intent whose create this sbxd never sent (its pacing wait was given back) needs no look.
+  const bool unsent = intent && unsent_creates_.Unsent(pending);
+  std::optional<openai::Session> session;
+  if (!unsent) {
+    ASSIGN_OR_RETURN(session, FindUnrecorded(owner, agents, intent.has_value(), stop));
+  }
   Store::InventoryRecord record = Row(owner);
   if (!session) {
     record.external_id = pending;
@@ -86,8 +90,10 @@ StatusOr<openai::Session> SessionLifecycle::Ensure(const SessionOwner& owner,
       request.metadata[kMetaWorker] = ns + owner.worker;
       request.metadata[kMetaTask] = ns + owner.key.name;
     }
-    ASSIGN_OR_RETURN(openai::Session created, agents.CreateSession(request, stop));
-    session = std::move(created);
+    StatusOr<openai::Session> created = agents.CreateSession(request, stop);
+    unsent_creates_.Record(pending, created.status());
+    RETURN_IF_ERROR(created.status());
+    session = *std::move(created);
     events_.Normal(owner.key, "SessionCreated", "created session " + session->id);
   } else {
     events_.Normal(owner.key, "SessionAdopted", "adopted session " + session->id);

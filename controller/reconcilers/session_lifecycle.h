@@ -26,6 +26,7 @@
 #include "controller/cloud/openai/agents_api.h"
 #include "controller/engine/event_recorder.h"
 #include "controller/reconcilers/internal/session_deletion.h"
+#include "controller/reconcilers/internal/unsent_creates.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
@@ -104,6 +105,7 @@ class SessionLifecycle {
   Store& store_;
   EventRecorder& events_;
   Clock& clock_;
+  reconcilers_internal::UnsentCreates unsent_creates_;  // by pending id
 };
 
 }  // namespace sbx::controller

@@ -20,6 +20,9 @@ std::string_view ReconcileMetrics::ResultLabel(const ReconcileRecord& record) {
   if (record.error && !record.error->transient()) {
     return "terminal_error";
   }
+  if (IsPacingDeferred(record.status)) {
+    return "paced";  // a call's wait for its pacing token handed back (endpoint_pacing.h)
+  }
   if (IsRetryScheduled(record.status)) {
     return "retry_scheduled";  // a call's retry wait handed back to the queue (inline_wait.h)
   }
@@ -61,15 +64,21 @@ void ReconcileMetrics::OnReconciled(const ReconcileRecord& record) {
     }
     return;
   }
-  // A handed-back retry is routine on a flaky cloud: logged, not warned about.
-  (IsRetryScheduled(record.status) ? log::Info : log::Warn)(
-      "reconciled", {{"kind", kind},
-                     {"name", name},
-                     {"result", std::string(result)},
-                     {"reason", record.error ? record.error->reason : "Unknown"},
-                     {"error", record.status.ToString()},
-                     {"requeues", std::to_string(record.num_requeues)},
-                     {"duration_ms", duration_ms}});
+  // A handed-back retry is routine on a flaky cloud: logged, not warned about. A handed-back
+  // pacing wait is routine at the rate limit: only at debug.
+  if (IsPacingDeferred(record.status) && !log::Enabled(log::Level::kDebug)) {
+    return;
+  }
+  auto* const write = IsPacingDeferred(record.status)   ? &log::Debug
+                      : IsRetryScheduled(record.status) ? &log::Info
+                                                        : &log::Warn;
+  write("reconciled", {{"kind", kind},
+                       {"name", name},
+                       {"result", std::string(result)},
+                       {"reason", record.error ? record.error->reason : "Unknown"},
+                       {"error", record.status.ToString()},
+                       {"requeues", std::to_string(record.num_requeues)},
+                       {"duration_ms", duration_ms}});
 }
 
 }  // namespace sbx::controller

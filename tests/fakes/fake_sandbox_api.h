@@ -178,6 +178,11 @@ class FakeSandboxApi final : public db::SandboxApi {
     std::lock_guard lock(mu_);
     faults_.FailNext(method, std::move(status));
   }
+  // What PacingBacklog reports (as EndpointPacing::Backlog would with callers in line).
+  void SetPacingBacklog(std::chrono::milliseconds backlog) { backlog_ms_ = backlog.count(); }
+  std::chrono::milliseconds PacingBacklog() const override {
+    return std::chrono::milliseconds(backlog_ms_.load());
+  }
   void SetExecHandler(ExecHandler handler) {
     std::lock_guard lock(mu_);
     exec_handler_ = std::move(handler);
@@ -194,6 +199,7 @@ class FakeSandboxApi final : public db::SandboxApi {
  private:
   api::Status Take(const std::string& method) { return faults_.Take(method); }  // requires mu_
 
+  std::atomic<int64_t> backlog_ms_{0};
   mutable std::mutex mu_;
   std::map<std::string, db::Sandbox> sandboxes_;  // Guarded by mu_.
   FaultQueue faults_;                             // Guarded by mu_.

@@ -53,6 +53,7 @@ EndpointClass ClassOf(std::string_view method, std::string_view path_and_query) 
 HttpSandboxApi::HttpSandboxApi(HttpSandboxApiOptions options, CredentialsProvider& credentials,
                                EndpointPacing& pacing, Clock& clock, http::HttpTransport& transport)
     : options_(std::move(options)),
+      pacing_(pacing),
       caller_(http::RetryingCallerOptions{.log_name = "databricks",
                                           .credentials_noun = "the workspace's credentials were",
                                           .retry = options_.retry,

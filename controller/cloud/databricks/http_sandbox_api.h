@@ -60,6 +60,7 @@ class HttpSandboxApi final : public SandboxApi {
                                 std::stop_token stop = {}) override;
   StatusOr<std::vector<Command>> ListCommands(const std::string& sandbox_id,
                                               std::stop_token stop = {}) override;
+  std::chrono::milliseconds PacingBacklog() const override { return pacing_.Backlog(); }
 
  private:
   struct Call {
@@ -75,6 +76,7 @@ class HttpSandboxApi final : public SandboxApi {
 
   const HttpSandboxApiOptions options_;
   const ErrorTable errors_;
+  const EndpointPacing& pacing_;
   http::RetryingCaller caller_;
 };
 

@@ -108,6 +108,9 @@ class SandboxApi {
                                         std::stop_token stop = {}) = 0;
   virtual StatusOr<std::vector<Command>> ListCommands(const std::string& sandbox_id,
                                                       std::stop_token stop = {}) = 0;
+  // How far ahead the places in line of calls waiting for the workspace's pacing tokens reach
+  // (EndpointPacing::Backlog): what a needed call made now would wait. 0: none, or unpaced.
+  virtual std::chrono::milliseconds PacingBacklog() const { return std::chrono::milliseconds(0); }
 };
 
 }  // namespace sbx::controller::databricks

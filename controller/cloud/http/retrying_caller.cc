@@ -74,9 +74,21 @@ StatusOr<HttpResponse> RetryingCaller::Loop(const Call& call, bool guard, Exchan
     if (stop.stop_requested()) {
       return api::CancelledError(what + ": cancelled");
     }
-    const std::optional<EndpointPacing::Permit> permit =
-        call.routine ? pacing_.TryTake(call.endpoint_class)
-                     : pacing_.Take(call.endpoint_class, stop);
+    std::optional<EndpointPacing::Permit> permit;
+    if (call.routine) {
+      permit = pacing_.TryTake(call.endpoint_class);
+    } else {
+      EndpointPacing::Taken taken = pacing_.TakeOrDefer(call.endpoint_class, stop);
+      if (!taken.permit && taken.come_back.count() > 0) {
+        // A reconcile worker's thread: the wait for the token goes back to the queue, as a
+        // retry's does; the reconcile has its place in line until then.
+        return PacingDeferred(what + ": not sent yet, the " +
+                                  std::string(EndpointClassName(call.endpoint_class)) +
+                                  " calls are paced",
+                              taken.come_back);
+      }
+      permit = taken.permit;
+    }
     if (!permit && call.routine) {
       return api::ResourceExhaustedError(what + ": not sent, a routine call and the " +
                                          std::string(EndpointClassName(call.endpoint_class)) +

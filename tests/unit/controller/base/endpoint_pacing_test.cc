@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "controller/base/inline_wait.h"
 #include "tests/support/fake_clock.h"
@@ -144,6 +146,157 @@ TEST(InlineWaitTest, ScopesSetAndRestoreTheThreadsLimit) {
     EXPECT_EQ(InlineWaitLimit(), std::optional(0ms));
   }
   EXPECT_FALSE(InlineWaitLimit().has_value());
+}
+
+// Issue #30: a reconcile thread does not sleep for its token. With others in line or no token
+// left it gets a place in line and gives the wait back; when it comes back at its place it takes
+// a token like any caller; the rest of that pass waits inline.
+TEST(EndpointPacingTest, AReconcileGivesALongWaitBackAndTakesItsTokenWhenItComesBack) {
+  testing::FakeClock clock;
+  EndpointPacing pacing(clock, /*rate=*/10, /*burst=*/1);
+  {
+    const ScopedInlineWaitLimit pass(0ms, "AgentTask/default/a");
+    EXPECT_TRUE(pacing.TakeOrDefer(EndpointClass::kRead).permit.has_value()) << "one was there";
+  }
+  {
+    const ScopedInlineWaitLimit pass(0ms, "AgentTask/default/a");
+    const EndpointPacing::Taken second = pacing.TakeOrDefer(EndpointClass::kRead);
+    EXPECT_FALSE(second.permit.has_value());
+    EXPECT_EQ(second.come_back, 100ms);
+    EXPECT_EQ(clock.sleepers(), 0) << "nothing slept";
+  }
+  EXPECT_EQ(pacing.deferrals(), 1);
+  EXPECT_EQ(pacing.deferred(), 100ms);
+  {
+    const ScopedInlineWaitLimit pass(0ms, "AgentTask/default/b");
+    EXPECT_EQ(pacing.TakeOrDefer(EndpointClass::kRead).come_back, 200ms) << "behind a";
+  }
+  {
+    // Back early (woken by something else): the rest of the wait, the same place.
+    clock.Advance(50ms);
+    const ScopedInlineWaitLimit pass(0ms, "AgentTask/default/a");
+    EXPECT_EQ(pacing.TakeOrDefer(EndpointClass::kRead).come_back, 50ms);
+  }
+  clock.Advance(50ms);
+  {
+    const ScopedInlineWaitLimit pass(0ms, "AgentTask/default/a");
+    const EndpointPacing::Taken taken = pacing.TakeOrDefer(EndpointClass::kRead);
+    ASSERT_TRUE(taken.permit.has_value()) << "its place: the token due then";
+    EXPECT_TRUE(taken.permit->of_workspace.waited) << "demand pressed on the rate";
+    EXPECT_FALSE(MayDeferPacing()) << "the rest of the pass waits inline";
+  }
+  {
+    // A newcomer with b in line goes behind b, although the bucket refills before b is back.
+    const ScopedInlineWaitLimit pass(0ms, "AgentTask/default/c");
+    EXPECT_EQ(pacing.TakeOrDefer(EndpointClass::kRead).come_back, 200ms);
+  }
+  EXPECT_FALSE(pacing.TryTake(EndpointClass::kRead).has_value())
+      << "a routine call never goes before callers sent away";
+  clock.Advance(100ms);
+  EXPECT_FALSE(pacing.TryTake(EndpointClass::kRead).has_value()) << "b's token";
+  {
+    const ScopedInlineWaitLimit pass(0ms, "AgentTask/default/b");
+    EXPECT_TRUE(pacing.TakeOrDefer(EndpointClass::kRead).permit.has_value());
+  }
+  {
+    // Outside a reconcile (an event stream, the input POST): Take, as before.
+    std::optional<EndpointPacing::Permit> taken;
+    std::jthread other([&] { taken = pacing.TakeOrDefer(EndpointClass::kRead).permit; });
+    ASSERT_TRUE(clock.WaitForSleepers(1));
+    clock.Advance(1s);
+    other.join();
+    EXPECT_TRUE(taken.has_value());
+  }
+}
+
+// What sank the first design (tokens reserved in debt): callers that come back late must not
+// go out together. Five sent away, all back a second late: one token, and the four others get
+// new places spaced at the rate again.
+TEST(EndpointPacingTest, CallersThatComeBackLateAreSpacedAgainNotSentTogether) {
+  testing::FakeClock clock;
+  EndpointPacing pacing(clock, /*rate=*/10, /*burst=*/1);
+  ASSERT_TRUE(pacing.TryAcquire(EndpointClass::kCreate));
+  std::vector<std::string> owners = {"Sandbox/d/s1", "Sandbox/d/s2", "Sandbox/d/s3", "Sandbox/d/s4",
+                                     "Sandbox/d/s5"};
+  for (const std::string& owner : owners) {
+    const ScopedInlineWaitLimit pass(0ms, owner);
+    ASSERT_FALSE(pacing.TakeOrDefer(EndpointClass::kCreate).permit.has_value());
+  }
+  clock.Advance(1500ms);  // every place long past: the threads were busy
+  int sent = 0;
+  std::vector<int64_t> come_back;
+  for (const std::string& owner : owners) {
+    const ScopedInlineWaitLimit pass(0ms, owner);
+    const EndpointPacing::Taken taken = pacing.TakeOrDefer(EndpointClass::kCreate);
+    if (taken.permit) {
+      ++sent;
+    } else {
+      come_back.push_back(taken.come_back.count());
+    }
+  }
+  EXPECT_EQ(sent, 1) << "the burst, not the five";
+  EXPECT_EQ(come_back, (std::vector<int64_t>{100, 200, 300, 400}));
+}
+
+TEST(EndpointPacingTest, AShortWaitIsSleptInlineAndAHoldMovesAPlacePastItsEnd) {
+  testing::FakeClock clock;
+  EndpointPacing pacing(clock, /*rate=*/100, /*burst=*/1);  // a token every 10 ms
+  const ScopedInlineWaitLimit pass(0ms, "Sandbox/default/s");
+  ASSERT_TRUE(pacing.TakeOrDefer(EndpointClass::kCommand).permit.has_value());
+  EXPECT_FALSE(MayDeferPacing())
+      << "a call of the pass was sent: a later give-back would repeat it";
+  std::optional<EndpointPacing::Permit> second;
+  {
+    std::jthread caller([&] {
+      const ScopedInlineWaitLimit same(0ms, "Sandbox/default/t");
+      second = pacing.TakeOrDefer(EndpointClass::kCommand).permit;
+    });
+    ASSERT_TRUE(clock.WaitForSleepers(1)) << "10 ms: slept where it is";
+    clock.Advance(10ms);
+  }
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(pacing.deferrals(), 0);
+
+  // A place, then a 429 holds the class for 2 s: coming back at the place (within the hold)
+  // sends nothing and gets a new place after the hold.
+  EndpointPacing slow(clock, /*rate=*/1, /*burst=*/1);
+  std::optional<EndpointPacing::Permit> sent;
+  {
+    const ScopedInlineWaitLimit x(0ms, "Sandbox/default/x");
+    sent = slow.TakeOrDefer(EndpointClass::kCommand).permit;
+    ASSERT_TRUE(sent.has_value());
+  }
+  {
+    const ScopedInlineWaitLimit t(0ms, "Sandbox/default/t");
+    EXPECT_EQ(slow.TakeOrDefer(EndpointClass::kCommand).come_back, 1s);
+  }
+  slow.Throttled(2s, *sent);
+  clock.Advance(1s);
+  {
+    const ScopedInlineWaitLimit t(0ms, "Sandbox/default/t");
+    const EndpointPacing::Taken again = slow.TakeOrDefer(EndpointClass::kCommand);
+    EXPECT_FALSE(again.permit.has_value()) << "no call inside the hold";
+    EXPECT_GE(again.come_back, 1s);
+  }
+}
+
+TEST(InlineWaitTest, ScopesSetAndRestoreTheOwnerAndWhetherPacingMayBeDeferred) {
+  EXPECT_FALSE(MayDeferPacing()) << "no reconcile";
+  const ScopedInlineWaitLimit pass(0ms, "Sandbox/default/s");
+  EXPECT_EQ(InlineWaitOwner(), "Sandbox/default/s");
+  EXPECT_TRUE(MayDeferPacing());
+  {
+    const ScopedInlinePacing best_effort;
+    EXPECT_FALSE(MayDeferPacing());
+  }
+  EXPECT_TRUE(MayDeferPacing());
+  {
+    const ScopedInlineWaitLimit nested(0ms, "Sandbox/default/t");
+    EndPacingDeferrals();
+    EXPECT_FALSE(MayDeferPacing());
+  }
+  EXPECT_EQ(InlineWaitOwner(), "Sandbox/default/s");
+  EXPECT_TRUE(MayDeferPacing()) << "a nested pass's end is its own";
 }
 
 }  // namespace

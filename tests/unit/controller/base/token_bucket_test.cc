@@ -282,5 +282,36 @@ TEST(TokenBucketAimdTest, AnUnlimitedBucketNeverAdapts) {
   EXPECT_DOUBLE_EQ(bucket.rate(), 0);
 }
 
+// A place in line (EndpointPacing::TakeOrDefer): when the next token is due, the places after it
+// spaced at the rate; nothing is taken, so a caller that comes back competes for its token as
+// any other, and a hold moves the next place past its end.
+TEST(TokenBucketTest, ClaimsArePlacesSpacedAtTheRateThatTakeNothing) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, /*rate=*/10, /*burst=*/1);
+  const Clock::SteadyTime t0 = clock.Steady();
+  EXPECT_FALSE(bucket.Claimed());
+  EXPECT_EQ(bucket.Claim(), t0) << "a token is there now";
+  EXPECT_EQ(bucket.Claim(), t0 + 100ms);
+  EXPECT_EQ(bucket.Claim(), t0 + 200ms);
+  EXPECT_TRUE(bucket.Claimed());
+  EXPECT_TRUE(bucket.TryAcquire()) << "claims take no token";
+  EXPECT_FALSE(bucket.TryAcquire());
+  clock.Advance(300ms);
+  EXPECT_FALSE(bucket.Claimed()) << "every place is due";
+  EXPECT_EQ(bucket.Claim(), clock.Steady()) << "the token refilled meanwhile";
+  // A hold: the next place is the first token after its end.
+  bucket.Penalize(2s);
+  EXPECT_EQ(bucket.Claim(), clock.Steady() + 2100ms);
+  const auto permit = bucket.TryTake(/*pressed=*/true);
+  EXPECT_FALSE(permit.has_value()) << "held";
+  clock.Advance(2100ms);
+  const auto pressed = bucket.TryTake(/*pressed=*/true);
+  ASSERT_TRUE(pressed.has_value());
+  EXPECT_TRUE(pressed->waited) << "a caller sent away for its token pressed on the rate";
+  TokenBucket unlimited(clock, 0, 1);
+  EXPECT_EQ(unlimited.Claim(), clock.Steady());
+  EXPECT_FALSE(unlimited.Claimed());
+}
+
 }  // namespace
 }  // namespace sbx::controller

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "controller/base/classify_error.h"
 #include "controller/base/inline_wait.h"
 #include "tests/support/fake_clock.h"
 #include "tests/unit/controller/engine/poll.h"
@@ -238,6 +239,30 @@ TEST_F(ManagerTest, AServerFailuresRetryAfterIsTheDelayForThreeFailuresInARow) {
     EXPECT_EQ(manager_->queue().ReadyAt(a_), clock_.Steady() + waits[i]) << i;
     clock_.Advance(waits[i]);
   }
+}
+
+// Issue #30: a call's wait for its pacing token handed back is no failure. The key runs as its
+// own owner (its place in line is kept under its key), comes back exactly at that place, and its
+// backoff does not grow: a real 429 after many deferrals still waits 1 s, not 2^n.
+TEST_F(ManagerTest, APacingWaitHandedBackIsRequeuedAtItsTimeWithoutGrowingTheBackoff) {
+  std::atomic<bool> owned_by_key = false;
+  StartWith([&](auto& key, int call, auto) -> StatusOr<ReconcileResult> {
+    owned_by_key = InlineWaitOwner() == key.ToString();
+    if (call <= 5) {
+      return PacingDeferred("paced", 300ms);
+    }
+    return api::ResourceExhaustedError("429").WithRetryAfter(1s);
+  });
+  manager_->Enqueue(a_);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(WaitForReconciles(i + 1));
+    EXPECT_EQ(manager_->queue().ReadyAt(a_), clock_.Steady() + 300ms) << i;
+    EXPECT_EQ(manager_->queue().NumRequeues(a_), 0) << i;
+    clock_.Advance(300ms);
+  }
+  EXPECT_TRUE(owned_by_key);
+  ASSERT_TRUE(WaitForReconciles(6));
+  EXPECT_EQ(manager_->queue().ReadyAt(a_), clock_.Steady() + 1s) << "the first failure's wait";
 }
 
 // ... while a 429's Retry-After (congestion) stays a minimum under the growing backoff.

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "api/codec.h"
+#include "controller/base/inline_wait.h"
 #include "controller/store/sqlite_store.h"
 #include "tests/fakes/fake_cloud_clients.h"
 #include "tests/support/fake_clock.h"
@@ -181,6 +182,33 @@ TEST_F(AgentWorkerReconcilerTest, WaitsForItsSandboxToBeReady) {
   EXPECT_EQ(deps_.DependentsOf({api::Kind::kSandbox, "default", "box"}).size(), 1u);
   // The box is RUNNING but not Ready (e.g. setup failing): nothing is said about the executor.
   EXPECT_EQ(Cond("ExecutorRunning").type, "");
+}
+
+// Issue #30: on a Manager worker (a reconcile whose pacing waits may go back to the work queue)
+// the new session is stored and the pass ends; the launch is the next pass's first paced call,
+// made without looking the session it just created up again.
+TEST_F(AgentWorkerReconcilerTest, OnAManagerWorkerTheLaunchIsTheNextPassesFirstCall) {
+  MakeSandbox("box", true);
+  ApplyWorker();
+  {
+    const ScopedInlineWaitLimit worker(0ms, "AgentWorker/default/w");
+    auto r = Reconcile();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->action, ReconcileResult::Action::kRequeueAfter);
+    EXPECT_EQ(r->after, 0ms) << "at once";
+    EXPECT_EQ(clouds_.agents().SessionCount(), 1);
+    EXPECT_EQ(Launches(), 0) << "not in the session's pass";
+    EXPECT_FALSE(Worker().agent_worker_status().session_id.empty()) << "stored first";
+  }
+  const int session_gets = clouds_.agents().Calls("get");
+  {
+    const ScopedInlineWaitLimit worker(0ms, "AgentWorker/default/w");
+    ASSERT_TRUE(Reconcile().ok());
+  }
+  EXPECT_EQ(Launches(), 1);
+  EXPECT_EQ(clouds_.agents().Calls("get"), session_gets) << "its own new session is not looked up";
+  EXPECT_EQ(clouds_.agents().SessionCount(), 1);
+  WaitForExecutor();
 }
 
 TEST_F(AgentWorkerReconcilerTest, CreatesSessionLaunchesExecutorAndBecomesReadyWhenConnected) {

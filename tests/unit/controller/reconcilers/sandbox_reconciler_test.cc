@@ -114,6 +114,24 @@ TEST_F(SandboxReconcilerTest, CreatesOnceRecordingIntentThenLive) {
 
 // The API floor for a Sandbox without setup: one create, nothing else (the LIST sweep observes
 // RUNNING for a whole page at a time). No GET before the create, no boot-marker exec-sync.
+// Issue #30: a create whose pacing wait went back to the work queue was never sent, so the pass
+// that comes back for its token creates at once instead of first looking up its intent row (a
+// GET that would take the place and the token the create was waiting for). After a restart
+// (a new reconciler: nothing in memory) the intent is looked up as before.
+TEST_F(SandboxReconcilerTest, ACreateGivenBackUnsentIsNotLookedUpWhenItComesBack) {
+  Apply("a");
+  clouds_.api().FailNext("create", PacingDeferred("POST /api/2.0/sandboxes: not sent yet", 1s));
+  auto deferred = Reconcile("a");
+  ASSERT_TRUE(IsPacingDeferred(deferred.status())) << deferred.status();
+  auto intent = *store_->GetInventory(kWs, "sandbox", "default-a");
+  ASSERT_TRUE(intent.has_value()) << "the intent row went in before the call";
+  EXPECT_EQ(intent->state, Store::InventoryState::kIntent);
+  ASSERT_TRUE(Reconcile("a").ok());
+  EXPECT_EQ(clouds_.api().Calls("get"), 0) << "no look before the create that was never sent";
+  EXPECT_EQ((*store_->GetInventory(kWs, "sandbox", "default-a"))->state,
+            Store::InventoryState::kLive);
+}
+
 TEST_F(SandboxReconcilerTest, WithoutSetupReadyCostsOnlyTheCreate) {
   Apply("a");
   ASSERT_TRUE(Reconcile("a").ok());

@@ -148,6 +148,36 @@ TEST_F(SandboxSweeperTest, SweepsFastOnlyWhileSomethingIsInTransition) {
   runner.request_stop();
 }
 
+// Issue #30: while the workspace's calls wait in a pacing line longer than fast_sweep_backlog
+// (15 s by default), what a fast sweep would find only leads to calls at the back of that line:
+// no fast sweep until the line is nearly through.
+TEST_F(SandboxSweeperTest, NoFastSweepWhileTheWorkspacesPacingLineIsLong) {
+  AddSandbox("a", databricks::SandboxState::kRunning);
+  std::jthread runner([&](std::stop_token stop) { sweeper_->Run(out_, stop); });
+  auto wait_for_lists = [&](int n) {
+    for (int i = 0; i < 2000 && clouds_.api().Calls("list") < n; ++i) {
+      std::this_thread::sleep_for(1ms);
+    }
+    return clouds_.api().Calls("list");
+  };
+  ASSERT_EQ(wait_for_lists(1), 1);
+  databricks::Sandbox pending;
+  pending.sandbox_id = "default-a";
+  pending.state = databricks::SandboxState::kPending;
+  cache_.Observe("default/default", pending);
+  clouds_.api().SetPacingBacklog(16s);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(clock_.WaitForSleepers(1));
+    clock_.Advance(2s);
+  }
+  ASSERT_TRUE(clock_.WaitForSleepers(1));
+  EXPECT_EQ(clouds_.api().Calls("list"), 1) << "a pending sandbox, but a 16 s line";
+  clouds_.api().SetPacingBacklog(15s);
+  clock_.Advance(2s);
+  EXPECT_EQ(wait_for_lists(2), 2);
+  runner.request_stop();
+}
+
 // A big workspace is fast-swept less often: the LIST pages may take at most
 // fast_pages_per_second (here 2) of its budget. 10 sandboxes at page size 2 are 5 pages, so a fast
 // sweep may come every 2.5 s, not every 2 s. Fast sweeps do not garbage-collect.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/base/classify_error.h"
 #include "controller/server/log.h"
 
 namespace sbx::controller {
@@ -61,6 +62,12 @@ TEST_F(ReconcileMetricsTest, CountsByKindAndResult) {
   observer_.OnReconciled(Record(api::Kind::kAgentWorker, "w",
                                 api::FailedPreconditionError("image is immutable"), std::nullopt,
                                 milliseconds(1)));
+  observer_.OnReconciled(Record(api::Kind::kAgentTask, "t",
+                                RetryScheduled(api::UnavailableError("503"), milliseconds(1000)),
+                                std::nullopt, milliseconds(1)));
+  observer_.OnReconciled(Record(api::Kind::kAgentTask, "t",
+                                PacingDeferred("paced", milliseconds(300)), std::nullopt,
+                                milliseconds(1)));
 
   auto count = [this](const char* kind, const char* result) {
     return metrics_.counter("sbx_reconciles_total", "", {{"kind", kind}, {"result", result}})
@@ -71,6 +78,9 @@ TEST_F(ReconcileMetricsTest, CountsByKindAndResult) {
   EXPECT_EQ(count("Sandbox", "transient_error"), 1);
   EXPECT_EQ(count("Sandbox", "terminal_error"), 0);
   EXPECT_EQ(count("AgentWorker", "terminal_error"), 1);
+  EXPECT_EQ(count("AgentTask", "retry_scheduled"), 1);
+  EXPECT_EQ(count("AgentTask", "paced"), 1) << "a pacing wait handed back is no error";
+  EXPECT_EQ(count("AgentTask", "transient_error"), 0);
 
   const Histogram::Snapshot h = metrics_
                                     .histogram("sbx_reconcile_duration_seconds", "",

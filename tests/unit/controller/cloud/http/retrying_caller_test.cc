@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "controller/base/classify_error.h"
 #include "controller/base/inline_wait.h"
 #include "controller/cloud/http/retry_after.h"
 #include "tests/support/fake_clock.h"
@@ -283,6 +284,41 @@ TEST_F(RetryingCallerTest, ARetryWaitLongerThanTheThreadAllowsIsGivenBackToTheCa
   EXPECT_GE(*r.status().retry_after(), 1s) << "requeued no earlier than the server asked";
   EXPECT_EQ(transport_.count(), 1u) << "the retry is the requeued reconcile's";
   EXPECT_EQ(clock_.sleepers(), 0);
+}
+
+// Issue #30: a needed call on a reconcile thread whose pacing token is not due gives the wait
+// back unsent (the same RetryScheduled the retries use, reason Paced), and the requeued
+// reconcile's call is sent when it comes back at its place in line.
+TEST_F(RetryingCallerTest, APacedCallOnAReconcileThreadIsHandedBackUnsentAndSentWhenItComesBack) {
+  FakeErrors errors({503});
+  EndpointPacing paced(clock_, /*rate=*/2, /*burst=*/1);
+  RetryingCaller caller(RetryingCallerOptions{.log_name = "test",
+                                              .credentials_noun = "the test key was",
+                                              .retry = Policy(),
+                                              .jitter = [] { return 0.5; }},
+                        errors, credentials_, paced, clock_, transport_);
+  replies_ = {Reply(200, "one"), Reply(200, "two")};
+  {
+    const ScopedInlineWaitLimit pass(0ms, "Sandbox/default/a");
+    ASSERT_TRUE(caller.Send(Get(), {}).ok());
+  }
+  {
+    const ScopedInlineWaitLimit pass(0ms, "Sandbox/default/a");
+    auto r = caller.Send(Get(), {});
+    EXPECT_TRUE(IsPacingDeferred(r.status())) << r.status();
+    EXPECT_TRUE(IsRetryScheduled(r.status()));
+    EXPECT_EQ(ClassifyError(r.status()).transient(), true);
+    EXPECT_EQ(r.status().retry_after(), std::optional(500ms));
+    EXPECT_EQ(transport_.count(), 1u) << "not sent";
+    EXPECT_EQ(clock_.sleepers(), 0);
+  }
+  clock_.Advance(500ms);
+  {
+    const ScopedInlineWaitLimit pass(0ms, "Sandbox/default/a");
+    auto r = caller.Send(Get(), {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(transport_.count(), 2u);
+  }
 }
 
 TEST_F(RetryingCallerTest, AShortRetryWaitWithinTheThreadsLimitStaysInline) {
