@@ -536,6 +536,9 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Submit(Target& t) {
   if (PerTask(t)) {
     ASSIGN_OR_RETURN(openai::Session opened, OpenTaskSession(t));
     session = opened.id;
+  } else if (std::optional<std::string> seen =
+                 streams_ != nullptr ? streams_->NewestRootTurn(session) : std::nullopt) {
+    previous_turn = *seen;  // the session's stream saw it created and ended: no GET
   } else {
     openai::ListParams newest;
     newest.limit = 1;

@@ -19,7 +19,8 @@
 //     demand for its pool, and depends on the Workspace, so raising the budget starts it at
 //     once; the period rolling over starts it at the next look (queue_recheck).
 //   Submit (exactly once) → status phase=Submitted, submittedAt, idempotencyKey = uid, sessionId
-//     and previousTurnId (the session's newest root turn before ours) are WRITTEN to the store
+//     and previousTurnId (the session's newest root turn before ours: from its event stream when
+//     the stream saw that turn created and ended, else one GET) are WRITTEN to the store
 //     first, then the input is POSTed with Idempotency-Key = uid. A crash between the two, or a
 //     POST whose answer was lost, re-POSTs with the same key later; the service dedupes it.
 //   Submitted/Running → the task's turn is the oldest root turn newer than previousTurnId (the

@@ -54,6 +54,9 @@ struct SessionEventStreams::Stream {
   std::optional<Binding> binding;
   std::optional<openai::Turn> outcome;  // of the bound task's turn
   Clock::SteadyTime idle_since{};
+  // The newest root turn seen created since the stream (re)opened, and whether its end was seen.
+  std::string newest_root;
+  bool newest_ended = false;
   // The stream's own thread only.
   std::set<std::string> seen;
   std::deque<std::string> seen_order;
@@ -136,6 +139,16 @@ void SessionEventStreams::SetTurn(const std::string& session_id, const std::stri
   }
 }
 
+std::optional<std::string> SessionEventStreams::NewestRootTurn(const std::string& session_id) {
+  std::lock_guard lock(mu_);
+  auto it = streams_.find(session_id);
+  if (it == streams_.end() || !it->second->open || it->second->newest_root.empty() ||
+      !it->second->newest_ended) {
+    return std::nullopt;
+  }
+  return it->second->newest_root;
+}
+
 void SessionEventStreams::Unwatch(const std::string& session_id, const std::string& task_uid) {
   std::lock_guard lock(mu_);
   auto it = streams_.find(session_id);
@@ -159,6 +172,7 @@ void SessionEventStreams::Run(Stream& s, std::stop_token stop) {
       {
         std::lock_guard lock(mu_);
         s.open = true;
+        s.newest_root.clear();  // what came while it was closed is unknown
         bound = s.binding.has_value();
       }
       ++open_;
@@ -210,6 +224,14 @@ void SessionEventStreams::OnEvent(Stream& s, const openai::SessionEvent& e, std:
   bool concluded = false;
   {
     std::lock_guard lock(mu_);
+    if (e.turn && e.turn->is_root()) {
+      if (e.kind == EventKind::kTurnCreated) {
+        s.newest_root = e.turn->id;
+        s.newest_ended = false;
+      } else if (e.turn->id == s.newest_root && openai::IsRootTurnTerminal(e)) {
+        s.newest_ended = true;
+      }
+    }
     if (!s.binding) {
       return;
     }

@@ -101,6 +101,11 @@ class SessionEventStreams {
   // The reconciler found the task's turn by polling: the stream takes it from here.
   void SetTurn(const std::string& session_id, const std::string& task_uid,
                const std::string& turn_id);
+  // The session's newest root turn, when this stream saw it created and ended and has been
+  // open ever since (so no root turn came after it unseen): what a task about to be submitted
+  // needs as its previous_turn_id, without a GET of the session's turns (issue #30). nullopt:
+  // not known that way (no stream, reopened since, or its turn still running).
+  std::optional<std::string> NewestRootTurn(const std::string& session_id);
   // The task is finished (or gone): unbinds it; the stream closes after idle_close unless
   // another task binds.
   void Unwatch(const std::string& session_id, const std::string& task_uid);

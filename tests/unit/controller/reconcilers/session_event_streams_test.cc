@@ -121,6 +121,34 @@ TEST_F(SessionEventStreamsTest, OnlyTheRootTurnsTerminalEventConcludesTheTask) {
   EXPECT_GE(enqueuer_.Count("a"), 2);  // created, then ended
 }
 
+// Issue #30: the next task's previous_turn_id without a GET: the newest root turn, once the
+// stream saw it created and ended and has stayed open; not while it runs, not after a drop.
+TEST_F(SessionEventStreamsTest, KnowsTheNewestRootTurnOnlyWhenItSawItCreatedAndEnded) {
+  auto streams = MakeStreams({}, milliseconds(300));
+  EXPECT_FALSE(streams->NewestRootTurn(session_).has_value()) << "no stream";
+  ASSERT_TRUE(streams->Watch(agents_, session_, Task("a"), {}).open);
+  EXPECT_FALSE(streams->NewestRootTurn(session_).has_value()) << "nothing seen yet";
+  ASSERT_TRUE(agents_.SendEvents(session_, {oa::InputEvent::UserMessage("go")}, "uid-a", {}).ok());
+  ASSERT_TRUE(PollUntil([&] { return !streams->Observe(session_, "uid-a")->turn_id.empty(); },
+                        In(milliseconds(5000))));
+  const std::string turn = streams->Observe(session_, "uid-a")->turn_id;
+  EXPECT_FALSE(streams->NewestRootTurn(session_).has_value()) << "still running";
+  agents_.EmitSubagentTurn(session_, "subagent_1", oa::TurnStatus::kCompleted);
+  agents_.CompleteTurn(session_);
+  ASSERT_TRUE(
+      PollUntil([&] { return OutcomeOf(*streams, "a").has_value(); }, In(milliseconds(5000))));
+  EXPECT_EQ(streams->NewestRootTurn(session_), std::optional<std::string>(turn))
+      << "the root turn, not the subagent's";
+  streams->Unwatch(session_, "uid-a");
+  EXPECT_EQ(streams->NewestRootTurn(session_), std::optional<std::string>(turn)) << "unbound too";
+  agents_.CloseStreams(session_, api::UnavailableError("connection reset"));
+  ASSERT_TRUE(PollUntil([&] { return streams->open_streams() == 0; }, In(milliseconds(5000))));
+  EXPECT_FALSE(streams->NewestRootTurn(session_).has_value()) << "closed";
+  ASSERT_TRUE(PollUntil([&] { return streams->open_streams() == 1; }, In(milliseconds(5000))));
+  EXPECT_FALSE(streams->NewestRootTurn(session_).has_value())
+      << "reopened: what came while it was closed is unknown";
+}
+
 TEST_F(SessionEventStreamsTest, ADroppedStreamReconnectsAndFillsTheGapFromTheSavedItems) {
   // Reconnects wait 300 ms: the turn moves on (µs) while nobody listens.
   auto streams = MakeStreams({}, milliseconds(300));
