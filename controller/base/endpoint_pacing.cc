@@ -73,9 +73,9 @@ EndpointPacing::Taken EndpointPacing::TakeOrDefer(EndpointClass c, std::stop_tok
     }
   }
   // Back at its place and the token a moment away (places are when tokens are due, to the
-  // nanosecond): waited for here. Further away (a caller outside the line took it): a new place,
-  // at the end of the line.
-  if (returning && std::max(Of(c).NextToken(), workspace_.NextToken()) - now <= kInlinePacingWait) {
+  // nanosecond; a retry that kept its place or a caller outside the line took one): waited for
+  // here. Further away: a new place, at the end of the line.
+  if (returning && std::max(Of(c).NextToken(), workspace_.NextToken()) - now <= kReturnWait) {
     return {Take(c, stop)};
   }
   const Clock::SteadyTime at = std::max(Of(c).Claim(), workspace_.Claim());
@@ -163,6 +163,16 @@ double EndpointPacing::rate() const { return workspace_.rate(); }
 double EndpointPacing::rate(EndpointClass c) const { return Of(c).rate(); }
 
 double EndpointPacing::max_rate() const { return workspace_.max_rate(); }
+
+void EndpointPacing::KeepPlace(EndpointClass c, std::chrono::milliseconds wait) {
+  if (InlineWaitOwner().empty()) {
+    return;
+  }
+  (void)Of(c).Claim();  // the token it will take comes out of the line's
+  (void)workspace_.Claim();
+  std::lock_guard lock(claims_mu_);
+  claims_[std::make_pair(InlineWaitOwner(), c)] = clock_.Steady() + wait;
+}
 
 std::chrono::milliseconds EndpointPacing::Backlog() const {
   return std::chrono::ceil<std::chrono::milliseconds>(workspace_.Backlog());

@@ -79,6 +79,9 @@ class EndpointPacing {
 
   // A place in line this near is waited for here: cheaper than a pass through the work queue.
   static constexpr std::chrono::milliseconds kInlinePacingWait{20};
+  // One back at its place whose token someone took (a retry keeping its place, a caller outside
+  // the line) waits this long for the next one here before it takes a new place at the end.
+  static constexpr std::chrono::milliseconds kReturnWait{100};
   // How long past its place a caller's place is remembered for it to come back to.
   static constexpr std::chrono::seconds kClaimGrace{30};
   struct Taken {
@@ -94,6 +97,11 @@ class EndpointPacing {
   // the wait. A caller woken before its place keeps it and is told the rest of the wait.
   // Elsewhere, Take.
   Taken TakeOrDefer(EndpointClass c, std::stop_token stop = {});
+  // A needed call of a reconcile failed and its retry goes back to the work queue for `wait`
+  // (RetryingCaller): it keeps a place for then, so that it is not sent to the end of the line
+  // on top of its wait (measured: a 503 late in a convergence cost its object the whole line);
+  // the line is moved back by one place for the token it will take. Outside a reconcile, nothing.
+  void KeepPlace(EndpointClass c, std::chrono::milliseconds wait);
   // How far ahead the workspace's places in line reach: the wait of a needed call made now.
   std::chrono::milliseconds Backlog() const;
 

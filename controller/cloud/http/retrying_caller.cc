@@ -139,6 +139,7 @@ StatusOr<HttpResponse> RetryingCaller::Loop(const Call& call, bool guard, Exchan
       // A reconcile worker's thread: give it back, and be requeued when the wait is over.
       spdlog::debug("{}: {} attempt {} failed ({}); the retry in {} ms goes back to the queue",
                     options_.log_name, what, attempt, failure.status.ToString(), delay->count());
+      pacing_.KeepPlace(call.endpoint_class, *delay);
       return RetryScheduled(failure.status, *delay);
     }
     spdlog::debug("{}: {} attempt {} failed ({}); retrying in {} ms", options_.log_name, what,

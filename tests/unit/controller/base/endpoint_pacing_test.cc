@@ -210,11 +210,11 @@ TEST(EndpointPacingTest, AReconcileGivesALongWaitBackAndTakesItsTokenWhenItComes
 }
 
 // What sank the first design (tokens reserved in debt): callers that come back late must not
-// go out together. Five sent away, all back a second late: one token, and the four others get
-// new places spaced at the rate again.
+// go out together. Five sent away, all back long after their places: one token (the burst), and
+// the four others get new places spaced at the rate again.
 TEST(EndpointPacingTest, CallersThatComeBackLateAreSpacedAgainNotSentTogether) {
   testing::FakeClock clock;
-  EndpointPacing pacing(clock, /*rate=*/10, /*burst=*/1);
+  EndpointPacing pacing(clock, /*rate=*/5, /*burst=*/1);  // a token every 200 ms
   ASSERT_TRUE(pacing.TryAcquire(EndpointClass::kCreate));
   std::vector<std::string> owners = {"Sandbox/d/s1", "Sandbox/d/s2", "Sandbox/d/s3", "Sandbox/d/s4",
                                      "Sandbox/d/s5"};
@@ -222,7 +222,7 @@ TEST(EndpointPacingTest, CallersThatComeBackLateAreSpacedAgainNotSentTogether) {
     const ScopedInlineWaitLimit pass(0ms, owner);
     ASSERT_FALSE(pacing.TakeOrDefer(EndpointClass::kCreate).permit.has_value());
   }
-  clock.Advance(1500ms);  // every place long past: the threads were busy
+  clock.Advance(2500ms);  // every place long past: the threads were busy
   int sent = 0;
   std::vector<int64_t> come_back;
   for (const std::string& owner : owners) {
@@ -235,7 +235,35 @@ TEST(EndpointPacingTest, CallersThatComeBackLateAreSpacedAgainNotSentTogether) {
     }
   }
   EXPECT_EQ(sent, 1) << "the burst, not the five";
-  EXPECT_EQ(come_back, (std::vector<int64_t>{100, 200, 300, 400}));
+  EXPECT_EQ(come_back, (std::vector<int64_t>{200, 400, 600, 800}))
+      << "the next token is further than kReturnWait: new places, spaced";
+}
+
+// A needed call whose retry went back to the work queue keeps a place for when it is due instead
+// of joining the end of the line on top of its wait; the line moves back by one place for it.
+TEST(EndpointPacingTest, ARetryKeepsItsPlaceAndTheLineMovesBackByOne) {
+  testing::FakeClock clock;
+  EndpointPacing pacing(clock, /*rate=*/10, /*burst=*/1);
+  ASSERT_TRUE(pacing.TryAcquire(EndpointClass::kCreate));
+  for (const char* owner : {"Sandbox/d/s1", "Sandbox/d/s2", "Sandbox/d/s3"}) {
+    const ScopedInlineWaitLimit pass(0ms, owner);
+    ASSERT_FALSE(pacing.TakeOrDefer(EndpointClass::kCreate).permit.has_value());
+  }  // places at 100, 200, 300 ms
+  {
+    const ScopedInlineWaitLimit pass(0ms, "Sandbox/d/r");
+    pacing.KeepPlace(EndpointClass::kCreate, 150ms);  // its 503's retry, due in 150 ms
+  }
+  {
+    const ScopedInlineWaitLimit pass(0ms, "Sandbox/d/late");
+    EXPECT_EQ(pacing.TakeOrDefer(EndpointClass::kCreate).come_back, 500ms)
+        << "behind the three and the retry's token";
+  }
+  clock.Advance(150ms);
+  {
+    const ScopedInlineWaitLimit pass(0ms, "Sandbox/d/r");
+    EXPECT_TRUE(pacing.TakeOrDefer(EndpointClass::kCreate).permit.has_value())
+        << "at its time, not at the end of the line";
+  }
 }
 
 TEST(EndpointPacingTest, AShortWaitIsSleptInlineAndAHoldMovesAPlacePastItsEnd) {
