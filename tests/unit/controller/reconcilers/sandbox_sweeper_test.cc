@@ -53,6 +53,14 @@ class SandboxSweeperTest : public ::testing::Test {
     clouds_.api().Put(orphan);
   }
 
+  // Polls until the fake has seen `n` LIST calls (the sweeper runs on its own thread).
+  int WaitForLists(int n) {
+    for (int i = 0; i < 2000 && clouds_.api().Calls("list") < n; ++i) {
+      std::this_thread::sleep_for(1ms);
+    }
+    return clouds_.api().Calls("list");
+  }
+
   testing::FakeClock clock_;
   testing::FakeCloudClients clouds_;
   SandboxCache cache_;
@@ -124,13 +132,7 @@ TEST_F(SandboxSweeperTest, AFailedListChangesNothingAndSkipsGarbageCollection) {
 TEST_F(SandboxSweeperTest, SweepsFastOnlyWhileSomethingIsInTransition) {
   AddSandbox("a", databricks::SandboxState::kRunning);
   std::jthread runner([&](std::stop_token stop) { sweeper_->Run(out_, stop); });
-  auto wait_for_lists = [&](int n) {
-    for (int i = 0; i < 2000 && clouds_.api().Calls("list") < n; ++i) {
-      std::this_thread::sleep_for(1ms);
-    }
-    return clouds_.api().Calls("list");
-  };
-  ASSERT_EQ(wait_for_lists(1), 1);
+  ASSERT_EQ(WaitForLists(1), 1);
   // Steady: 10 fast periods (20 s) pass without another LIST (period is 60 s).
   for (int i = 0; i < 10; ++i) {
     ASSERT_TRUE(clock_.WaitForSleepers(1));
@@ -144,7 +146,7 @@ TEST_F(SandboxSweeperTest, SweepsFastOnlyWhileSomethingIsInTransition) {
   pending.state = databricks::SandboxState::kPending;
   cache_.Observe("default/default", pending);  // as after our own start
   clock_.Advance(2s);
-  EXPECT_EQ(wait_for_lists(2), 2);
+  EXPECT_EQ(WaitForLists(2), 2);
   runner.request_stop();
 }
 
@@ -154,13 +156,7 @@ TEST_F(SandboxSweeperTest, SweepsFastOnlyWhileSomethingIsInTransition) {
 TEST_F(SandboxSweeperTest, NoFastSweepWhileTheWorkspacesPacingLineIsLong) {
   AddSandbox("a", databricks::SandboxState::kRunning);
   std::jthread runner([&](std::stop_token stop) { sweeper_->Run(out_, stop); });
-  auto wait_for_lists = [&](int n) {
-    for (int i = 0; i < 2000 && clouds_.api().Calls("list") < n; ++i) {
-      std::this_thread::sleep_for(1ms);
-    }
-    return clouds_.api().Calls("list");
-  };
-  ASSERT_EQ(wait_for_lists(1), 1);
+  ASSERT_EQ(WaitForLists(1), 1);
   databricks::Sandbox pending;
   pending.sandbox_id = "default-a";
   pending.state = databricks::SandboxState::kPending;
@@ -174,7 +170,7 @@ TEST_F(SandboxSweeperTest, NoFastSweepWhileTheWorkspacesPacingLineIsLong) {
   EXPECT_EQ(clouds_.api().Calls("list"), 1) << "a pending sandbox, but a 16 s line";
   clouds_.api().SetPacingBacklog(15s);
   clock_.Advance(2s);
-  EXPECT_EQ(wait_for_lists(2), 2);
+  EXPECT_EQ(WaitForLists(2), 2);
   runner.request_stop();
 }
 
@@ -186,13 +182,7 @@ TEST_F(SandboxSweeperTest, FastSweepsOfABigWorkspaceAreSpacedByItsPageCount) {
     AddSandbox("s" + std::to_string(i), databricks::SandboxState::kPending);
   }
   std::jthread runner([&](std::stop_token stop) { sweeper_->Run(out_, stop); });
-  auto wait_for_lists = [&](int n) {
-    for (int i = 0; i < 2000 && clouds_.api().Calls("list") < n; ++i) {
-      std::this_thread::sleep_for(1ms);
-    }
-    return clouds_.api().Calls("list");
-  };
-  ASSERT_EQ(wait_for_lists(5), 5);  // the first (regular) sweep: 5 pages
+  ASSERT_EQ(WaitForLists(5), 5);  // the first (regular) sweep: 5 pages
   ASSERT_TRUE(clock_.WaitForSleepers(1));
   ASSERT_TRUE(clock_.AdvanceAndWaitForNextSleep(2s));  // a fast period, not yet the page budget
   EXPECT_EQ(clouds_.api().Calls("list"), 5);
