@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "api/conditions.h"
+#include "controller/base/inline_wait.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/on_demand_power.h"
 #include "controller/reconcilers/pool_binding.h"
@@ -651,11 +652,19 @@ StatusOr<ReconcileResult> AgentTaskReconciler::FollowTurn(Target& t) {
   // turn may have run while nobody listened: reference §2.6, re-read turns and items).
   std::optional<SessionEventStreams::View> view;
   bool poll = true;
+  // The reads of the pass that binds the task are the only ones the stream will not make up
+  // for: they wait inline, since a pacing wait given back would leave the task bound and the
+  // next pass would not read again (found by chaos_agent_tasks_kill9: a turn that ended while
+  // sbxd was down stayed Running for minutes).
+  std::optional<ScopedInlinePacing> binding_reads;
   if (streams_ != nullptr) {
     const SessionEventStreams::WatchResult w = streams_->Watch(
         *t.agents, st.session_id, {t.key(), uid, st.previous_turn_id, st.turn_id}, t.stop);
     view = streams_->Observe(st.session_id, uid);
     poll = !w.open || w.bound;
+    if (w.bound) {
+      binding_reads.emplace();
+    }
   }
   // When to look again without being woken: polling without streams; with a stream, only to see
   // that it is still open (no API call) or at the deadline.
@@ -815,6 +824,10 @@ StatusOr<ReconcileResult> AgentTaskReconciler::FailRefused(Target& t, const Stat
 
 StatusOr<ReconcileResult> AgentTaskReconciler::Finish(Target& t, TaskPhase phase,
                                                       std::optional<openai::Usage> usage) {
+  // The final reads (saved items, the turn's usage) and the collect are best effort: a pacing
+  // wait given back would skip them without a word and store a result without them (found by
+  // chaos_agent_tasks_kill9: a task finished with 0 commands), so they wait inline.
+  const ScopedInlinePacing inline_pacing;
   api::AgentTaskStatus& st = t.status();
   // The attempt ends here (one was made if the input was submitted); another may follow.
   const int attempt = static_cast<int>(st.attempts.size()) + 1;
