@@ -133,6 +133,7 @@ SandboxSweeperOptions SweeperOptions(const DaemonConfig& c, WorkspaceLeases* lea
 ManagerOptions ManagerOptionsOf(const DaemonConfig& c) {
   ManagerOptions o;
   o.workers = c.workers;
+  o.defer_pacing = c.pacing_give_back;
   return o;
 }
 

@@ -133,6 +133,7 @@ api::StatusOr<DaemonConfig> ResolveConfig(const DaemonFlags& flags,
   c.log_level = *level;
   c.db = flags.db.empty() ? DefaultDbPath() : flags.db;
   c.workers = flags.workers;
+  c.pacing_give_back = flags.pacing_give_back;
   c.page_size = flags.page_size;
   c.metrics_addr = flags.metrics_addr;
   ASSIGN_OR_RETURN(c.resync, Duration("resync", flags.resync));

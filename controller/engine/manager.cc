@@ -155,7 +155,9 @@ void Manager::ProcessOne(const api::ObjectKey& key, std::stop_token stop) {
   api::StatusOr<ReconcileResult> result = api::InternalError("reconcile did not run");
   // STYLE 8: nothing thrown by a reconciler may take the worker (and the daemon) down.
   try {
-    const ScopedInlineWaitLimit inline_waits(options_.max_inline_wait, key.ToString());
+    // The key as the owner of pacing waits given back; none: they are waited inline.
+    const ScopedInlineWaitLimit inline_waits(options_.max_inline_wait,
+                                             options_.defer_pacing ? key.ToString() : "");
     result = it->second->Reconcile(key, stop);
   } catch (const std::exception& e) {
     ++exceptions_;

@@ -92,6 +92,10 @@ struct ManagerOptions {
   // Retry-After or backoff) ends the reconcile and requeues the key for when it is over, so the
   // worker serves other keys meanwhile. 0: every retry wait goes back to the queue.
   std::chrono::milliseconds max_inline_wait{0};
+  // Whether a reconcile's wait for a pacing token may go back to the queue too
+  // (EndpointPacing::TakeOrDefer; sbxd --pacing-give-back). Off by default: with it on,
+  // scripts/long-checks.sh degraded failed one run in three (bench/README.md, issue #30).
+  bool defer_pacing = false;
 };
 
 // Whether this replica reconciles `key` now (see Manager). Called from the workers.

@@ -92,8 +92,10 @@ class ManagerTest : public ::testing::Test {
   void StartWith(ScriptedReconciler::Behaviour behaviour, int workers = 2,
                  std::function<StatusOr<bool>(const ObjectKey&)> owns = nullptr) {
     reconciler_ = std::make_unique<ScriptedReconciler>(Kind::kSandbox, std::move(behaviour));
-    manager_ = std::make_unique<Manager>(
-        clock_, ManagerOptions{.workers = workers, .backoff = {}, .random = [] { return 0.5; }});
+    manager_ = std::make_unique<Manager>(clock_, ManagerOptions{.workers = workers,
+                                                                .backoff = {},
+                                                                .random = [] { return 0.5; },
+                                                                .defer_pacing = defer_pacing_});
     if (owns) {
       manager_->SetOwnership(std::move(owns));
     }
@@ -101,6 +103,7 @@ class ManagerTest : public ::testing::Test {
     manager_->SetObserver(&observer_);
     manager_->Start();
   }
+  bool defer_pacing_ = false;
   // Waits until `key` has been reconciled `n` times AND the worker has acted on the result.
   bool WaitForReconciles(int64_t n, std::chrono::milliseconds timeout = 10s) {
     return PollUntil(
@@ -246,6 +249,7 @@ TEST_F(ManagerTest, AServerFailuresRetryAfterIsTheDelayForThreeFailuresInARow) {
 // backoff does not grow: a real 429 after many deferrals still waits 1 s, not 2^n.
 TEST_F(ManagerTest, APacingWaitHandedBackIsRequeuedAtItsTimeWithoutGrowingTheBackoff) {
   std::atomic<bool> owned_by_key = false;
+  defer_pacing_ = true;  // sbxd --pacing-give-back
   StartWith([&](auto& key, int call, auto) -> StatusOr<ReconcileResult> {
     owned_by_key = InlineWaitOwner() == key.ToString();
     if (call <= 5) {
