@@ -40,8 +40,7 @@ bool TokenBucket::TakeOrNextTime(Clock::SteadyTime& next) {
     tokens_ -= 1.0;
     return true;
   }
-  next = now + std::chrono::duration_cast<std::chrono::nanoseconds>(
-                   std::chrono::duration<double>((1.0 - tokens_) / rate_));
+  next = NextTokenLocked(now);
   return false;
 }
 

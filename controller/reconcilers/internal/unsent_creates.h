@@ -35,10 +35,6 @@ class UnsentCreates {
     std::lock_guard lock(mu_);
     return ids_.contains(id);
   }
-  void Forget(const std::string& id) {
-    std::lock_guard lock(mu_);
-    ids_.erase(id);
-  }
 
  private:
   mutable std::mutex mu_;

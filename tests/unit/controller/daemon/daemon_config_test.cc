@@ -55,6 +55,13 @@ TEST(DaemonConfigTest, WorkSplitAutoIsByWorkspaceOnPostgres) {
   EXPECT_FALSE(ResolveConfig(f, {})->split_by_workspace);
 }
 
+TEST(DaemonConfigTest, ThePacingGiveBackIsOffUnlessAskedFor) {
+  EXPECT_FALSE(ResolveConfig(Flags(), {})->pacing_give_back);
+  DaemonFlags f = Flags();
+  f.pacing_give_back = true;  // sbxd --pacing-give-back
+  EXPECT_TRUE(ResolveConfig(f, {})->pacing_give_back);
+}
+
 TEST(DaemonConfigTest, ABadDurationNamesItsFlag) {
   DaemonFlags f = Flags();
   f.sweep_interval = "soon";
