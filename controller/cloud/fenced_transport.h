@@ -2,13 +2,21 @@
 // workspaces (DESIGN §7.4, controller/engine/workspace_leases.h). No request goes out unless
 // this replica holds the workspace's lease (its own view); before every request that changes
 // something (any method but GET and HEAD) it also asks the fence to read the lease row and
-// compare its token. Otherwise nothing is sent and the call fails with kAborted (transient: the
-// work moved to another replica). Every request carries
+// compare its token, and then its own view once more, last, right before the request goes out.
+// Otherwise nothing is sent and the call fails with kAborted (transient: the work moved to
+// another replica). Every request carries
 //   X-Sbx-Replica: <identity>      which sbxd sent it
 //   X-Sbx-Workspace: <ns>/<name>   for which workspace
 //   X-Sbx-Fence: <token>           the lease tenure it acted under (when held)
+//   X-Sbx-Checked-At: <unix ms>    when this replica last found that tenure fresh
 // The clouds ignore them; sbx-emulator records them, so a test can show that each workspace was
 // served by one replica at a time. None is a secret.
+//
+// What fencing in the client cannot do: the clouds do not check a token, so a request that
+// passed its last check and then waited (the process paused, SIGSTOP, a stall of its thread
+// longer than the lease) still goes out, late, under a lapsed tenure. The last check is made as
+// late as the transport allows to keep that window small; X-Sbx-Checked-At lets the request log
+// tell such a late arrival (checked inside its tenure) from a replica acting outside its own.
 //
 // FencedStreamingTransport does the same for event streams (SSE), which are reads: a stream
 // opens only under the lease, and an open one is closed at its next chunk once the lease is gone

@@ -561,7 +561,7 @@ int Daemon::Run(std::stop_token outer) {
         }
         for (const std::string& w : round.acquired) {
           log::Info("took a workspace", {{"workspace", w},
-                                         {"token", std::to_string(p.leases->Token(w).value_or(0))},
+                                         {"token", std::to_string(p.leases->Token(w).value_or(FenceToken{}).token)},
                                          {"replicas", std::to_string(round.members)}});
         }
         if (!round.acquired.empty()) {

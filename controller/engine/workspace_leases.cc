@@ -323,14 +323,14 @@ api::Status WorkspaceLeases::CheckMutation(const std::string& workspace_id) {
   return api::OkStatus();
 }
 
-std::optional<int64_t> WorkspaceLeases::Token(const std::string& workspace_id) const {
+std::optional<FenceToken> WorkspaceLeases::Token(const std::string& workspace_id) const {
   std::lock_guard lock(mu_);
   auto it = held_.find(workspace_id);
   // Not fresh: a replica that was paused past its lease must not act before its next round.
   if (it == held_.end() || it->second.releasing || !Fresh(it->second, clock_.Steady())) {
     return std::nullopt;
   }
-  return it->second.token;
+  return FenceToken{.token = it->second.token, .checked_at = clock_.Now()};
 }
 
 std::map<std::string, int64_t> WorkspaceLeases::Held() const {

@@ -52,6 +52,13 @@
 
 namespace sbx::controller {
 
+// A tenure as a request carries it: the fencing token, and when (this replica's wall clock) it
+// was last found fresh.
+struct FenceToken {
+  int64_t token = 0;
+  Clock::WallTime checked_at;
+};
+
 // What a cloud client asks before a call (controller/cloud/fenced_transport.h).
 class WorkspaceFence {
  public:
@@ -60,8 +67,9 @@ class WorkspaceFence {
   // kAborted (transient: the work moved) otherwise. Reads the lease row.
   virtual api::Status CheckMutation(const std::string& workspace_id) = 0;
   // The fencing token this replica holds for the workspace, if it holds it and its last renewal
-  // is less than the lease duration ago by this replica's own clock (no store read).
-  virtual std::optional<int64_t> Token(const std::string& workspace_id) const = 0;
+  // is less than the lease duration ago by this replica's own clock (no store read); checked_at
+  // is now.
+  virtual std::optional<FenceToken> Token(const std::string& workspace_id) const = 0;
   virtual const std::string& identity() const = 0;
 };
 
@@ -105,7 +113,7 @@ class WorkspaceLeases final : public WorkspaceFence {
   api::StatusOr<bool> Owns(const std::string& workspace_id);
 
   api::Status CheckMutation(const std::string& workspace_id) override;
-  std::optional<int64_t> Token(const std::string& workspace_id) const override;
+  std::optional<FenceToken> Token(const std::string& workspace_id) const override;
   const std::string& identity() const override { return options_.identity; }
 
   // The workspaces held now, with their tokens (metrics, logs).

@@ -1,6 +1,7 @@
 #include "emulator/internal/fault_injector.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -189,9 +190,13 @@ void FaultInjector::RecordReplicaRequest(std::string_view endpoint, const std::s
     auto it = request.headers.find(name);
     return it == request.headers.end() ? std::string() : it->second;
   };
+  const std::int64_t at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
   std::lock_guard lock(mu_);
   replica_log_.push_back({++replica_log_seq_, std::string(endpoint), id, replica->second,
-                          header("x-sbx-workspace"), header("x-sbx-fence")});
+                          header("x-sbx-workspace"), header("x-sbx-fence"),
+                          header("x-sbx-checked-at"), at_ms});
   if (replica_log_.size() > kMaxReplicaLog) {
     replica_log_.pop_front();
     ++replica_log_dropped_;
@@ -233,7 +238,9 @@ std::optional<HttpResponse> FaultInjector::HandleAdmin(const HttpRequest& reques
                             {"id", r.id},
                             {"replica", r.replica},
                             {"workspace", r.workspace},
-                            {"fence", r.fence}});
+                            {"fence", r.fence},
+                            {"checked_at", r.checked_at},
+                            {"at_ms", r.at_ms}});
       }
       return JsonResponse(200, {{"requests", requests}, {"dropped", replica_log_dropped_}});
     }

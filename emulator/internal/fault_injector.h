@@ -94,7 +94,9 @@ class FaultInjector {
     std::string id;         // the sandbox or session the path names, if any
     std::string replica;
     std::string workspace;
-    std::string fence;  // "" when the request carried none
+    std::string fence;       // "" when the request carried none
+    std::string checked_at;  // X-Sbx-Checked-At (unix ms), "" when none
+    std::int64_t at_ms = 0;  // arrival, unix ms
   };
   static constexpr std::size_t kMaxReplicaLog = 200'000;
   void RecordReplicaRequest(std::string_view endpoint, const std::string& id,

@@ -16,7 +16,11 @@
 #              API, carries its lease's fencing token (X-Sbx-Fence; /_emulator/replica_log); per
 #              workspace, in arrival order, the tokens never go back and each token was used by
 #              one replica only: one tenure ends before the next begins, and no replica acts
-#              outside its own;
+#              outside its own. The one exception is what fencing in a client cannot prevent (the
+#              clouds check no token; controller/cloud/fenced_transport.h): a request a frozen
+#              replica had checked (X-Sbx-Checked-At) before its SIGSTOP and that arrived after
+#              its SIGCONT is a late arrival, counted and shown, not a failure. A request checked
+#              after the freeze, or late without one, fails;
 #   split      afterwards the live replicas hold all W workspaces, each at least one (when
 #              N ≤ W): the work is divided, not taken by one.
 # Usage:
@@ -56,7 +60,8 @@ bench_tmp=$(mktemp -d /tmp/sbx-replicas-chaos.XXXXXX)
 pg_state="$bench_tmp/postgres.state"
 # A crash of the server must lose no acknowledged commit, as in production.
 export SBX_PG_SYNCHRONOUS_COMMIT=on
-declare -a pids=() logs=() ports=()
+declare -a pids=() logs=() ports=() idents=()
+pauses_json='[]'  # every freeze: {replica, stop, cont} (unix ms)
 starts=0
 cleanup() {
   local p
@@ -101,7 +106,8 @@ start_replica() {
   local i=$1
   starts=$((starts + 1))
   logs[i]="$bench_tmp/replica-$i.$starts.log"
-  "$bench_bin/sbxd" --db "$SBX_DB" --identity "r$i.$starts" --metrics-addr 127.0.0.1:0 \
+  idents[i]="r$i.$starts"
+  "$bench_bin/sbxd" --db "$SBX_DB" --identity "${idents[$i]}" --metrics-addr 127.0.0.1:0 \
     --work-split workspace "${sbxd_flags[@]}" >"${logs[$i]}" 2>&1 &
   pids[i]=$!
   bench_wait_for 30 grep -q 'serving health and metrics' "${logs[$i]}" || fail "replica $i did not start"
@@ -192,9 +198,13 @@ for r in $(seq 1 "$rounds"); do
   if ((r <= pauses && replicas > 1)); then
     frozen=$((1 + (victim + RANDOM % (replicas - 1)) % replicas))  # another one
     kill -STOP "${pids[$frozen]}"
+    stop_ms=$(date +%s%3N)  # after: every check the replica made came before
     log "round $r: SIGSTOP replica $frozen for ${pause_seconds}s (lease ${lease_seconds}s)"
     sleep "$pause_seconds"
+    cont_ms=$(date +%s%3N)  # before: every request it sends from here arrives after
     kill -CONT "${pids[$frozen]}"
+    pauses_json=$(jq -c --arg r "${idents[$frozen]}" --argjson s "$stop_ms" --argjson c "$cont_ms" \
+      '. + [{replica: $r, stop: $s, cont: $c}]' <<<"$pauses_json")
   fi
 done
 
@@ -269,29 +279,51 @@ listed=$(curl -sf "${auth[@]}" "$emu_url/api/2.0/sandboxes?page_size=1000" |
 [[ "$listed" == "$(expected_ids | sort)" ]] ||
   fail "the cloud does not hold exactly the $total expected RUNNING sandboxes (leak or loss): $(comm -3 <(echo "$listed") <(expected_ids | sort) | head -n 5 | tr '\n' ' ')"
 
-# Per workspace, in arrival order: every request fenced, tokens never going back, one replica
-# per token.
-report=$(curl -sf "$emu_url/_emulator/replica_log" | jq -c '
+# Per workspace, in arrival order: every request fenced, tokens never going back (but for late
+# arrivals from a frozen replica, see the top), one replica per token.
+curl -sf "$emu_url/_emulator/replica_log" >"$bench_tmp/replica_log.json" ||
+  fail "the emulator did not give its replica log"
+report=$(jq -c --argjson pauses "$pauses_json" '
+  def late($q): $q.checked_at != "" and any($pauses[]; .replica == $q.replica and
+                  ($q.checked_at | tonumber) <= .stop and $q.at_ms >= .cont);
   .dropped as $dropped | .requests | sort_by(.seq) | group_by(.workspace) | map(
-    . as $r | {
+    . as $r
+    | (reduce $r[] as $q ({top: null, first_at: {}, back: [], late: []};
+         if $q.fence == "" then .
+         elif .top != null and ($q.fence | tonumber) < .top then
+           {q: $q, after: {fence: .top, first_at: .first_at[.top | tostring]}} as $b
+           | if late($q) then .late += [$b] else .back += [$b] end
+         else .top = ([.top // 0, ($q.fence | tonumber)] | max)
+              | .first_at[$q.fence] //= $q.at_ms end)) as $o
+    | {
       workspace: $r[0].workspace,
       requests: ($r | length),
       unfenced: ($r | map(select(.fence == "")) | length),
-      backwards: ([range(1; $r | length) as $i
-                   | select($r[$i].fence != "" and $r[$i - 1].fence != "" and
-                            ($r[$i].fence | tonumber) < ($r[$i - 1].fence | tonumber))] | length),
+      backwards: ($o.back | length),
+      late: ($o.late | length),
+      late_ms: [$o.late[] | .q.at_ms - (.q.checked_at | tonumber)],
+      offenders: $o.back[:5],
       shared_tokens: ($r | group_by(.fence) | map(select((map(.replica) | unique | length) > 1))
                       | length),
       tenures: ($r | map(.fence) | unique | length),
       replicas: ($r | map(.replica) | unique | length)
-    }) | {dropped: $dropped, workspaces: .}')
-echo "$report" | jq -r '.workspaces[] | "  \(.workspace): \(.requests) requests, \(.tenures) tenures, \(.replicas) replicas; unfenced \(.unfenced), backwards \(.backwards), shared tokens \(.shared_tokens)"'
+    }) | {dropped: $dropped, workspaces: .}' "$bench_tmp/replica_log.json")
+echo "$report" | jq -r '.workspaces[] | "  \(.workspace): \(.requests) requests, \(.tenures) tenures, \(.replicas) replicas; unfenced \(.unfenced), backwards \(.backwards), shared tokens \(.shared_tokens), late arrivals \(.late)\(if .late > 0 then " (checked \(.late_ms | map(tostring + " ms") | join(", ")) before arriving)" else "" end)"'
+echo "$report" | jq -r '.workspaces[] | .workspace as $w | .offenders[] |
+  "  backwards in \($w): #\(.q.seq) \(.q.endpoint) \(.q.id) from \(.q.replica) under token \(.q.fence), checked at \(.q.checked_at), arrived \(.q.at_ms), after token \(.after.fence) first arrived \(.after.first_at)"'
+[[ "$pauses_json" == "[]" ]] || log "freezes: $pauses_json"
 [[ "$(jq '.dropped' <<<"$report")" == 0 ]] || fail "the emulator's replica log overflowed"
 [[ "$(jq '.workspaces | length' <<<"$report")" == "$workspaces" ]] ||
   fail "expected requests for $workspaces workspaces: $report"
 bad=$(jq '[.workspaces[] | select(.unfenced + .backwards + .shared_tokens > 0)] | length' <<<"$report")
 ((bad == 0)) || fail "$bad workspace(s) served by more than one replica at a time (see above)"
-served_by=$(curl -sf "$emu_url/_emulator/replica_log" | jq '[.requests[].replica] | unique | length')
-openai_requests=$(curl -sf "$emu_url/_emulator/replica_log" | jq '[.requests[] | select(.endpoint | startswith("openai."))] | length')
+served_by=$(jq '[.requests[].replica] | unique | length' "$bench_tmp/replica_log.json")
+openai_requests=$(jq '[.requests[] | select(.endpoint | startswith("openai."))] | length' \
+  "$bench_tmp/replica_log.json")
+# The window fencing in a client leaves (see the top): from the last check to the arrival.
+log "from the last check to the arrival: $(jq -r '[.requests[] | select(.checked_at != "")
+  | .at_ms - (.checked_at | tonumber)] | sort | length as $n | if $n == 0 then "no requests"
+  else "p50 \(.[($n * 0.5 | floor)]) ms, p99 \(.[($n * 0.99 | floor)]) ms, max \(.[-1]) ms over \($n) requests" end' \
+  "$bench_tmp/replica_log.json")"
 log "the replica log holds $openai_requests Agents API requests besides the Sandbox API's"
 log "PASS: $creates creates, 0 deletes, $total RUNNING, each workspace served by one replica at a time ($served_by replica identities over the run)"

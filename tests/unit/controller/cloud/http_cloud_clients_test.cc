@@ -133,15 +133,23 @@ class ScriptedFence final : public WorkspaceFence {
  public:
   api::Status CheckMutation(const std::string& workspace_id) override {
     checked.push_back(workspace_id);
-    return held && !row_moved ? api::OkStatus()
-                              : api::AbortedError("lost the lease of workspace " + workspace_id);
+    const bool ok = held && !row_moved;
+    if (lapse_during_check) {
+      held = false;  // the store read took longer than what was left of the lease
+    }
+    return ok ? api::OkStatus() : api::AbortedError("lost the lease of workspace " + workspace_id);
   }
-  std::optional<int64_t> Token(const std::string&) const override {
-    return held ? std::optional<int64_t>(7) : std::nullopt;
+  std::optional<FenceToken> Token(const std::string&) const override {
+    if (!held) {
+      return std::nullopt;
+    }
+    return FenceToken{.token = 7,
+                      .checked_at = Clock::WallTime(std::chrono::milliseconds(1'700'000'000'123))};
   }
   const std::string& identity() const override { return identity_; }
   bool held = true;
   bool row_moved = false;
+  bool lapse_during_check = false;
   std::vector<std::string> checked;
 
  private:
@@ -175,6 +183,7 @@ TEST_F(HttpCloudClientsTest, AFencedWorkspaceSendsOnlyUnderItsLease) {
   EXPECT_EQ(HeaderOf(transport_.requests()[0], "X-Sbx-Replica"), "replica-a");
   EXPECT_EQ(HeaderOf(transport_.requests()[0], "X-Sbx-Workspace"), "team/default");
   EXPECT_EQ(HeaderOf(transport_.requests()[0], "X-Sbx-Fence"), "7");
+  EXPECT_EQ(HeaderOf(transport_.requests()[0], "X-Sbx-Checked-At"), "1700000000123");
 
   (void)(*api)->Delete("sb-1");  // a mutation: the row is checked, then it is sent
   EXPECT_EQ(fence.checked, std::vector<std::string>{"team/default"});
@@ -188,7 +197,16 @@ TEST_F(HttpCloudClientsTest, AFencedWorkspaceSendsOnlyUnderItsLease) {
   EXPECT_EQ(transport_.requests().size(), 2u) << "nothing may be sent without the lease";
   EXPECT_EQ(fence.checked.size(), 2u) << "refused once, not retried inside the call";
 
-  fence.held = false;  // it noticed: not even a read goes out
+  // The row still matched, but the lease lapsed by this replica's own clock while it was read:
+  // the last look, right before the write, refuses.
+  fence.row_moved = false;
+  fence.lapse_during_check = true;
+  refused = (*api)->Delete("sb-1");
+  EXPECT_EQ(refused.code(), api::StatusCode::kAborted) << refused;
+  EXPECT_EQ(fence.checked.size(), 3u);
+  EXPECT_EQ(transport_.requests().size(), 2u) << "nothing may be sent after the lease lapsed";
+
+  // it noticed: not even a read goes out
   EXPECT_EQ((*api)->Get("sb-1").status().code(), api::StatusCode::kAborted);
   EXPECT_EQ(transport_.requests().size(), 2u);
 }

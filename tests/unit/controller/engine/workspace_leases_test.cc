@@ -147,7 +147,8 @@ TEST_F(WorkspaceLeasesTest, ADeadReplicasWorkspacesAreTakenOverWithNewTokensAndI
 TEST_F(WorkspaceLeasesTest, APausedReplicaHasNoTokenWhenItResumes) {
   AddWorkspaces(1);
   Rounds({"r1"}, 1);
-  ASSERT_EQ(Replica("r1").Token("team/w0"), std::optional<int64_t>(1));
+  ASSERT_TRUE(Replica("r1").Token("team/w0").has_value());
+  ASSERT_EQ(Replica("r1").Token("team/w0")->token, 1);
   clock_.Advance(11s);  // 16 s since the renewal: past the 15 s lease
   EXPECT_EQ(Replica("r1").Token("team/w0"), std::nullopt);
   EXPECT_FALSE(*Replica("r1").Owns("team/w0"));
