@@ -9,11 +9,6 @@
 namespace sbx::api {
 namespace {
 
-ConditionStatus StatusOf(const std::vector<Condition>& conditions, std::string_view type) {
-  const Condition* c = FindCondition(conditions, type);
-  return c != nullptr ? c->status : ConditionStatus::kUnknown;
-}
-
 std::string MessageOf(const std::vector<Condition>& conditions, std::string_view type) {
   const Condition* c = FindCondition(conditions, type);
   return c != nullptr ? (c->reason.empty() ? c->message : c->reason + ": " + c->message) : "";
@@ -22,7 +17,7 @@ std::string MessageOf(const std::vector<Condition>& conditions, std::string_view
 // Whether condition `type` turns to `to` in this write.
 bool Turns(const std::vector<Condition>& before, const std::vector<Condition>& after,
            std::string_view type, ConditionStatus to) {
-  return StatusOf(before, type) != to && StatusOf(after, type) == to;
+  return ConditionStatusOf(before, type) != to && ConditionStatusOf(after, type) == to;
 }
 
 std::string_view TaskReason(TaskPhase phase) {
@@ -76,17 +71,17 @@ bool MayNotice(const Object& after) {
     case Kind::kAgentTask:
       return IsFinished(after.agent_task_status().phase);
     case Kind::kAgentWorker:
-      return StatusOf(after.agent_worker_status().conditions, condition::kReady) !=
+      return ConditionStatusOf(after.agent_worker_status().conditions, condition::kReady) !=
                  ConditionStatus::kUnknown ||
              !after.agent_worker_status().executor.next_launch_after.empty();
     case Kind::kGitSource:
-      return StatusOf(after.git_source_status().conditions, condition::kReady) ==
+      return ConditionStatusOf(after.git_source_status().conditions, condition::kReady) ==
              ConditionStatus::kFalse;
     case Kind::kWorkspace:
-      return StatusOf(after.workspace_status().conditions, condition::kBudgetExceeded) ==
+      return ConditionStatusOf(after.workspace_status().conditions, condition::kBudgetExceeded) ==
              ConditionStatus::kTrue;
     case Kind::kAgentPool:
-      return StatusOf(after.agent_pool_status().conditions, condition::kScalingLimited) ==
+      return ConditionStatusOf(after.agent_pool_status().conditions, condition::kScalingLimited) ==
              ConditionStatus::kTrue;
     default:
       return false;
@@ -129,7 +124,7 @@ NoticeChange NoticesOf(const Object& before, const Object& after) {
           b.executor.next_launch_after.empty() && !a.executor.next_launch_after.empty();
       const bool first_of_episode =
           b.executor.restarts == 0 ||
-          StatusOf(b.conditions, condition::kReady) == ConditionStatus::kTrue;
+          ConditionStatusOf(b.conditions, condition::kReady) == ConditionStatus::kTrue;
       if (backoff_starts && first_of_episode) {
         warn(notice::kExecutorCrashLooping, "the executor exited (" + a.executor.last_exit_reason +
                                                 "); the next launch waits until " +

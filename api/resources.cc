@@ -235,6 +235,16 @@ ObjectKey KeyOf(const Object& object) {
   return ObjectKey{object.kind, object.metadata.namespace_, object.metadata.name};
 }
 
+bool MatchesLabels(const Object& object, const std::map<std::string, std::string>& selector) {
+  for (const auto& [label, value] : selector) {
+    auto it = object.metadata.labels.find(label);
+    if (it == object.metadata.labels.end() || it->second != value) {
+      return false;
+    }
+  }
+  return true;
+}
+
 const Condition* FindCondition(const std::vector<Condition>& conditions, std::string_view type) {
   for (const Condition& c : conditions) {
     if (c.type == type) {
@@ -242,6 +252,11 @@ const Condition* FindCondition(const std::vector<Condition>& conditions, std::st
     }
   }
   return nullptr;
+}
+
+ConditionStatus ConditionStatusOf(const std::vector<Condition>& conditions, std::string_view type) {
+  const Condition* c = FindCondition(conditions, type);
+  return c != nullptr ? c->status : ConditionStatus::kUnknown;
 }
 
 bool SetCondition(std::vector<Condition>& conditions, Condition condition, std::string_view now) {

@@ -776,8 +776,14 @@ StatusOr<SandboxIdentity> CreatedSandbox(const Object& sandbox);
 // the sandbox.
 SandboxIdentity PlannedSandbox(const Object& sandbox);
 
+// Whether the object carries every label of `selector` with the same value (an empty selector
+// matches everything).
+bool MatchesLabels(const Object& object, const std::map<std::string, std::string>& selector);
+
 // Condition helpers (used by reconcilers and sbxctl).
 const Condition* FindCondition(const std::vector<Condition>& conditions, std::string_view type);
+// The status of condition `type`; kUnknown when there is none.
+ConditionStatus ConditionStatusOf(const std::vector<Condition>& conditions, std::string_view type);
 // Sets or replaces the condition of that type; keeps last_transition_time when status is
 // unchanged, else sets it to `now` (RFC 3339). Returns true if anything changed.
 bool SetCondition(std::vector<Condition>& conditions, Condition condition, std::string_view now);

@@ -13,19 +13,6 @@ using openai::EventKind;
 // How many recent event ids a stream remembers to drop duplicate deliveries.
 constexpr size_t kSeenEvents = 4096;
 
-Store::TaskLogEntry Entry(LogKind kind, std::string text, std::string item_id = "") {
-  Store::TaskLogEntry e;
-  e.kind = kind;
-  e.text = std::move(text);
-  e.item_id = std::move(item_id);
-  return e;
-}
-
-bool Terminal(openai::TurnStatus s) {
-  return s == openai::TurnStatus::kCompleted || s == openai::TurnStatus::kFailed ||
-         s == openai::TurnStatus::kCancelled;
-}
-
 }  // namespace
 
 api::StatusOr<std::string> FindTaskTurn(openai::AgentsApi& agents, const std::string& session_id,
@@ -285,7 +272,7 @@ void SessionEventStreams::OnEvent(Stream& s, const openai::SessionEvent& e, std:
   switch (e.kind) {
     case EventKind::kItemAdded:
       if (e.item && e.item->type == openai::ItemType::kCommandExecution) {
-        entries.push_back(Entry(LogKind::kCommand, "$ " + e.item->command, e.item->id));
+        entries.push_back(TaskLogLine(LogKind::kCommand, "$ " + e.item->command, e.item->id));
       }
       break;
     case EventKind::kItemDone:
@@ -294,10 +281,10 @@ void SessionEventStreams::OnEvent(Stream& s, const openai::SessionEvent& e, std:
       }
       break;
     case EventKind::kOutputTextDelta:
-      entries.push_back(Entry(LogKind::kAssistantDelta, e.text, e.item_id));
+      entries.push_back(TaskLogLine(LogKind::kAssistantDelta, e.text, e.item_id));
       break;
     case EventKind::kCommandOutputDelta:
-      entries.push_back(Entry(LogKind::kOutputDelta, e.text, e.item_id));
+      entries.push_back(TaskLogLine(LogKind::kOutputDelta, e.text, e.item_id));
       break;
     default:
       break;
@@ -336,7 +323,7 @@ void SessionEventStreams::Recover(Stream& s, std::stop_token stop) {
   }
   // The turn first, then its items: read after a terminal turn, the items are final.
   api::StatusOr<openai::Turn> turn = s.agents->GetTurn(s.session_id, b.turn_id, stop);
-  const bool over = turn.ok() && Terminal(turn->status);
+  const bool over = turn.ok() && openai::IsTerminal(turn->status);
   api::StatusOr<std::vector<openai::Item>> items =
       s.agents->ListAllTurnItems(s.session_id, b.turn_id, {.order = openai::ListOrder::kAsc}, stop);
   if (items.ok()) {
@@ -359,7 +346,7 @@ void SessionEventStreams::Conclude(Stream& s, const Binding& b, const openai::Tu
   if (turn.error && !turn.error->code.empty()) {
     line += ": " + turn.error->code + " " + turn.error->message;
   }
-  (void)log_.Append(b.task, b.uid, {Entry(LogKind::kStatus, std::move(line))});
+  (void)log_.Append(b.task, b.uid, {TaskLogLine(LogKind::kStatus, std::move(line))});
   enqueuer_.Enqueue(b.task);
 }
 

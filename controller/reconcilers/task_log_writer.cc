@@ -16,15 +16,15 @@ bool Delta(LogKind kind) {
   return kind == LogKind::kAssistantDelta || kind == LogKind::kOutputDelta;
 }
 
-Store::TaskLogEntry Entry(LogKind kind, std::string text, std::string item_id) {
+}  // namespace
+
+Store::TaskLogEntry TaskLogLine(LogKind kind, std::string text, std::string item_id) {
   Store::TaskLogEntry e;
   e.kind = kind;
   e.text = std::move(text);
   e.item_id = std::move(item_id);
   return e;
 }
-
-}  // namespace
 
 TaskLogWriter::Book& TaskLogWriter::BookLocked(const std::string& task_uid) {
   auto [it, inserted] = books_.try_emplace(task_uid);
@@ -87,11 +87,11 @@ std::vector<Store::TaskLogEntry> ItemLogEntries(const std::vector<openai::Item>&
   for (const openai::Item& item : items) {
     const bool done = final || item.status != openai::ItemStatus::kInProgress;
     if (item.type == openai::ItemType::kMessage && item.role == "assistant" && done) {
-      out.push_back(Entry(LogKind::kAssistant, item.text, item.id));
+      out.push_back(TaskLogLine(LogKind::kAssistant, item.text, item.id));
     } else if (item.type == openai::ItemType::kCommandExecution) {
-      out.push_back(Entry(LogKind::kCommand, "$ " + item.command, item.id));
+      out.push_back(TaskLogLine(LogKind::kCommand, "$ " + item.command, item.id));
       if (done) {
-        Store::TaskLogEntry result = Entry(LogKind::kCommandResult, item.output, item.id);
+        Store::TaskLogEntry result = TaskLogLine(LogKind::kCommandResult, item.output, item.id);
         result.exit_code = item.exit_code;
         out.push_back(std::move(result));
       }

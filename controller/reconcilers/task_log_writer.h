@@ -53,6 +53,10 @@ class TaskLogWriter {
   std::map<std::string, Book> books_;  // Guarded by mu_.
 };
 
+// One entry of a task's log.
+Store::TaskLogEntry TaskLogLine(Store::TaskLogKind kind, std::string text,
+                                std::string item_id = "");
+
 // The log entries a turn's saved items stand for, in order: a command line for every command
 // (as soon as it is saved), its result once it ended, and every assistant message once done.
 // With `final` (the turn is over) unfinished items count as done.

@@ -316,7 +316,7 @@ StatusOr<std::vector<Object>> PostgresStore::List(const ListOptions& options) {
     for (int i = 0; i < r.Rows(); ++i) {
       ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, PgRow(r, i)));
       ASSIGN_OR_RETURN(Object object, RowToObject(row));
-      if (store_internal::MatchesLabels(object, options.label_selector)) {
+      if (api::MatchesLabels(object, options.label_selector)) {
         out.push_back(std::move(object));
       }
     }

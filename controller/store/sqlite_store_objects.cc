@@ -165,7 +165,7 @@ StatusOr<std::vector<Object>> SqliteStore::List(const ListOptions& options) {
       }
       ASSIGN_OR_RETURN(Row row, ReadRowColumns(path_, stmt));
       ASSIGN_OR_RETURN(Object object, RowToObject(row));
-      if (store_internal::MatchesLabels(object, options.label_selector)) {
+      if (api::MatchesLabels(object, options.label_selector)) {
         out.push_back(std::move(object));
       }
     }

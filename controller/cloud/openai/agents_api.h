@@ -64,6 +64,10 @@ enum class EnvironmentStatus {
 };
 // Turn.status.
 enum class TurnStatus { kUnknown, kQueued, kInProgress, kWaiting, kCompleted, kFailed, kCancelled };
+// The turn is over: completed, failed or cancelled.
+constexpr bool IsTerminal(TurnStatus s) {
+  return s == TurnStatus::kCompleted || s == TurnStatus::kFailed || s == TurnStatus::kCancelled;
+}
 // Item.type: the two kinds a task log shows; every other type (function_call, reasoning,
 // mcp_call, web_search_call, agent_message, subagent calls, future types) is kOther, never an
 // error (reference §2.3: item types are forward-compatible). Read `type_raw` for those.

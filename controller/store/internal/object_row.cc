@@ -134,16 +134,6 @@ Status CheckArtifactBudget(const ObjectKey& task, const Store::Artifact& artifac
                                      task.ToString() + " past 16 MiB of artifacts");
 }
 
-bool MatchesLabels(const Object& object, const std::map<std::string, std::string>& selector) {
-  for (const auto& [label, value] : selector) {
-    auto it = object.metadata.labels.find(label);
-    if (it == object.metadata.labels.end() || it->second != value) {
-      return false;
-    }
-  }
-  return true;
-}
-
 Store::TaskLogEntry StoredTaskLogEntry(const Store::TaskLogEntry& entry, int64_t seq,
                                        int64_t max_bytes, std::string at) {
   Store::TaskLogEntry stored;

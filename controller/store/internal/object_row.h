@@ -66,9 +66,6 @@ Store::InventoryRecord PutInventoryRecord(const Store::InventoryRecord& record,
 Status CheckArtifactSize(const Store::Artifact& artifact);
 Status CheckArtifactBudget(const ObjectKey& task, const Store::Artifact& artifact, int64_t others);
 
-// True when `object` carries every label of `selector` with its value (List's label selector).
-bool MatchesLabels(const Object& object, const std::map<std::string, std::string>& selector);
-
 // An appended entry as AppendTaskLog stores it: numbered `seq`, stamped `at`, its text cut to
 // `max_bytes`.
 Store::TaskLogEntry StoredTaskLogEntry(const Store::TaskLogEntry& entry, int64_t seq,
