@@ -174,6 +174,8 @@ class AgentTaskReconciler final : public Reconciler {
   api::StatusOr<ReconcileResult> Follow(Target& t);
   // Follow's turn part, once the worker is loaded and a PerTask session is known open.
   api::StatusOr<ReconcileResult> FollowTurn(Target& t);
+  // The turn ended (openai::IsTerminal): Finish with the phase its status means.
+  api::StatusOr<ReconcileResult> FinishTurn(Target& t, const openai::Turn& turn);
   // `usage`: the terminal turn's, when known (else the turn is read for it).
   api::StatusOr<ReconcileResult> Finish(Target& t, api::TaskPhase phase,
                                         std::optional<openai::Usage> usage = std::nullopt);
