@@ -30,7 +30,6 @@ using api::Status;
 using api::StatusOr;
 using api::TaskPhase;
 using LogKind = Store::TaskLogKind;
-using reconcilers_internal::AssignedWorker;
 using reconcilers_internal::ExecutorLost;
 
 // The input POST's refusal, if it has one: a definite answer (not transient), which the task
