@@ -560,9 +560,10 @@ int Daemon::Run(std::stop_token outer) {
                     {{"workspace", w}, {"replicas", std::to_string(round.members)}});
         }
         for (const std::string& w : round.acquired) {
-          log::Info("took a workspace", {{"workspace", w},
-                                         {"token", std::to_string(p.leases->Token(w).value_or(FenceToken{}).token)},
-                                         {"replicas", std::to_string(round.members)}});
+          log::Info("took a workspace",
+                    {{"workspace", w},
+                     {"token", std::to_string(p.leases->Token(w).value_or(FenceToken{}).token)},
+                     {"replicas", std::to_string(round.members)}});
         }
         if (!round.acquired.empty()) {
           enqueue_all();
