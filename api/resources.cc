@@ -245,6 +245,11 @@ bool MatchesLabels(const Object& object, const std::map<std::string, std::string
   return true;
 }
 
+std::string AssignedWorker(const Object& task) {
+  const AgentTaskStatus& st = task.agent_task_status();
+  return !st.worker.empty() ? st.worker : task.agent_task_spec().worker_ref;
+}
+
 const Condition* FindCondition(const std::vector<Condition>& conditions, std::string_view type) {
   for (const Condition& c : conditions) {
     if (c.type == type) {

@@ -780,6 +780,10 @@ SandboxIdentity PlannedSandbox(const Object& sandbox);
 // matches everything).
 bool MatchesLabels(const Object& object, const std::map<std::string, std::string>& selector);
 
+// The AgentWorker an AgentTask was given (status.worker) or names (spec.workerRef); "" while a
+// workerSelector or poolRef has not picked one.
+std::string AssignedWorker(const Object& task);
+
 // Condition helpers (used by reconcilers and sbxctl).
 const Condition* FindCondition(const std::vector<Condition>& conditions, std::string_view type);
 // The status of condition `type`; kUnknown when there is none.

@@ -23,13 +23,13 @@ namespace {
 
 namespace condition = api::condition;
 namespace reason = api::reason;
+using api::AssignedWorker;
 using api::ConditionStatus;
 using api::Object;
 using api::Status;
 using api::StatusOr;
 using api::TaskPhase;
 using LogKind = Store::TaskLogKind;
-using reconcilers_internal::AssignedWorker;
 using reconcilers_internal::ExecutorLost;
 
 }  // namespace

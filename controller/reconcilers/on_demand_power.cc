@@ -48,12 +48,6 @@ const api::Condition* DiagnosedError(const Object& worker) {
              : nullptr;
 }
 
-// The worker a task was given (status) or names (workerRef).
-std::string AssignedWorker(const Object& task) {
-  const auto& st = task.agent_task_status();
-  return !st.worker.empty() ? st.worker : task.agent_task_spec().worker_ref;
-}
-
 // A task that will still run a turn (or is running one).
 bool WantsTurn(const Object& task) {
   const api::TaskPhase phase = task.agent_task_status().phase;
@@ -147,7 +141,7 @@ StatusOr<SandboxDemand> DemandOf(Store& store, const Object& sandbox) {
   same_ns.kind = api::Kind::kAgentTask;
   ASSIGN_OR_RETURN(std::vector<Object> tasks, store.List(same_ns));
   for (const Object& task : tasks) {
-    const std::string worker = AssignedWorker(task);
+    const std::string worker = api::AssignedWorker(task);
     if (!WantsTurn(task) || std::find(names.begin(), names.end(), worker) == names.end()) {
       continue;
     }

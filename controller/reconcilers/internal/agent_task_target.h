@@ -1,12 +1,11 @@
-// What AgentTaskReconciler's two files share: the state of one pass (Target) and the two small
-// helpers both use. agent_task_admission.cc takes a task from Pending to runnable (budget,
+// What AgentTaskReconciler's two files share: the state of one pass (Target) and one test both
+// make of the worker. agent_task_admission.cc takes a task from Pending to runnable (budget,
 // concurrency slot, pool binding, worker pick, its place on the worker); agent_task_reconciler.cc
 // submits it, follows its turn and finishes it.
 #pragma once
 
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "api/conditions.h"
@@ -14,7 +13,6 @@
 #include "controller/cloud/openai/agents_api.h"
 #include "controller/reconcilers/agent_task_reconciler.h"
 #include "controller/reconcilers/reconcile_skeleton.h"
-#include "controller/store/store.h"
 
 namespace sbx::controller {
 
@@ -30,13 +28,6 @@ struct AgentTaskReconciler::Target : ReconcileTarget {
 };
 
 namespace reconcilers_internal {
-
-// The worker a task was given (status) or names (workerRef); "" while a selector has not
-// picked one.
-inline std::string AssignedWorker(const api::Object& task) {
-  const auto& st = task.agent_task_status();
-  return !st.worker.empty() ? st.worker : task.agent_task_spec().worker_ref;
-}
 
 // The worker's executor is known to be gone (killed, its sandbox stopped): ExecutorConnected or
 // ExecutorRunning is False.
