@@ -250,6 +250,10 @@ std::string AssignedWorker(const Object& task) {
   return !st.worker.empty() ? st.worker : task.agent_task_spec().worker_ref;
 }
 
+bool HasFinished(const Object& object) {
+  return object.kind == Kind::kAgentTask && IsFinished(object.agent_task_status().phase);
+}
+
 const Condition* FindCondition(const std::vector<Condition>& conditions, std::string_view type) {
   for (const Condition& c : conditions) {
     if (c.type == type) {

@@ -784,6 +784,11 @@ bool MatchesLabels(const Object& object, const std::map<std::string, std::string
 // workerSelector or poolRef has not picked one.
 std::string AssignedWorker(const Object& task);
 
+// Whether the object's work is over and nothing but its TTL changes it any more: an AgentTask in
+// a finished phase (IsFinished). No other kind ever finishes. The store indexes this
+// (ListOptions::unfinished_only), so a reconciler can look at the live tasks alone.
+bool HasFinished(const Object& object);
+
 // Condition helpers (used by reconcilers and sbxctl).
 const Condition* FindCondition(const std::vector<Condition>& conditions, std::string_view type);
 // The status of condition `type`; kUnknown when there is none.

@@ -129,7 +129,9 @@ StatusOr<std::vector<Object>> HttpStore::List(const ListOptions& options) {
     ASSIGN_OR_RETURN(apiwire::ObjectList list, apiwire::DecodeList(body));
     for (Object& o : list.items) {
       Remember(o);
-      out.push_back(std::move(o));
+      if (!options.unfinished_only || !api::HasFinished(o)) {  // the API has no such filter
+        out.push_back(std::move(o));
+      }
     }
   }
   // As SqliteStore: by kind, namespace, name (each page is; the concatenation by kind is too,

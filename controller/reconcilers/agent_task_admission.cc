@@ -61,9 +61,8 @@ StatusOr<ReconcileResult> AgentTaskReconciler::Queue(Target& t) {
   ListOptions same_ns;
   same_ns.namespace_ = t.object.metadata.namespace_;
   same_ns.kind = api::Kind::kAgentTask;
+  same_ns.unfinished_only = true;  // the live tasks: what a pass costs grows with them alone
   ASSIGN_OR_RETURN(std::vector<Object> tasks, store_.List(same_ns));
-  std::erase_if(tasks,
-                [](const Object& o) { return api::IsFinished(o.agent_task_status().phase); });
 
   // Held by the budget first: before a pool task binds (a held task is no demand for the pool),
   // and before a task counts as waiting behind others on its worker (which are held too). A

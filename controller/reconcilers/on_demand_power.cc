@@ -139,6 +139,7 @@ StatusOr<SandboxDemand> DemandOf(Store& store, const Object& sandbox) {
     }
   }
   same_ns.kind = api::Kind::kAgentTask;
+  same_ns.unfinished_only = true;  // a finished task wants no turn (WantsTurn)
   ASSIGN_OR_RETURN(std::vector<Object> tasks, store.List(same_ns));
   for (const Object& task : tasks) {
     const std::string worker = api::AssignedWorker(task);

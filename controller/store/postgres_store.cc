@@ -179,7 +179,8 @@ std::vector<store_internal::PgParam> store_internal::RowParams(
           NullIfEmpty(row.deletion_timestamp),
           NullIfEmpty(row.applyset),
           P(row.creation_timestamp),
-          P(row.update_timestamp)};
+          P(row.update_timestamp),
+          P(int64_t{row.finished ? 1 : 0})};
 }
 
 namespace {
@@ -209,7 +210,7 @@ StatusOr<Object> PostgresStore::RowToObject(const Row& row) const {
 Status PostgresStore::InsertRow(const Row& row) {
   return conn_
       ->Exec("INSERT INTO objects (" + std::string(kObjectColumns) +
-                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
              RowParams(row))
       .status();
 }
@@ -220,7 +221,7 @@ Status PostgresStore::UpdateRow(const Row& row) {
           "UPDATE objects SET uid = $4, generation = $5, resource_version = $6, spec = $7, "
           "status = $8, labels = $9, annotations = $10, owner_references = $11, "
           "finalizers = $12, deletion_timestamp = $13, applyset = $14, "
-          "creation_timestamp = $15, update_timestamp = $16 "
+          "creation_timestamp = $15, update_timestamp = $16, finished = $17 "
           "WHERE kind = $1 AND namespace = $2 AND name = $3",
           RowParams(row))
       .status();
@@ -298,16 +299,18 @@ StatusOr<Object> PostgresStore::Get(const ObjectKey& key) {
 }
 
 StatusOr<std::vector<Object>> PostgresStore::List(const ListOptions& options) {
-  std::string sql = "SELECT " + std::string(kObjectColumns) + " FROM objects";
+  std::string sql = "SELECT " + std::string(kObjectColumns) + " FROM objects WHERE TRUE";
   std::vector<store_internal::PgParam> params;
   if (options.kind) {
     params.push_back(P(KindName(*options.kind)));
-    sql += " WHERE kind = $1";
+    sql += " AND kind = $1";
   }
   if (options.namespace_) {
     params.push_back(P(*options.namespace_));
-    sql += std::string(options.kind ? " AND" : " WHERE") + " namespace = $" +
-           std::to_string(params.size());
+    sql += " AND namespace = $" + std::to_string(params.size());
+  }
+  if (options.unfinished_only) {
+    sql += " AND finished = 0";  // the partial index objects_unfinished
   }
   std::vector<Object> out;
   {

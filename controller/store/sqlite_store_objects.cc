@@ -48,7 +48,7 @@ StatusOr<Object> SqliteStore::RowToObject(const Row& row) const {
 
 Status SqliteStore::InsertRow(const Row& row) {
   ASSIGN_OR_RETURN(Stmt stmt, Prepare("INSERT INTO objects (" + std::string(kObjectColumns) +
-                                      ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                                      ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   BindRowColumns(stmt, row);
   return stmt.Run();
 }
@@ -59,7 +59,7 @@ Status SqliteStore::UpdateRow(const Row& row) {
       Prepare("UPDATE objects SET uid = ?4, generation = ?5, resource_version = ?6, spec = ?7, "
               "status = ?8, labels = ?9, annotations = ?10, owner_references = ?11, "
               "finalizers = ?12, deletion_timestamp = ?13, applyset = ?14, "
-              "creation_timestamp = ?15, update_timestamp = ?16 "
+              "creation_timestamp = ?15, update_timestamp = ?16, finished = ?17 "
               "WHERE kind = ?1 AND namespace = ?2 AND name = ?3"));
   BindRowColumns(stmt, row);
   return stmt.Run();
@@ -140,13 +140,15 @@ StatusOr<Object> SqliteStore::Get(const ObjectKey& key) {
 }
 
 StatusOr<std::vector<Object>> SqliteStore::List(const ListOptions& options) {
-  std::string sql = "SELECT " + std::string(kObjectColumns) + " FROM objects";
-  if (options.kind && options.namespace_) {
-    sql += " WHERE kind = ?1 AND namespace = ?2";
-  } else if (options.kind) {
-    sql += " WHERE kind = ?1";
-  } else if (options.namespace_) {
-    sql += " WHERE namespace = ?2";
+  std::string sql = "SELECT " + std::string(kObjectColumns) + " FROM objects WHERE 1";
+  if (options.kind) {
+    sql += " AND kind = ?1";
+  }
+  if (options.namespace_) {
+    sql += " AND namespace = ?2";
+  }
+  if (options.unfinished_only) {
+    sql += " AND finished = 0";  // the partial index objects_unfinished
   }
   std::vector<Object> out;
   {

@@ -81,6 +81,10 @@ struct ListOptions {
   std::optional<api::Kind> kind;                      // all kinds when unset
   std::optional<std::string> namespace_;              // all namespaces when unset
   std::map<std::string, std::string> label_selector;  // equality on every pair
+  // Leaves out the objects whose work is over (api::HasFinished: a finished AgentTask). The SQL
+  // stores keep an index of the rest, so a List of the live tasks costs what they are, not every
+  // task the namespace ever ran.
+  bool unfinished_only = false;
 };
 
 enum class DeleteOutcome { kDeleted, kMarkedForDeletion, kAlreadyDeleting };

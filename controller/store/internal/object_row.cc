@@ -248,6 +248,7 @@ ObjectRow ObjectToRow(const Object& object, std::string applyset, std::string up
   row.applyset = std::move(applyset);
   row.creation_timestamp = meta.creation_timestamp;
   row.update_timestamp = std::move(update_timestamp);
+  row.finished = api::HasFinished(object);
   return row;
 }
 

@@ -36,6 +36,9 @@ struct ObjectRow {
   std::string applyset;            // "" when in no applyset (NULL in the table)
   std::string creation_timestamp;
   std::string update_timestamp;
+  // api::HasFinished of the object, set wherever the status is (ObjectToRow, UpdateStatus); the
+  // column ListOptions::unfinished_only filters on. The change log does not carry it.
+  bool finished = false;
 };
 
 // kDataLoss with `message`: what the database holds cannot be what the store wrote.

@@ -196,6 +196,7 @@ class ObjectWrites {
           NotificationOutbox<Db>::Record(db, database, object, api::NoticesOf(before, object)));
     }
     row.status = std::move(status);
+    row.finished = api::HasFinished(object);
     row.resource_version = ++revision;
     row.update_timestamp = db.Now();
     RETURN_IF_ERROR(db.UpdateRow(row));

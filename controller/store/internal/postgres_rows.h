@@ -14,7 +14,7 @@
 
 namespace sbx::controller::store_internal {
 
-// $1 … $16 in kObjectColumns order (INSERT and UPDATE).
+// $1 … $17 in kObjectColumns order (INSERT and UPDATE).
 std::vector<PgParam> RowParams(const ObjectRow& row);
 
 }  // namespace sbx::controller::store_internal

@@ -14,7 +14,7 @@
 
 namespace sbx::controller::store_internal {
 
-// Binds parameters 1 to 16 to the row's columns in kObjectColumns order (INSERT and UPDATE).
+// Binds parameters 1 to 17 to the row's columns in kObjectColumns order (INSERT and UPDATE).
 void BindRowColumns(auto& stmt, const ObjectRow& row) {
   stmt.Bind(1, api::KindName(row.key.kind))
       .Bind(2, row.key.namespace_)
@@ -31,7 +31,8 @@ void BindRowColumns(auto& stmt, const ObjectRow& row) {
       .BindOrNull(13, row.deletion_timestamp)
       .BindOrNull(14, row.applyset)
       .Bind(15, row.creation_timestamp)
-      .Bind(16, row.update_timestamp);
+      .Bind(16, row.update_timestamp)
+      .Bind(17, static_cast<int64_t>(row.finished ? 1 : 0));
 }
 
 }  // namespace sbx::controller::store_internal

@@ -157,6 +157,15 @@ ALTER TABLE changes ADD COLUMN wake_hint INTEGER NOT NULL DEFAULT 0;
     kAuditTable,
     // 9: the notification outbox (DESIGN §8.3; internal/notification_outbox.h).
     kNotificationTables,
+    // 10: the finished flag (api::HasFinished; ListOptions::unfinished_only) and an index of the
+    // unfinished rows, so admission lists the live tasks rather than every task ever run. The
+    // backfill spells api::IsFinished's phases as of this migration.
+    R"sql(
+ALTER TABLE objects ADD COLUMN finished INTEGER NOT NULL DEFAULT 0;
+UPDATE objects SET finished = 1 WHERE kind = 'AgentTask' AND
+  json_extract(status, '$.phase') IN ('Succeeded', 'Failed', 'Cancelled', 'TimedOut');
+CREATE INDEX objects_unfinished ON objects (kind, namespace) WHERE finished = 0;
+)sql",
 };
 
 }  // namespace

@@ -16,7 +16,7 @@ std::span<const std::string_view> SqliteMigrations();
 inline constexpr std::string_view kObjectColumns =
     "kind, namespace, name, uid, generation, resource_version, spec, status, labels, "
     "annotations, owner_references, finalizers, deletion_timestamp, applyset, "
-    "creation_timestamp, update_timestamp";
+    "creation_timestamp, update_timestamp, finished";
 
 // Columns of `inventory` in the order an InventoryRecord is read.
 inline constexpr std::string_view kInventoryColumns =

@@ -45,6 +45,7 @@ StatusOr<ObjectRow> ReadRowColumns(const std::string& database, const auto& row)
   out.applyset = row.Text(13);
   out.creation_timestamp = row.Text(14);
   out.update_timestamp = row.Text(15);
+  out.finished = row.Int(16) != 0;
   return out;
 }
 

@@ -144,13 +144,39 @@ TEST_F(SqliteStoreFileTest, ForeignSqliteDatabaseIsRefused) {
 }
 
 // A database written by the first schema (inventory states intent|live|deleting) is migrated:
-// its rows survive and the new state 'abandoned' can be stored.
+// its rows survive and the new state 'abandoned' can be stored; its finished AgentTask is marked
+// finished (schema 10) and an unfinished one is not.
 TEST_F(SqliteStoreFileTest, MigratesInventoryToAcceptAbandonedAndKeepsItsRows) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
   const char* v1 = R"sql(
 CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL);
 INSERT INTO schema_migrations VALUES (1, '2026-09-01T12:00:00Z');
+CREATE TABLE objects (
+  kind TEXT NOT NULL,
+  namespace TEXT NOT NULL,
+  name TEXT NOT NULL,
+  uid TEXT NOT NULL UNIQUE,
+  generation INTEGER NOT NULL,
+  resource_version INTEGER NOT NULL,
+  spec TEXT NOT NULL,
+  status TEXT NOT NULL,
+  labels TEXT NOT NULL,
+  annotations TEXT NOT NULL,
+  owner_references TEXT NOT NULL,
+  finalizers TEXT NOT NULL,
+  deletion_timestamp TEXT,
+  applyset TEXT,
+  creation_timestamp TEXT NOT NULL,
+  update_timestamp TEXT NOT NULL,
+  PRIMARY KEY (kind, namespace, name)
+);
+INSERT INTO objects VALUES ('AgentTask', 'default', 'done', 'uid-done', 1, 1,
+  '{"workerRef":"w","input":"hi"}', '{"phase":"Succeeded"}', '{}', '{}', '[]', '[]', NULL, NULL,
+  '2026-09-01T12:00:00Z', '2026-09-01T12:00:00Z');
+INSERT INTO objects VALUES ('AgentTask', 'default', 'live', 'uid-live', 1, 2,
+  '{"workerRef":"w","input":"hi"}', '{"phase":"Running"}', '{}', '{}', '[]', '[]', NULL, NULL,
+  '2026-09-01T12:00:00Z', '2026-09-01T12:00:00Z');
 CREATE TABLE changes (
   revision INTEGER PRIMARY KEY,
   type TEXT NOT NULL CHECK (type IN ('ADDED', 'MODIFIED', 'DELETED')),
@@ -204,6 +230,16 @@ PRAGMA user_version = 1;
   row = store->GetInventory("default/default", "session", "sess_1");
   ASSERT_TRUE(row.ok() && row->has_value());
   EXPECT_EQ((*row)->state, Store::InventoryState::kAbandoned);
+
+  ListOptions live_tasks;
+  live_tasks.kind = api::Kind::kAgentTask;
+  live_tasks.unfinished_only = true;
+  auto live = store->List(live_tasks);
+  ASSERT_TRUE(live.ok()) << live.status();
+  ASSERT_EQ(live->size(), 1u);
+  EXPECT_EQ((*live)[0].metadata.name, "live");
+  live_tasks.unfinished_only = false;
+  EXPECT_EQ(store->List(live_tasks)->size(), 2u);
 }
 
 TEST_F(SqliteStoreFileTest, NewerSchemaIsRefused) {

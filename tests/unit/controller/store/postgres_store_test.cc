@@ -169,6 +169,41 @@ TEST_F(PostgresStoreTest, ReconnectsAfterTheServerDroppedItsConnections) {
   EXPECT_EQ(changes->size(), 1u);
 }
 
+// Schema 8 adds the finished flag and marks the finished AgentTasks already stored: taken back to
+// schema 7 (the column dropped), a reopen runs 8 again and the finished task is left out.
+TEST_F(PostgresStoreTest, TheFinishedFlagMigrationMarksTheTasksAlreadyFinished) {
+  {
+    auto store = MustOpen();
+    ASSERT_NE(store, nullptr);
+    std::vector<api::Object> tasks;
+    for (const char* name : {"done", "live"}) {
+      api::Object t = api::MakeObject(Kind::kAgentTask, name);
+      t.agent_task_spec().worker_ref = "w";
+      t.agent_task_spec().input = "hi";
+      tasks.push_back(t);
+    }
+    ASSERT_TRUE(store->Apply(tasks, {}).ok());
+    auto done = store->Get({Kind::kAgentTask, "default", "done"});
+    ASSERT_TRUE(done.ok()) << done.status();
+    done->agent_task_status().phase = api::TaskPhase::kSucceeded;
+    ASSERT_TRUE(store->UpdateStatus(*done).ok());
+  }
+  const std::string latest = std::to_string(PostgresStore::LatestSchemaVersion());
+  EXPECT_EQ(Query("ALTER TABLE objects DROP COLUMN finished; "
+                  "DELETE FROM schema_migrations WHERE version = " + latest +
+                  " RETURNING version"),
+            latest);
+  auto store = MustOpen();
+  ASSERT_NE(store, nullptr);
+  ListOptions live_tasks;
+  live_tasks.kind = Kind::kAgentTask;
+  live_tasks.unfinished_only = true;
+  auto live = store->List(live_tasks);
+  ASSERT_TRUE(live.ok()) << live.status();
+  ASSERT_EQ(live->size(), 1u);
+  EXPECT_EQ((*live)[0].metadata.name, "live");
+}
+
 TEST_F(PostgresStoreTest, MigrationsAreVersionedAndReopeningMigratesNothing) {
   ASSERT_NE(MustOpen(), nullptr);
   ASSERT_NE(MustOpen(), nullptr);

@@ -447,6 +447,60 @@ TEST_P(StoreTest, ListFiltersAndSorts) {
   EXPECT_TRUE(store_->List(selector)->empty());
 }
 
+// unfinished_only: a task leaves the list when a status write finishes it, and comes back if one
+// takes it out of a finished phase (a retry is written as Queued); an Apply (spec, labels) keeps
+// what the status says; other kinds never finish.
+TEST_P(StoreTest, ListUnfinishedOnlyLeavesOutFinishedTasks) {
+  auto task = [](const std::string& name, const std::string& ns = "default") {
+    Object t = api::MakeObject(Kind::kAgentTask, name, ns);
+    t.agent_task_spec().worker_ref = "w";
+    t.agent_task_spec().input = "hi";
+    return t;
+  };
+  MustApply({task("a"), task("b"), task("c"), task("d", "other"), Sandbox("s")});
+  auto set_phase = [&](const std::string& name, api::TaskPhase phase) {
+    Object o = MustGet(Key(name, Kind::kAgentTask));
+    o.agent_task_status().phase = phase;
+    auto updated = store_->UpdateStatus(o);
+    ASSERT_TRUE(updated.ok()) << updated.status();
+  };
+  set_phase("a", api::TaskPhase::kSucceeded);
+  set_phase("b", api::TaskPhase::kRunning);
+  set_phase("c", api::TaskPhase::kTimedOut);
+  auto names = [&](ListOptions options) {
+    options.unfinished_only = true;
+    auto listed = store_->List(options);
+    EXPECT_TRUE(listed.ok()) << listed.status();
+    std::vector<std::string> out;
+    for (const Object& o : listed.ok() ? *listed : std::vector<Object>{}) {
+      out.push_back(o.metadata.name);
+    }
+    return out;
+  };
+  ListOptions tasks_in_default;
+  tasks_in_default.kind = Kind::kAgentTask;
+  tasks_in_default.namespace_ = "default";
+  EXPECT_THAT(names(tasks_in_default), ElementsAre("b"));
+  EXPECT_THAT(names({}), ElementsAre("s", "b", "d"));  // by kind: Sandbox before AgentTask
+  EXPECT_EQ(store_->List(tasks_in_default)->size(), 3u);  // without the option: all of them
+
+  // A re-apply of the finished task (a label) leaves it finished.
+  Object relabelled = task("a");
+  relabelled.metadata.labels = {{"team", "infra"}};
+  MustApply({relabelled});
+  EXPECT_THAT(names(tasks_in_default), ElementsAre("b"));
+  // A status write that takes it out of a finished phase brings it back; finishing removes it.
+  set_phase("a", api::TaskPhase::kQueued);
+  set_phase("b", api::TaskPhase::kFailed);
+  EXPECT_THAT(names(tasks_in_default), ElementsAre("a"));
+  // Labels still select among the unfinished ones.
+  ListOptions infra = tasks_in_default;
+  infra.label_selector = {{"team", "infra"}};
+  EXPECT_THAT(names(infra), ElementsAre("a"));
+  infra.label_selector = {{"team", "gpu"}};
+  EXPECT_TRUE(names(infra).empty());
+}
+
 TEST_P(StoreTest, WatchReturnsEveryChangeInOrderWithTheObject) {
   MustApply({Sandbox("a"), Sandbox("b")});
   Object a = MustGet(Key("a"));
