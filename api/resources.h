@@ -589,6 +589,10 @@ inline constexpr std::string_view kPoolLabel = "sbx.dev/pool";
 inline constexpr std::string_view kBoundTaskAnnotation = "sbx.dev/bound-task";
 // Annotation on a pool replica: the pool's templateHash it was made from.
 inline constexpr std::string_view kTemplateHashAnnotation = "sbx.dev/template-hash";
+// Annotation on a pool replica: when its last binding was removed (RFC 3339), i.e. when it last
+// became idle. The pool counts scaleDownAfter from it (or from the replica's creation), so it
+// needs no finished task to know a replica's idle time.
+inline constexpr std::string_view kIdleSinceAnnotation = "sbx.dev/idle-since";
 inline constexpr std::chrono::seconds kDefaultScaleDownAfter{5 * 60};
 inline constexpr std::chrono::seconds kDefaultProgressDeadline{10 * 60};
 // Replicas a pool may have at most (spec.replicas.max).

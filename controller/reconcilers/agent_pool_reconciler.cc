@@ -62,7 +62,7 @@ struct Replica {
   bool ready = false;
   bool sleeping = false;  // Ready, its OnDemand sandbox asleep
   bool updated = false;   // made from the current template
-  WallTime idle_since{};  // its creation, or its last task's completion
+  WallTime idle_since{};  // its creation, or when it was last unbound (IdleSince)
   bool idle() const { return ready && !busy && !retiring && !deleting && !sleeping; }
   bool free() const { return !busy && !retiring && !deleting; }
 };
@@ -157,7 +157,7 @@ struct AgentPoolReconciler::Pass {
   std::string hash;  // the current templateHash
   WallTime now{};
   std::vector<Object> replicas;
-  std::vector<Object> tasks;  // the namespace's
+  std::vector<Object> tasks;  // the namespace's unfinished ones
   std::vector<Replica> seen;  // one per replica, pointing into `replicas`
   int queued = 0;             // the pool's live tasks no replica is bound to
   int busy = 0;
@@ -189,19 +189,11 @@ Status AgentPoolReconciler::Observe(Target& t, Pass& p) {
   ListOptions same_ns;
   same_ns.kind = api::Kind::kAgentTask;
   same_ns.namespace_ = t.object.metadata.namespace_;
+  // The live tasks alone: a pass costs what is running and queued, not every task the stream
+  // ever ran. A replica's idle time is on the replica (IdleSince).
+  same_ns.unfinished_only = true;
   ASSIGN_OR_RETURN(p.tasks, store_.List(same_ns));
   const LiveTasks live = LiveTasksOf(p.tasks);
-  // The last completion of a task on each replica (for how long it has been idle).
-  std::map<std::string, WallTime> last_task_end;
-  for (const Object& task : p.tasks) {
-    const api::AgentTaskStatus& st = task.agent_task_status();
-    if (api::IsFinished(st.phase) && !st.worker.empty()) {
-      if (std::optional<WallTime> end = ParseRfc3339(st.completed_at)) {
-        WallTime& last = last_task_end[st.worker];
-        last = std::max(last, *end);
-      }
-    }
-  }
   std::set<std::string> bound;  // task uids bound to a replica
   std::vector<api::ObjectKey> keys;
   for (const Object& r : p.replicas) {
@@ -215,15 +207,14 @@ Status AgentPoolReconciler::Observe(Target& t, Pass& p) {
     x.ready = !x.deleting && ready != nullptr && ready->status == ConditionStatus::kTrue;
     x.sleeping = x.ready && ready->reason == reason::kSleeping && !x.busy;
     x.updated = Annotation(r, api::kTemplateHashAnnotation) == p.hash;
-    x.idle_since = ParseRfc3339(r.metadata.creation_timestamp).value_or(p.now);
-    if (auto it = last_task_end.find(r.metadata.name); it != last_task_end.end()) {
-      x.idle_since = std::max(x.idle_since, it->second);
-    }
+    x.idle_since = IdleSince(r, p.now);
     if (x.busy) {
       bound.insert(binding);
     } else if (!binding.empty() && !x.retiring && !x.deleting) {
-      // A finished or deleted task's: the replica is free again.
-      RETURN_IF_ERROR(Unbind(store_, api::KeyOf(r), binding));
+      // A finished or deleted task's: the replica is free again, idle from now on (its
+      // annotation still tells an earlier idle time).
+      RETURN_IF_ERROR(Unbind(store_, api::KeyOf(r), binding, p.now));
+      x.idle_since = p.now;
     }
     if (x.retiring && !x.deleting) {
       // Claimed by an earlier pass that did not get to the delete.

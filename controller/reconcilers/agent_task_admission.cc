@@ -306,7 +306,7 @@ Status AgentTaskReconciler::Unbind(Target& t, const std::string& replica) {
   }
   RETURN_IF_ERROR(
       controller::Unbind(store_, {api::Kind::kAgentWorker, t.object.metadata.namespace_, replica},
-                         t.object.metadata.uid));
+                         t.object.metadata.uid, clock_.Now()));
   if (options_.enqueuer != nullptr) {
     // The pool may scale down now. The tasks waiting for a replica are woken by the replica's
     // own write (they depend on it), not through the pool.

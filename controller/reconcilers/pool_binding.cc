@@ -1,10 +1,12 @@
 #include "controller/reconcilers/pool_binding.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <tuple>
 
 #include "api/conditions.h"
+#include "api/rfc3339.h"
 #include "controller/reconcilers/internal/object_updates.h"
 #include "controller/reconcilers/task_attempts.h"
 
@@ -86,10 +88,13 @@ PoolPick PickReplica(const api::Object& task, const std::vector<api::Object>& re
 
 namespace {
 
-// Writes `replica` (as read) with the binding set to `value`, or removed when empty.
-api::Status WriteBinding(Store& store, api::Object replica, const std::string& value) {
+// Writes `replica` (as read) with the binding set to `value`, or removed when empty (then idle
+// since `idle_since`).
+api::Status WriteBinding(Store& store, api::Object replica, const std::string& value,
+                         const std::string& idle_since = "") {
   if (value.empty()) {
     replica.metadata.annotations.erase(std::string(api::kBoundTaskAnnotation));
+    replica.metadata.annotations[std::string(api::kIdleSinceAnnotation)] = idle_since;
   } else {
     replica.metadata.annotations[std::string(api::kBoundTaskAnnotation)] = value;
   }
@@ -104,7 +109,9 @@ api::Status Bind(Store& store, const api::Object& replica, const std::string& va
   return WriteBinding(store, replica, value);
 }
 
-api::Status Unbind(Store& store, const api::ObjectKey& key, const std::string& value) {
+api::Status Unbind(Store& store, const api::ObjectKey& key, const std::string& value,
+                   Clock::WallTime now) {
+  const std::string idle_since = api::FormatRfc3339(now);
   for (int attempt = 0;; ++attempt) {
     api::StatusOr<api::Object> replica = store.Get(key);
     if (replica.status().code() == api::StatusCode::kNotFound) {
@@ -114,11 +121,22 @@ api::Status Unbind(Store& store, const api::ObjectKey& key, const std::string& v
     if (BindingOf(*replica) != value || !replica->metadata.deletion_timestamp.empty()) {
       return api::OkStatus();
     }
-    api::Status written = WriteBinding(store, *std::move(replica), "");
+    api::Status written = WriteBinding(store, *std::move(replica), "", idle_since);
     if (written.code() != api::StatusCode::kAborted || attempt == 4) {
       return written.code() == api::StatusCode::kNotFound ? api::OkStatus() : written;
     }
   }
+}
+
+Clock::WallTime IdleSince(const api::Object& replica, Clock::WallTime now) {
+  std::optional<Clock::WallTime> since = api::ParseRfc3339(replica.metadata.creation_timestamp);
+  auto it = replica.metadata.annotations.find(std::string(api::kIdleSinceAnnotation));
+  if (it != replica.metadata.annotations.end()) {
+    if (std::optional<Clock::WallTime> unbound = api::ParseRfc3339(it->second)) {
+      since = since ? std::max(*since, *unbound) : *unbound;
+    }
+  }
+  return since.value_or(now);
 }
 
 }  // namespace sbx::controller

@@ -71,7 +71,13 @@ PoolPick PickReplica(const api::Object& task, const std::vector<api::Object>& re
 api::Status Bind(Store& store, const api::Object& replica, const std::string& value);
 
 // Removes the binding if it is still `value` (reads the replica again; retried over concurrent
-// writes). A replica gone, or bound to something else by now, is fine.
-api::Status Unbind(Store& store, const api::ObjectKey& replica, const std::string& value);
+// writes), and stamps the replica idle since `now` (api::kIdleSinceAnnotation) in the same
+// write. A replica gone, or bound to something else by now, is fine.
+api::Status Unbind(Store& store, const api::ObjectKey& replica, const std::string& value,
+                   Clock::WallTime now);
+
+// When the replica last became idle: its last unbinding (api::kIdleSinceAnnotation), else its
+// creation; `now` if neither parses.
+Clock::WallTime IdleSince(const api::Object& replica, Clock::WallTime now);
 
 }  // namespace sbx::controller

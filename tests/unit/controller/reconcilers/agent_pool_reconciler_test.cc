@@ -13,6 +13,7 @@
 
 #include "api/conditions.h"
 #include "api/defaults.h"
+#include "api/rfc3339.h"
 #include "api/validation.h"
 #include "controller/reconcilers/agent_task_reconciler.h"
 #include "controller/reconcilers/pool_binding.h"
@@ -298,10 +299,48 @@ TEST_F(AgentPoolReconcilerTest, ABindingWrittenAgainstAStaleReadLosesAndChangesN
   EXPECT_EQ(Bind(*store_, read, "task-2").code(), api::StatusCode::kAborted);
   EXPECT_EQ(BindingOf(*store_->Get(api::KeyOf(read))), "task-1");
   // Unbind gives back only its own binding.
-  ASSERT_TRUE(Unbind(*store_, api::KeyOf(read), "task-2").ok());
+  ASSERT_TRUE(Unbind(*store_, api::KeyOf(read), "task-2", clock_.Now()).ok());
   EXPECT_EQ(BindingOf(*store_->Get(api::KeyOf(read))), "task-1");
-  ASSERT_TRUE(Unbind(*store_, api::KeyOf(read), "task-1").ok());
-  EXPECT_EQ(BindingOf(*store_->Get(api::KeyOf(read))), "");
+  clock_.Advance(seconds(7));
+  ASSERT_TRUE(Unbind(*store_, api::KeyOf(read), "task-1", clock_.Now()).ok());
+  const Object unbound = *store_->Get(api::KeyOf(read));
+  EXPECT_EQ(BindingOf(unbound), "");
+  // ... and the replica is idle from then on.
+  EXPECT_EQ(unbound.metadata.annotations.at(std::string(api::kIdleSinceAnnotation)),
+            api::FormatRfc3339(clock_.Now()));
+  EXPECT_EQ(IdleSince(unbound, {}), clock_.Now());
+}
+
+// The pool keeps no finished task in view (it lists the live ones): a replica's idle time comes
+// from its last unbinding, so one that just finished a long task is not taken for idle since its
+// creation.
+TEST_F(AgentPoolReconcilerTest, ScaleDownAfterCountsFromTheReplicasLastTaskNotItsCreation) {
+  ApplyPool(/*max=*/1);
+  CreateTask("t");
+  ReconcilePool();
+  ASSERT_EQ(Replicas().size(), 1u);
+  const std::string replica = Replicas()[0].metadata.name;
+  MakeReady(replica);
+  Object task = *store_->Get({Kind::kAgentTask, "default", "t"});
+  ASSERT_TRUE(
+      Bind(*store_, *store_->Get({Kind::kAgentWorker, "default", replica}), task.metadata.uid)
+          .ok());
+  clock_.Advance(minutes(10));  // the task runs
+  ReconcilePool();
+  ASSERT_EQ(Replicas().size(), 1u);
+  // It finishes, and gives its replica back as the task reconciler does after its final status.
+  task.agent_task_status().phase = api::TaskPhase::kSucceeded;
+  task.agent_task_status().completed_at = api::FormatRfc3339(clock_.Now());
+  ASSERT_TRUE(store_->UpdateStatus(task).ok());
+  ASSERT_TRUE(Unbind(*store_, {Kind::kAgentWorker, "default", replica}, task.metadata.uid,
+                     clock_.Now())
+                  .ok());
+  clock_.Advance(minutes(4));
+  ReconcilePool();
+  EXPECT_EQ(Replicas().size(), 1u);  // idle 4 minutes, made 14 minutes ago
+  clock_.Advance(minutes(1) + seconds(1));
+  ReconcilePool();
+  EXPECT_TRUE(Replicas().empty());
 }
 
 TEST_F(AgentPoolReconcilerTest, AStaleBindingIsClearedAndTheReplicaCountsAsIdle) {
@@ -312,8 +351,11 @@ TEST_F(AgentPoolReconcilerTest, AStaleBindingIsClearedAndTheReplicaCountsAsIdle)
   ASSERT_TRUE(Bind(*store_, *store_->Get({Kind::kAgentWorker, "default", replica}),
                    "uid-of-a-task-long-gone")
                   .ok());
+  clock_.Advance(minutes(10));
   const Object pool = ReconcilePool();
-  EXPECT_EQ(BindingOf(*store_->Get({Kind::kAgentWorker, "default", replica})), "");
+  const Object cleared = *store_->Get({Kind::kAgentWorker, "default", replica});
+  EXPECT_EQ(BindingOf(cleared), "");
+  EXPECT_EQ(IdleSince(cleared, {}), clock_.Now());  // idle from the pass that cleared it
   EXPECT_EQ(pool.agent_pool_status().idle, 1);
   EXPECT_EQ(pool.agent_pool_status().busy, 0);
 }
