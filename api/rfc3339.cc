@@ -125,4 +125,12 @@ std::optional<WallTime> ParseRfc3339(std::string_view text) {
   return std::chrono::time_point_cast<WallTime::duration>(local - offset);
 }
 
+int64_t UnixMillis(WallTime t) {
+  return std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+WallTime FromUnixMillis(int64_t ms) {
+  return WallTime(std::chrono::duration_cast<WallTime::duration>(std::chrono::milliseconds(ms)));
+}
+
 }  // namespace sbx::api

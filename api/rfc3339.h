@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,5 +31,10 @@ std::string FormatRfc3339Millis(WallTime t);
 // exist (2026-02-30), an hour above 23, a minute above 59, a second above 60 (a leap second
 // counts as the next second's start), an empty fraction, anything after the zone.
 std::optional<WallTime> ParseRfc3339(std::string_view text);
+
+// Milliseconds since the Unix epoch (the store's *_ms columns, the audit log's time, the usage
+// ledger's periods), and back.
+int64_t UnixMillis(WallTime t);
+WallTime FromUnixMillis(int64_t ms);
 
 }  // namespace sbx::api

@@ -46,9 +46,8 @@ std::string ExecutorCell(const api::Object& o) {
       return "WAKING";
     }
   }
-  const api::Condition* connected =
-      api::FindCondition(conditions, api::condition::kExecutorConnected);
-  if (connected != nullptr && connected->status == api::ConditionStatus::kTrue) {
+  if (api::ConditionStatusOf(conditions, api::condition::kExecutorConnected) ==
+      api::ConditionStatus::kTrue) {
     return std::string(api::reason::kConnected);
   }
   const api::Condition* running = api::FindCondition(conditions, api::condition::kExecutorRunning);

@@ -151,8 +151,7 @@ api::StatusOr<std::vector<Store::AuditRecord>> DecodeAudit(std::string_view body
       return api::InvalidArgumentError("audit record " + std::to_string(r.id) +
                                        " has no valid time");
     }
-    r.time_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(time->time_since_epoch()).count();
+    r.time_ms = api::UnixMillis(*time);
     r.actor = Str(e, "actor");
     r.role = Str(e, "role");
     r.verb = Str(e, "verb");

@@ -20,9 +20,6 @@ using api::StatusOr;
 // How often a suspended Notifier's notifications are looked at again.
 constexpr std::chrono::milliseconds kSuspendedRecheck{60'000};
 
-int64_t Millis(api::WallTime t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
 
 std::string Rfc3339(int64_t ms) {
   return api::FormatRfc3339(api::WallTime(std::chrono::milliseconds(ms)));
@@ -111,7 +108,7 @@ Status NotificationDeliverer::Send(const Object& notifier, const Store::Notifica
 
 StatusOr<NotificationDeliverer::Round> NotificationDeliverer::DeliverOnce(std::stop_token stop) {
   Round round;
-  const int64_t now = Millis(clock_.Now());
+  const int64_t now = api::UnixMillis(clock_.Now());
   ASSIGN_OR_RETURN(std::vector<Store::Notification> due,
                    store_.ListDueNotifications(now, options_.batch));
   std::map<std::string, Outcome> outcomes;  // by Notifier uid
@@ -144,7 +141,7 @@ StatusOr<NotificationDeliverer::Round> NotificationDeliverer::DeliverOnce(std::s
       // It waits, looked at again a minute later without counting an attempt: rows left due
       // would fill every round's batch and starve the other Notifiers.
       RETURN_IF_ERROR(store_.RetryNotification(
-          n.id, n.attempts, Millis(clock_.Now()) + kSuspendedRecheck.count(), n.last_error));
+          n.id, n.attempts, api::UnixMillis(clock_.Now()) + kSuspendedRecheck.count(), n.last_error));
       continue;
     }
     Outcome& outcome = outcomes[n.notifier_uid];
@@ -154,7 +151,7 @@ StatusOr<NotificationDeliverer::Round> NotificationDeliverer::DeliverOnce(std::s
       ++round.delivered;
       ++delivered_;
       ++outcome.delivered;
-      outcome.last_delivered_ms = Millis(clock_.Now());
+      outcome.last_delivered_ms = api::UnixMillis(clock_.Now());
       continue;
     }
     const int64_t attempts = n.attempts + 1;
@@ -162,11 +159,11 @@ StatusOr<NotificationDeliverer::Round> NotificationDeliverer::DeliverOnce(std::s
     const int64_t delay = std::min<int64_t>(
         options_.max_retry.count(),
         options_.first_retry.count() * (int64_t{1} << std::min<int64_t>(attempts - 1, 30)));
-    RETURN_IF_ERROR(store_.RetryNotification(n.id, attempts, Millis(clock_.Now()) + delay,
+    RETURN_IF_ERROR(store_.RetryNotification(n.id, attempts, api::UnixMillis(clock_.Now()) + delay,
                                              std::string(sent.message())));
     ++round.failed;
     ++failed_;
-    outcome.last_failed_ms = Millis(clock_.Now());
+    outcome.last_failed_ms = api::UnixMillis(clock_.Now());
     outcome.last_error = std::string(sent.message());
   }
   RETURN_IF_ERROR(UpdateStatuses(outcomes));

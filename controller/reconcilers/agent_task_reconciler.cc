@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "api/conditions.h"
+#include "api/rfc3339.h"
 #include "controller/base/inline_wait.h"
 #include "controller/reconcilers/internal/agent_task_target.h"
 #include "controller/reconcilers/internal/object_updates.h"
@@ -171,9 +172,7 @@ Status AgentTaskReconciler::RecordAttemptUsage(Target& t, int attempt, TaskPhase
   record.task_uid = t.object.metadata.uid;
   record.attempt = attempt;
   record.task = t.key();
-  record.finished_at_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now().time_since_epoch())
-          .count();
+  record.finished_at_ms = api::UnixMillis(clock_.Now());
   record.input_tokens = used.input_tokens;
   record.cached_input_tokens = used.cached_input_tokens;
   record.output_tokens = used.output_tokens;

@@ -96,9 +96,8 @@ ReconcileResult AgentWorkerReconciler::ReportConnection(Target& t, const openai:
                                                         bool connected) {
   Set(t, condition::kExecutorRunning, ConditionStatus::kTrue, reason::kRunning, "");
   if (connected) {
-    const api::Condition* before =
-        api::FindCondition(t.status().conditions, condition::kExecutorConnected);
-    if (before == nullptr || before->status != ConditionStatus::kTrue) {
+    if (api::ConditionStatusOf(t.status().conditions, condition::kExecutorConnected) !=
+        ConditionStatus::kTrue) {
       Milestone(options_.milestone, t.key(), "connected_seen");
     }
     t.status().connected_environment_id = t.status().environment_id;  // bring-up over

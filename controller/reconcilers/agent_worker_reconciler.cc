@@ -100,13 +100,11 @@ void AgentWorkerReconciler::RecordOutcome(Target& t, const Status& status) {
   }
   for (std::string_view part : {condition::kSandboxReady, condition::kSessionReady,
                                 condition::kExecutorRunning, condition::kExecutorConnected}) {
-    const api::Condition* c = api::FindCondition(t.status().conditions, part);
-    if (c == nullptr || c->status != ConditionStatus::kTrue) {
+    if (api::ConditionStatusOf(t.status().conditions, part) != ConditionStatus::kTrue) {
       return;
     }
   }
-  const api::Condition* before = api::FindCondition(t.before().conditions, condition::kReady);
-  if (before == nullptr || before->status != ConditionStatus::kTrue) {
+  if (api::ConditionStatusOf(t.before().conditions, condition::kReady) != ConditionStatus::kTrue) {
     Milestone(options_.milestone, t.key(), "ready");
   }
   Set(t, condition::kReady, ConditionStatus::kTrue, reason::kReady, "executor connected");
@@ -234,8 +232,8 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::ConvergePerTask(Target& t) {
   const bool due = t.facts.rebooted || !t.facts.last_probe_at ||
                    t.status().executor.spec_hash != spec_hash ||
                    clock_.Now() - *t.facts.last_probe_at >= options_.schedule.probe_interval;
-  const api::Condition* ready = api::FindCondition(t.status().conditions, condition::kReady);
-  if (due || ready == nullptr || ready->status != ConditionStatus::kTrue) {
+  if (due ||
+      api::ConditionStatusOf(t.status().conditions, condition::kReady) != ConditionStatus::kTrue) {
     ASSIGN_OR_RETURN(ExecutorReport report, executor_.Probe(*t.sandboxes, t.executor(), t.stop));
     RecordLook(t);
     t.status().executor.spec_hash = spec_hash;

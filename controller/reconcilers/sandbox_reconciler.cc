@@ -598,8 +598,7 @@ Status SandboxReconciler::PatchDrift(Target& t, const databricks::Sandbox& live)
 // OnDemandPower first, which reads the demand again, so a task being submitted right now is
 // never cut off: either the stop sees it, or it sees the stop and waits for the next start.
 StatusOr<ReconcileResult> SandboxReconciler::StopWhenIdle(Target& t, ReconcileResult result) {
-  const api::Condition* ready = api::FindCondition(t.status().conditions, condition::kReady);
-  if (ready == nullptr || ready->status != ConditionStatus::kTrue) {
+  if (api::ConditionStatusOf(t.status().conditions, condition::kReady) != ConditionStatus::kTrue) {
     return result;  // setup not done for this boot: not idle yet
   }
   const Clock::WallTime now = clock_.Now();

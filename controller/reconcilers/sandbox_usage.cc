@@ -3,23 +3,17 @@
 #include <algorithm>
 #include <chrono>
 
+#include "api/rfc3339.h"
+
 namespace sbx::controller {
 namespace {
-
-int64_t EpochMillis(Clock::WallTime t) {
-  return std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-
-Clock::WallTime FromEpochMillis(int64_t ms) {
-  return Clock::WallTime(std::chrono::milliseconds(ms));
-}
 
 std::optional<int64_t> OpenSince(const api::SandboxUsage& usage) {
   const std::optional<Clock::WallTime> since = ParseRfc3339(usage.running_since);
   if (!since) {
     return std::nullopt;
   }
-  return EpochMillis(*since);
+  return api::UnixMillis(*since);
 }
 
 }  // namespace
@@ -27,12 +21,12 @@ std::optional<int64_t> OpenSince(const api::SandboxUsage& usage) {
 std::optional<RunningPiece> CountRunning(api::SandboxUsage& usage, bool running,
                                          Clock::WallTime now, bool flush,
                                          std::optional<Clock::WallTime> began) {
-  const int64_t now_ms = EpochMillis(now);
+  const int64_t now_ms = api::UnixMillis(now);
   const std::optional<int64_t> since = OpenSince(usage);
   if (!since) {
     // Nothing open (or a value sbx did not write, which it cannot count from): open one.
-    const int64_t from_ms = began ? std::min(EpochMillis(*began), now_ms) : now_ms;
-    usage.running_since = running ? api::FormatRfc3339Millis(FromEpochMillis(from_ms)) : "";
+    const int64_t from_ms = began ? std::min(api::UnixMillis(*began), now_ms) : now_ms;
+    usage.running_since = running ? api::FormatRfc3339Millis(api::FromUnixMillis(from_ms)) : "";
     return std::nullopt;
   }
   if (running && !flush) {
@@ -41,7 +35,7 @@ std::optional<RunningPiece> CountRunning(api::SandboxUsage& usage, bool running,
   // A clock that stepped back counts nothing rather than a negative time.
   const RunningPiece piece{*since, std::max(*since, now_ms)};
   usage.running_millis += piece.millis();
-  usage.running_since = running ? api::FormatRfc3339Millis(FromEpochMillis(piece.to_ms)) : "";
+  usage.running_since = running ? api::FormatRfc3339Millis(api::FromUnixMillis(piece.to_ms)) : "";
   if (piece.millis() == 0) {
     return std::nullopt;
   }
@@ -61,7 +55,7 @@ std::optional<Clock::WallTime> RunningBegan(const std::string& update_time,
 bool CheckpointDue(const api::SandboxUsage& usage, Clock::WallTime now,
                    std::chrono::milliseconds checkpoint) {
   const std::optional<int64_t> since = OpenSince(usage);
-  return since && EpochMillis(now) - *since >= checkpoint.count();
+  return since && api::UnixMillis(now) - *since >= checkpoint.count();
 }
 
 }  // namespace sbx::controller

@@ -3,17 +3,10 @@
 #include <chrono>
 #include <utility>
 
+#include "api/rfc3339.h"
 #include "controller/cloud/cloud_clients.h"
 
 namespace sbx::controller {
-namespace {
-
-int64_t UnixMillis(Clock::WallTime t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
-
-}  // namespace
-
 api::StatusOr<PeriodUsage> UsageOfPeriod(Store& store, const api::Object& workspace,
                                          Clock::WallTime now) {
   PeriodUsage usage;
@@ -21,7 +14,7 @@ api::StatusOr<PeriodUsage> UsageOfPeriod(Store& store, const api::Object& worksp
   ASSIGN_OR_RETURN(
       usage.used,
       store.SumUsage(WorkspaceId(workspace.metadata.namespace_, workspace.metadata.name),
-                     UnixMillis(usage.period.start), UnixMillis(usage.period.end)));
+                     api::UnixMillis(usage.period.start), api::UnixMillis(usage.period.end)));
   return usage;
 }
 

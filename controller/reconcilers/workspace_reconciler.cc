@@ -125,8 +125,8 @@ StatusOr<Clock::WallTime> WorkspaceReconciler::ReportUsage(Object& workspace, Cl
                   [](const api::Condition& c) { return c.type == condition::kBudgetExceeded; });
     return usage.period.end;
   }
-  const api::Condition* before = api::FindCondition(conditions, condition::kBudgetExceeded);
-  const bool was_exceeded = before != nullptr && before->status == ConditionStatus::kTrue;
+  const bool was_exceeded =
+      api::ConditionStatusOf(conditions, condition::kBudgetExceeded) == ConditionStatus::kTrue;
   const std::optional<std::string> reached =
       api::BudgetReached(*spec.budget, spec.pricing, usage.used, usage.period);
   if (reached) {

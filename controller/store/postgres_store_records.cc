@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/rfc3339.h"
 #include "controller/store/internal/audit_log.h"
 #include "controller/store/internal/notification_outbox.h"
 #include "controller/store/internal/object_row.h"
@@ -184,8 +185,7 @@ StatusOr<std::optional<int64_t>> PostgresStore::AcquireLease(const std::string& 
     return api::InvalidArgumentError("lease " + name + ": empty holder");
   }
   const auto now = clock_.Now();
-  const int64_t now_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  const int64_t now_ms = api::UnixMillis(now);
   std::lock_guard lock(mu_);
   // One statement: take the row if it is free, expired or ours. Concurrent callers serialise on
   // the row, and the WHERE of the update is evaluated against the latest committed holder. A
@@ -457,7 +457,7 @@ StatusOr<Store::SlotGrant> PostgresStore::AcquireTaskSlot(const std::string& wor
                       .status());
   ASSIGN_OR_RETURN(Store::SlotGrant grant, store_internal::TaskSlots<PostgresStore>::Acquire(
                                                *this, workspace, task, task_uid, limit,
-                                               store_internal::EpochMillis(clock_.Now())));
+                                               api::UnixMillis(clock_.Now())));
   RETURN_IF_ERROR(txn.Commit());
   return grant;
 }
@@ -490,7 +490,7 @@ StatusOr<int64_t> PostgresStore::ExpireAudit(std::chrono::system_clock::time_poi
   RETURN_IF_ERROR(txn.Begin());
   RETURN_IF_ERROR(LockRevision().status());
   ASSIGN_OR_RETURN(int64_t deleted, store_internal::AuditLog<PostgresStore>::Expire(
-                                        *this, store_internal::EpochMillis(cutoff)));
+                                        *this, api::UnixMillis(cutoff)));
   RETURN_IF_ERROR(txn.Commit());
   return deleted;
 }

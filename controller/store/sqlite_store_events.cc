@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "api/rfc3339.h"
 #include "controller/store/internal/audit_log.h"
 #include "controller/store/internal/notification_outbox.h"
 #include "controller/store/internal/object_row.h"
@@ -116,7 +117,7 @@ StatusOr<int64_t> SqliteStore::ExpireAudit(std::chrono::system_clock::time_point
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
   ASSIGN_OR_RETURN(int64_t deleted, store_internal::AuditLog<SqliteStore>::Expire(
-                                        *this, store_internal::EpochMillis(cutoff)));
+                                        *this, api::UnixMillis(cutoff)));
   RETURN_IF_ERROR(txn.Commit());
   return deleted;
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <utility>
 
+#include "api/rfc3339.h"
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
@@ -111,8 +112,7 @@ StatusOr<std::optional<int64_t>> SqliteStore::AcquireLease(const std::string& na
     return api::InvalidArgumentError("lease " + name + ": empty holder");
   }
   const auto now = clock_.Now();
-  const int64_t now_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  const int64_t now_ms = api::UnixMillis(now);
   std::lock_guard lock(mu_);
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "api/rfc3339.h"
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/sqlite_statement.h"
@@ -257,7 +258,7 @@ StatusOr<Store::SlotGrant> SqliteStore::AcquireTaskSlot(const std::string& works
   RETURN_IF_ERROR(txn.Begin());
   ASSIGN_OR_RETURN(Store::SlotGrant grant, store_internal::TaskSlots<SqliteStore>::Acquire(
                                                *this, workspace, task, task_uid, limit,
-                                               store_internal::EpochMillis(clock_.Now())));
+                                               api::UnixMillis(clock_.Now())));
   RETURN_IF_ERROR(txn.Commit());
   return grant;
 }

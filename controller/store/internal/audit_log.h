@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/rfc3339.h"
 #include "controller/base/sha256.h"
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/task_slots.h"
@@ -107,7 +108,7 @@ class AuditLog {
   // Appends `r` with the next id and the store's time. Requires the write lock (see the top).
   static Status Insert(Db& db, const Store::AuditRecord& r) {
     Store::AuditRecord stamped = r;
-    stamped.time_ms = EpochMillis(db.clock_.Now());
+    stamped.time_ms = api::UnixMillis(db.clock_.Now());
     return InsertRow(db, stamped, "(SELECT COALESCE(MAX(id), 0) + 1 FROM audit)");
   }
   // Writes `r` as it is, id and time kept: ImportFrom's.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "api/notices.h"
+#include "api/rfc3339.h"
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/task_slots.h"
 #include "controller/store/store.h"
@@ -70,7 +71,7 @@ class NotificationOutbox {
   // Notifier. Requires the write transaction.
   static Status Record(Db& db, const std::string& database, const Object& object,
                        const api::NoticeChange& change) {
-    const int64_t now = EpochMillis(db.clock_.Now());
+    const int64_t now = api::UnixMillis(db.clock_.Now());
     for (const std::string& reason : change.withdraw) {
       RETURN_IF_ERROR(db.Query("DELETE FROM notifications WHERE object_uid = " + P(1) +
                                    " AND reason = " + P(2) +

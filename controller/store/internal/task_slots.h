@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/rfc3339.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller::store_internal {
@@ -29,10 +30,6 @@ CREATE TABLE task_slots (
 );
 CREATE INDEX task_slots_by_workspace ON task_slots (workspace);
 )sql";
-
-inline int64_t EpochMillis(std::chrono::system_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
 
 template <typename Db>
 class TaskSlots {

@@ -3,14 +3,12 @@
 #include <arpa/inet.h>
 #include <signal.h>
 
+#include "api/rfc3339.h"
+
 namespace sbx::emulator::internal::databricks {
 namespace {
 
 namespace fs = std::filesystem;
-
-int64_t EpochMillis(SystemClock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -151,11 +149,11 @@ HttpResponse AdminApi::Handle(const HttpRequest& req) {
       // to now: what compute accounting is checked against.
       json intervals = json::array();
       int64_t running_ms = 0;
-      const int64_t now_ms = EpochMillis(SystemClock::now());
+      const int64_t now_ms = api::UnixMillis(SystemClock::now());
       for (const SandboxRec::RunningInterval& r : sb->running_intervals) {
-        const int64_t start = EpochMillis(r.start);
+        const int64_t start = api::UnixMillis(r.start);
         const std::optional<int64_t> end =
-            r.end ? std::optional<int64_t>(EpochMillis(*r.end)) : std::nullopt;
+            r.end ? std::optional<int64_t>(api::UnixMillis(*r.end)) : std::nullopt;
         intervals.push_back({{"start_ms", start}, {"end_ms", end ? json(*end) : json(nullptr)}});
         running_ms += end.value_or(now_ms) - start;
       }

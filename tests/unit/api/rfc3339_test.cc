@@ -71,4 +71,12 @@ TEST(ParseRfc3339Test, RejectsMalformedText) {
 }
 
 }  // namespace
+TEST(UnixMillisTest, CountsFromTheEpochAndRoundTrips) {
+  EXPECT_EQ(UnixMillis(*ParseRfc3339("1970-01-01T00:00:01.5Z")), 1500);
+  EXPECT_EQ(UnixMillis(*ParseRfc3339("2026-09-01T12:00:00.250Z")), 1788264000250);
+  EXPECT_EQ(FormatRfc3339Millis(FromUnixMillis(1788264000250)), "2026-09-01T12:00:00.250Z");
+  // Before the epoch it rounds down, like the time it stands for.
+  EXPECT_EQ(UnixMillis(FromUnixMillis(0) - std::chrono::microseconds(1)), -1);
+}
+
 }  // namespace sbx::api
