@@ -20,7 +20,6 @@ using api::StatusOr;
 // How often a suspended Notifier's notifications are looked at again.
 constexpr std::chrono::milliseconds kSuspendedRecheck{60'000};
 
-
 std::string Rfc3339(int64_t ms) {
   return api::FormatRfc3339(api::WallTime(std::chrono::milliseconds(ms)));
 }
@@ -141,7 +140,8 @@ StatusOr<NotificationDeliverer::Round> NotificationDeliverer::DeliverOnce(std::s
       // It waits, looked at again a minute later without counting an attempt: rows left due
       // would fill every round's batch and starve the other Notifiers.
       RETURN_IF_ERROR(store_.RetryNotification(
-          n.id, n.attempts, api::UnixMillis(clock_.Now()) + kSuspendedRecheck.count(), n.last_error));
+          n.id, n.attempts, api::UnixMillis(clock_.Now()) + kSuspendedRecheck.count(),
+          n.last_error));
       continue;
     }
     Outcome& outcome = outcomes[n.notifier_uid];

@@ -210,7 +210,8 @@ StatusOr<Object> PostgresStore::RowToObject(const Row& row) const {
 Status PostgresStore::InsertRow(const Row& row) {
   return conn_
       ->Exec("INSERT INTO objects (" + std::string(kObjectColumns) +
-                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, "
+                 "$17)",
              RowParams(row))
       .status();
 }

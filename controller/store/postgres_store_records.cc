@@ -455,9 +455,9 @@ StatusOr<Store::SlotGrant> PostgresStore::AcquireTaskSlot(const std::string& wor
                       ->Exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
                              {P("sbx-task-slots/" + workspace)})
                       .status());
-  ASSIGN_OR_RETURN(Store::SlotGrant grant, store_internal::TaskSlots<PostgresStore>::Acquire(
-                                               *this, workspace, task, task_uid, limit,
-                                               api::UnixMillis(clock_.Now())));
+  ASSIGN_OR_RETURN(Store::SlotGrant grant,
+                   store_internal::TaskSlots<PostgresStore>::Acquire(
+                       *this, workspace, task, task_uid, limit, api::UnixMillis(clock_.Now())));
   RETURN_IF_ERROR(txn.Commit());
   return grant;
 }
@@ -489,8 +489,8 @@ StatusOr<int64_t> PostgresStore::ExpireAudit(std::chrono::system_clock::time_poi
   PgTxn txn(*conn_);
   RETURN_IF_ERROR(txn.Begin());
   RETURN_IF_ERROR(LockRevision().status());
-  ASSIGN_OR_RETURN(int64_t deleted, store_internal::AuditLog<PostgresStore>::Expire(
-                                        *this, api::UnixMillis(cutoff)));
+  ASSIGN_OR_RETURN(int64_t deleted,
+                   store_internal::AuditLog<PostgresStore>::Expire(*this, api::UnixMillis(cutoff)));
   RETURN_IF_ERROR(txn.Commit());
   return deleted;
 }

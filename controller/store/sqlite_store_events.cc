@@ -116,8 +116,8 @@ StatusOr<int64_t> SqliteStore::ExpireAudit(std::chrono::system_clock::time_point
   std::lock_guard lock(mu_);
   Txn txn(*this);
   RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(int64_t deleted, store_internal::AuditLog<SqliteStore>::Expire(
-                                        *this, api::UnixMillis(cutoff)));
+  ASSIGN_OR_RETURN(int64_t deleted,
+                   store_internal::AuditLog<SqliteStore>::Expire(*this, api::UnixMillis(cutoff)));
   RETURN_IF_ERROR(txn.Commit());
   return deleted;
 }

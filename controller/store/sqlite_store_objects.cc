@@ -47,8 +47,9 @@ StatusOr<Object> SqliteStore::RowToObject(const Row& row) const {
 }
 
 Status SqliteStore::InsertRow(const Row& row) {
-  ASSIGN_OR_RETURN(Stmt stmt, Prepare("INSERT INTO objects (" + std::string(kObjectColumns) +
-                                      ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  ASSIGN_OR_RETURN(Stmt stmt,
+                   Prepare("INSERT INTO objects (" + std::string(kObjectColumns) +
+                           ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   BindRowColumns(stmt, row);
   return stmt.Run();
 }

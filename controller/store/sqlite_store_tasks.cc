@@ -256,9 +256,9 @@ StatusOr<Store::SlotGrant> SqliteStore::AcquireTaskSlot(const std::string& works
   std::lock_guard lock(mu_);
   Txn txn(*this);  // BEGIN IMMEDIATE: one slot taker at a time, across processes
   RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(Store::SlotGrant grant, store_internal::TaskSlots<SqliteStore>::Acquire(
-                                               *this, workspace, task, task_uid, limit,
-                                               api::UnixMillis(clock_.Now())));
+  ASSIGN_OR_RETURN(Store::SlotGrant grant,
+                   store_internal::TaskSlots<SqliteStore>::Acquire(
+                       *this, workspace, task, task_uid, limit, api::UnixMillis(clock_.Now())));
   RETURN_IF_ERROR(txn.Commit());
   return grant;
 }

@@ -332,9 +332,9 @@ TEST_F(AgentPoolReconcilerTest, ScaleDownAfterCountsFromTheReplicasLastTaskNotIt
   task.agent_task_status().phase = api::TaskPhase::kSucceeded;
   task.agent_task_status().completed_at = api::FormatRfc3339(clock_.Now());
   ASSERT_TRUE(store_->UpdateStatus(task).ok());
-  ASSERT_TRUE(Unbind(*store_, {Kind::kAgentWorker, "default", replica}, task.metadata.uid,
-                     clock_.Now())
-                  .ok());
+  ASSERT_TRUE(
+      Unbind(*store_, {Kind::kAgentWorker, "default", replica}, task.metadata.uid, clock_.Now())
+          .ok());
   clock_.Advance(minutes(4));
   ReconcilePool();
   EXPECT_EQ(Replicas().size(), 1u);  // idle 4 minutes, made 14 minutes ago

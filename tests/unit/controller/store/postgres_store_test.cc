@@ -190,8 +190,8 @@ TEST_F(PostgresStoreTest, TheFinishedFlagMigrationMarksTheTasksAlreadyFinished) 
   }
   const std::string latest = std::to_string(PostgresStore::LatestSchemaVersion());
   EXPECT_EQ(Query("ALTER TABLE objects DROP COLUMN finished; "
-                  "DELETE FROM schema_migrations WHERE version = " + latest +
-                  " RETURNING version"),
+                  "DELETE FROM schema_migrations WHERE version = " +
+                  latest + " RETURNING version"),
             latest);
   auto store = MustOpen();
   ASSERT_NE(store, nullptr);

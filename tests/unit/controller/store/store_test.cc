@@ -481,7 +481,7 @@ TEST_P(StoreTest, ListUnfinishedOnlyLeavesOutFinishedTasks) {
   tasks_in_default.kind = Kind::kAgentTask;
   tasks_in_default.namespace_ = "default";
   EXPECT_THAT(names(tasks_in_default), ElementsAre("b"));
-  EXPECT_THAT(names({}), ElementsAre("s", "b", "d"));  // by kind: Sandbox before AgentTask
+  EXPECT_THAT(names({}), ElementsAre("s", "b", "d"));     // by kind: Sandbox before AgentTask
   EXPECT_EQ(store_->List(tasks_in_default)->size(), 3u);  // without the option: all of them
 
   // A re-apply of the finished task (a label) leaves it finished.
