@@ -46,7 +46,7 @@ int RunAudit(CommandContext& ctx, const AuditCommandOptions& options) {
   TablePrinter table({"TIME", "ACTOR", "ROLE", "VERB", "NAMESPACE", "OBJECT", "RESULT",
                       "RESOURCEVERSION", "SOURCE"});
   for (const controller::Store::AuditRecord& r : *records) {
-    const auto time = api::WallTime(std::chrono::milliseconds(r.time_ms));
+    const auto time = api::FromUnixMillis(r.time_ms);
     table.AddRow({api::FormatRfc3339(time), r.actor, r.role, r.verb, r.object.namespace_,
                   QualifiedName(r.object), r.result,
                   std::to_string(r.resource_version_before) + "->" +

@@ -113,18 +113,17 @@ api::StatusOr<std::vector<Store::Event>> DecodeEvents(std::string_view body) {
 
 namespace {
 json AuditRecordObject(const Store::AuditRecord& r) {
-  return json{
-      {"id", r.id},
-      {"time", api::FormatRfc3339Millis(api::WallTime(std::chrono::milliseconds(r.time_ms)))},
-      {"actor", r.actor},
-      {"role", r.role},
-      {"verb", r.verb},
-      {"object", KeyJson(r.object)},
-      {"resourceVersionBefore", r.resource_version_before},
-      {"resourceVersionAfter", r.resource_version_after},
-      {"result", r.result},
-      {"source", r.source},
-      {"specDigest", r.spec_digest}};
+  return json{{"id", r.id},
+              {"time", api::FormatRfc3339Millis(api::FromUnixMillis(r.time_ms))},
+              {"actor", r.actor},
+              {"role", r.role},
+              {"verb", r.verb},
+              {"object", KeyJson(r.object)},
+              {"resourceVersionBefore", r.resource_version_before},
+              {"resourceVersionAfter", r.resource_version_after},
+              {"result", r.result},
+              {"source", r.source},
+              {"specDigest", r.spec_digest}};
 }
 }  // namespace
 

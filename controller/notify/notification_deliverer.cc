@@ -20,10 +20,6 @@ using api::StatusOr;
 // How often a suspended Notifier's notifications are looked at again.
 constexpr std::chrono::milliseconds kSuspendedRecheck{60'000};
 
-std::string Rfc3339(int64_t ms) {
-  return api::FormatRfc3339(api::WallTime(std::chrono::milliseconds(ms)));
-}
-
 // A reason for Ready=False from a resolution error: the secret resolver's kInvalidArgument is a
 // reference the policy refuses; its kFailedPrecondition a value that is not there.
 std::string_view ReasonOf(const Status& error) {
@@ -201,7 +197,7 @@ Status NotificationDeliverer::UpdateStatuses(const std::map<std::string, Outcome
         const Outcome& o = outcome->second;
         s.delivered += o.delivered;
         if (o.last_delivered_ms > 0) {
-          s.last_delivered_at = Rfc3339(o.last_delivered_ms);
+          s.last_delivered_at = api::FormatRfc3339(api::FromUnixMillis(o.last_delivered_ms));
         }
         if (o.last_failed_ms > o.last_delivered_ms) {
           s.last_error = o.last_error;

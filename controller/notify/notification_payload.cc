@@ -11,10 +11,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string Time(int64_t ms) {
-  return api::FormatRfc3339(api::WallTime(std::chrono::milliseconds(ms)));
-}
-
 }  // namespace
 
 std::string WebhookPayload(const Store::Notification& n) {
@@ -26,7 +22,7 @@ std::string WebhookPayload(const Store::Notification& n) {
               {"name", n.object.name},
               {"uid", n.object_uid}}},
             {"message", n.message},
-            {"time", Time(n.time_ms)}};
+            {"time", api::FormatRfc3339(api::FromUnixMillis(n.time_ms))}};
   if (!n.task_json.empty()) {
     json task = json::parse(n.task_json, nullptr, /*allow_exceptions=*/false);
     if (!task.is_discarded()) {

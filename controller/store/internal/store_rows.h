@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "api/resources.h"
+#include "api/rfc3339.h"
 #include "controller/store/internal/object_row.h"
 #include "controller/store/store.h"
 
@@ -76,7 +77,7 @@ inline Store::Lease ReadLeaseColumns(const auto& row) {
   Store::Lease lease;
   lease.name = row.Text(0);
   lease.holder = row.Text(1);
-  lease.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(row.Int(2)));
+  lease.expires_at = api::FromUnixMillis(row.Int(2));
   lease.renewed_at = row.Text(3);
   lease.token = row.Int(4);
   return lease;
