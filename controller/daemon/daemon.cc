@@ -235,6 +235,7 @@ struct Daemon::Parts {
         streaming(http::MakeCppRestStreamingTransport()),
         clouds(store, clock, transport, *streaming, databricks::ProcessEnv(),
                CloudOptions(config, Leases())),
+        cache(&clock),
         gc(store, cache, clock, GarbageCollectorOptions{config.gc_grace}),
         power(store),
         sandboxes(store, clouds, cache, clock, SandboxOptions(power)),
@@ -299,7 +300,7 @@ struct Daemon::Parts {
   CountingTransport transport;
   std::unique_ptr<http::StreamingTransport> streaming;
   HttpCloudClients clouds;
-  SandboxCache cache;
+  SandboxCache cache;  // learns the workspaces' PENDING times on `clock`
   GarbageCollector gc;
   // Power OnDemand: shared by the Sandbox and AgentTask reconcilers (a stop never crosses a
   // submission); it queues sandboxes and records dependencies through the Manager.

@@ -50,6 +50,15 @@ void CollectSandboxes(Metrics& m, const SandboxCache& cache, const SandboxSweepe
   }
   m.counter("sbx_sweeps_total", "Completed LIST sweeps", {})
       .RaiseTo(static_cast<double>(sweeper.sweeps_total()));
+  const SandboxCache::AimedLooks aimed = cache.aimed_looks();
+  m.counter("sbx_sweep_aimed_looks_total",
+            "Sweeps aimed at the learned end of a create's or start's PENDING, by what they found",
+            {{"found", "RUNNING"}})
+      .RaiseTo(static_cast<double>(aimed.hits));
+  m.counter("sbx_sweep_aimed_looks_total",
+            "Sweeps aimed at the learned end of a create's or start's PENDING, by what they found",
+            {{"found", "PENDING"}})
+      .RaiseTo(static_cast<double>(aimed.misses));
   for (const auto& [workspace, failed] : sweeper.SweepErrorsByWorkspace()) {
     m.counter("sbx_sweep_errors_total",
               "Failed sweeps (LIST, or garbage collection after it) by workspace",

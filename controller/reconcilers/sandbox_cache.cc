@@ -1,5 +1,6 @@
 #include "controller/reconcilers/sandbox_cache.h"
 
+#include <algorithm>
 #include <set>
 
 #include "api/conditions.h"
@@ -37,20 +38,95 @@ SandboxCache::Lookup SandboxCache::Get(const std::string& workspace,
   return {Knowledge::kPresent, it->second.sandbox};
 }
 
+void SandboxCache::Track(Workspace& ws, const Entry* old, Entry& next, Clock::SteadyTime seen_at,
+                         bool ours) {
+  using databricks::SandboxState;
+  const auto since = [&](Clock::SteadyTime t) {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(seen_at - t));
+  };
+  const bool was_pending =
+      old != nullptr && old->present && old->sandbox.state == SandboxState::kPending;
+  if (next.sandbox.state == SandboxState::kPending) {
+    if (was_pending) {
+      next.provisioning = old->provisioning;
+      if (!next.provisioning || ours) {
+        return;  // only the sweeps' looks were aimed
+      }
+      Provisioning& p = *next.provisioning;
+      for (std::optional<Clock::SteadyTime>* look : {&p.probe, &p.aim}) {
+        if (*look && seen_at >= **look) {
+          ws.pending[p.start ? 1 : 0].Missed(since(p.answered));
+          ++aimed_.misses;
+          look->reset();
+        }
+      }
+    } else if (ours) {
+      Provisioning p{
+          .answered = seen_at,
+          .start = old != nullptr && old->present && old->sandbox.state == SandboxState::kStopped,
+          .probe = std::nullopt,
+          .aim = std::nullopt};
+      if (std::optional<reconcilers_internal::PendingEstimate::Looks> looks =
+              ws.pending[p.start ? 1 : 0].Next()) {
+        if (looks->probe) {
+          p.probe = seen_at + *looks->probe;
+        }
+        p.aim = seen_at + looks->aim;
+      }
+      next.provisioning = p;
+    }
+    return;
+  }
+  if (next.sandbox.state == SandboxState::kRunning && was_pending && old->provisioning) {
+    const Provisioning& p = *old->provisioning;
+    ws.pending[p.start ? 1 : 0].Sighted(since(p.answered));
+    if ((p.probe && seen_at >= *p.probe) || (p.aim && seen_at >= *p.aim)) {
+      ++aimed_.hits;
+    }
+  }
+}
+
 void SandboxCache::Observe(const std::string& workspace, const databricks::Sandbox& sandbox) {
-  std::lock_guard lock(mu_);
-  workspaces_[workspace].entries[sandbox.sandbox_id] = Entry{true, sandbox, ++seq_};
+  bool aimed = false;
+  {
+    std::lock_guard lock(mu_);
+    Workspace& ws = workspaces_[workspace];
+    Entry next{true, sandbox, ++seq_, std::nullopt};
+    if (clock_ != nullptr) {
+      auto old = ws.entries.find(sandbox.sandbox_id);
+      const bool had_looks = old != ws.entries.end() && old->second.provisioning &&
+                             old->second.provisioning->aim.has_value();
+      Track(ws, old == ws.entries.end() ? nullptr : &old->second, next, clock_->Steady(),
+            /*ours=*/true);
+      aimed = !had_looks && next.provisioning && next.provisioning->aim.has_value();
+    }
+    ws.entries[sandbox.sandbox_id] = std::move(next);
+  }
+  if (aimed) {
+    std::lock_guard lock(hook_mu_);
+    if (look_hook_) {
+      look_hook_();
+    }
+  }
+}
+
+void SandboxCache::SetLookHook(std::function<void()> hook) {
+  std::lock_guard lock(hook_mu_);
+  look_hook_ = std::move(hook);
 }
 
 void SandboxCache::Forget(const std::string& workspace, const std::string& sandbox_id) {
   std::lock_guard lock(mu_);
-  workspaces_[workspace].entries[sandbox_id] = Entry{false, {}, ++seq_};
+  workspaces_[workspace].entries[sandbox_id] = Entry{false, {}, ++seq_, std::nullopt};
 }
 
 uint64_t SandboxCache::BeginSweep(const std::string& workspace) {
   std::lock_guard lock(mu_);
-  workspaces_[workspace];  // make it known
-  return ++seq_;
+  Workspace& ws = workspaces_[workspace];  // make it known
+  ws.sweep_ticket = ++seq_;
+  ws.sweep_began = clock_ != nullptr ? clock_->Steady() : Clock::SteadyTime{};
+  return ws.sweep_ticket;
 }
 
 std::vector<std::string> SandboxCache::ReplaceSnapshot(
@@ -58,6 +134,8 @@ std::vector<std::string> SandboxCache::ReplaceSnapshot(
     const std::vector<databricks::Sandbox>& sandboxes) {
   std::lock_guard lock(mu_);
   Workspace& ws = workspaces_[workspace];
+  // Only the latest sweep's begin time is kept: an older one's result teaches nothing.
+  const bool timed = clock_ != nullptr && ticket == ws.sweep_ticket;
   std::vector<std::string> changed;
   std::map<std::string, Entry> next;
   std::set<std::string> listed;
@@ -72,7 +150,12 @@ std::vector<std::string> SandboxCache::ReplaceSnapshot(
         !SameObservedState(old->second.sandbox, sb)) {
       changed.push_back(sb.sandbox_id);
     }
-    next[sb.sandbox_id] = Entry{true, sb, ticket};
+    Entry entry{true, sb, ticket, std::nullopt};
+    if (timed) {
+      Track(ws, old == ws.entries.end() ? nullptr : &old->second, entry, ws.sweep_began,
+            /*ours=*/false);
+    }
+    next[sb.sandbox_id] = std::move(entry);
   }
   for (auto& [id, entry] : ws.entries) {
     if (listed.count(id) != 0) {
@@ -137,6 +220,32 @@ bool SandboxCache::HasTransitions(const std::string& workspace) const {
     }
   }
   return false;
+}
+
+std::optional<Clock::SteadyTime> SandboxCache::NextLook(const std::string& workspace,
+                                                        Clock::SteadyTime fallback) const {
+  std::lock_guard lock(mu_);
+  auto ws = workspaces_.find(workspace);
+  if (ws == workspaces_.end()) {
+    return std::nullopt;
+  }
+  std::optional<Clock::SteadyTime> next;
+  for (const auto& [id, e] : ws->second.entries) {
+    if (!e.present || !Transitional(e.sandbox.state)) {
+      continue;
+    }
+    Clock::SteadyTime look = fallback;
+    if (e.provisioning && e.sandbox.state == databricks::SandboxState::kPending) {
+      look = e.provisioning->probe.value_or(e.provisioning->aim.value_or(fallback));
+    }
+    next = std::min(next.value_or(look), look);
+  }
+  return next;
+}
+
+SandboxCache::AimedLooks SandboxCache::aimed_looks() const {
+  std::lock_guard lock(mu_);
+  return aimed_;
 }
 
 std::map<std::string, int64_t> SandboxCache::CountByState() const {

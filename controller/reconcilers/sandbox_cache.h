@@ -11,10 +11,18 @@
 //
 // It also remembers, per workspace, whether the LIST sweeps are failing (RecordSweepFailure, until
 // the next ReplaceSnapshot): the snapshot is then the last known state, not the current one, and
-// reconcilers say so (Synced=False) without calling the API for each object. Thread-safe.
+// reconcilers say so (Synced=False) without calling the API for each object.
+//
+// And, when given a clock, how long the workspace's creates and starts stay PENDING
+// (reconcilers_internal::PendingEstimate, from the calls' answers and the sweeps' sightings), so
+// that NextLook can aim the sweeper's next LIST at the moment a sandbox is due to be RUNNING.
+// Thread-safe.
 #pragma once
 
+#include <array>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -24,6 +32,7 @@
 #include "api/status.h"
 #include "controller/base/clock.h"
 #include "controller/cloud/databricks/sandbox_api.h"
+#include "controller/reconcilers/internal/pending_estimate.h"
 
 namespace sbx::controller {
 
@@ -35,6 +44,9 @@ class SandboxCache {
     Knowledge knowledge = Knowledge::kUnknown;
     databricks::Sandbox sandbox;  // valid when kPresent
   };
+
+  // `clock`: what PENDING times are measured on; null: none are (no aimed looks). Must outlive it.
+  explicit SandboxCache(const Clock* clock = nullptr) : clock_(clock) {}
 
   Lookup Get(const std::string& workspace, const std::string& sandbox_id) const;
 
@@ -75,24 +87,57 @@ class SandboxCache {
   // Whether any known sandbox of `workspace` is in a transitional state (PENDING, STOPPING):
   // the sweeper then sweeps sooner instead of every object polling on its own.
   bool HasTransitions(const std::string& workspace) const;
+  // When the sweeper should next LIST `workspace` for its transitions: the earliest look aimed at
+  // a create or start of ours (a probe, else its aim: PendingEstimate), and `fallback` (the
+  // sweeper's fast cadence) for every other sandbox in transition. Nullopt when none is.
+  std::optional<Clock::SteadyTime> NextLook(const std::string& workspace,
+                                            Clock::SteadyTime fallback) const;
+  // Called, outside the cache's lock, when a create or start of ours gets an aimed look, so that
+  // the sweeper can plan its sleep again (SandboxSweeper::Run sets it while it runs; null: none).
+  void SetLookHook(std::function<void()> hook);
+  // Aimed looks (probes and aims) that found their sandbox RUNNING, and that found it PENDING.
+  struct AimedLooks {
+    int64_t hits = 0;
+    int64_t misses = 0;
+  };
+  AimedLooks aimed_looks() const;
   // Sandboxes by state name, over all workspaces (for /metrics).
   std::map<std::string, int64_t> CountByState() const;
   // Number of sandboxes in the workspace's snapshot; nullopt before the first sweep.
   std::optional<int64_t> SnapshotSize(const std::string& workspace) const;
 
  private:
+  // A PENDING that our own create or start began (seen in its answer, with a clock).
+  struct Provisioning {
+    Clock::SteadyTime answered{};
+    bool start = false;  // a start (the sandbox was STOPPED), else a create
+    std::optional<Clock::SteadyTime> probe;
+    std::optional<Clock::SteadyTime> aim;
+  };
   struct Entry {
     bool present = false;
     databricks::Sandbox sandbox;
     uint64_t seq = 0;  // sequence of the observation that wrote it
+    std::optional<Provisioning> provisioning;
   };
   struct Workspace {
     bool has_snapshot = false;
     std::map<std::string, Entry> entries;
     std::optional<SweepFailure> failing;
+    std::array<reconcilers_internal::PendingEstimate, 2> pending;  // [0] creates, [1] starts
+    uint64_t sweep_ticket = 0;  // the latest BeginSweep's, and when it began
+    Clock::SteadyTime sweep_began{};
   };
+  // What `next` (seen at `seen_at`) carries on of `old`'s provisioning, learning from it: a
+  // sighting when it is RUNNING now, a miss for each look it was due for. `ours`: `next` is the
+  // answer of our own call, so a PENDING that was not one before begins a provisioning.
+  void Track(Workspace& ws, const Entry* old, Entry& next, Clock::SteadyTime seen_at, bool ours);
 
+  const Clock* const clock_;
+  std::mutex hook_mu_;
+  std::function<void()> look_hook_;  // Guarded by hook_mu_.
   mutable std::mutex mu_;
+  AimedLooks aimed_;                             // Guarded by mu_.
   uint64_t seq_ = 0;                             // Guarded by mu_.
   std::map<std::string, Workspace> workspaces_;  // Guarded by mu_.
 };

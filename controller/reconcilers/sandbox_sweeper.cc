@@ -1,7 +1,9 @@
 #include "controller/reconcilers/sandbox_sweeper.h"
 
 #include <algorithm>
+#include <mutex>
 #include <optional>
+#include <stop_token>
 #include <utility>
 
 namespace sbx::controller {
@@ -101,12 +103,34 @@ std::map<std::string, int64_t> SandboxSweeper::SweepErrorsByWorkspace() const {
   return errors_by_workspace_;
 }
 
-std::chrono::milliseconds SandboxSweeper::FastPeriod(size_t listed) const {
+size_t SandboxSweeper::PagesOf(size_t listed) const {
   const size_t page = static_cast<size_t>(std::max(1, options_.page_size));
-  const size_t pages = std::max<size_t>(1, (listed + page - 1) / page);
-  const auto budget = std::chrono::milliseconds(static_cast<int64_t>(
-      1000.0 * static_cast<double>(pages) / std::max(0.001, options_.fast_pages_per_second)));
-  return std::max(options_.fast_period, budget);
+  return std::max<size_t>(1, (listed + page - 1) / page);
+}
+
+std::chrono::milliseconds SandboxSweeper::BudgetSpacing(size_t listed) const {
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(1000.0 * static_cast<double>(PagesOf(listed)) /
+                           std::max(0.001, options_.fast_pages_per_second)));
+}
+
+void SandboxSweeper::PageBudget::Spend(Clock::SteadyTime now, size_t listed_pages,
+                                       double pages_per_second) {
+  rate = std::max(0.001, pages_per_second);
+  pages = static_cast<double>(listed_pages);
+  const double held =
+      at ? tokens + std::chrono::duration<double>(now - *at).count() * rate : 2 * pages;
+  tokens = std::min(2 * pages, held) - pages;
+  at = now;
+}
+
+Clock::SteadyTime SandboxSweeper::PageBudget::ReadyAt() const {
+  const double missing = pages - tokens;
+  if (!at || missing <= 0) {
+    return at.value_or(Clock::SteadyTime{});
+  }
+  return *at + std::chrono::duration_cast<Clock::SteadyTime::duration>(
+                   std::chrono::duration<double>(missing / rate));
 }
 
 bool SandboxSweeper::Backlogged(const WorkspaceRef& ref) {
@@ -136,12 +160,44 @@ void SandboxSweeper::Run(Enqueuer& out, std::stop_token stop) {
   struct Schedule {
     Clock::SteadyTime last{};
     Clock::SteadyTime next{};
-    std::chrono::milliseconds fast{};  // the fast period for this workspace's size
+    std::chrono::milliseconds spacing{};  // the page budget's spacing for this workspace's size
+    PageBudget budget;
   };
   std::map<std::string, Schedule> schedule;  // per workspace
+  // When this workspace's next fast sweep is due, if it has transitions: the cache's aimed looks
+  // and, for the rest, the fast period (never shorter than the budget's spacing); never before
+  // the page budget has the pages.
+  const auto fast_due = [&](const std::string& ws,
+                            const Schedule& s) -> std::optional<Clock::SteadyTime> {
+    std::optional<Clock::SteadyTime> look =
+        cache_.NextLook(ws, s.last + std::max(options_.fast_period, s.spacing));
+    if (!look) {
+      return std::nullopt;
+    }
+    return std::max(*look, s.budget.ReadyAt());
+  };
+  // A new aimed look (our own create or start answered) ends the current sleep, so that the look
+  // is planned at once, not on the next fast-period wake.
+  std::mutex nap_mu;
+  std::stop_source nap;  // Guarded by nap_mu: the current sleep's
+  cache_.SetLookHook([&] {
+    std::lock_guard lock(nap_mu);
+    nap.request_stop();
+  });
+  struct Unhook {
+    SandboxCache& cache;
+    ~Unhook() { cache.SetLookHook(nullptr); }
+  } unhook{cache_};
   std::optional<Known> known;
   int64_t known_at_revision = -1;
   while (!stop.stop_requested()) {
+    std::stop_source this_nap;  // before planning: a look that arrives meanwhile is not lost
+    {
+      std::lock_guard lock(nap_mu);
+      nap = this_nap;
+    }
+    // Wake at the fast period to notice new transitions, or sooner for a look that is due then.
+    Clock::SteadyTime wake = clock_.Steady() + options_.fast_period;
     // Re-read which workspaces and owners exist only when the store changed.
     api::StatusOr<int64_t> revision = store_.CurrentRevision();
     if (!revision.ok() || *revision != known_at_revision || !known) {
@@ -163,10 +219,13 @@ void SandboxSweeper::Run(Enqueuer& out, std::stop_token stop) {
         auto it = schedule.find(ws);
         const bool regular = it == schedule.end() || now >= it->second.next;
         // A failing workspace's transitions are last known, not current: no fast sweeps then.
-        const bool fast = !regular && cache_.HasTransitions(ws) &&
-                          now - it->second.last >= it->second.fast && !cache_.FailingSweep(ws) &&
-                          !Backlogged(ref);
+        const std::optional<Clock::SteadyTime> due =
+            regular || cache_.FailingSweep(ws) ? std::nullopt : fast_due(ws, it->second);
+        const bool fast = due && now >= *due && !Backlogged(ref);
         if (!regular && !fast) {
+          if (due && *due > now) {
+            wake = std::min(wake, *due);
+          }
           continue;
         }
         Schedule& s = schedule[ws];
@@ -178,14 +237,19 @@ void SandboxSweeper::Run(Enqueuer& out, std::stop_token stop) {
           s.next = now + std::max(options_.fast_period, options_.period / 4);
           continue;
         }
-        s.fast = FastPeriod(*listed);
+        s.spacing = BudgetSpacing(*listed);
+        s.budget.Spend(now, PagesOf(*listed), options_.fast_pages_per_second);
         if (regular) {
           s.next = now + jitter_.Jittered(options_.period, options_.jitter);
         }
+        if (std::optional<Clock::SteadyTime> next = fast_due(ws, s)) {
+          wake = std::min(wake, *next);
+        }
       }
     }
-    // Wake at the fast period to notice new transitions; sweeping happens only when due.
-    clock_.SleepFor(options_.fast_period, stop);
+    // Sweeping happens only when due; never a hot loop, even for a look due now.
+    std::stop_callback relay(stop, [this_nap]() mutable { this_nap.request_stop(); });
+    clock_.SleepUntil(std::max(wake, clock_.Steady() + kMinSleep), this_nap.get_token());
   }
 }
 

@@ -6,15 +6,19 @@
 // state changed (auto-stopped, deleted behind our back, finished starting), and then runs
 // garbage collection on that complete LIST. While any sandbox of a workspace is PENDING or
 // STOPPING it sweeps that workspace every `fast_period` instead: one LIST observes a whole page of
-// transitions, where per-object polling would cost a GET each. A big workspace is fast-swept less
-// often, so that these LISTs never take more than `fast_pages_per_second` of its rate budget (at
-// 1,000 sandboxes, 10 pages: every 5 s). Nor is it fast-swept while the workspace's pacing has
-// a line of calls waiting for their tokens that reaches further than `fast_sweep_backlog`
-// (issue #30): what a sweep would find now (a sandbox RUNNING) only leads to a call at the back
-// of that line, so the sweep's pages would only push the line back; the sweep comes when the
-// line is nearly through. (Measured at 1,000 workers: 203 LIST pages instead of 108 once the
-// creates' waits went back to the work queue and the observations were no longer late.) Garbage
-// collection runs on the regular sweeps only. A failed or partial LIST changes nothing and
+// transitions, where per-object polling would cost a GET each. A sandbox our own create or start
+// made PENDING is looked for when the cache's estimate of the workspace's PENDING time says it
+// will be RUNNING (SandboxCache::NextLook, issue #30's wake path), not on that cadence: once the
+// estimate is learned, one LIST usually finds a woken sandbox at the moment it runs. A big
+// workspace is fast-swept less often, so that these LISTs (aimed ones too) take no more than
+// `fast_pages_per_second` of its rate budget (at 1,000 sandboxes, 10 pages: every 5 s), with
+// room for two LISTs at once (a probe and its aim). Nor is it fast-swept while the workspace's
+// pacing has a line of calls waiting for their tokens that reaches further than
+// `fast_sweep_backlog` (issue #30): what a sweep would find now (a sandbox RUNNING) only leads to a
+// call at the back of that line, so the sweep's pages would only push the line back; the sweep
+// comes when the line is nearly through. (Measured at 1,000 workers: 203 LIST pages instead of 108
+// once the creates' waits went back to the work queue and the observations were no longer late.)
+// Garbage collection runs on the regular sweeps only. A failed or partial LIST changes nothing and
 // skips GC.
 //
 // A failed LIST makes the workspace's live state stale: the sweeper records it in the cache
@@ -34,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "controller/base/backoff.h"
@@ -97,8 +102,23 @@ class SandboxSweeper final : public Source {
   api::StatusOr<size_t> SweepOne(const std::string& workspace, const WorkspaceRef& ref,
                                  const Known& known, bool collect, Enqueuer& out,
                                  std::stop_token stop);
-  // How long after a sweep that listed `listed` sandboxes the next fast sweep may come.
-  std::chrono::milliseconds FastPeriod(size_t listed) const;
+  // The fast sweeps' share of a workspace's rate: fast_pages_per_second, with room for two sweeps'
+  // pages at once, so that a probe and the aim right after it (or two starts' looks) need not
+  // wait for each other; sustained, a sweep of P pages comes every P / rate seconds at most.
+  struct PageBudget {
+    double rate = 1;
+    double tokens = 0;  // pages, at `at`; negative after a regular sweep that found it short
+    std::optional<Clock::SteadyTime> at;  // unset: full
+    double pages = 1;                     // of the last LIST
+    void Spend(Clock::SteadyTime now, size_t listed_pages, double pages_per_second);
+    // When the budget holds a LIST of `pages` again.
+    Clock::SteadyTime ReadyAt() const;
+  };
+  size_t PagesOf(size_t listed) const;
+  // How long after a sweep that listed `listed` sandboxes the next un-aimed fast sweep may come,
+  // at the soonest, for its pages to stay within fast_pages_per_second.
+  std::chrono::milliseconds BudgetSpacing(size_t listed) const;
+  static constexpr std::chrono::milliseconds kMinSleep{5};
   // Whether the workspace's calls wait in a line longer than fast_sweep_backlog.
   bool Backlogged(const WorkspaceRef& ref);
   void CountError(const std::string& workspace);

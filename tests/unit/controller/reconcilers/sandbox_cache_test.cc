@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/fake_clock.h"
+
 namespace sbx::controller {
 namespace {
 
@@ -14,6 +16,7 @@ databricks::Sandbox Sb(const std::string& id, databricks::SandboxState state) {
 
 using K = SandboxCache::Knowledge;
 using S = databricks::SandboxState;
+using namespace std::chrono_literals;
 
 TEST(SandboxCacheTest, UnknownBeforeFirstSnapshotAbsentAfter) {
   SandboxCache cache;
@@ -97,6 +100,67 @@ TEST(SandboxCacheTest, RemembersFailingSweepsUntilTheNextSnapshotWithAStableMess
 
   cache.ReplaceSnapshot("ws", cache.BeginSweep("ws"), {Sb("a", S::kStopped)});
   EXPECT_FALSE(cache.FailingSweep("ws").has_value());
+}
+
+// Issue #30, the wake path: with a clock, the cache learns how long our starts stay PENDING
+// (measured from the start's answer to the sweep that saw RUNNING) and aims the next start's look
+// there, with a probe halfway first; creates have their own estimate; what we did not start has
+// none. Without a clock nothing changes (the tests above).
+TEST(SandboxCacheTest, AimsTheLookAfterAStartAtTheLearnedEndOfItsPending) {
+  testing::FakeClock clock;
+  SandboxCache cache(&clock);
+  int nudges = 0;
+  cache.SetLookHook([&] { ++nudges; });
+  const auto sweep = [&](S state) {
+    cache.ReplaceSnapshot("ws", cache.BeginSweep("ws"), {Sb("a", state)});
+  };
+  const auto start = [&] {
+    cache.Observe("ws", Sb("a", S::kStopped));
+    cache.Observe("ws", Sb("a", S::kPending));  // the start's answer
+    return clock.Steady();
+  };
+  const Clock::SteadyTime never = clock.Steady() + 1h;
+  sweep(S::kStopped);
+
+  const Clock::SteadyTime t0 = start();
+  EXPECT_EQ(cache.NextLook("ws", t0 + 1s), t0 + 1s) << "nothing learned: the fast cadence";
+  EXPECT_EQ(nudges, 0);
+  clock.Advance(1200ms);
+  sweep(S::kRunning);  // PENDING took at most 1.2 s
+  EXPECT_FALSE(cache.NextLook("ws", never).has_value());
+
+  const Clock::SteadyTime t1 = start();
+  EXPECT_EQ(nudges, 1);
+  EXPECT_EQ(cache.NextLook("ws", never), t1 + 600ms) << "the probe";
+  clock.Advance(600ms);
+  sweep(S::kPending);
+  EXPECT_EQ(cache.NextLook("ws", never), t1 + 1200ms) << "the probe missed: the aim";
+  clock.Advance(600ms);
+  sweep(S::kRunning);
+  EXPECT_EQ(cache.aimed_looks().hits, 1);
+  EXPECT_EQ(cache.aimed_looks().misses, 1);
+
+  const Clock::SteadyTime t2 = start();
+  EXPECT_EQ(cache.NextLook("ws", never), t2 + 900ms) << "halfway between 600 and 1,200 ms";
+  clock.Advance(900ms);
+  sweep(S::kRunning);  // the probe found it: 900 ms is the aim from now on
+  const Clock::SteadyTime t3 = start();
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 750ms);
+
+  clock.Advance(750ms);
+  sweep(S::kRunning);
+
+  // A create learns its own time (not the starts' 900 ms); a PENDING the sweep found but we did not
+  // cause has no aim.
+  cache.Observe("ws", Sb("new", S::kPending));
+  const Clock::SteadyTime t4 = clock.Steady();
+  EXPECT_EQ(cache.NextLook("ws", t4 + 1s), t4 + 1s);
+  clock.Advance(300ms);
+  cache.ReplaceSnapshot("ws", cache.BeginSweep("ws"),
+                        {Sb("a", S::kRunning), Sb("new", S::kRunning), Sb("x", S::kPending)});
+  EXPECT_EQ(cache.NextLook("ws", t4 + 5s), t4 + 5s);
+  cache.Observe("ws", Sb("new2", S::kPending));
+  EXPECT_EQ(cache.NextLook("ws", never), clock.Steady() + 150ms);
 }
 
 }  // namespace

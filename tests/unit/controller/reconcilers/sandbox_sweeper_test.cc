@@ -150,6 +150,63 @@ TEST_F(SandboxSweeperTest, SweepsFastOnlyWhileSomethingIsInTransition) {
   runner.request_stop();
 }
 
+// Issue #30, the wake path: once the cache has learned how long a start stays PENDING, the sweeper
+// looks for a started sandbox when it is due to run (a probe halfway first), not on its fast
+// period; and a start answered while the sweeper sleeps is planned at once.
+TEST_F(SandboxSweeperTest, LooksForAStartedSandboxWhenItsLearnedPendingTimeEnds) {
+  SandboxCache cache(&clock_);
+  SandboxSweeper sweeper(*store_, clouds_, cache, nullptr, clock_,
+                         SandboxSweeperOptions{60s, 0.1, 2s, 2});
+  AddSandbox("a", databricks::SandboxState::kStopped);
+  std::jthread runner([&](std::stop_token stop) { sweeper.Run(out_, stop); });
+  ASSERT_EQ(WaitForLists(1), 1);
+  ASSERT_TRUE(clock_.WaitForSleepers(1));
+  const auto start = [&] {
+    clouds_.api().SetState("default-a", databricks::SandboxState::kStopped);
+    cache.Observe("default/default", *clouds_.api().Peek("default-a"));
+    clouds_.api().SetState("default-a", databricks::SandboxState::kPending);
+    cache.Observe("default/default", *clouds_.api().Peek("default-a"));  // the start's answer
+  };
+
+  start();  // nothing learned yet: found by the fast sweep 2 s later
+  clouds_.api().SetState("default-a", databricks::SandboxState::kRunning);
+  clock_.Advance(2s);
+  ASSERT_EQ(WaitForLists(2), 2);
+  ASSERT_TRUE(clock_.WaitForSleepers(1));
+
+  start();  // learned: at most 2 s. A probe at 1 s (the sweeper was asleep until the fast period)
+  clock_.Advance(999ms);
+  ASSERT_TRUE(clock_.WaitForSleepers(1));
+  EXPECT_EQ(clouds_.api().Calls("list"), 2);
+  clock_.Advance(1ms);
+  ASSERT_EQ(WaitForLists(3), 3) << "the probe";
+  clouds_.api().SetState("default-a", databricks::SandboxState::kRunning);
+  ASSERT_TRUE(clock_.WaitForSleepers(1));
+  clock_.Advance(1s);
+  ASSERT_EQ(WaitForLists(4), 4) << "the aim";
+  EXPECT_EQ(cache.Get("default/default", "default-a").sandbox.state,
+            databricks::SandboxState::kRunning);
+  EXPECT_EQ(cache.aimed_looks().misses, 1);
+  EXPECT_EQ(cache.aimed_looks().hits, 1);
+
+  // The page budget (2 pages a second here, one page per LIST) holds two LISTs: an aim 250 ms
+  // after its probe is not pushed back to the 500 ms spacing.
+  for (const auto probe : {1500ms, 1750ms}) {
+    ASSERT_TRUE(clock_.WaitForSleepers(1));
+    const int lists = clouds_.api().Calls("list");
+    start();
+    clock_.Advance(probe);
+    ASSERT_EQ(WaitForLists(lists + 1), lists + 1) << "the probe at " << probe.count() << " ms";
+    clouds_.api().SetState("default-a", databricks::SandboxState::kRunning);
+    ASSERT_TRUE(clock_.WaitForSleepers(1));
+    clock_.Advance(2s - probe);
+    ASSERT_EQ(WaitForLists(lists + 2), lists + 2) << "the aim, at 2 s";
+  }
+  EXPECT_EQ(cache.aimed_looks().misses, 3);
+  EXPECT_EQ(cache.aimed_looks().hits, 3);
+  runner.request_stop();
+}
+
 // Issue #30: while the workspace's calls wait in a pacing line longer than fast_sweep_backlog
 // (15 s by default), what a fast sweep would find only leads to calls at the back of that line:
 // no fast sweep until the line is nearly through.
