@@ -12,14 +12,14 @@
 // estimate is learned, one LIST usually finds a woken sandbox at the moment it runs. A big
 // workspace is fast-swept less often, so that these LISTs (aimed ones too) take no more than
 // `fast_pages_per_second` of its rate budget (at 1,000 sandboxes, 10 pages: every 5 s), with
-// room for two LISTs at once (a probe and its aim). Nor is it fast-swept while the workspace's
-// pacing has a line of calls waiting for their tokens that reaches further than
-// `fast_sweep_backlog` (issue #30): what a sweep would find now (a sandbox RUNNING) only leads to a
-// call at the back of that line, so the sweep's pages would only push the line back; the sweep
-// comes when the line is nearly through. (Measured at 1,000 workers: 203 LIST pages instead of 108
-// once the creates' waits went back to the work queue and the observations were no longer late.)
-// Garbage collection runs on the regular sweeps only. A failed or partial LIST changes nothing and
-// skips GC.
+// room for one page more (in a one-page workspace, a probe and its aim back to back). Nor is it
+// fast-swept while the workspace's pacing has a line of calls waiting for their tokens that reaches
+// further than `fast_sweep_backlog` (issue #30): what a sweep would find now (a sandbox RUNNING)
+// only leads to a call at the back of that line, so the sweep's pages would only push the line
+// back; the sweep comes when the line is nearly through. (Measured at 1,000 workers: 203 LIST pages
+// instead of 108 once the creates' waits went back to the work queue and the observations were no
+// longer late.) Garbage collection runs on the regular sweeps only. A failed or partial LIST
+// changes nothing and skips GC.
 //
 // A failed LIST makes the workspace's live state stale: the sweeper records it in the cache
 // (SandboxCache::RecordSweepFailure) and enqueues the workspace's Sandbox objects when what they
@@ -102,9 +102,11 @@ class SandboxSweeper final : public Source {
   api::StatusOr<size_t> SweepOne(const std::string& workspace, const WorkspaceRef& ref,
                                  const Known& known, bool collect, Enqueuer& out,
                                  std::stop_token stop);
-  // The fast sweeps' share of a workspace's rate: fast_pages_per_second, with room for two sweeps'
-  // pages at once, so that a probe and the aim right after it (or two starts' looks) need not
-  // wait for each other; sustained, a sweep of P pages comes every P / rate seconds at most.
+  // The fast sweeps' share of a workspace's rate: fast_pages_per_second, with room for one page
+  // more than a sweep, so that in a one-page workspace a probe and the aim right after it need not
+  // wait for each other; sustained, a sweep of P pages comes every P / rate seconds at most. Not
+  // room for two whole sweeps: a 1,000-sandbox workspace would be listed twice in a row (20
+  // pages) after every pause of the fast sweeps.
   struct PageBudget {
     double rate = 1;
     double tokens = 0;  // pages, at `at`; negative after a regular sweep that found it short

@@ -189,8 +189,8 @@ TEST_F(SandboxSweeperTest, LooksForAStartedSandboxWhenItsLearnedPendingTimeEnds)
   EXPECT_EQ(cache.aimed_looks().misses, 1);
   EXPECT_EQ(cache.aimed_looks().hits, 1);
 
-  // The page budget (2 pages a second here, one page per LIST) holds two LISTs: an aim 250 ms
-  // after its probe is not pushed back to the 500 ms spacing.
+  // The page budget (2 pages a second here, one page per LIST) holds a page more than a LIST: an
+  // aim 250 ms after its probe is not pushed back to the 500 ms spacing.
   for (const auto probe : {1500ms, 1750ms}) {
     ASSERT_TRUE(clock_.WaitForSleepers(1));
     const int lists = clouds_.api().Calls("list");
