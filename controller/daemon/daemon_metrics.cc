@@ -1,5 +1,6 @@
 #include "controller/daemon/daemon_metrics.h"
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -51,14 +52,14 @@ void CollectSandboxes(Metrics& m, const SandboxCache& cache, const SandboxSweepe
   m.counter("sbx_sweeps_total", "Completed LIST sweeps", {})
       .RaiseTo(static_cast<double>(sweeper.sweeps_total()));
   const SandboxCache::AimedLooks aimed = cache.aimed_looks();
-  m.counter("sbx_sweep_aimed_looks_total",
-            "Sweeps aimed at the learned end of a create's or start's PENDING, by what they found",
-            {{"found", "RUNNING"}})
-      .RaiseTo(static_cast<double>(aimed.hits));
-  m.counter("sbx_sweep_aimed_looks_total",
-            "Sweeps aimed at the learned end of a create's or start's PENDING, by what they found",
-            {{"found", "PENDING"}})
-      .RaiseTo(static_cast<double>(aimed.misses));
+  using Found = std::pair<const char*, int64_t>;
+  for (const auto& [found, n] : {Found{"RUNNING", aimed.hits}, Found{"PENDING", aimed.misses}}) {
+    m.counter("sbx_sweep_aimed_looks_total",
+              "Sandboxes a sweep aimed at the learned end of our create's or start's PENDING "
+              "found, by what it found",
+              {{"found", found}})
+        .RaiseTo(static_cast<double>(n));
+  }
   for (const auto& [workspace, failed] : sweeper.SweepErrorsByWorkspace()) {
     m.counter("sbx_sweep_errors_total",
               "Failed sweeps (LIST, or garbage collection after it) by workspace",

@@ -149,8 +149,8 @@ if ! promtool check metrics <"$tmp/metrics.txt" >"$tmp/promtool.out" 2>&1 ||
   fail "promtool check metrics complained about $url:"$'\n'"$(cat "$tmp/promtool.out")"
 fi
 
-for counter in sbx_sweeps_total sbx_gc_deleted_total sbx_workqueue_retries_total \
-  sbx_reconciles_total sbx_api_calls_total; do
+for counter in sbx_sweeps_total sbx_sweep_aimed_looks_total sbx_gc_deleted_total \
+  sbx_workqueue_retries_total sbx_reconciles_total sbx_api_calls_total; do
   grep -qx "# TYPE $counter counter" "$tmp/metrics.txt" ||
     fail "no '# TYPE $counter counter' in $url:"$'\n'"$(cat "$tmp/metrics.txt")"
 done
