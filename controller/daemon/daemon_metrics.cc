@@ -55,8 +55,8 @@ void CollectSandboxes(Metrics& m, const SandboxCache& cache, const SandboxSweepe
   using Found = std::pair<const char*, int64_t>;
   for (const auto& [found, n] : {Found{"RUNNING", aimed.hits}, Found{"PENDING", aimed.misses}}) {
     m.counter("sbx_sweep_aimed_looks_total",
-              "Sandboxes a sweep aimed at the learned end of our create's or start's PENDING "
-              "found, by what it found",
+              "Sandboxes a sweep aimed at the learned end of our start's PENDING found, by what "
+              "it found",
               {{"found", found}})
         .RaiseTo(static_cast<double>(n));
   }

@@ -67,8 +67,12 @@ void SandboxCache::Track(Workspace& ws, const Entry* old, Entry& next, Clock::St
           .start = old != nullptr && old->present && old->sandbox.state == SandboxState::kStopped,
           .probe = std::nullopt,
           .aim = std::nullopt};
+      // Only a start is aimed at: creates come in bursts (a convergence), whose observations
+      // wait behind the creates in the work queue anyway, and aimed looks at them cost LIST pages
+      // and time (measured, bench/converge.sh 100: 13.2–13.4 s and 11–13 pages with them,
+      // 12.6–12.8 s and 7–8 without). A create's time is still learned.
       if (std::optional<reconcilers_internal::PendingEstimate::Looks> looks =
-              ws.pending[p.start ? 1 : 0].Next()) {
+              p.start ? ws.pending[1].Next() : std::nullopt) {
         if (looks->probe) {
           p.probe = seen_at + *looks->probe;
         }

@@ -15,7 +15,8 @@
 //
 // And, when given a clock, how long the workspace's creates and starts stay PENDING
 // (reconcilers_internal::PendingEstimate, from the calls' answers and the sweeps' sightings), so
-// that NextLook can aim the sweeper's next LIST at the moment a sandbox is due to be RUNNING.
+// that NextLook can aim the sweeper's next LIST at the moment a started sandbox is due to be
+// RUNNING (creates are not aimed at: they come in bursts).
 // Thread-safe.
 #pragma once
 
@@ -88,11 +89,11 @@ class SandboxCache {
   // the sweeper then sweeps sooner instead of every object polling on its own.
   bool HasTransitions(const std::string& workspace) const;
   // When the sweeper should next LIST `workspace` for its transitions: the earliest look aimed at
-  // a create or start of ours (a probe, else its aim: PendingEstimate), and `fallback` (the
+  // a start of ours (a probe, else its aim: PendingEstimate), and `fallback` (the
   // sweeper's fast cadence) for every other sandbox in transition. Nullopt when none is.
   std::optional<Clock::SteadyTime> NextLook(const std::string& workspace,
                                             Clock::SteadyTime fallback) const;
-  // Called, outside the cache's lock, when a create or start of ours gets an aimed look, so that
+  // Called, outside the cache's lock, when a start of ours gets an aimed look, so that
   // the sweeper can plan its sleep again (SandboxSweeper::Run sets it while it runs; null: none).
   void SetLookHook(std::function<void()> hook);
   // Aimed looks (probes and aims) that found their sandbox RUNNING, and that found it PENDING.

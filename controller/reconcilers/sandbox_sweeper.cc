@@ -176,7 +176,7 @@ void SandboxSweeper::Run(Enqueuer& out, std::stop_token stop) {
     }
     return std::max(*look, s.budget.ReadyAt());
   };
-  // A new aimed look (our own create or start answered) ends the current sleep, so that the look
+  // A new aimed look (our own start answered) ends the current sleep, so that the look
   // is planned at once, not on the next fast-period wake.
   std::mutex nap_mu;
   std::stop_source nap;  // Guarded by nap_mu: the current sleep's

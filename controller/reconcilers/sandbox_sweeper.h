@@ -6,7 +6,7 @@
 // state changed (auto-stopped, deleted behind our back, finished starting), and then runs
 // garbage collection on that complete LIST. While any sandbox of a workspace is PENDING or
 // STOPPING it sweeps that workspace every `fast_period` instead: one LIST observes a whole page of
-// transitions, where per-object polling would cost a GET each. A sandbox our own create or start
+// transitions, where per-object polling would cost a GET each. A sandbox our own start
 // made PENDING is looked for when the cache's estimate of the workspace's PENDING time says it
 // will be RUNNING (SandboxCache::NextLook, issue #30's wake path), not on that cadence: once the
 // estimate is learned, one LIST usually finds a woken sandbox at the moment it runs. A big
