@@ -212,20 +212,6 @@ std::optional<SandboxCache::SweepFailure> SandboxCache::FailingSweep(
   return ws->second.failing;
 }
 
-bool SandboxCache::HasTransitions(const std::string& workspace) const {
-  std::lock_guard lock(mu_);
-  auto ws = workspaces_.find(workspace);
-  if (ws == workspaces_.end()) {
-    return false;
-  }
-  for (const auto& [id, e] : ws->second.entries) {
-    if (e.present && Transitional(e.sandbox.state)) {
-      return true;
-    }
-  }
-  return false;
-}
-
 std::optional<Clock::SteadyTime> SandboxCache::NextLook(const std::string& workspace,
                                                         Clock::SteadyTime fallback) const {
   std::lock_guard lock(mu_);

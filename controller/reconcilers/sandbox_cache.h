@@ -85,10 +85,8 @@ class SandboxCache {
   // was tried. ReplaceSnapshot ends a run.
   std::optional<SweepFailure> FailingSweep(const std::string& workspace) const;
 
-  // Whether any known sandbox of `workspace` is in a transitional state (PENDING, STOPPING):
-  // the sweeper then sweeps sooner instead of every object polling on its own.
-  bool HasTransitions(const std::string& workspace) const;
-  // When the sweeper should next LIST `workspace` for its transitions: the earliest look aimed at
+  // When the sweeper should next LIST `workspace` for its transitions (PENDING, STOPPING: it then
+  // sweeps sooner instead of every object polling on its own): the earliest look aimed at
   // a start of ours (a probe, else its aim: PendingEstimate), and `fallback` (the
   // sweeper's fast cadence) for every other sandbox in transition. Nullopt when none is.
   std::optional<Clock::SteadyTime> NextLook(const std::string& workspace,

@@ -108,12 +108,6 @@ size_t SandboxSweeper::PagesOf(size_t listed) const {
   return std::max<size_t>(1, (listed + page - 1) / page);
 }
 
-std::chrono::milliseconds SandboxSweeper::BudgetSpacing(size_t listed) const {
-  return std::chrono::milliseconds(
-      static_cast<int64_t>(1000.0 * static_cast<double>(PagesOf(listed)) /
-                           std::max(0.001, options_.fast_pages_per_second)));
-}
-
 void SandboxSweeper::PageBudget::Spend(Clock::SteadyTime now, size_t listed_pages,
                                        double pages_per_second) {
   rate = std::max(0.001, pages_per_second);
@@ -122,6 +116,13 @@ void SandboxSweeper::PageBudget::Spend(Clock::SteadyTime now, size_t listed_page
       at ? tokens + std::chrono::duration<double>(now - *at).count() * rate : pages + 1;
   tokens = std::min(pages + 1, held) - pages;
   at = now;
+}
+
+std::chrono::milliseconds SandboxSweeper::PageBudget::Spacing() const {
+  if (!at) {
+    return std::chrono::milliseconds(0);
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(1000.0 * pages / rate));
 }
 
 Clock::SteadyTime SandboxSweeper::PageBudget::ReadyAt() const {
@@ -160,7 +161,6 @@ void SandboxSweeper::Run(Enqueuer& out, std::stop_token stop) {
   struct Schedule {
     Clock::SteadyTime last{};
     Clock::SteadyTime next{};
-    std::chrono::milliseconds spacing{};  // the page budget's spacing for this workspace's size
     PageBudget budget;
   };
   std::map<std::string, Schedule> schedule;  // per workspace
@@ -170,7 +170,7 @@ void SandboxSweeper::Run(Enqueuer& out, std::stop_token stop) {
   const auto fast_due = [&](const std::string& ws,
                             const Schedule& s) -> std::optional<Clock::SteadyTime> {
     std::optional<Clock::SteadyTime> look =
-        cache_.NextLook(ws, s.last + std::max(options_.fast_period, s.spacing));
+        cache_.NextLook(ws, s.last + std::max(options_.fast_period, s.budget.Spacing()));
     if (!look) {
       return std::nullopt;
     }
@@ -242,7 +242,6 @@ void SandboxSweeper::Run(Enqueuer& out, std::stop_token stop) {
         // sandboxes: counted from its start, 129–134 LIST pages in a convergence, from its end
         // 116–121 (105–111 while the sweeper slept 1 s at a time instead of until the next look).
         s.last = clock_.Steady();
-        s.spacing = BudgetSpacing(*listed);
         s.budget.Spend(s.last, PagesOf(*listed), options_.fast_pages_per_second);
         if (regular) {
           s.next = now + jitter_.Jittered(options_.period, options_.jitter);

@@ -115,11 +115,11 @@ class SandboxSweeper final : public Source {
     void Spend(Clock::SteadyTime now, size_t listed_pages, double pages_per_second);
     // When the budget holds a LIST of `pages` again.
     Clock::SteadyTime ReadyAt() const;
+    // A LIST of `pages` at the sustained rate: how long after a sweep the next un-aimed fast sweep
+    // may come, at the soonest (0 before the first sweep).
+    std::chrono::milliseconds Spacing() const;
   };
   size_t PagesOf(size_t listed) const;
-  // How long after a sweep that listed `listed` sandboxes the next un-aimed fast sweep may come,
-  // at the soonest, for its pages to stay within fast_pages_per_second.
-  std::chrono::milliseconds BudgetSpacing(size_t listed) const;
   static constexpr std::chrono::milliseconds kMinSleep{5};
   // Whether the workspace's calls wait in a line longer than fast_sweep_backlog.
   bool Backlogged(const WorkspaceRef& ref);

@@ -23,7 +23,6 @@
 #include "api/rfc3339.h"
 #include "controller/base/sha256.h"
 #include "controller/store/internal/object_row.h"
-#include "controller/store/internal/task_slots.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller::store_internal {

@@ -22,7 +22,6 @@
 #include "api/notices.h"
 #include "api/rfc3339.h"
 #include "controller/store/internal/object_row.h"
-#include "controller/store/internal/task_slots.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller::store_internal {

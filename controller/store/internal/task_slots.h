@@ -8,12 +8,10 @@
 // kAdvisoryLock). Module-private to controller/store.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-#include "api/rfc3339.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller::store_internal {

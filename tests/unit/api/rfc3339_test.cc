@@ -70,7 +70,6 @@ TEST(ParseRfc3339Test, RejectsMalformedText) {
   EXPECT_FALSE(ParseRfc3339("+026-09-01T12:00:00Z").has_value());
 }
 
-}  // namespace
 TEST(UnixMillisTest, CountsFromTheEpochAndRoundTrips) {
   EXPECT_EQ(UnixMillis(*ParseRfc3339("1970-01-01T00:00:01.5Z")), 1500);
   EXPECT_EQ(UnixMillis(*ParseRfc3339("2026-09-01T12:00:00.250Z")), 1788264000250);
@@ -79,4 +78,5 @@ TEST(UnixMillisTest, CountsFromTheEpochAndRoundTrips) {
   EXPECT_EQ(UnixMillis(FromUnixMillis(0) - std::chrono::microseconds(1)), -1);
 }
 
+}  // namespace
 }  // namespace sbx::api
