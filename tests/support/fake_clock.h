@@ -47,6 +47,18 @@ class FakeClock final : public controller::Clock {
     cv_.notify_all();
     return cv_.wait_for(lock, timeout, [&] { return sleeps_entered_ > entered; });
   }
+  // How many times any thread has entered SleepUntil: with WaitForSleepsEntered, "a sleeper that
+  // was woken by its stop token (not by time) has planned again and gone back to sleep".
+  int64_t sleeps_entered() const {
+    std::lock_guard lock(mu_);
+    return sleeps_entered_;
+  }
+  // Blocks (real time, bounded) until sleeps_entered() reaches n; false on timeout.
+  bool WaitForSleepsEntered(int64_t n,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return sleeps_entered_ >= n; });
+  }
   // Number of threads currently blocked in SleepUntil.
   int sleepers() const {
     std::lock_guard lock(mu_);

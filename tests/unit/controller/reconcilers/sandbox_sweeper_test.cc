@@ -167,6 +167,14 @@ TEST_F(SandboxSweeperTest, LooksForAStartedSandboxWhenItsLearnedPendingTimeEnds)
     clouds_.api().SetState("default-a", databricks::SandboxState::kPending);
     cache.Observe("default/default", *clouds_.api().Peek("default-a"));  // the start's answer
   };
+  // Once a start is learned, its answer wakes the sweeper to plan the look. The test waits for
+  // that plan before it moves the clock: planned after the clock moved, the look would be due
+  // "now" and wait the sweeper's minimum sleep, which fake time never passes (a CI flake).
+  const auto start_and_replan = [&] {
+    const int64_t entered = clock_.sleeps_entered();
+    start();
+    ASSERT_TRUE(clock_.WaitForSleepsEntered(entered + 1)) << "the hook woke the sweeper";
+  };
 
   start();  // nothing learned yet: found by the fast sweep 2 s later
   clouds_.api().SetState("default-a", databricks::SandboxState::kRunning);
@@ -174,7 +182,8 @@ TEST_F(SandboxSweeperTest, LooksForAStartedSandboxWhenItsLearnedPendingTimeEnds)
   ASSERT_EQ(WaitForLists(2), 2);
   ASSERT_TRUE(clock_.WaitForSleepers(1));
 
-  start();  // learned: at most 2 s. A probe at 1 s (the sweeper was asleep until the fast period)
+  start_and_replan();  // learned: at most 2 s. A probe at 1 s (the sweeper was asleep until the
+                       // fast period)
   clock_.Advance(999ms);
   ASSERT_TRUE(clock_.WaitForSleepers(1));
   EXPECT_EQ(clouds_.api().Calls("list"), 2);
@@ -194,7 +203,7 @@ TEST_F(SandboxSweeperTest, LooksForAStartedSandboxWhenItsLearnedPendingTimeEnds)
   for (const auto probe : {1500ms, 1750ms}) {
     ASSERT_TRUE(clock_.WaitForSleepers(1));
     const int lists = clouds_.api().Calls("list");
-    start();
+    start_and_replan();
     clock_.Advance(probe);
     ASSERT_EQ(WaitForLists(lists + 1), lists + 1) << "the probe at " << probe.count() << " ms";
     clouds_.api().SetState("default-a", databricks::SandboxState::kRunning);
