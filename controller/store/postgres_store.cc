@@ -1,6 +1,7 @@
 // PostgresStore: connecting and migrating, the plumbing every operation uses (the revision row,
-// object rows, the change log), the object operations and the watch. Events, inventory, leases,
-// task logs and artifacts are in postgres_store_records.cc.
+// object rows, the change log), the object operations and the watch, and the dialect of
+// internal/sql_store.h (Query, LockKey, Notify). Events, inventory, leases, task logs, artifacts
+// and the other records are written once for both stores in internal/sql_store_records.cc.
 #include "controller/store/postgres_store.h"
 
 #include <poll.h>
@@ -33,7 +34,6 @@ using store_internal::PgResult;
 using store_internal::PgRow;
 using store_internal::PgTxn;
 using store_internal::ReadRowColumns;
-using store_internal::RowParams;
 using Writes = store_internal::ObjectWrites<PostgresStore>;
 
 namespace {
@@ -148,239 +148,25 @@ StatusOr<int64_t> PostgresStore::LockRevision() {
   return r.Int(0, 0);
 }
 
-StatusOr<int64_t> PostgresStore::ReadRevision() {
-  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT value FROM revision WHERE id = 1"));
-  if (r.Rows() != 1) {
-    return DataLossError("database " + redacted_url_ + " has no revision row");
-  }
-  return r.Int(0, 0);
-}
-
-Status PostgresStore::WriteRevision(int64_t revision) {
-  return conn_->Exec("UPDATE revision SET value = $1 WHERE id = 1", {P(revision)}).status();
-}
-
 Status PostgresStore::Notify() { return conn_->Exec("NOTIFY " + std::string(kChannel)).status(); }
 
-std::vector<store_internal::PgParam> store_internal::RowParams(
-    const store_internal::ObjectRow& row) {
-  return {P(KindName(row.key.kind)),
-          P(row.key.namespace_),
-          P(row.key.name),
-          P(row.uid),
-          P(row.generation),
-          P(row.resource_version),
-          P(row.spec),
-          P(row.status),
-          P(row.labels),
-          P(row.annotations),
-          P(row.owner_references),
-          P(row.finalizers),
-          NullIfEmpty(row.deletion_timestamp),
-          NullIfEmpty(row.applyset),
-          P(row.creation_timestamp),
-          P(row.update_timestamp),
-          P(int64_t{row.finished ? 1 : 0})};
-}
-
-namespace {
-
-std::vector<store_internal::PgParam> KeyParams(const ObjectKey& key) {
-  return {P(KindName(key.kind)), P(key.namespace_), P(key.name)};
-}
-
-}  // namespace
-
-StatusOr<std::optional<PostgresStore::Row>> PostgresStore::ReadRow(const ObjectKey& key) {
-  ASSIGN_OR_RETURN(PgResult r, conn_->Exec("SELECT " + std::string(kObjectColumns) +
-                                               " FROM objects WHERE kind = $1 AND namespace = $2 "
-                                               "AND name = $3",
-                                           KeyParams(key)));
-  if (r.Rows() == 0) {
-    return std::optional<Row>();
+store_internal::PgParam store_internal::ToPgParam(const SqlParam& param) {
+  switch (param.type) {
+    case SqlParam::Type::kNull:
+      return Null();
+    case SqlParam::Type::kText:
+      return P(param.value);
+    case SqlParam::Type::kInt:
+      return P(param.number);
+    case SqlParam::Type::kBytes:
+    case SqlParam::Type::kBlob:
+      return store_internal::Bytes(param.value);
   }
-  ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, PgRow(r, 0)));
-  return std::optional<Row>(std::move(row));
+  return Null();
 }
 
-StatusOr<Object> PostgresStore::RowToObject(const Row& row) const {
-  return store_internal::RowToObject(redacted_url_, row);
-}
-
-Status PostgresStore::InsertRow(const Row& row) {
-  return conn_
-      ->Exec("INSERT INTO objects (" + std::string(kObjectColumns) +
-                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, "
-                 "$17)",
-             RowParams(row))
-      .status();
-}
-
-Status PostgresStore::UpdateRow(const Row& row) {
-  return conn_
-      ->Exec(
-          "UPDATE objects SET uid = $4, generation = $5, resource_version = $6, spec = $7, "
-          "status = $8, labels = $9, annotations = $10, owner_references = $11, "
-          "finalizers = $12, deletion_timestamp = $13, applyset = $14, "
-          "creation_timestamp = $15, update_timestamp = $16, finished = $17 "
-          "WHERE kind = $1 AND namespace = $2 AND name = $3",
-          RowParams(row))
-      .status();
-}
-
-Status PostgresStore::DeleteRow(const ObjectKey& key) {
-  // What is kept beside an object goes with it (an AgentTask's log and artifacts).
-  for (std::string_view table : {"task_log", "task_log_heads", "artifacts"}) {
-    RETURN_IF_ERROR(conn_
-                        ->Exec("DELETE FROM " + std::string(table) +
-                                   " WHERE task_uid IN (SELECT uid FROM objects WHERE kind = $1 "
-                                   "AND namespace = $2 AND name = $3)",
-                               KeyParams(key))
-                        .status());
-  }
-  return conn_
-      ->Exec("DELETE FROM objects WHERE kind = $1 AND namespace = $2 AND name = $3", KeyParams(key))
-      .status();
-}
-
-Status PostgresStore::AppendChange(int64_t revision, ChangeType type, const ObjectKey& key,
-                                   const Row* row, bool wake_hint) {
-  return conn_
-      ->Exec(
-          "INSERT INTO changes (revision, type, kind, namespace, name, object, wake_hint) VALUES "
-          "($1, $2, $3, $4, $5, $6, $7)",
-          {P(revision), P(store_internal::ChangeTypeName(type)), P(KindName(key.kind)),
-           P(key.namespace_), P(key.name),
-           row != nullptr ? P(store_internal::EncodeChangeObject(*row)) : store_internal::Null(),
-           P(int64_t{wake_hint ? 1 : 0})})
-      .status();
-}
-
-// ---- objects ----------------------------------------------------------------------------------
-// What each write does to the rows is internal/object_writes.h, shared with SqliteStore; here
-// is only the transaction: LockRevision at the start, PostgreSQL's stand-in for SQLite's BEGIN
-// IMMEDIATE, and NOTIFY before the commit.
-
-StatusOr<std::vector<ApplyResult>> PostgresStore::Apply(const std::vector<Object>& objects,
-                                                        const ApplyOptions& options) {
-  StatusOr<std::vector<ApplyResult>> results = ApplyInTransaction(objects, options);
-  store_internal::AuditFailedApply(*this, objects, options, results.status());
-  return results;
-}
-
-StatusOr<std::vector<ApplyResult>> PostgresStore::ApplyInTransaction(
-    const std::vector<Object>& objects, const ApplyOptions& options) {
-  ASSIGN_OR_RETURN(store_internal::ApplyPlan plan, store_internal::PlanApply(objects, options));
-  std::lock_guard lock(mu_);
-  PgTxn txn(*conn_);
-  RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(const int64_t start, LockRevision());
-  int64_t revision = start;
-  ASSIGN_OR_RETURN(std::vector<ApplyResult> results,
-                   Writes::Apply(*this, redacted_url_, plan, options, revision));
-  if (options.dry_run) {
-    txn.Rollback();
-    return results;
-  }
-  if (revision != start) {
-    RETURN_IF_ERROR(WriteRevision(revision));
-    RETURN_IF_ERROR(Notify());
-  }
-  RETURN_IF_ERROR(txn.Commit());
-  return results;
-}
-
-StatusOr<Object> PostgresStore::Get(const ObjectKey& key) {
-  std::lock_guard lock(mu_);
-  ASSIGN_OR_RETURN(std::optional<Row> row, ReadRow(key));
-  if (!row) {
-    return api::NotFoundError(key.ToString() + " not found");
-  }
-  return RowToObject(*row);
-}
-
-StatusOr<std::vector<Object>> PostgresStore::List(const ListOptions& options) {
-  std::string sql = "SELECT " + std::string(kObjectColumns) + " FROM objects WHERE TRUE";
-  std::vector<store_internal::PgParam> params;
-  if (options.kind) {
-    params.push_back(P(KindName(*options.kind)));
-    sql += " AND kind = $1";
-  }
-  if (options.namespace_) {
-    params.push_back(P(*options.namespace_));
-    sql += " AND namespace = $" + std::to_string(params.size());
-  }
-  if (options.unfinished_only) {
-    sql += " AND finished = 0";  // the partial index objects_unfinished
-  }
-  std::vector<Object> out;
-  {
-    std::lock_guard lock(mu_);
-    ASSIGN_OR_RETURN(PgResult r, conn_->Exec(sql, params));
-    for (int i = 0; i < r.Rows(); ++i) {
-      ASSIGN_OR_RETURN(Row row, ReadRowColumns(redacted_url_, PgRow(r, i)));
-      ASSIGN_OR_RETURN(Object object, RowToObject(row));
-      if (api::MatchesLabels(object, options.label_selector)) {
-        out.push_back(std::move(object));
-      }
-    }
-  }
-  std::sort(out.begin(), out.end(),
-            [](const Object& a, const Object& b) { return api::KeyOf(a) < api::KeyOf(b); });
-  return out;
-}
-
-// Runs `write(revision)` in one object write transaction, then stores the revisions it took,
-// commits and wakes the watchers; when it took none, nothing is written (the transaction rolls
-// back).
-template <typename Write>
-auto PostgresStore::ObjectWrite(Write write) -> std::invoke_result_t<Write, int64_t&> {
-  std::lock_guard lock(mu_);
-  PgTxn txn(*conn_);
-  RETURN_IF_ERROR(txn.Begin());
-  ASSIGN_OR_RETURN(const int64_t start, LockRevision());
-  int64_t revision = start;
-  auto result = write(revision);
-  if (!result.ok() || revision == start) {
-    return result;
-  }
-  RETURN_IF_ERROR(WriteRevision(revision));
-  RETURN_IF_ERROR(Notify());
-  RETURN_IF_ERROR(txn.Commit());
-  return result;
-}
-
-StatusOr<Object> PostgresStore::UpdateStatus(const Object& object) {
-  std::string status = api::EncodeStatusJson(object);
-  ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
-                     return Writes::UpdateStatus(*this, redacted_url_, object, std::move(status),
-                                                 revision);
-                   }));
-  return RowToObject(row);
-}
-
-StatusOr<Object> PostgresStore::UpdateControllerMetadata(const Object& object) {
-  std::string finalizers = store_internal::FinalizersToJson(object.metadata.finalizers);
-  std::string owners = store_internal::OwnersToJson(object.metadata.owner_references);
-  ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
-                     return Writes::UpdateControllerMetadata(*this, object, std::move(finalizers),
-                                                             std::move(owners), revision);
-                   }));
-  return RowToObject(row);
-}
-
-StatusOr<Object> PostgresStore::PostWakeHint(const ObjectKey& key) {
-  ASSIGN_OR_RETURN(Row row, ObjectWrite([&](int64_t& revision) {
-                     return Writes::WakeHint(*this, key, revision);
-                   }));
-  return RowToObject(row);
-}
-
-StatusOr<DeleteOutcome> PostgresStore::Delete(const ObjectKey& key, const DeleteOptions& options) {
-  StatusOr<DeleteOutcome> outcome = ObjectWrite(
-      [&](int64_t& revision) { return Writes::Delete(*this, key, options.audit, revision); });
-  store_internal::AuditFailedWrite(*this, options.audit, {key}, outcome.status());
-  return outcome;
+Status PostgresStore::LockKey(const std::string& key) {
+  return conn_->Exec("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", {P(key)}).status();
 }
 
 // ---- watch ------------------------------------------------------------------------------------

@@ -40,6 +40,8 @@
 #include <vector>
 
 #include "controller/base/clock.h"
+#include "controller/store/internal/sql_param.h"
+#include "controller/store/internal/sql_store.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller {
@@ -47,19 +49,6 @@ namespace sbx::controller {
 namespace store_internal {
 class PgConnection;
 class PgRow;
-struct ObjectRow;
-template <typename Db>
-class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
-template <typename Db>
-class UsageLedger;  // the usage ledger's SQL; internal/usage_ledger.h
-template <typename Db>
-class TaskSlots;  // the task slots' SQL; internal/task_slots.h
-template <typename Db>
-class ObjectWrites;  // what the object writes do to the rows; internal/object_writes.h
-template <typename Db>
-class AuditLog;  // the audit log's SQL; internal/audit_log.h
-template <typename Db>
-class NotificationOutbox;  // the notification outbox's SQL; internal/notification_outbox.h
 }  // namespace store_internal
 
 struct PostgresStoreOptions {
@@ -78,7 +67,7 @@ bool IsPostgresUrl(std::string_view db);
 // `url` with its password replaced by "***" (URL userinfo, `password=` parameters); safe to log.
 std::string RedactDatabaseUrl(std::string_view url);
 
-class PostgresStore final : public Store {
+class PostgresStore final : public store_internal::SqlStore<PostgresStore> {
  public:
   using Options = PostgresStoreOptions;
 
@@ -96,64 +85,10 @@ class PostgresStore final : public Store {
   // The URL with its password redacted.
   const std::string& redacted_url() const { return redacted_url_; }
 
-  StatusOr<std::vector<ApplyResult>> Apply(const std::vector<Object>& objects,
-                                           const ApplyOptions& options) override;
-  StatusOr<Object> Get(const ObjectKey& key) override;
-  StatusOr<std::vector<Object>> List(const ListOptions& options) override;
-  StatusOr<Object> UpdateStatus(const Object& object) override;
-  StatusOr<Object> UpdateControllerMetadata(const Object& object) override;
-  StatusOr<Object> PostWakeHint(const ObjectKey& key) override;
-  using Store::Delete;
-  StatusOr<DeleteOutcome> Delete(const ObjectKey& key, const DeleteOptions& options) override;
-
   StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit = 1000) override;
   StatusOr<int64_t> CurrentRevision() override;
   bool WaitForChange(std::chrono::milliseconds timeout) override;
   StatusOr<int64_t> CompactChanges(int64_t revision) override;
-
-  Status RecordEvent(const Event& event) override;
-  StatusOr<std::vector<Event>> ListEvents(const std::optional<ObjectKey>& involved) override;
-  StatusOr<int64_t> ExpireEvents(std::chrono::system_clock::time_point cutoff) override;
-
-  Status PutInventory(const InventoryRecord& record) override;
-  StatusOr<std::optional<InventoryRecord>> GetInventory(const std::string& workspace,
-                                                        const std::string& resource_type,
-                                                        const std::string& external_id) override;
-  StatusOr<std::vector<InventoryRecord>> ListInventory(
-      const std::optional<std::string>& workspace) override;
-  Status DeleteInventory(const std::string& workspace, const std::string& resource_type,
-                         const std::string& external_id) override;
-
-  using Store::TryAcquireLease;
-  StatusOr<std::optional<int64_t>> AcquireLease(const std::string& name, const std::string& holder,
-                                                std::chrono::milliseconds ttl) override;
-  Status ReleaseLease(const std::string& name, const std::string& holder) override;
-  StatusOr<std::optional<Lease>> GetLease(const std::string& name) override;
-  StatusOr<std::vector<Lease>> ListLeases(const std::string& prefix) override;
-
-  StatusOr<int64_t> AppendTaskLog(const ObjectKey& task, const std::string& task_uid,
-                                  const std::vector<TaskLogEntry>& entries) override;
-  StatusOr<TaskLogPage> ReadTaskLog(const std::string& task_uid, int64_t after_seq = 0,
-                                    int limit = 0) override;
-  Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
-                     const Artifact& artifact) override;
-  StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& task_uid) override;
-  StatusOr<Artifact> GetArtifact(const std::string& task_uid, const std::string& path) override;
-  Status RecordUsage(const UsageRecord& record) override;
-  StatusOr<api::UsageSum> SumUsage(const std::string& workspace, int64_t from_ms,
-                                   int64_t to_ms) override;
-  StatusOr<std::vector<UsageTotal>> UsageTotals() override;
-  StatusOr<SlotGrant> AcquireTaskSlot(const std::string& workspace, const ObjectKey& task,
-                                      const std::string& task_uid, int limit) override;
-  Status ReleaseTaskSlot(const std::string& task_uid) override;
-  Status AppendAudit(const AuditRecord& record) override;
-  StatusOr<std::vector<AuditRecord>> ListAudit(const AuditQuery& query) override;
-  StatusOr<int64_t> ExpireAudit(std::chrono::system_clock::time_point cutoff) override;
-  StatusOr<std::vector<Notification>> ListDueNotifications(int64_t now_ms, int limit) override;
-  Status FinishNotification(int64_t id) override;
-  Status RetryNotification(int64_t id, int64_t attempts, int64_t due_ms,
-                           const std::string& error) override;
-  StatusOr<std::vector<NotificationCount>> NotificationCounts() override;
 
   // postgres_store_copy.cc. ExportTo reads in one REPEATABLE READ, READ ONLY transaction (one
   // snapshot); ImportFrom writes in one transaction holding the revision row's lock.
@@ -170,7 +105,6 @@ class PostgresStore final : public Store {
   StatusOr<Stats> ReadStats();
 
  private:
-  using Row = store_internal::ObjectRow;
   // What store_internal::StoreCopier uses: the rows of Query, its placeholders ($1, $2, …).
   template <typename Db>
   friend class store_internal::StoreCopier;
@@ -184,51 +118,42 @@ class PostgresStore final : public Store {
   friend class store_internal::AuditLog;
   template <typename Db>
   friend class store_internal::NotificationOutbox;
+  friend class store_internal::SqlRecords<PostgresStore>;
+  friend class store_internal::SqlStore<PostgresStore>;
   using CopyRow = store_internal::PgRow;
+  class Txn;  // internal/postgres_rows.h
+  // The dialect (internal/sql_store.h). COLLATE "C": byte order, as SQLite sorts, whatever the
+  // database's collation. md5(message): a unique index entry has a size limit, a message not.
   static constexpr char kParam = '$';
+  static constexpr std::string_view kByteOrder = " COLLATE \"C\"";
+  static constexpr std::string_view kEventKey =
+      "(kind, namespace, name, type, reason, md5(message))";
+  static std::string StartsWith(std::string_view column, std::string_view param) {
+    return "starts_with(" + std::string(column) + ", " + std::string(param) + ")";
+  }
 
   PostgresStore(std::string redacted_url, std::string url, Options options,
                 std::unique_ptr<store_internal::PgConnection> conn);
-
-  // UpdateStatus's, UpdateControllerMetadata's and Delete's transaction (the .cc has the
-  // definition); takes mu_.
-  template <typename Write>
-  auto ObjectWrite(Write write) -> std::invoke_result_t<Write, int64_t&>;
-  // Apply without its audit of a failure (Apply adds that after the rollback); takes mu_.
-  StatusOr<std::vector<ApplyResult>> ApplyInTransaction(const std::vector<Object>& objects,
-                                                        const ApplyOptions& options);
 
   // All below require mu_ held.
   Status Migrate();
   // Locks the revision row for this transaction and returns its value.
   StatusOr<int64_t> LockRevision();
-  StatusOr<int64_t> ReadRevision();
-  Status WriteRevision(int64_t revision);
-  StatusOr<std::optional<Row>> ReadRow(const ObjectKey& key);
-  StatusOr<Object> RowToObject(const Row& row) const;
-  Status InsertRow(const Row& row);
-  Status UpdateRow(const Row& row);
-  Status DeleteRow(const ObjectKey& key);
-  Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row,
-                      bool wake_hint = false);
-  // The one INSERT of each table beside the objects (InsertRow is the objects'), shared by the
-  // Store operations, which pass their upsert as `on_conflict` (" ON CONFLICT …"), and
-  // ImportFrom, which writes records as they are and fails on a duplicate.
-  Status InsertEvent(const Event& event, std::string_view on_conflict = "");
-  Status InsertInventory(const InventoryRecord& record, std::string_view on_conflict = "");
-  Status InsertTaskLogHead(const ObjectKey& task, const std::string& task_uid, int64_t last_seq,
-                           int64_t dropped, std::string_view on_conflict = "");
-  // bytes is entry.text's size.
-  Status InsertTaskLogEntry(const std::string& task_uid, const TaskLogEntry& entry);
-  Status InsertArtifact(const ObjectKey& task, const std::string& task_uid,
-                        const Artifact& artifact, std::string_view on_conflict = "");
   StatusOr<int64_t> ReadCompactedRevision();
   // Runs `sql` with `params` as $1, $2, … and calls `each_row` (when not null) on each row,
-  // stopping at its first error.
-  Status Query(std::string_view sql, const std::vector<std::string>& params,
-               const std::function<Status(const store_internal::PgRow&)>& each_row);
+  // stopping at its first error; `changed` (when not null) gets the rows it changed.
+  Status Query(std::string_view sql, const std::vector<store_internal::SqlParam>& params,
+               const std::function<Status(const store_internal::PgRow&)>& each_row,
+               int64_t* changed = nullptr);
   // NOTIFY the listeners of WaitForChange (delivered at commit).
   Status Notify();
+  // After an object write's commit: the NOTIFY went with it.
+  static void Committed() {}
+  // Serializes the writers of `key` (any process) until the commit: pg_advisory_xact_lock.
+  Status LockKey(const std::string& key);
+  // Orders this write after the object writes in flight: the revision row's lock.
+  Status LockWrites() { return LockRevision().status(); }
+  const std::string& database() const { return redacted_url_; }
   std::string Now() const;
   std::string NewUid();
 

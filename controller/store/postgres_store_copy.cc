@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "controller/store/internal/postgres_connection.h"
+#include "controller/store/internal/postgres_rows.h"
 #include "controller/store/internal/store_copier.h"
 #include "controller/store/postgres_store.h"
 
@@ -39,18 +40,22 @@ Status PostgresStore::ImportFrom(const std::function<Status(StoreSink&)>& fill) 
   return txn.Commit();
 }
 
-Status PostgresStore::Query(std::string_view sql, const std::vector<std::string>& params,
-                            const std::function<Status(const PgRow&)>& each_row) {
+Status PostgresStore::Query(std::string_view sql,
+                            const std::vector<store_internal::SqlParam>& params,
+                            const std::function<Status(const PgRow&)>& each_row, int64_t* changed) {
   std::vector<store_internal::PgParam> values;
   values.reserve(params.size());
-  for (const std::string& param : params) {
-    values.push_back(store_internal::P(param));
+  for (const store_internal::SqlParam& param : params) {
+    values.push_back(store_internal::ToPgParam(param));
   }
   ASSIGN_OR_RETURN(PgResult r, conn_->Exec(sql, values));
   if (each_row) {
     for (int i = 0; i < r.Rows(); ++i) {
       RETURN_IF_ERROR(each_row(PgRow(r, i)));
     }
+  }
+  if (changed != nullptr) {
+    *changed = r.Affected();
   }
   return OkStatus();
 }

@@ -278,20 +278,6 @@ std::string SqliteStore::Now() const { return FormatRfc3339(clock_.Now()); }
 
 std::string SqliteStore::NewUid() { return store_internal::MakeUuidV4(uid_random_); }
 
-StatusOr<int64_t> SqliteStore::ReadRevision() {
-  ASSIGN_OR_RETURN(Stmt stmt, Prepare("SELECT value FROM revision WHERE id = 1"));
-  ASSIGN_OR_RETURN(bool row, stmt.Step());
-  if (!row) {
-    return DataLossError("database " + path_ + " has no revision row");
-  }
-  return stmt.Int(0);
-}
-
-Status SqliteStore::WriteRevision(int64_t revision) {
-  ASSIGN_OR_RETURN(Stmt stmt, Prepare("UPDATE revision SET value = ? WHERE id = 1"));
-  return stmt.Bind(1, revision).Run();
-}
-
 // ---- statistics -------------------------------------------------------------------------------
 
 StatusOr<SqliteStore::Stats> SqliteStore::ReadStats() {

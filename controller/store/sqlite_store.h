@@ -24,12 +24,14 @@
 // any thread. Several SqliteStore instances (in one or several processes) may share a file.
 // Ownership: the store owns its connection; the optional Clock must outlive it.
 //
-// Layout: sqlite_store.cc opens and migrates the file and holds the SQLite plumbing;
-// sqlite_store_objects.cc, _watch.cc, _events.cc, _inventory.cc (inventory and leases), _tasks.cc
-// and _copy.cc (export and import) implement the Store operations; internal/ holds the schema
-// (sqlite_schema), the statement and transaction handles (sqlite_statement) and the dialect-neutral
-// row, change-log JSON and decoding (object_row), row readers (store_rows) and export/import
-// (store_copier) that PostgresStore shares.
+// Layout: sqlite_store.cc opens and migrates the file and holds the SQLite plumbing and the
+// dialect below; sqlite_store_watch.cc and _copy.cc (export and import) implement what is
+// SQLite's own. The Store operations themselves — objects and the records beside them (events,
+// inventory, leases, task logs, artifacts, usage, task slots, audit, notifications) — are
+// internal/sql_store, written once for both backends over Query and that dialect. internal/ also
+// holds the schema (sqlite_schema), the statement and transaction handles (sqlite_statement) and
+// the dialect-neutral row, change-log JSON and decoding (object_row), row readers (store_rows)
+// and export/import (store_copier) that PostgresStore shares.
 #pragma once
 
 #include <chrono>
@@ -45,28 +47,14 @@
 #include <vector>
 
 #include "controller/base/clock.h"
+#include "controller/store/internal/sql_param.h"
+#include "controller/store/internal/sql_store.h"
 #include "controller/store/store.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
 
 namespace sbx::controller {
-
-namespace store_internal {
-struct ObjectRow;  // one row of the objects table; internal/object_row.h
-template <typename Db>
-class StoreCopier;  // ExportTo and ImportFrom; internal/store_copier.h
-template <typename Db>
-class UsageLedger;  // the usage ledger's SQL; internal/usage_ledger.h
-template <typename Db>
-class TaskSlots;  // the task slots' SQL; internal/task_slots.h
-template <typename Db>
-class ObjectWrites;  // what the object writes do to the rows; internal/object_writes.h
-template <typename Db>
-class AuditLog;  // the audit log's SQL; internal/audit_log.h
-template <typename Db>
-class NotificationOutbox;  // the notification outbox's SQL; internal/notification_outbox.h
-}  // namespace store_internal
 
 struct SqliteStoreOptions {
   // How long a write waits for another writer before giving up with kUnavailable.
@@ -83,7 +71,7 @@ struct SqliteStoreOptions {
   int64_t task_log_max_bytes = int64_t{1} << 20;
 };
 
-class SqliteStore final : public Store {
+class SqliteStore final : public store_internal::SqlStore<SqliteStore> {
  public:
   using Options = SqliteStoreOptions;
 
@@ -108,44 +96,10 @@ class SqliteStore final : public Store {
   static Status CheckIsSbxFile(const std::string& path);
   const std::string& path() const { return path_; }
 
-  StatusOr<std::vector<ApplyResult>> Apply(const std::vector<Object>& objects,
-                                           const ApplyOptions& options) override;
-  StatusOr<Object> Get(const ObjectKey& key) override;
-  StatusOr<std::vector<Object>> List(const ListOptions& options) override;
-  // Writes nothing (and keeps resourceVersion) when the status is unchanged.
-  StatusOr<Object> UpdateStatus(const Object& object) override;
-  // Writes nothing (and keeps resourceVersion) when finalizers and owners are unchanged.
-  StatusOr<Object> UpdateControllerMetadata(const Object& object) override;
-  StatusOr<Object> PostWakeHint(const ObjectKey& key) override;
-  using Store::Delete;
-  StatusOr<DeleteOutcome> Delete(const ObjectKey& key, const DeleteOptions& options) override;
-
   StatusOr<std::vector<Change>> WatchSince(int64_t since, int limit = 1000) override;
   StatusOr<int64_t> CurrentRevision() override;
   bool WaitForChange(std::chrono::milliseconds timeout) override;
   StatusOr<int64_t> CompactChanges(int64_t revision) override;
-
-  // Also drops the involved object's least recently seen events beyond
-  // Options::max_events_per_object, in the same transaction.
-  Status RecordEvent(const Event& event) override;
-  StatusOr<std::vector<Event>> ListEvents(const std::optional<ObjectKey>& involved) override;
-  StatusOr<int64_t> ExpireEvents(std::chrono::system_clock::time_point cutoff) override;
-
-  Status PutInventory(const InventoryRecord& record) override;
-  StatusOr<std::optional<InventoryRecord>> GetInventory(const std::string& workspace,
-                                                        const std::string& resource_type,
-                                                        const std::string& external_id) override;
-  StatusOr<std::vector<InventoryRecord>> ListInventory(
-      const std::optional<std::string>& workspace) override;
-  Status DeleteInventory(const std::string& workspace, const std::string& resource_type,
-                         const std::string& external_id) override;
-
-  using Store::TryAcquireLease;
-  StatusOr<std::optional<int64_t>> AcquireLease(const std::string& name, const std::string& holder,
-                                                std::chrono::milliseconds ttl) override;
-  Status ReleaseLease(const std::string& name, const std::string& holder) override;
-  StatusOr<std::optional<Lease>> GetLease(const std::string& name) override;
-  StatusOr<std::vector<Lease>> ListLeases(const std::string& prefix) override;
 
   // What the bounds act on, for tests, benchmarks and logs.
   struct Stats {
@@ -160,30 +114,6 @@ class SqliteStore final : public Store {
   // if readers or writers of other connections kept it from completing.
   Status Checkpoint();
 
-  StatusOr<int64_t> AppendTaskLog(const ObjectKey& task, const std::string& task_uid,
-                                  const std::vector<TaskLogEntry>& entries) override;
-  StatusOr<TaskLogPage> ReadTaskLog(const std::string& task_uid, int64_t after_seq = 0,
-                                    int limit = 0) override;
-  Status PutArtifact(const ObjectKey& task, const std::string& task_uid,
-                     const Artifact& artifact) override;
-  StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& task_uid) override;
-  StatusOr<Artifact> GetArtifact(const std::string& task_uid, const std::string& path) override;
-  Status RecordUsage(const UsageRecord& record) override;
-  StatusOr<api::UsageSum> SumUsage(const std::string& workspace, int64_t from_ms,
-                                   int64_t to_ms) override;
-  StatusOr<std::vector<UsageTotal>> UsageTotals() override;
-  StatusOr<SlotGrant> AcquireTaskSlot(const std::string& workspace, const ObjectKey& task,
-                                      const std::string& task_uid, int limit) override;
-  Status ReleaseTaskSlot(const std::string& task_uid) override;
-  Status AppendAudit(const AuditRecord& record) override;
-  StatusOr<std::vector<AuditRecord>> ListAudit(const AuditQuery& query) override;
-  StatusOr<int64_t> ExpireAudit(std::chrono::system_clock::time_point cutoff) override;
-  StatusOr<std::vector<Notification>> ListDueNotifications(int64_t now_ms, int limit) override;
-  Status FinishNotification(int64_t id) override;
-  Status RetryNotification(int64_t id, int64_t attempts, int64_t due_ms,
-                           const std::string& error) override;
-  StatusOr<std::vector<NotificationCount>> NotificationCounts() override;
-
   // sqlite_store_copy.cc. ExportTo reads in one deferred read transaction (a WAL snapshot);
   // ImportFrom writes in one BEGIN IMMEDIATE transaction.
   Status ExportTo(StoreSink& sink) override;
@@ -192,7 +122,6 @@ class SqliteStore final : public Store {
  private:
   class Stmt;
   class Txn;
-  using Row = store_internal::ObjectRow;
   // What store_internal::StoreCopier uses: the rows of Query, its placeholders (?1, ?2, …).
   template <typename Db>
   friend class store_internal::StoreCopier;
@@ -206,18 +135,19 @@ class SqliteStore final : public Store {
   friend class store_internal::AuditLog;
   template <typename Db>
   friend class store_internal::NotificationOutbox;
+  friend class store_internal::SqlRecords<SqliteStore>;
+  friend class store_internal::SqlStore<SqliteStore>;
   using CopyRow = Stmt;
+  // The dialect (internal/sql_store.h).
   static constexpr char kParam = '?';
+  static constexpr std::string_view kByteOrder = "";  // BINARY, the default collation
+  static constexpr std::string_view kEventKey = "(kind, namespace, name, type, reason, message)";
+  static std::string StartsWith(std::string_view column, std::string_view param) {
+    return "substr(CAST(" + std::string(column) + " AS BLOB), 1, length(CAST(" +
+           std::string(param) + " AS BLOB))) = CAST(" + std::string(param) + " AS BLOB)";
+  }
 
   SqliteStore(std::string path, Options options, sqlite3* db);
-
-  // UpdateStatus's, UpdateControllerMetadata's and Delete's transaction (the .cc has the
-  // definition); takes mu_.
-  template <typename Write>
-  auto ObjectWrite(Write write) -> std::invoke_result_t<Write, int64_t&>;
-  // Apply without its audit of a failure (Apply adds that after the rollback); takes mu_.
-  StatusOr<std::vector<ApplyResult>> ApplyInTransaction(const std::vector<Object>& objects,
-                                                        const ApplyOptions& options);
 
   // All below require mu_ held.
   Status Configure();
@@ -225,33 +155,25 @@ class SqliteStore final : public Store {
   StatusOr<Stmt> Prepare(std::string_view sql);
   Status Exec(std::string_view sql);
   Status Error(int rc, std::string_view what) const;
-  StatusOr<int64_t> ReadRevision();
-  Status WriteRevision(int64_t revision);
-  StatusOr<std::optional<Row>> ReadRow(const ObjectKey& key);
-  StatusOr<Object> RowToObject(const Row& row) const;
-  Status InsertRow(const Row& row);
-  Status UpdateRow(const Row& row);
-  Status DeleteRow(const ObjectKey& key);
-  Status AppendChange(int64_t revision, ChangeType type, const ObjectKey& key, const Row* row,
-                      bool wake_hint = false);
-  // The one INSERT of each table beside the objects (InsertRow is the objects'), shared by the
-  // Store operations, which pass their upsert as `on_conflict` (" ON CONFLICT …"), and
-  // ImportFrom, which writes records as they are and fails on a duplicate.
-  Status InsertEvent(const Event& event, std::string_view on_conflict = "");
-  Status InsertInventory(const InventoryRecord& record, std::string_view on_conflict = "");
-  Status InsertTaskLogHead(const ObjectKey& task, const std::string& task_uid, int64_t last_seq,
-                           int64_t dropped, std::string_view on_conflict = "");
-  // bytes is entry.text's size.
-  Status InsertTaskLogEntry(const std::string& task_uid, const TaskLogEntry& entry);
-  Status InsertArtifact(const ObjectKey& task, const std::string& task_uid,
-                        const Artifact& artifact, std::string_view on_conflict = "");
   StatusOr<int64_t> DataVersion();
   // Revisions <= this are no longer in the change log.
   StatusOr<int64_t> ReadCompactedRevision();
   // Runs `sql` with `params` bound to ?1, ?2, … and calls `each_row` (when not null) on each
-  // row, stopping at its first error.
-  Status Query(std::string_view sql, const std::vector<std::string>& params,
-               const std::function<Status(const Stmt&)>& each_row);
+  // row, stopping at its first error; `changed` (when not null) gets the rows it changed.
+  Status Query(std::string_view sql, const std::vector<store_internal::SqlParam>& params,
+               const std::function<Status(const Stmt&)>& each_row, int64_t* changed = nullptr);
+  // What PostgreSQL needs and SQLite does not (internal/sql_store.h): BEGIN IMMEDIATE already
+  // admits one writer at a time, and other processes see commits through data_version.
+  static Status LockKey(const std::string& /*key*/) { return api::OkStatus(); }
+  static Status LockWrites() { return api::OkStatus(); }
+  StatusOr<int64_t> LockRevision() { return ReadRevision(); }
+  static Status Notify() { return api::OkStatus(); }
+  // Wakes this process's WaitForChange (data_version does not change for our own commits).
+  void Committed() {
+    ++local_commits_;
+    committed_.notify_all();
+  }
+  const std::string& database() const { return path_; }
   std::string Now() const;
   std::string NewUid();
 

@@ -35,15 +35,35 @@ Status SqliteStore::ImportFrom(const std::function<Status(StoreSink&)>& fill) {
   return OkStatus();
 }
 
-Status SqliteStore::Query(std::string_view sql, const std::vector<std::string>& params,
-                          const std::function<Status(const Stmt&)>& each_row) {
+Status SqliteStore::Query(std::string_view sql, const std::vector<store_internal::SqlParam>& params,
+                          const std::function<Status(const Stmt&)>& each_row, int64_t* changed) {
+  using Type = store_internal::SqlParam::Type;
   ASSIGN_OR_RETURN(Stmt stmt, Prepare(sql));
   for (size_t i = 0; i < params.size(); ++i) {
-    stmt.Bind(static_cast<int>(i) + 1, params[i]);
+    const int index = static_cast<int>(i) + 1;
+    const store_internal::SqlParam& p = params[i];
+    switch (p.type) {
+      case Type::kNull:
+        stmt.BindOrNull(index, "");
+        break;
+      case Type::kText:
+      case Type::kBytes:  // TEXT columns in SQLite (sql_param.h)
+        stmt.Bind(index, p.value);
+        break;
+      case Type::kInt:
+        stmt.Bind(index, p.number);
+        break;
+      case Type::kBlob:
+        stmt.BindBlob(index, p.value);
+        break;
+    }
   }
   for (;;) {
     ASSIGN_OR_RETURN(bool more, stmt.Step());
     if (!more) {
+      if (changed != nullptr) {
+        *changed = sqlite3_changes64(db_);
+      }
       return OkStatus();
     }
     if (each_row) {

@@ -23,6 +23,7 @@
 #include "api/rfc3339.h"
 #include "controller/base/sha256.h"
 #include "controller/store/internal/object_row.h"
+#include "controller/store/internal/sql_param.h"
 #include "controller/store/store.h"
 
 namespace sbx::controller::store_internal {
@@ -151,18 +152,18 @@ class AuditLog {
       const bool integer = i == 8 || i == 9;
       values += ", " + (integer ? "CAST(" + P(i) + " AS BIGINT)" : P(i));
     }
-    std::vector<std::string> params = {std::to_string(r.time_ms),
-                                       r.actor,
-                                       r.role,
-                                       r.verb,
-                                       std::string(api::KindName(r.object.kind)),
-                                       r.object.namespace_,
-                                       r.object.name,
-                                       std::to_string(r.resource_version_before),
-                                       std::to_string(r.resource_version_after),
-                                       r.result,
-                                       r.source,
-                                       r.spec_digest};
+    std::vector<SqlParam> params = {std::to_string(r.time_ms),
+                                    r.actor,
+                                    r.role,
+                                    r.verb,
+                                    std::string(api::KindName(r.object.kind)),
+                                    r.object.namespace_,
+                                    r.object.name,
+                                    std::to_string(r.resource_version_before),
+                                    std::to_string(r.resource_version_after),
+                                    r.result,
+                                    r.source,
+                                    r.spec_digest};
     if (id_sql.find(P(13)) != std::string::npos) {
       params.push_back(std::to_string(r.id));
     }

@@ -1,7 +1,8 @@
 // SqliteStore's statement and transaction handles, shared by its translation units
 // (sqlite_store*.cc): SqliteStore::Stmt, a cached prepared statement in use, and SqliteStore::Txn,
-// a write transaction. Both are nested in SqliteStore, so they reach its connection and its error
-// mapping; only SqliteStore's .cc files include this header (it includes <sqlite3.h>).
+// a write transaction or a read snapshot. Both are nested in SqliteStore, so they reach its
+// connection and its error mapping; only SqliteStore's .cc files include this header (it includes
+// <sqlite3.h>).
 //
 // Thread-safety: used with SqliteStore::mu_ held, like the connection they wrap.
 #pragma once
@@ -117,11 +118,10 @@ class SqliteStore::Txn {
   Txn& operator=(const Txn&) = delete;
   ~Txn() { Rollback(); }
 
-  Status Begin() {
-    RETURN_IF_ERROR(store_.Exec("BEGIN IMMEDIATE"));
-    open_ = true;
-    return api::OkStatus();
-  }
+  // A write transaction: BEGIN IMMEDIATE takes the database's one write lock at once.
+  Status Begin() { return Open("BEGIN IMMEDIATE"); }
+  // A read snapshot: a deferred transaction (one WAL snapshot; writers are not blocked).
+  Status BeginRead() { return Open("BEGIN"); }
   Status Commit() {
     RETURN_IF_ERROR(store_.Exec("COMMIT"));
     open_ = false;
@@ -135,6 +135,12 @@ class SqliteStore::Txn {
   }
 
  private:
+  Status Open(std::string_view begin) {
+    RETURN_IF_ERROR(store_.Exec(begin));
+    open_ = true;
+    return api::OkStatus();
+  }
+
   SqliteStore& store_;
   bool open_ = false;
 };
