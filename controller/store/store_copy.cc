@@ -77,6 +77,15 @@ class CountingSink final : public StoreSink {
     RETURN_IF_ERROR(CheckImportedKey(record.object, "the object of an audit record"));
     return next_ != nullptr ? next_->PutAudit(record) : OkStatus();
   }
+  Status PutNotification(const Store::Notification& n) override {
+    ++counts_.notifications;
+    RETURN_IF_ERROR(CheckImportedKey(n.notifier, "the Notifier of a notification"));
+    RETURN_IF_ERROR(CheckImportedKey(n.object, "the object of a notification"));
+    return next_ != nullptr ? next_->PutNotification(n) : OkStatus();
+  }
+  Status PutNotificationDrops(const std::string& notifier_uid, int64_t dropped) override {
+    return next_ != nullptr ? next_->PutNotificationDrops(notifier_uid, dropped) : OkStatus();
+  }
 
  private:
   StoreSink* next_;
@@ -95,7 +104,10 @@ std::string FormatCopyCounts(const CopyCounts& c) {
          (c.usage_records > 0 ? ", " + Counted(c.usage_records, "usage record", "usage records")
                               : "") +
          (c.audit_records > 0 ? ", " + Counted(c.audit_records, "audit record", "audit records")
-                              : "");
+                              : "") +
+         (c.notifications > 0
+              ? ", " + Counted(c.notifications, "pending notification", "pending notifications")
+              : "");
 }
 
 Status CheckSourceLease(Store& from, const CopyOptions& options, const Clock& clock) {
@@ -170,6 +182,9 @@ Status CheckEmptyForImport(std::string_view database, const CopyCounts& held) {
   }
   if (held.audit_records > 0) {
     what.push_back(Counted(held.audit_records, "audit record", "audit records"));
+  }
+  if (held.notifications > 0) {
+    what.push_back(Counted(held.notifications, "pending notification", "pending notifications"));
   }
   if (what.empty()) {
     return OkStatus();

@@ -2,9 +2,11 @@
 // installation from SQLite to PostgreSQL (or back) with every object's identity kept — uid,
 // resourceVersion, generation, timestamps, finalizers, deletionTimestamp, applyset — and the
 // inventory of external resources (without it garbage collection would be unsafe), the events,
-// and the AgentTask logs and artifacts (keyed by task uid, hence the kept uids). Leases and the
-// change log are not copied: the destination's revision ends above every copied resourceVersion
-// with an empty change log, so a watcher re-lists and compare-and-swap keeps working.
+// the AgentTask logs and artifacts (keyed by task uid, hence the kept uids), the usage ledger,
+// the audit log, and the notifications not yet delivered (their webhook ids and attempts kept, so
+// a receiver still deduplicates) with each Notifier's count of dropped ones. Leases and the change
+// log are not copied: the destination's revision ends above every copied resourceVersion with an
+// empty change log, so a watcher re-lists and compare-and-swap keeps working.
 //
 // The backend-neutral part lives here: StoreSink (what Store::ExportTo hands records to and
 // Store::ImportFrom writes from), and CopyStore, which checks the source's lease, exports the
@@ -45,8 +47,9 @@ struct StoredTaskLog {
 
 // Receives a store's records. Store::ExportTo calls Revision once, first; then the objects, the
 // inventory, the events (oldest first), the task logs, the usage records, the audit records
-// (oldest first, ids and times kept) and the artifacts (one at a time, with their content). Any
-// error stops the export and is returned by ExportTo.
+// (oldest first, ids and times kept), the pending notifications (oldest first), the Notifiers'
+// counts of dropped notifications and the artifacts (one at a time, with their content). Any error
+// stops the export and is returned by ExportTo.
 class StoreSink {
  public:
   virtual ~StoreSink() = default;
@@ -59,6 +62,9 @@ class StoreSink {
                              const Store::Artifact& artifact) = 0;
   virtual Status PutUsage(const Store::UsageRecord& record) = 0;
   virtual Status PutAudit(const Store::AuditRecord& record) = 0;
+  virtual Status PutNotification(const Store::Notification& notification) = 0;
+  // How many notifications of the Notifier with this uid the bound has dropped (status.dropped).
+  virtual Status PutNotificationDrops(const std::string& notifier_uid, int64_t dropped) = 0;
 };
 
 // What a copy copied.
@@ -71,11 +77,12 @@ struct CopyCounts {
   int64_t artifacts = 0;
   int64_t usage_records = 0;
   int64_t audit_records = 0;
-  int64_t revision = 0;  // the source's revision
+  int64_t notifications = 0;  // pending
+  int64_t revision = 0;       // the source's revision
 };
 
 // "120 objects, 80 inventory records, 340 events, 12 task logs (4,100 lines), 3 artifacts" and,
-// when there are some, ", 50 usage records" and ", 7 audit records".
+// when there are some, ", 50 usage records", ", 7 audit records" and ", 2 pending notifications".
 std::string FormatCopyCounts(const CopyCounts& counts);
 
 struct CopyOptions {

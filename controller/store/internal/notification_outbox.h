@@ -15,6 +15,8 @@
 // controller/store.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -115,26 +117,29 @@ class NotificationOutbox {
                      " AS BIGINT) ORDER BY due_ms, id LIMIT CAST(" + P(2) + " AS BIGINT)",
                  {std::to_string(now_ms), std::to_string(limit > 0 ? limit : INT32_MAX)},
                  [&](const Row& r) -> Status {
-                   ASSIGN_OR_RETURN(api::Kind kind, KindOf(database, r.Text(5)));
-                   Store::Notification n;
-                   n.id = r.Int(0);
-                   n.webhook_id = r.Text(1);
-                   n.notifier = {api::Kind::kNotifier, r.Text(2), r.Text(3)};
-                   n.notifier_uid = r.Text(4);
-                   n.object = {kind, r.Text(6), r.Text(7)};
-                   n.object_uid = r.Text(8);
-                   n.reason = r.Text(9);
-                   n.type = r.Text(10);
-                   n.message = r.Text(11);
-                   n.task_json = r.Text(12);
-                   n.time_ms = r.Int(13);
-                   n.due_ms = r.Int(14);
-                   n.attempts = r.Int(15);
-                   n.last_error = r.Text(16);
+                   ASSIGN_OR_RETURN(Store::Notification n, Read(database, r));
                    out.push_back(std::move(n));
                    return api::OkStatus();
                  }));
     return out;
+  }
+
+  // Every pending notification, oldest first, for the export (store_copier.h).
+  static Status ForEach(Db& db, const std::string& database,
+                        const std::function<Status(const Store::Notification&)>& each) {
+    return db.Query(
+        "SELECT " + std::string(kNotificationColumns) + " FROM notifications ORDER BY id", {},
+        [&](const Row& r) -> Status {
+          ASSIGN_OR_RETURN(Store::Notification n, Read(database, r));
+          return each(n);
+        });
+  }
+
+  // A copied notification (store_copier.h): a new id, in the order of the import; its webhook
+  // id, time, due time, attempts and last error as they were.
+  static Status Import(Db& db, const Store::Notification& n) { return Insert(db, n); }
+  static Status ImportDrops(Db& db, const std::string& notifier_uid, int64_t dropped) {
+    return AddDrops(db, notifier_uid, dropped);
   }
 
   static Status Finish(Db& db, int64_t id) {
@@ -178,13 +183,28 @@ class NotificationOutbox {
  private:
   static std::string P(int n) { return Db::kParam + std::to_string(n); }
 
-  static StatusOr<api::Kind> KindOf(const std::string& database, const std::string& text) {
-    auto kind = api::ParseKind(text);
+  static StatusOr<Store::Notification> Read(const std::string& database, const Row& r) {
+    auto kind = api::ParseKind(r.Text(5));
     if (!kind.ok()) {
-      return DataLossError("database " + database + ": notification about unknown kind '" + text +
-                           "'");
+      return DataLossError("database " + database + ": notification about unknown kind '" +
+                           r.Text(5) + "'");
     }
-    return *kind;
+    Store::Notification n;
+    n.id = r.Int(0);
+    n.webhook_id = r.Text(1);
+    n.notifier = {api::Kind::kNotifier, r.Text(2), r.Text(3)};
+    n.notifier_uid = r.Text(4);
+    n.object = {*kind, r.Text(6), r.Text(7)};
+    n.object_uid = r.Text(8);
+    n.reason = r.Text(9);
+    n.type = r.Text(10);
+    n.message = r.Text(11);
+    n.task_json = r.Text(12);
+    n.time_ms = r.Int(13);
+    n.due_ms = r.Int(14);
+    n.attempts = r.Int(15);
+    n.last_error = r.Text(16);
+    return n;
   }
 
   static StatusOr<std::vector<Object>> NotifiersOf(Db& db, const std::string& database,
@@ -238,6 +258,10 @@ class NotificationOutbox {
     if (dropped == 0) {
       return api::OkStatus();
     }
+    return AddDrops(db, notifier_uid, dropped);
+  }
+
+  static Status AddDrops(Db& db, const std::string& notifier_uid, int64_t dropped) {
     return db.Query("INSERT INTO notification_drops (notifier_uid, dropped) VALUES (" + P(1) +
                         ", CAST(" + P(2) +
                         " AS BIGINT)) ON CONFLICT (notifier_uid) DO UPDATE SET dropped = "

@@ -13,6 +13,7 @@
 //   InsertArtifact                         the normal paths' INSERTs, without their upserts
 //   UsageLedger<Db>                        the usage ledger's rows (usage_ledger.h)
 //   AuditLog<Db>                           the audit log's rows (audit_log.h)
+//   NotificationOutbox<Db>                 the pending notifications (notification_outbox.h)
 //
 // Thread-safety: as the store's methods that call it. Module-private to controller/store.
 #pragma once
@@ -23,6 +24,7 @@
 #include <utility>
 
 #include "controller/store/internal/audit_log.h"
+#include "controller/store/internal/notification_outbox.h"
 #include "controller/store/internal/object_row.h"
 #include "controller/store/internal/sqlite_schema.h"
 #include "controller/store/internal/store_rows.h"
@@ -85,6 +87,13 @@ class StoreCopier {
         db, database, [&](const Store::UsageRecord& r) { return sink.PutUsage(r); }));
     RETURN_IF_ERROR(AuditLog<Db>::ForEach(
         db, database, [&](const Store::AuditRecord& r) { return sink.PutAudit(r); }));
+    RETURN_IF_ERROR(NotificationOutbox<Db>::ForEach(
+        db, database, [&](const Store::Notification& n) { return sink.PutNotification(n); }));
+    RETURN_IF_ERROR(db.Query(
+        "SELECT notifier_uid, dropped FROM notification_drops ORDER BY "
+        "notifier_uid",
+        {},
+        [&](const Row& r) -> Status { return sink.PutNotificationDrops(r.Text(0), r.Int(1)); }));
     // The keys first, then one artifact's content at a time: a task may have 16 MiB of
     // artifacts, and libpq holds a whole result in memory.
     return db.Query(
@@ -124,7 +133,8 @@ class StoreCopier {
           std::pair{"task_log", &CopyCounts::task_log_lines},
           std::pair{"artifacts", &CopyCounts::artifacts},
           std::pair{"usage_records", &CopyCounts::usage_records},
-          std::pair{"audit", &CopyCounts::audit_records}}) {
+          std::pair{"audit", &CopyCounts::audit_records},
+          std::pair{"notifications", &CopyCounts::notifications}}) {
       // Not a structured binding: a lambda may not capture one (C++20 as clang-tidy reads it).
       int64_t CopyCounts::*field = counted.second;
       RETURN_IF_ERROR(db.Query(std::string("SELECT count(*) FROM ") + counted.first, {},
@@ -180,6 +190,12 @@ class StoreCopier {
     }
     Status PutAudit(const Store::AuditRecord& record) override {
       return AuditLog<Db>::Import(db_, record);
+    }
+    Status PutNotification(const Store::Notification& n) override {
+      return NotificationOutbox<Db>::Import(db_, n);
+    }
+    Status PutNotificationDrops(const std::string& notifier_uid, int64_t dropped) override {
+      return NotificationOutbox<Db>::ImportDrops(db_, notifier_uid, dropped);
     }
 
    private:

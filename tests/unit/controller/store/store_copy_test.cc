@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "api/codec.h"
+#include "api/rfc3339.h"
 #include "tests/support/fake_clock.h"
 #include "tests/unit/controller/store/store_backends.h"
 
@@ -195,6 +196,25 @@ class StoreCopyTest : public ::testing::TestWithParam<Pair> {
     exec.result = "NOT_FOUND";
     ASSERT_TRUE(from_->AppendAudit(exec).ok());
 
+    // A notification not yet delivered (DESIGN §8.3): a Notifier of failures, a failed task,
+    // one attempt that failed. A migrate between two deliveries must not lose it.
+    Object failures = api::MakeObject(Kind::kNotifier, "failures");
+    failures.notifier_spec().url_from.env = "SBX_SECRET_DEFAULT_HOOK";
+    failures.notifier_spec().signing_secret_from.env = "SBX_SECRET_DEFAULT_SIGNING";
+    failures.notifier_spec().events = {"TaskFailed"};
+    ASSERT_TRUE(from_->Apply({failures}, {}).ok());
+    Object failed = MustGet(*from_, t2_key);
+    failed.agent_task_status().phase = api::TaskPhase::kFailed;
+    failed.agent_task_status().worker = "w";
+    ASSERT_TRUE(from_->UpdateStatus(failed).ok());
+    auto pending = from_->ListDueNotifications(api::UnixMillis(clock_.Now()), 0);
+    ASSERT_TRUE(pending.ok()) << pending.status();
+    ASSERT_EQ(pending->size(), 1u);
+    ASSERT_TRUE(from_
+                    ->RetryNotification(pending->front().id, 1,
+                                        api::UnixMillis(clock_.Now()) + 30'000, "HTTP 503")
+                    .ok());
+
     // An sbxd that ran on the source and has since stopped: its lease is expired.
     ASSERT_TRUE(from_->TryAcquireLease("sbxd", "host-1/pid-7", std::chrono::seconds(10)).ok());
     clock_.Advance(std::chrono::seconds(30));
@@ -299,6 +319,32 @@ class StoreCopyTest : public ::testing::TestWithParam<Pair> {
       EXPECT_EQ(f.result, t.result);
     }
 
+    // Pending notifications, each with its webhook id (receivers deduplicate by it), times and
+    // attempts: delivery goes on from the destination as it would have from the source.
+    const int64_t later = api::UnixMillis(clock_.Now()) + 3'600'000;
+    auto f_notifications = from_->ListDueNotifications(later, 0);
+    auto t_notifications = to_->ListDueNotifications(later, 0);
+    ASSERT_TRUE(f_notifications.ok() && t_notifications.ok());
+    ASSERT_EQ(f_notifications->size(), 1u);
+    ASSERT_EQ(f_notifications->size(), t_notifications->size());
+    const Store::Notification& fn = f_notifications->front();
+    const Store::Notification& tn = t_notifications->front();
+    EXPECT_EQ(fn.webhook_id, tn.webhook_id);
+    EXPECT_EQ(fn.notifier, tn.notifier);
+    EXPECT_EQ(fn.notifier_uid, tn.notifier_uid);
+    EXPECT_EQ(fn.object, tn.object);
+    EXPECT_EQ(fn.object_uid, tn.object_uid);
+    EXPECT_EQ(fn.reason, "TaskFailed");
+    EXPECT_EQ(fn.reason, tn.reason);
+    EXPECT_EQ(fn.type, tn.type);
+    EXPECT_EQ(fn.message, tn.message);
+    EXPECT_EQ(fn.task_json, tn.task_json);
+    EXPECT_EQ(fn.time_ms, tn.time_ms);
+    EXPECT_EQ(fn.due_ms, tn.due_ms);
+    EXPECT_EQ(fn.attempts, 1);
+    EXPECT_EQ(fn.attempts, tn.attempts);
+    EXPECT_EQ(fn.last_error, tn.last_error);
+
     auto f_artifacts = from_->ListArtifacts(task_uid_);
     auto t_artifacts = to_->ListArtifacts(task_uid_);
     ASSERT_TRUE(f_artifacts.ok() && t_artifacts.ok());
@@ -330,15 +376,16 @@ TEST_P(StoreCopyTest, CopiesEverythingWithItsIdentity) {
   ASSERT_NO_FATAL_FAILURE(Populate());
   auto counts = CopyStore(*from_, *to_, {}, clock_);
   ASSERT_TRUE(counts.ok()) << counts.status();
-  EXPECT_EQ(counts->objects, 6);
+  EXPECT_EQ(counts->objects, 7);
   EXPECT_EQ(counts->inventory, 4);
   EXPECT_EQ(counts->events, 2);
   EXPECT_EQ(counts->task_logs, 2);
   EXPECT_EQ(counts->artifacts, 2);
   EXPECT_EQ(FormatCopyCounts(*counts),
-            "6 objects, 4 inventory records, 2 events, 2 task logs (" +
+            "7 objects, 4 inventory records, 2 events, 2 task logs (" +
                 std::to_string(counts->task_log_lines) +
-                " lines), 2 artifacts, 2 usage records, 2 audit records");
+                " lines), 2 artifacts, 2 usage records, 2 audit records, 1 pending notification");
+  EXPECT_EQ(counts->notifications, 1);
   ExpectSameStores();
   // Leases stay behind: the new store has no controller yet.
   auto lease = to_->GetLease("sbxd");
@@ -459,6 +506,12 @@ TEST_P(StoreCopyTest, AFailureMidImportLeavesTheDestinationEmpty) {
     Status PutTaskLog(const StoredTaskLog& l) override { return next_.PutTaskLog(l); }
     Status PutUsage(const Store::UsageRecord& r) override { return next_.PutUsage(r); }
     Status PutAudit(const Store::AuditRecord& r) override { return next_.PutAudit(r); }
+    Status PutNotification(const Store::Notification& n) override {
+      return next_.PutNotification(n);
+    }
+    Status PutNotificationDrops(const std::string& uid, int64_t dropped) override {
+      return next_.PutNotificationDrops(uid, dropped);
+    }
     Status PutArtifact(const ObjectKey&, const std::string&, const Store::Artifact&) override {
       return api::UnavailableError("source went away");
     }
@@ -504,6 +557,26 @@ TEST_P(StoreCopyTest, RefusesWhileAnSbxdHoldsTheSourceLease) {
   ExpectSameStores();
 }
 
+// A Notifier's count of the notifications its bound dropped is its status.dropped: a migrate
+// keeps it (the bound needs 1,001 pending notifications, so the source gets it by an import).
+TEST_P(StoreCopyTest, TheNotifiersDropCountsAreCopied) {
+  ASSERT_TRUE(from_
+                  ->ImportFrom([](StoreSink& sink) {
+                    RETURN_IF_ERROR(sink.PutNotificationDrops("uid-quiet", 3));
+                    return sink.PutNotificationDrops("uid-noisy", 1200);
+                  })
+                  .ok());
+  ASSERT_TRUE(CopyStore(*from_, *to_, {}, clock_).ok());
+  auto counts = to_->NotificationCounts();
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  ASSERT_EQ(counts->size(), 2u);
+  EXPECT_EQ((*counts)[0].notifier_uid, "uid-noisy");
+  EXPECT_EQ((*counts)[0].dropped, 1200);
+  EXPECT_EQ((*counts)[0].pending, 0);
+  EXPECT_EQ((*counts)[1].notifier_uid, "uid-quiet");
+  EXPECT_EQ((*counts)[1].dropped, 3);
+}
+
 TEST_P(StoreCopyTest, ADryRunCountsAndWritesNothing) {
   ASSERT_NO_FATAL_FAILURE(Populate());
   CopyOptions dry;
@@ -512,7 +585,7 @@ TEST_P(StoreCopyTest, ADryRunCountsAndWritesNothing) {
   ASSERT_TRUE(counts.ok()) << counts.status();
   auto counted = CountStore(*from_);
   ASSERT_TRUE(counted.ok()) << counted.status();
-  EXPECT_EQ(counts->objects, 6);
+  EXPECT_EQ(counts->objects, 7);
   EXPECT_EQ(FormatCopyCounts(*counts), FormatCopyCounts(*counted));
   EXPECT_TRUE(to_->List({})->empty());
   EXPECT_TRUE(to_->ListInventory(std::nullopt)->empty());
