@@ -1,9 +1,11 @@
 // sbxd's REST API wire format for what the store records besides objects (api_wire.h): events,
 // audit records and their query, task logs, artifacts and the cloud inventory.
 #include <charconv>
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/base64.h"
@@ -23,59 +25,65 @@ using apiwire_internal::KeyJson;
 using apiwire_internal::ParseJson;
 using apiwire_internal::Str;
 
+// The wire names of the records' enums, one table each (both directions read it).
+template <typename E>
+struct WireName {
+  E value;
+  std::string_view name;
+};
+constexpr WireName<Store::TaskLogKind> kTaskLogKinds[] = {
+    {Store::TaskLogKind::kAssistantDelta, "AssistantDelta"},
+    {Store::TaskLogKind::kAssistant, "Assistant"},
+    {Store::TaskLogKind::kCommand, "Command"},
+    {Store::TaskLogKind::kOutputDelta, "OutputDelta"},
+    {Store::TaskLogKind::kCommandResult, "CommandResult"},
+    {Store::TaskLogKind::kStatus, "Status"},
+};
+constexpr WireName<Store::InventoryState> kInventoryStates[] = {
+    {Store::InventoryState::kIntent, "Intent"},
+    {Store::InventoryState::kLive, "Live"},
+    {Store::InventoryState::kDeleting, "Deleting"},
+    {Store::InventoryState::kAbandoned, "Abandoned"},
+};
+
+// The name of `value`; `fallback`'s for a value the table lacks.
+template <typename E, size_t N>
+std::string_view NameIn(const WireName<E> (&table)[N], E value, E fallback) {
+  for (const WireName<E>& entry : table) {
+    if (entry.value == value) {
+      return entry.name;
+    }
+  }
+  for (const WireName<E>& entry : table) {
+    if (entry.value == fallback) {
+      return entry.name;
+    }
+  }
+  return {};
+}
+
+// The value named `name`; `fallback` for an unknown name (an older or newer server's).
+template <typename E, size_t N>
+E ValueIn(const WireName<E> (&table)[N], std::string_view name, E fallback) {
+  for (const WireName<E>& entry : table) {
+    if (entry.name == name) {
+      return entry.value;
+    }
+  }
+  return fallback;
+}
+
 std::string_view TaskLogKindName(Store::TaskLogKind kind) {
-  using K = Store::TaskLogKind;
-  switch (kind) {
-    case K::kAssistantDelta:
-      return "AssistantDelta";
-    case K::kAssistant:
-      return "Assistant";
-    case K::kCommand:
-      return "Command";
-    case K::kOutputDelta:
-      return "OutputDelta";
-    case K::kCommandResult:
-      return "CommandResult";
-    case K::kStatus:
-      return "Status";
-  }
-  return "Status";
+  return NameIn(kTaskLogKinds, kind, Store::TaskLogKind::kStatus);
 }
-
 Store::TaskLogKind TaskLogKindOf(std::string_view name) {
-  using K = Store::TaskLogKind;
-  for (const K k : {K::kAssistantDelta, K::kAssistant, K::kCommand, K::kOutputDelta,
-                    K::kCommandResult, K::kStatus}) {
-    if (TaskLogKindName(k) == name) {
-      return k;
-    }
-  }
-  return K::kStatus;
+  return ValueIn(kTaskLogKinds, name, Store::TaskLogKind::kStatus);
 }
-
 std::string_view InventoryStateName(Store::InventoryState s) {
-  using S = Store::InventoryState;
-  switch (s) {
-    case S::kIntent:
-      return "Intent";
-    case S::kLive:
-      return "Live";
-    case S::kDeleting:
-      return "Deleting";
-    case S::kAbandoned:
-      return "Abandoned";
-  }
-  return "Intent";
+  return NameIn(kInventoryStates, s, Store::InventoryState::kIntent);
 }
-
 Store::InventoryState InventoryStateOf(std::string_view name) {
-  using S = Store::InventoryState;
-  for (const S s : {S::kIntent, S::kLive, S::kDeleting, S::kAbandoned}) {
-    if (InventoryStateName(s) == name) {
-      return s;
-    }
-  }
-  return S::kIntent;
+  return ValueIn(kInventoryStates, name, Store::InventoryState::kIntent);
 }
 
 }  // namespace
