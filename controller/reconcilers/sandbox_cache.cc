@@ -66,13 +66,23 @@ void SandboxCache::Track(Workspace& ws, const Entry* old, Entry& next, Clock::St
           .answered = seen_at,
           .start = old != nullptr && old->present && old->sandbox.state == SandboxState::kStopped,
           .probe = std::nullopt,
-          .aim = std::nullopt};
+          .aim = std::nullopt,
+          .prior = false};
       // Only a start is aimed at: creates come in bursts (a convergence), whose observations
       // wait behind the creates in the work queue anyway, and aimed looks at them cost LIST pages
       // and time (measured, bench/converge.sh 100: 13.2–13.4 s and 11–13 pages with them,
       // 12.6–12.8 s and 7–8 without). A create's time is still learned.
-      if (std::optional<reconcilers_internal::PendingEstimate::Looks> looks =
-              p.start ? ws.pending[1].Next() : std::nullopt) {
+      // The first starts of a workspace (an OnDemand wake: each run's first one or two were the
+      // wake's p95 tail, measured) borrow the creates' estimate, as a prior.
+      std::optional<reconcilers_internal::PendingEstimate::Looks> looks;
+      if (p.start) {
+        looks = ws.pending[1].Next();
+        if (!looks) {
+          looks = ws.pending[0].Next();
+          p.prior = looks.has_value();
+        }
+      }
+      if (looks) {
         if (looks->probe) {
           p.probe = seen_at + *looks->probe;
         }
@@ -227,6 +237,9 @@ std::optional<Clock::SteadyTime> SandboxCache::NextLook(const std::string& works
     Clock::SteadyTime look = fallback;
     if (e.provisioning && e.sandbox.state == databricks::SandboxState::kPending) {
       look = e.provisioning->probe.value_or(e.provisioning->aim.value_or(fallback));
+      if (e.provisioning->prior) {
+        look = std::min(look, fallback);
+      }
     }
     next = std::min(next.value_or(look), look);
   }

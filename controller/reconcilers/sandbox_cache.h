@@ -89,6 +89,9 @@ class SandboxCache {
   // sweeps sooner instead of every object polling on its own): the earliest look aimed at
   // a start of ours (a probe, else its aim: PendingEstimate), and `fallback` (the
   // sweeper's fast cadence) for every other sandbox in transition. Nullopt when none is.
+  // Before any start of the workspace was learned, a start's looks are aimed by its creates'
+  // estimate (the reference gives no PENDING times; the emulator's are the same for both), but
+  // no later than `fallback`: a guess that is too long costs nothing over the cadence.
   std::optional<Clock::SteadyTime> NextLook(const std::string& workspace,
                                             Clock::SteadyTime fallback) const;
   // Called, outside the cache's lock, when a start of ours gets an aimed look, so that
@@ -112,6 +115,9 @@ class SandboxCache {
     bool start = false;  // a start (the sandbox was STOPPED), else a create
     std::optional<Clock::SteadyTime> probe;
     std::optional<Clock::SteadyTime> aim;
+    // The looks come from the workspace's creates (no start learned yet): a guess, so never
+    // later than the fast cadence would look.
+    bool prior = false;
   };
   struct Entry {
     bool present = false;

@@ -164,5 +164,56 @@ TEST(SandboxCacheTest, AimsTheLookAfterAStartAtTheLearnedEndOfItsPending) {
   EXPECT_EQ(nudges, 3) << "the starts t1, t2 and t3 only";
 }
 
+// Issue #30, the wake's tail: a workspace's first starts borrow its creates' estimate, but a
+// borrowed look is never later than the fast cadence; the start's own evidence replaces it.
+TEST(SandboxCacheTest, AWorkspacesFirstStartIsAimedByItsCreatesButNoLaterThanTheCadence) {
+  testing::FakeClock clock;
+  SandboxCache cache(&clock);
+  int nudges = 0;
+  cache.SetLookHook([&] { ++nudges; });
+  const auto sweep = [&](const std::string& ws, S state) {
+    cache.ReplaceSnapshot(ws, cache.BeginSweep(ws), {Sb("a", state)});
+  };
+  const auto start = [&](const std::string& ws) {
+    cache.Observe(ws, Sb("a", S::kStopped));
+    cache.Observe(ws, Sb("a", S::kPending));  // the start's answer
+    return clock.Steady();
+  };
+  const Clock::SteadyTime never = clock.Steady() + 1h;
+  cache.ReplaceSnapshot("ws", cache.BeginSweep("ws"), {});
+  cache.Observe("ws", Sb("a", S::kPending));  // our create's answer
+  clock.Advance(1s);
+  sweep("ws", S::kRunning);  // a create's PENDING: at most 1 s
+  sweep("ws", S::kStopped);  // stopped for idleness
+  EXPECT_EQ(nudges, 0) << "a create is not aimed at";
+
+  const Clock::SteadyTime t0 = start("ws");
+  EXPECT_EQ(nudges, 1);
+  EXPECT_EQ(cache.NextLook("ws", never), t0 + 500ms) << "the creates' probe";
+  EXPECT_EQ(cache.NextLook("ws", t0 + 300ms), t0 + 300ms) << "never later than the cadence";
+  clock.Advance(500ms);
+  sweep("ws", S::kPending);  // a miss, for the starts
+  EXPECT_EQ(cache.NextLook("ws", never), t0 + 1s) << "the creates' aim";
+  clock.Advance(500ms);
+  sweep("ws", S::kRunning);
+  EXPECT_EQ(cache.aimed_looks().hits, 1);
+  EXPECT_EQ(cache.aimed_looks().misses, 1);
+  sweep("ws", S::kStopped);
+
+  // Learned: the start's own evidence (a miss at 500 ms, a sighting at 1 s), and not capped.
+  const Clock::SteadyTime t1 = start("ws");
+  EXPECT_EQ(cache.NextLook("ws", never), t1 + 750ms);
+  EXPECT_EQ(cache.NextLook("ws", t1 + 300ms), t1 + 750ms) << "a learned look skips the cadence";
+
+  // Creates that took 5 s: the borrowed aim would be late, so the cadence looks first.
+  cache.ReplaceSnapshot("slow", cache.BeginSweep("slow"), {});
+  cache.Observe("slow", Sb("a", S::kPending));
+  clock.Advance(5s);
+  sweep("slow", S::kRunning);
+  sweep("slow", S::kStopped);
+  const Clock::SteadyTime t2 = start("slow");
+  EXPECT_EQ(cache.NextLook("slow", t2 + 1s), t2 + 1s);
+}
+
 }  // namespace
 }  // namespace sbx::controller
