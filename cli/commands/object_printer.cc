@@ -282,56 +282,241 @@ std::string ConditionCell(const api::Object& object, std::string_view type) {
   return c == nullptr ? "Unknown" : std::string(api::ConditionStatusName(c->status));
 }
 
+namespace {
+
+// One column of `get`'s table: its header, whether only -o wide shows it, and its cell.
+using Now = std::chrono::system_clock::time_point;
+struct Column {
+  std::string_view header;
+  bool wide;
+  std::string (*cell)(const api::Object& o, Now now);
+};
+
+std::string AgeCell(const api::Object& o, Now now) {
+  return AgeSince(o.metadata.creation_timestamp, now);
+}
+std::string ReadyCell(const api::Object& o, Now /*now*/) {
+  return ConditionCell(o, api::condition::kReady);
+}
+std::string ReasonCell(const api::Object& o, Now /*now*/) { return OrNone(ReadyReason(o)); }
+std::string MessageCell(const api::Object& o, Now /*now*/) { return ReadyMessage(o); }
+
+// Every kind's columns, the plain ones first: one table serves the headers and the rows, so the
+// two cannot disagree, and a new kind is a row here (ColumnsTest checks that every kind has one).
+const std::map<api::Kind, std::vector<Column>>& KindColumns() {
+  using api::Object;
+  static const auto* const kColumns = new std::map<api::Kind, std::vector<Column>>{
+      {api::Kind::kSandbox,
+       {{"READY", false, ReadyCell},
+        {"STATE", false, [](const Object& o, Now) { return OrNone(o.sandbox_status().state); }},
+        {"SANDBOX-ID", false,
+         [](const Object& o, Now) { return OrNone(o.sandbox_spec().sandbox_id); }},
+        {"AGE", false, AgeCell},
+        {"POWER", true,
+         [](const Object& o, Now) -> std::string {
+           const api::Power power = o.sandbox_spec().power;
+           return power == api::Power::kRunning   ? "Running"
+                  : power == api::Power::kStopped ? "Stopped"
+                                                  : "OnDemand";
+         }},
+        {"WORKSPACE", true, [](const Object& o, Now) { return o.sandbox_spec().workspace_ref; }},
+        {"RUNNING", true,
+         [](const Object& o, Now now) {
+           return ComputeCell(api::RunningMillisAt(o.sandbox_status().usage, now));
+         }},
+        {"SYNCED", true,
+         [](const Object& o, Now) { return ConditionCell(o, api::condition::kSynced); }},
+        {"REASON", true, ReasonCell},
+        {"MESSAGE", true, MessageCell}}},
+      {api::Kind::kAgentWorker,
+       {{"READY", false, ReadyCell},
+        {"SANDBOX", false,
+         [](const Object& o, Now) {
+           const std::string& ref = o.agent_worker_spec().sandbox_ref;
+           return !ref.empty() ? ref : o.metadata.name;
+         }},
+        {"SESSION", false,
+         [](const Object& o, Now) { return OrNone(o.agent_worker_status().session_id); }},
+        {"EXECUTOR", false, [](const Object& o, Now) { return ExecutorCell(o); }},
+        {"AGE", false, AgeCell},
+        {"RESTARTS", true,
+         [](const Object& o, Now) {
+           return std::to_string(o.agent_worker_status().executor.restarts);
+         }},
+        {"ENVIRONMENT", true,
+         [](const Object& o, Now) { return OrNone(o.agent_worker_status().environment_id); }},
+        {"REASON", true, ReasonCell},
+        {"MESSAGE", true, MessageCell}}},
+      {api::Kind::kAgentTask,
+       {{"PHASE", false,
+         [](const Object& o, Now) {
+           return std::string(api::TaskPhaseName(o.agent_task_status().phase));
+         }},
+        {"WORKER", false,
+         [](const Object& o, Now) {
+           // Before a worker is picked, the one asked for (a selector picks one later), or the
+           // pool.
+           const auto& spec = o.agent_task_spec();
+           const auto& status = o.agent_task_status();
+           return OrNone(!status.worker.empty()   ? status.worker
+                         : !spec.pool_ref.empty() ? "agentpool/" + spec.pool_ref
+                                                  : spec.worker_ref);
+         }},
+        {"AGE", false, AgeCell},
+        {"DURATION", false,
+         [](const Object& o, Now now) { return TaskDuration(o.agent_task_status(), now); }},
+        {"COMMANDS", false,
+         [](const Object& o, Now) { return std::to_string(o.agent_task_status().commands); }},
+        {"ATTEMPTS", false,
+         [](const Object& o, Now) {
+           return AttemptsCell(o.agent_task_spec(), o.agent_task_status());
+         }},
+        {"RESULT", false, [](const Object& o, Now) { return ResultCell(o.agent_task_status()); }},
+        {"QUEUE", true,
+         [](const Object& o, Now) {
+           const int64_t position = o.agent_task_status().queue_position;
+           return position > 0 ? std::to_string(position) : "<none>";
+         }},
+        {"SESSION", true,
+         [](const Object& o, Now) { return OrNone(o.agent_task_status().session_id); }},
+        {"TURN", true, [](const Object& o, Now) { return OrNone(o.agent_task_status().turn_id); }},
+        {"TOKENS", true,
+         [](const Object& o, Now) { return TokensCell(o.agent_task_status().usage); }},
+        {"COMPUTE", true,
+         [](const Object& o, Now) {
+           return ComputeCell(o.agent_task_status().usage.compute_millis);
+         }},
+        {"COST", true,
+         [](const Object& o, Now) { return OrNone(o.agent_task_status().usage.cost); }}}},
+      {api::Kind::kWorkspace,
+       {{"READY", false, ReadyCell},
+        {"HOST", false,
+         [](const Object& o, Now) { return OrNone(o.workspace_spec().databricks.host); }},
+        {"AGE", false, AgeCell},
+        {"PROFILE", true,
+         [](const Object& o, Now) { return OrNone(o.workspace_spec().databricks.profile); }},
+        {"REASON", true, ReasonCell},
+        {"MESSAGE", true, MessageCell},
+        {"PERIOD", true,
+         [](const Object& o, Now) { return OrNone(o.workspace_status().usage.period); }},
+        {"TOKENS", true,
+         [](const Object& o, Now) {
+           const api::WorkspaceUsage& u = o.workspace_status().usage;
+           return std::to_string(u.input_tokens + u.output_tokens);
+         }},
+        {"COMPUTE", true,
+         [](const Object& o, Now) {
+           return ComputeCell(o.workspace_status().usage.compute_millis);
+         }},
+        {"COST", true,
+         [](const Object& o, Now) { return OrNone(o.workspace_status().usage.cost); }},
+        {"BUDGET", true,
+         [](const Object& o, Now) -> std::string {
+           const api::Condition* budget =
+               api::FindCondition(o.conditions(), api::condition::kBudgetExceeded);
+           return budget == nullptr                               ? "<none>"
+                  : budget->status == api::ConditionStatus::kTrue ? "Exceeded"
+                                                                  : "Within";
+         }}}},
+      {api::Kind::kGitSource,
+       {{"URL", false, [](const Object& o, Now) { return o.git_source_spec().url; }},
+        {"REF", false,
+         [](const Object& o, Now) {
+           const auto& ref = o.git_source_spec().ref;
+           return !ref.branch.empty() ? ref.branch
+                  : !ref.tag.empty()  ? "tag:" + ref.tag
+                                      : ref.commit.substr(0, 12);
+         }},
+        {"REVISION", false,
+         [](const Object& o, Now) { return OrNone(o.git_source_status().revision.substr(0, 12)); }},
+        {"READY", false, ReadyCell},
+        {"AGE", false, AgeCell},
+        {"PATH", true, [](const Object& o, Now) { return o.git_source_spec().path; }},
+        {"OBJECTS", true,
+         [](const Object& o, Now) { return std::to_string(o.git_source_status().objects); }},
+        {"REASON", true, ReasonCell},
+        {"MESSAGE", true, MessageCell}}},
+      {api::Kind::kAgentPool,
+       {{"READY", false,
+         [](const Object& o, Now) {
+           const auto& status = o.agent_pool_status();
+           return std::to_string(status.ready) + "/" + std::to_string(status.replicas);
+         }},
+        {"BUSY", false,
+         [](const Object& o, Now) { return std::to_string(o.agent_pool_status().busy); }},
+        {"IDLE", false,
+         [](const Object& o, Now) { return std::to_string(o.agent_pool_status().idle); }},
+        {"QUEUED", false,
+         [](const Object& o, Now) { return std::to_string(o.agent_pool_status().queued); }},
+        {"MIN", false,
+         [](const Object& o, Now) { return std::to_string(o.agent_pool_spec().replicas.min); }},
+        {"MAX", false,
+         [](const Object& o, Now) { return std::to_string(o.agent_pool_spec().replicas.max); }},
+        {"AGE", false, AgeCell},
+        {"SLEEPING", true,
+         [](const Object& o, Now) { return std::to_string(o.agent_pool_status().sleeping); }},
+        {"UPDATED", true,
+         [](const Object& o, Now) {
+           return std::to_string(o.agent_pool_status().updated_replicas);
+         }},
+        {"SESSION", true,
+         [](const Object& o, Now) -> std::string {
+           return o.agent_pool_spec().session == api::SessionMode::kShared ? "Shared" : "PerTask";
+         }},
+        {"REASON", true, ReasonCell},
+        {"MESSAGE", true, MessageCell}}},
+      {api::Kind::kNotifier,
+       {{"TYPE", false,
+         [](const Object& o, Now) {
+           return std::string(api::NotifierTypeName(o.notifier_spec().type));
+         }},
+        {"READY", false, ReadyCell},
+        {"SUSPEND", false,
+         [](const Object& o, Now) -> std::string {
+           return o.notifier_spec().suspend ? "True" : "False";
+         }},
+        {"EVENTS", false,
+         [](const Object& o, Now) { return std::to_string(o.notifier_spec().events.size()); }},
+        {"PENDING", false,
+         [](const Object& o, Now) { return std::to_string(o.notifier_status().pending); }},
+        {"DELIVERED", false,
+         [](const Object& o, Now) { return std::to_string(o.notifier_status().delivered); }},
+        {"AGE", false, AgeCell},
+        {"DROPPED", true,
+         [](const Object& o, Now) { return std::to_string(o.notifier_status().dropped); }},
+        {"LAST-DELIVERED", true,
+         [](const Object& o, Now now) -> std::string {
+           const std::string& at = o.notifier_status().last_delivered_at;
+           return at.empty() ? "<none>" : AgeSince(at, now) + " ago";
+         }},
+        {"SELECTOR", true,
+         [](const Object& o, Now) { return SelectorCell(o.notifier_spec().selector); }},
+        {"REASON", true, ReasonCell},
+        {"MESSAGE", true, MessageCell}}},
+  };
+  return *kColumns;
+}
+
+const std::vector<Column>& ColumnsOf(api::Kind kind) {
+  static const std::vector<Column> kNone;
+  auto it = KindColumns().find(kind);
+  return it == KindColumns().end() ? kNone : it->second;
+}
+
+}  // namespace
+
+bool HasTableColumns(api::Kind kind) { return !ColumnsOf(kind).empty(); }
+
 std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_namespace) {
   std::vector<std::string> h;
   if (with_namespace) {
-    h.push_back("NAMESPACE");
+    h.emplace_back("NAMESPACE");
   }
-  h.push_back("NAME");
-  switch (kind) {
-    case api::Kind::kSandbox:
-      h.insert(h.end(), {"READY", "STATE", "SANDBOX-ID", "AGE"});
-      if (wide) {
-        h.insert(h.end(), {"POWER", "WORKSPACE", "RUNNING", "SYNCED", "REASON", "MESSAGE"});
-      }
-      break;
-    case api::Kind::kAgentWorker:
-      h.insert(h.end(), {"READY", "SANDBOX", "SESSION", "EXECUTOR", "AGE"});
-      if (wide) {
-        h.insert(h.end(), {"RESTARTS", "ENVIRONMENT", "REASON", "MESSAGE"});
-      }
-      break;
-    case api::Kind::kAgentTask:
-      h.insert(h.end(), {"PHASE", "WORKER", "AGE", "DURATION", "COMMANDS", "ATTEMPTS", "RESULT"});
-      if (wide) {
-        h.insert(h.end(), {"QUEUE", "SESSION", "TURN", "TOKENS", "COMPUTE", "COST"});
-      }
-      break;
-    case api::Kind::kWorkspace:
-      h.insert(h.end(), {"READY", "HOST", "AGE"});
-      if (wide) {
-        h.insert(h.end(),
-                 {"PROFILE", "REASON", "MESSAGE", "PERIOD", "TOKENS", "COMPUTE", "COST", "BUDGET"});
-      }
-      break;
-    case api::Kind::kGitSource:
-      h.insert(h.end(), {"URL", "REF", "REVISION", "READY", "AGE"});
-      if (wide) {
-        h.insert(h.end(), {"PATH", "OBJECTS", "REASON", "MESSAGE"});
-      }
-      break;
-    case api::Kind::kAgentPool:
-      h.insert(h.end(), {"READY", "BUSY", "IDLE", "QUEUED", "MIN", "MAX", "AGE"});
-      if (wide) {
-        h.insert(h.end(), {"SLEEPING", "UPDATED", "SESSION", "REASON", "MESSAGE"});
-      }
-      break;
-    case api::Kind::kNotifier:
-      h.insert(h.end(), {"TYPE", "READY", "SUSPEND", "EVENTS", "PENDING", "DELIVERED", "AGE"});
-      if (wide) {
-        h.insert(h.end(), {"DROPPED", "LAST-DELIVERED", "SELECTOR", "REASON", "MESSAGE"});
-      }
-      break;
+  h.emplace_back("NAME");
+  for (const Column& c : ColumnsOf(kind)) {
+    if (wide || !c.wide) {
+      h.emplace_back(c.header);
+    }
   }
   return h;
 }
@@ -343,114 +528,9 @@ std::vector<std::string> TableRow(const api::Object& o, bool wide, bool with_nam
     r.push_back(o.metadata.namespace_);
   }
   r.push_back(o.metadata.name);
-  const std::string age = AgeSince(o.metadata.creation_timestamp, now);
-  switch (o.kind) {
-    case api::Kind::kSandbox: {
-      const auto& spec = o.sandbox_spec();
-      const auto& status = o.sandbox_status();
-      r.insert(r.end(), {ConditionCell(o, api::condition::kReady), OrNone(status.state),
-                         OrNone(spec.sandbox_id), age});
-      if (wide) {
-        const char* power = spec.power == api::Power::kRunning   ? "Running"
-                            : spec.power == api::Power::kStopped ? "Stopped"
-                                                                 : "OnDemand";
-        r.insert(
-            r.end(),
-            {power, spec.workspace_ref, ComputeCell(api::RunningMillisAt(status.usage, now)),
-             ConditionCell(o, api::condition::kSynced), OrNone(ReadyReason(o)), ReadyMessage(o)});
-      }
-      break;
-    }
-    case api::Kind::kAgentWorker: {
-      const auto& spec = o.agent_worker_spec();
-      const auto& status = o.agent_worker_status();
-      const std::string sandbox = !spec.sandbox_ref.empty() ? spec.sandbox_ref : o.metadata.name;
-      r.insert(r.end(), {ConditionCell(o, api::condition::kReady), sandbox,
-                         OrNone(status.session_id), ExecutorCell(o), age});
-      if (wide) {
-        r.insert(r.end(), {std::to_string(status.executor.restarts), OrNone(status.environment_id),
-                           OrNone(ReadyReason(o)), ReadyMessage(o)});
-      }
-      break;
-    }
-    case api::Kind::kAgentTask: {
-      const auto& spec = o.agent_task_spec();
-      const auto& status = o.agent_task_status();
-      // Before a worker is picked, the one asked for (a selector picks one later), or the pool.
-      const std::string worker = !status.worker.empty()   ? status.worker
-                                 : !spec.pool_ref.empty() ? "agentpool/" + spec.pool_ref
-                                                          : spec.worker_ref;
-      r.insert(r.end(), {std::string(api::TaskPhaseName(status.phase)), OrNone(worker), age,
-                         TaskDuration(status, now), std::to_string(status.commands),
-                         AttemptsCell(spec, status), ResultCell(status)});
-      if (wide) {
-        r.insert(r.end(),
-                 {status.queue_position > 0 ? std::to_string(status.queue_position) : "<none>",
-                  OrNone(status.session_id), OrNone(status.turn_id), TokensCell(status.usage),
-                  ComputeCell(status.usage.compute_millis), OrNone(status.usage.cost)});
-      }
-      break;
-    }
-    case api::Kind::kWorkspace: {
-      const auto& spec = o.workspace_spec();
-      r.insert(r.end(),
-               {ConditionCell(o, api::condition::kReady), OrNone(spec.databricks.host), age});
-      if (wide) {
-        const api::WorkspaceUsage& u = o.workspace_status().usage;
-        const api::Condition* budget =
-            api::FindCondition(o.conditions(), api::condition::kBudgetExceeded);
-        r.insert(r.end(), {OrNone(spec.databricks.profile), OrNone(ReadyReason(o)), ReadyMessage(o),
-                           OrNone(u.period), std::to_string(u.input_tokens + u.output_tokens),
-                           ComputeCell(u.compute_millis), OrNone(u.cost),
-                           budget == nullptr                               ? "<none>"
-                           : budget->status == api::ConditionStatus::kTrue ? "Exceeded"
-                                                                           : "Within"});
-      }
-      break;
-    }
-    case api::Kind::kGitSource: {
-      const auto& spec = o.git_source_spec();
-      const auto& status = o.git_source_status();
-      const std::string ref = !spec.ref.branch.empty() ? spec.ref.branch
-                              : !spec.ref.tag.empty()  ? "tag:" + spec.ref.tag
-                                                       : spec.ref.commit.substr(0, 12);
-      r.insert(r.end(), {spec.url, ref, OrNone(status.revision.substr(0, 12)),
-                         ConditionCell(o, api::condition::kReady), age});
-      if (wide) {
-        r.insert(r.end(), {spec.path, std::to_string(status.objects), OrNone(ReadyReason(o)),
-                           ReadyMessage(o)});
-      }
-      break;
-    }
-    case api::Kind::kAgentPool: {
-      const auto& spec = o.agent_pool_spec();
-      const auto& status = o.agent_pool_status();
-      r.insert(r.end(), {std::to_string(status.ready) + "/" + std::to_string(status.replicas),
-                         std::to_string(status.busy), std::to_string(status.idle),
-                         std::to_string(status.queued), std::to_string(spec.replicas.min),
-                         std::to_string(spec.replicas.max), age});
-      if (wide) {
-        r.insert(r.end(), {std::to_string(status.sleeping), std::to_string(status.updated_replicas),
-                           spec.session == api::SessionMode::kShared ? "Shared" : "PerTask",
-                           OrNone(ReadyReason(o)), ReadyMessage(o)});
-      }
-      break;
-    }
-    case api::Kind::kNotifier: {
-      const auto& spec = o.notifier_spec();
-      const auto& status = o.notifier_status();
-      r.insert(r.end(), {std::string(api::NotifierTypeName(spec.type)),
-                         ConditionCell(o, api::condition::kReady), spec.suspend ? "True" : "False",
-                         std::to_string(spec.events.size()), std::to_string(status.pending),
-                         std::to_string(status.delivered), age});
-      if (wide) {
-        r.insert(r.end(), {std::to_string(status.dropped),
-                           status.last_delivered_at.empty()
-                               ? "<none>"
-                               : AgeSince(status.last_delivered_at, now) + " ago",
-                           SelectorCell(spec.selector), OrNone(ReadyReason(o)), ReadyMessage(o)});
-      }
-      break;
+  for (const Column& c : ColumnsOf(o.kind)) {
+    if (wide || !c.wide) {
+      r.push_back(c.cell(o, now));
     }
   }
   return r;

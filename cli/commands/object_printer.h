@@ -63,6 +63,8 @@ std::vector<std::string> TableRow(const OutputSpec& spec, const api::Object& obj
 // "couldn't find any field with path").
 api::Status SortObjects(std::vector<api::Object>& objects, const JsonPath& path);
 
+// Whether `kind` has columns of its own in get's table (every kind must: a new kind's row).
+bool HasTableColumns(api::Kind kind);
 // Table header and one row for `kind`. `with_namespace` (get -A) puts NAMESPACE first.
 std::vector<std::string> TableHeaders(api::Kind kind, bool wide, bool with_namespace);
 std::vector<std::string> TableRow(const api::Object& object, bool wide, bool with_namespace,

@@ -96,6 +96,25 @@ TEST(TaskDurationTest, RunsFromSubmissionToCompletionOrNow) {
   EXPECT_EQ(TaskDuration(s, now), "42s");
 }
 
+// One column table serves the headers and the rows: for every kind they agree, plain and wide,
+// and wide adds columns.
+TEST(TableRowTest, EveryKindHasColumnsAndItsRowsMatchItsHeaders) {
+  const auto now = std::chrono::system_clock::now();
+  for (const api::Kind kind : api::kAllKinds) {
+    EXPECT_TRUE(HasTableColumns(kind)) << api::KindName(kind);
+    const api::Object o = api::MakeObject(kind, "x");
+    for (const bool wide : {false, true}) {
+      for (const bool with_namespace : {false, true}) {
+        EXPECT_EQ(TableRow(o, wide, with_namespace, now).size(),
+                  TableHeaders(kind, wide, with_namespace).size())
+            << api::KindName(kind) << " wide=" << wide;
+      }
+    }
+    EXPECT_GT(TableHeaders(kind, true, false).size(), TableHeaders(kind, false, false).size())
+        << api::KindName(kind);
+  }
+}
+
 TEST(TableRowTest, AgentTaskResultIsTheErrorCodeOrTheFirstLineCut) {
   api::Object task = api::MakeObject(api::Kind::kAgentTask, "t", "default");
   task.agent_task_spec().worker_ref = "fixer";
