@@ -301,198 +301,220 @@ std::string ReadyCell(const api::Object& o, Now /*now*/) {
 std::string ReasonCell(const api::Object& o, Now /*now*/) { return OrNone(ReadyReason(o)); }
 std::string MessageCell(const api::Object& o, Now /*now*/) { return ReadyMessage(o); }
 
-// Every kind's columns, the plain ones first: one table serves the headers and the rows, so the
-// two cannot disagree, and a new kind is a row here (ColumnsTest checks that every kind has one).
-const std::map<api::Kind, std::vector<Column>>& KindColumns() {
+std::vector<Column> SandboxColumns() {
   using api::Object;
+  return {{"READY", false, ReadyCell},
+          {"STATE", false, [](const Object& o, Now) { return OrNone(o.sandbox_status().state); }},
+          {"SANDBOX-ID", false,
+           [](const Object& o, Now) { return OrNone(o.sandbox_spec().sandbox_id); }},
+          {"AGE", false, AgeCell},
+          {"POWER", true,
+           [](const Object& o, Now) -> std::string {
+             const api::Power power = o.sandbox_spec().power;
+             return power == api::Power::kRunning   ? "Running"
+                    : power == api::Power::kStopped ? "Stopped"
+                                                    : "OnDemand";
+           }},
+          {"WORKSPACE", true, [](const Object& o, Now) { return o.sandbox_spec().workspace_ref; }},
+          {"RUNNING", true,
+           [](const Object& o, Now now) {
+             return ComputeCell(api::RunningMillisAt(o.sandbox_status().usage, now));
+           }},
+          {"SYNCED", true,
+           [](const Object& o, Now) { return ConditionCell(o, api::condition::kSynced); }},
+          {"REASON", true, ReasonCell},
+          {"MESSAGE", true, MessageCell}};
+}
+
+std::vector<Column> AgentWorkerColumns() {
+  using api::Object;
+  return {{"READY", false, ReadyCell},
+          {"SANDBOX", false,
+           [](const Object& o, Now) {
+             const std::string& ref = o.agent_worker_spec().sandbox_ref;
+             return !ref.empty() ? ref : o.metadata.name;
+           }},
+          {"SESSION", false,
+           [](const Object& o, Now) { return OrNone(o.agent_worker_status().session_id); }},
+          {"EXECUTOR", false, [](const Object& o, Now) { return ExecutorCell(o); }},
+          {"AGE", false, AgeCell},
+          {"RESTARTS", true,
+           [](const Object& o, Now) {
+             return std::to_string(o.agent_worker_status().executor.restarts);
+           }},
+          {"ENVIRONMENT", true,
+           [](const Object& o, Now) { return OrNone(o.agent_worker_status().environment_id); }},
+          {"REASON", true, ReasonCell},
+          {"MESSAGE", true, MessageCell}};
+}
+
+std::vector<Column> AgentTaskColumns() {
+  using api::Object;
+  return {
+      {"PHASE", false,
+       [](const Object& o, Now) {
+         return std::string(api::TaskPhaseName(o.agent_task_status().phase));
+       }},
+      {"WORKER", false,
+       [](const Object& o, Now) {
+         // Before a worker is picked, the one asked for (a selector picks one later), or the
+         // pool.
+         const auto& spec = o.agent_task_spec();
+         const auto& status = o.agent_task_status();
+         return OrNone(!status.worker.empty()   ? status.worker
+                       : !spec.pool_ref.empty() ? "agentpool/" + spec.pool_ref
+                                                : spec.worker_ref);
+       }},
+      {"AGE", false, AgeCell},
+      {"DURATION", false,
+       [](const Object& o, Now now) { return TaskDuration(o.agent_task_status(), now); }},
+      {"COMMANDS", false,
+       [](const Object& o, Now) { return std::to_string(o.agent_task_status().commands); }},
+      {"ATTEMPTS", false,
+       [](const Object& o, Now) {
+         return AttemptsCell(o.agent_task_spec(), o.agent_task_status());
+       }},
+      {"RESULT", false, [](const Object& o, Now) { return ResultCell(o.agent_task_status()); }},
+      {"QUEUE", true,
+       [](const Object& o, Now) {
+         const int64_t position = o.agent_task_status().queue_position;
+         return position > 0 ? std::to_string(position) : "<none>";
+       }},
+      {"SESSION", true,
+       [](const Object& o, Now) { return OrNone(o.agent_task_status().session_id); }},
+      {"TURN", true, [](const Object& o, Now) { return OrNone(o.agent_task_status().turn_id); }},
+      {"TOKENS", true,
+       [](const Object& o, Now) { return TokensCell(o.agent_task_status().usage); }},
+      {"COMPUTE", true,
+       [](const Object& o, Now) {
+         return ComputeCell(o.agent_task_status().usage.compute_millis);
+       }},
+      {"COST", true,
+       [](const Object& o, Now) { return OrNone(o.agent_task_status().usage.cost); }}};
+}
+
+std::vector<Column> WorkspaceColumns() {
+  using api::Object;
+  return {
+      {"READY", false, ReadyCell},
+      {"HOST", false,
+       [](const Object& o, Now) { return OrNone(o.workspace_spec().databricks.host); }},
+      {"AGE", false, AgeCell},
+      {"PROFILE", true,
+       [](const Object& o, Now) { return OrNone(o.workspace_spec().databricks.profile); }},
+      {"REASON", true, ReasonCell},
+      {"MESSAGE", true, MessageCell},
+      {"PERIOD", true,
+       [](const Object& o, Now) { return OrNone(o.workspace_status().usage.period); }},
+      {"TOKENS", true,
+       [](const Object& o, Now) {
+         const api::WorkspaceUsage& u = o.workspace_status().usage;
+         return std::to_string(u.input_tokens + u.output_tokens);
+       }},
+      {"COMPUTE", true,
+       [](const Object& o, Now) { return ComputeCell(o.workspace_status().usage.compute_millis); }},
+      {"COST", true, [](const Object& o, Now) { return OrNone(o.workspace_status().usage.cost); }},
+      {"BUDGET", true, [](const Object& o, Now) -> std::string {
+         const api::Condition* budget =
+             api::FindCondition(o.conditions(), api::condition::kBudgetExceeded);
+         return budget == nullptr                               ? "<none>"
+                : budget->status == api::ConditionStatus::kTrue ? "Exceeded"
+                                                                : "Within";
+       }}};
+}
+
+std::vector<Column> GitSourceColumns() {
+  using api::Object;
+  return {
+      {"URL", false, [](const Object& o, Now) { return o.git_source_spec().url; }},
+      {"REF", false,
+       [](const Object& o, Now) {
+         const auto& ref = o.git_source_spec().ref;
+         return !ref.branch.empty() ? ref.branch
+                : !ref.tag.empty()  ? "tag:" + ref.tag
+                                    : ref.commit.substr(0, 12);
+       }},
+      {"REVISION", false,
+       [](const Object& o, Now) { return OrNone(o.git_source_status().revision.substr(0, 12)); }},
+      {"READY", false, ReadyCell},
+      {"AGE", false, AgeCell},
+      {"PATH", true, [](const Object& o, Now) { return o.git_source_spec().path; }},
+      {"OBJECTS", true,
+       [](const Object& o, Now) { return std::to_string(o.git_source_status().objects); }},
+      {"REASON", true, ReasonCell},
+      {"MESSAGE", true, MessageCell}};
+}
+
+std::vector<Column> AgentPoolColumns() {
+  using api::Object;
+  return {
+      {"READY", false,
+       [](const Object& o, Now) {
+         const auto& status = o.agent_pool_status();
+         return std::to_string(status.ready) + "/" + std::to_string(status.replicas);
+       }},
+      {"BUSY", false,
+       [](const Object& o, Now) { return std::to_string(o.agent_pool_status().busy); }},
+      {"IDLE", false,
+       [](const Object& o, Now) { return std::to_string(o.agent_pool_status().idle); }},
+      {"QUEUED", false,
+       [](const Object& o, Now) { return std::to_string(o.agent_pool_status().queued); }},
+      {"MIN", false,
+       [](const Object& o, Now) { return std::to_string(o.agent_pool_spec().replicas.min); }},
+      {"MAX", false,
+       [](const Object& o, Now) { return std::to_string(o.agent_pool_spec().replicas.max); }},
+      {"AGE", false, AgeCell},
+      {"SLEEPING", true,
+       [](const Object& o, Now) { return std::to_string(o.agent_pool_status().sleeping); }},
+      {"UPDATED", true,
+       [](const Object& o, Now) { return std::to_string(o.agent_pool_status().updated_replicas); }},
+      {"SESSION", true,
+       [](const Object& o, Now) -> std::string {
+         return o.agent_pool_spec().session == api::SessionMode::kShared ? "Shared" : "PerTask";
+       }},
+      {"REASON", true, ReasonCell},
+      {"MESSAGE", true, MessageCell}};
+}
+
+std::vector<Column> NotifierColumns() {
+  using api::Object;
+  return {{"TYPE", false,
+           [](const Object& o, Now) {
+             return std::string(api::NotifierTypeName(o.notifier_spec().type));
+           }},
+          {"READY", false, ReadyCell},
+          {"SUSPEND", false,
+           [](const Object& o, Now) -> std::string {
+             return o.notifier_spec().suspend ? "True" : "False";
+           }},
+          {"EVENTS", false,
+           [](const Object& o, Now) { return std::to_string(o.notifier_spec().events.size()); }},
+          {"PENDING", false,
+           [](const Object& o, Now) { return std::to_string(o.notifier_status().pending); }},
+          {"DELIVERED", false,
+           [](const Object& o, Now) { return std::to_string(o.notifier_status().delivered); }},
+          {"AGE", false, AgeCell},
+          {"DROPPED", true,
+           [](const Object& o, Now) { return std::to_string(o.notifier_status().dropped); }},
+          {"LAST-DELIVERED", true,
+           [](const Object& o, Now now) -> std::string {
+             const std::string& at = o.notifier_status().last_delivered_at;
+             return at.empty() ? "<none>" : AgeSince(at, now) + " ago";
+           }},
+          {"SELECTOR", true,
+           [](const Object& o, Now) { return SelectorCell(o.notifier_spec().selector); }},
+          {"REASON", true, ReasonCell},
+          {"MESSAGE", true, MessageCell}};
+}
+
+// Every kind's columns, the plain ones first: one table serves the headers and the rows, so the
+// two cannot disagree, and a new kind is a row here (a test checks that every kind has one).
+const std::map<api::Kind, std::vector<Column>>& KindColumns() {
   static const auto* const kColumns = new std::map<api::Kind, std::vector<Column>>{
-      {api::Kind::kSandbox,
-       {{"READY", false, ReadyCell},
-        {"STATE", false, [](const Object& o, Now) { return OrNone(o.sandbox_status().state); }},
-        {"SANDBOX-ID", false,
-         [](const Object& o, Now) { return OrNone(o.sandbox_spec().sandbox_id); }},
-        {"AGE", false, AgeCell},
-        {"POWER", true,
-         [](const Object& o, Now) -> std::string {
-           const api::Power power = o.sandbox_spec().power;
-           return power == api::Power::kRunning   ? "Running"
-                  : power == api::Power::kStopped ? "Stopped"
-                                                  : "OnDemand";
-         }},
-        {"WORKSPACE", true, [](const Object& o, Now) { return o.sandbox_spec().workspace_ref; }},
-        {"RUNNING", true,
-         [](const Object& o, Now now) {
-           return ComputeCell(api::RunningMillisAt(o.sandbox_status().usage, now));
-         }},
-        {"SYNCED", true,
-         [](const Object& o, Now) { return ConditionCell(o, api::condition::kSynced); }},
-        {"REASON", true, ReasonCell},
-        {"MESSAGE", true, MessageCell}}},
-      {api::Kind::kAgentWorker,
-       {{"READY", false, ReadyCell},
-        {"SANDBOX", false,
-         [](const Object& o, Now) {
-           const std::string& ref = o.agent_worker_spec().sandbox_ref;
-           return !ref.empty() ? ref : o.metadata.name;
-         }},
-        {"SESSION", false,
-         [](const Object& o, Now) { return OrNone(o.agent_worker_status().session_id); }},
-        {"EXECUTOR", false, [](const Object& o, Now) { return ExecutorCell(o); }},
-        {"AGE", false, AgeCell},
-        {"RESTARTS", true,
-         [](const Object& o, Now) {
-           return std::to_string(o.agent_worker_status().executor.restarts);
-         }},
-        {"ENVIRONMENT", true,
-         [](const Object& o, Now) { return OrNone(o.agent_worker_status().environment_id); }},
-        {"REASON", true, ReasonCell},
-        {"MESSAGE", true, MessageCell}}},
-      {api::Kind::kAgentTask,
-       {{"PHASE", false,
-         [](const Object& o, Now) {
-           return std::string(api::TaskPhaseName(o.agent_task_status().phase));
-         }},
-        {"WORKER", false,
-         [](const Object& o, Now) {
-           // Before a worker is picked, the one asked for (a selector picks one later), or the
-           // pool.
-           const auto& spec = o.agent_task_spec();
-           const auto& status = o.agent_task_status();
-           return OrNone(!status.worker.empty()   ? status.worker
-                         : !spec.pool_ref.empty() ? "agentpool/" + spec.pool_ref
-                                                  : spec.worker_ref);
-         }},
-        {"AGE", false, AgeCell},
-        {"DURATION", false,
-         [](const Object& o, Now now) { return TaskDuration(o.agent_task_status(), now); }},
-        {"COMMANDS", false,
-         [](const Object& o, Now) { return std::to_string(o.agent_task_status().commands); }},
-        {"ATTEMPTS", false,
-         [](const Object& o, Now) {
-           return AttemptsCell(o.agent_task_spec(), o.agent_task_status());
-         }},
-        {"RESULT", false, [](const Object& o, Now) { return ResultCell(o.agent_task_status()); }},
-        {"QUEUE", true,
-         [](const Object& o, Now) {
-           const int64_t position = o.agent_task_status().queue_position;
-           return position > 0 ? std::to_string(position) : "<none>";
-         }},
-        {"SESSION", true,
-         [](const Object& o, Now) { return OrNone(o.agent_task_status().session_id); }},
-        {"TURN", true, [](const Object& o, Now) { return OrNone(o.agent_task_status().turn_id); }},
-        {"TOKENS", true,
-         [](const Object& o, Now) { return TokensCell(o.agent_task_status().usage); }},
-        {"COMPUTE", true,
-         [](const Object& o, Now) {
-           return ComputeCell(o.agent_task_status().usage.compute_millis);
-         }},
-        {"COST", true,
-         [](const Object& o, Now) { return OrNone(o.agent_task_status().usage.cost); }}}},
-      {api::Kind::kWorkspace,
-       {{"READY", false, ReadyCell},
-        {"HOST", false,
-         [](const Object& o, Now) { return OrNone(o.workspace_spec().databricks.host); }},
-        {"AGE", false, AgeCell},
-        {"PROFILE", true,
-         [](const Object& o, Now) { return OrNone(o.workspace_spec().databricks.profile); }},
-        {"REASON", true, ReasonCell},
-        {"MESSAGE", true, MessageCell},
-        {"PERIOD", true,
-         [](const Object& o, Now) { return OrNone(o.workspace_status().usage.period); }},
-        {"TOKENS", true,
-         [](const Object& o, Now) {
-           const api::WorkspaceUsage& u = o.workspace_status().usage;
-           return std::to_string(u.input_tokens + u.output_tokens);
-         }},
-        {"COMPUTE", true,
-         [](const Object& o, Now) {
-           return ComputeCell(o.workspace_status().usage.compute_millis);
-         }},
-        {"COST", true,
-         [](const Object& o, Now) { return OrNone(o.workspace_status().usage.cost); }},
-        {"BUDGET", true,
-         [](const Object& o, Now) -> std::string {
-           const api::Condition* budget =
-               api::FindCondition(o.conditions(), api::condition::kBudgetExceeded);
-           return budget == nullptr                               ? "<none>"
-                  : budget->status == api::ConditionStatus::kTrue ? "Exceeded"
-                                                                  : "Within";
-         }}}},
-      {api::Kind::kGitSource,
-       {{"URL", false, [](const Object& o, Now) { return o.git_source_spec().url; }},
-        {"REF", false,
-         [](const Object& o, Now) {
-           const auto& ref = o.git_source_spec().ref;
-           return !ref.branch.empty() ? ref.branch
-                  : !ref.tag.empty()  ? "tag:" + ref.tag
-                                      : ref.commit.substr(0, 12);
-         }},
-        {"REVISION", false,
-         [](const Object& o, Now) { return OrNone(o.git_source_status().revision.substr(0, 12)); }},
-        {"READY", false, ReadyCell},
-        {"AGE", false, AgeCell},
-        {"PATH", true, [](const Object& o, Now) { return o.git_source_spec().path; }},
-        {"OBJECTS", true,
-         [](const Object& o, Now) { return std::to_string(o.git_source_status().objects); }},
-        {"REASON", true, ReasonCell},
-        {"MESSAGE", true, MessageCell}}},
-      {api::Kind::kAgentPool,
-       {{"READY", false,
-         [](const Object& o, Now) {
-           const auto& status = o.agent_pool_status();
-           return std::to_string(status.ready) + "/" + std::to_string(status.replicas);
-         }},
-        {"BUSY", false,
-         [](const Object& o, Now) { return std::to_string(o.agent_pool_status().busy); }},
-        {"IDLE", false,
-         [](const Object& o, Now) { return std::to_string(o.agent_pool_status().idle); }},
-        {"QUEUED", false,
-         [](const Object& o, Now) { return std::to_string(o.agent_pool_status().queued); }},
-        {"MIN", false,
-         [](const Object& o, Now) { return std::to_string(o.agent_pool_spec().replicas.min); }},
-        {"MAX", false,
-         [](const Object& o, Now) { return std::to_string(o.agent_pool_spec().replicas.max); }},
-        {"AGE", false, AgeCell},
-        {"SLEEPING", true,
-         [](const Object& o, Now) { return std::to_string(o.agent_pool_status().sleeping); }},
-        {"UPDATED", true,
-         [](const Object& o, Now) {
-           return std::to_string(o.agent_pool_status().updated_replicas);
-         }},
-        {"SESSION", true,
-         [](const Object& o, Now) -> std::string {
-           return o.agent_pool_spec().session == api::SessionMode::kShared ? "Shared" : "PerTask";
-         }},
-        {"REASON", true, ReasonCell},
-        {"MESSAGE", true, MessageCell}}},
-      {api::Kind::kNotifier,
-       {{"TYPE", false,
-         [](const Object& o, Now) {
-           return std::string(api::NotifierTypeName(o.notifier_spec().type));
-         }},
-        {"READY", false, ReadyCell},
-        {"SUSPEND", false,
-         [](const Object& o, Now) -> std::string {
-           return o.notifier_spec().suspend ? "True" : "False";
-         }},
-        {"EVENTS", false,
-         [](const Object& o, Now) { return std::to_string(o.notifier_spec().events.size()); }},
-        {"PENDING", false,
-         [](const Object& o, Now) { return std::to_string(o.notifier_status().pending); }},
-        {"DELIVERED", false,
-         [](const Object& o, Now) { return std::to_string(o.notifier_status().delivered); }},
-        {"AGE", false, AgeCell},
-        {"DROPPED", true,
-         [](const Object& o, Now) { return std::to_string(o.notifier_status().dropped); }},
-        {"LAST-DELIVERED", true,
-         [](const Object& o, Now now) -> std::string {
-           const std::string& at = o.notifier_status().last_delivered_at;
-           return at.empty() ? "<none>" : AgeSince(at, now) + " ago";
-         }},
-        {"SELECTOR", true,
-         [](const Object& o, Now) { return SelectorCell(o.notifier_spec().selector); }},
-        {"REASON", true, ReasonCell},
-        {"MESSAGE", true, MessageCell}}},
+      {api::Kind::kSandbox, SandboxColumns()},     {api::Kind::kAgentWorker, AgentWorkerColumns()},
+      {api::Kind::kAgentTask, AgentTaskColumns()}, {api::Kind::kWorkspace, WorkspaceColumns()},
+      {api::Kind::kGitSource, GitSourceColumns()}, {api::Kind::kAgentPool, AgentPoolColumns()},
+      {api::Kind::kNotifier, NotifierColumns()},
   };
   return *kColumns;
 }
