@@ -106,18 +106,12 @@ class PostgresStore final : public store_internal::SqlStore<PostgresStore> {
 
  private:
   // What store_internal::StoreCopier uses: the rows of Query, its placeholders ($1, $2, …).
-  template <typename Db>
-  friend class store_internal::StoreCopier;
-  template <typename Db>
-  friend class store_internal::UsageLedger;
-  template <typename Db>
-  friend class store_internal::TaskSlots;
-  template <typename Db>
-  friend class store_internal::ObjectWrites;
-  template <typename Db>
-  friend class store_internal::AuditLog;
-  template <typename Db>
-  friend class store_internal::NotificationOutbox;
+  friend class store_internal::StoreCopier<PostgresStore>;
+  friend class store_internal::UsageLedger<PostgresStore>;
+  friend class store_internal::TaskSlots<PostgresStore>;
+  friend class store_internal::ObjectWrites<PostgresStore>;
+  friend class store_internal::AuditLog<PostgresStore>;
+  friend class store_internal::NotificationOutbox<PostgresStore>;
   friend class store_internal::SqlRecords<PostgresStore>;
   friend class store_internal::SqlStore<PostgresStore>;
   using CopyRow = store_internal::PgRow;

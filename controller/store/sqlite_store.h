@@ -123,18 +123,12 @@ class SqliteStore final : public store_internal::SqlStore<SqliteStore> {
   class Stmt;
   class Txn;
   // What store_internal::StoreCopier uses: the rows of Query, its placeholders (?1, ?2, …).
-  template <typename Db>
-  friend class store_internal::StoreCopier;
-  template <typename Db>
-  friend class store_internal::UsageLedger;
-  template <typename Db>
-  friend class store_internal::TaskSlots;
-  template <typename Db>
-  friend class store_internal::ObjectWrites;
-  template <typename Db>
-  friend class store_internal::AuditLog;
-  template <typename Db>
-  friend class store_internal::NotificationOutbox;
+  friend class store_internal::StoreCopier<SqliteStore>;
+  friend class store_internal::UsageLedger<SqliteStore>;
+  friend class store_internal::TaskSlots<SqliteStore>;
+  friend class store_internal::ObjectWrites<SqliteStore>;
+  friend class store_internal::AuditLog<SqliteStore>;
+  friend class store_internal::NotificationOutbox<SqliteStore>;
   friend class store_internal::SqlRecords<SqliteStore>;
   friend class store_internal::SqlStore<SqliteStore>;
   using CopyRow = Stmt;
