@@ -115,10 +115,11 @@ class SandboxCache {
     bool start = false;  // a start (the sandbox was STOPPED), else a create
     std::optional<Clock::SteadyTime> probe;
     std::optional<Clock::SteadyTime> aim;
-    // The looks come from the workspace's creates (no start learned yet): a guess, so never
-    // later than the fast cadence would look.
+    // The looks are a guess (the workspace's creates' estimate, no start learned yet; or a
+    // look again after a missed aim), so never later than the fast cadence would look.
     bool prior = false;
   };
+  static constexpr std::chrono::milliseconds kLookAgainAfterAMiss{200};
   struct Entry {
     bool present = false;
     databricks::Sandbox sandbox;

@@ -205,6 +205,27 @@ TEST(SandboxCacheTest, AWorkspacesFirstStartIsAimedByItsCreatesButNoLaterThanThe
   EXPECT_EQ(cache.NextLook("ws", never), t1 + 750ms);
   EXPECT_EQ(cache.NextLook("ws", t1 + 300ms), t1 + 750ms) << "a learned look skips the cadence";
 
+  // A start that outlasts what was learned: after the aim misses, looks every 200 ms, never
+  // later than the cadence, until it is seen RUNNING.
+  clock.Advance(750ms);
+  sweep("ws", S::kRunning);
+  sweep("ws", S::kStopped);
+  const Clock::SteadyTime t3 = start("ws");
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 625ms) << "the probe";
+  clock.Advance(625ms);
+  sweep("ws", S::kPending);
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 750ms) << "the aim";
+  clock.Advance(125ms);
+  sweep("ws", S::kPending);  // the aim missed
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 950ms) << "looks again soon";
+  EXPECT_EQ(cache.NextLook("ws", t3 + 800ms), t3 + 800ms) << "never later than the cadence";
+  clock.Advance(200ms);
+  sweep("ws", S::kPending);
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 1150ms) << "and again";
+  clock.Advance(200ms);
+  sweep("ws", S::kRunning);
+  EXPECT_FALSE(cache.NextLook("ws", never).has_value());
+
   // Creates that took 5 s: the borrowed aim would be late, so the cadence looks first.
   cache.ReplaceSnapshot("slow", cache.BeginSweep("slow"), {});
   cache.Observe("slow", Sb("a", S::kPending));
