@@ -116,7 +116,8 @@ class SandboxCache {
     std::optional<Clock::SteadyTime> probe;
     std::optional<Clock::SteadyTime> aim;
     // The looks are a guess (the workspace's creates' estimate, no start learned yet; or a
-    // look again after a missed aim), so never later than the fast cadence would look.
+    // look again after a missed aim), so never later than the fast cadence would look. After a
+    // missed probe the next probe comes kLookAgainAfterAMiss later, while that is before the aim.
     bool prior = false;
   };
   static constexpr std::chrono::milliseconds kLookAgainAfterAMiss{200};

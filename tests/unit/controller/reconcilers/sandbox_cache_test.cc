@@ -134,20 +134,26 @@ TEST(SandboxCacheTest, AimsTheLookAfterAStartAtTheLearnedEndOfItsPending) {
   EXPECT_EQ(cache.NextLook("ws", never), t1 + 600ms) << "the probe";
   clock.Advance(600ms);
   sweep(S::kPending);
-  EXPECT_EQ(cache.NextLook("ws", never), t1 + 1200ms) << "the probe missed: the aim";
-  clock.Advance(600ms);
+  EXPECT_EQ(cache.NextLook("ws", never), t1 + 800ms) << "the probe missed: again 200 ms later";
+  clock.Advance(200ms);
+  sweep(S::kPending);
+  EXPECT_EQ(cache.NextLook("ws", never), t1 + 1000ms);
+  clock.Advance(200ms);
+  sweep(S::kPending);
+  EXPECT_EQ(cache.NextLook("ws", never), t1 + 1200ms) << "no probe at or past the aim: the aim";
+  clock.Advance(200ms);
   sweep(S::kRunning);
   EXPECT_EQ(cache.aimed_looks().hits, 1);
-  EXPECT_EQ(cache.aimed_looks().misses, 1);
+  EXPECT_EQ(cache.aimed_looks().misses, 3);
 
   const Clock::SteadyTime t2 = start();
-  EXPECT_EQ(cache.NextLook("ws", never), t2 + 900ms) << "halfway between 600 and 1,200 ms";
-  clock.Advance(900ms);
-  sweep(S::kRunning);  // the probe found it: 900 ms is the aim from now on
+  EXPECT_EQ(cache.NextLook("ws", never), t2 + 1100ms) << "halfway between 1,000 and 1,200 ms";
+  clock.Advance(1100ms);
+  sweep(S::kRunning);  // the probe found it: 1,100 ms is the aim from now on
   const Clock::SteadyTime t3 = start();
-  EXPECT_EQ(cache.NextLook("ws", never), t3 + 750ms);
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 1050ms);
 
-  clock.Advance(750ms);
+  clock.Advance(1050ms);
   sweep(S::kRunning);
 
   // A create is not aimed at (creates come in bursts: its look is the fast cadence), nor is a
@@ -193,35 +199,38 @@ TEST(SandboxCacheTest, AWorkspacesFirstStartIsAimedByItsCreatesButNoLaterThanThe
   EXPECT_EQ(cache.NextLook("ws", t0 + 300ms), t0 + 300ms) << "never later than the cadence";
   clock.Advance(500ms);
   sweep("ws", S::kPending);  // a miss, for the starts
+  EXPECT_EQ(cache.NextLook("ws", never), t0 + 700ms) << "probes again 200 ms later";
+  clock.Advance(200ms);
+  sweep("ws", S::kPending);
+  EXPECT_EQ(cache.NextLook("ws", never), t0 + 900ms);
+  clock.Advance(200ms);
+  sweep("ws", S::kPending);
   EXPECT_EQ(cache.NextLook("ws", never), t0 + 1s) << "the creates' aim";
-  clock.Advance(500ms);
+  clock.Advance(100ms);
   sweep("ws", S::kRunning);
   EXPECT_EQ(cache.aimed_looks().hits, 1);
-  EXPECT_EQ(cache.aimed_looks().misses, 1);
+  EXPECT_EQ(cache.aimed_looks().misses, 3);
   sweep("ws", S::kStopped);
 
-  // Learned: the start's own evidence (a miss at 500 ms, a sighting at 1 s), and not capped.
+  // Learned: the start's own evidence (misses up to 900 ms, a sighting at 1 s), not capped.
   const Clock::SteadyTime t1 = start("ws");
-  EXPECT_EQ(cache.NextLook("ws", never), t1 + 750ms);
-  EXPECT_EQ(cache.NextLook("ws", t1 + 300ms), t1 + 750ms) << "a learned look skips the cadence";
+  EXPECT_EQ(cache.NextLook("ws", never), t1 + 950ms);
+  EXPECT_EQ(cache.NextLook("ws", t1 + 300ms), t1 + 950ms) << "a learned look skips the cadence";
 
   // A start that outlasts what was learned: after the aim misses, looks every 200 ms, never
   // later than the cadence, until it is seen RUNNING.
-  clock.Advance(750ms);
-  sweep("ws", S::kRunning);
+  clock.Advance(950ms);
+  sweep("ws", S::kRunning);  // the probe found it: 900-950 ms, within 50 ms, so no more probes
   sweep("ws", S::kStopped);
   const Clock::SteadyTime t3 = start("ws");
-  EXPECT_EQ(cache.NextLook("ws", never), t3 + 625ms) << "the probe";
-  clock.Advance(625ms);
-  sweep("ws", S::kPending);
-  EXPECT_EQ(cache.NextLook("ws", never), t3 + 750ms) << "the aim";
-  clock.Advance(125ms);
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 950ms) << "the aim";
+  clock.Advance(950ms);
   sweep("ws", S::kPending);  // the aim missed
-  EXPECT_EQ(cache.NextLook("ws", never), t3 + 950ms) << "looks again soon";
-  EXPECT_EQ(cache.NextLook("ws", t3 + 800ms), t3 + 800ms) << "never later than the cadence";
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 1150ms) << "looks again soon";
+  EXPECT_EQ(cache.NextLook("ws", t3 + 1000ms), t3 + 1000ms) << "never later than the cadence";
   clock.Advance(200ms);
   sweep("ws", S::kPending);
-  EXPECT_EQ(cache.NextLook("ws", never), t3 + 1150ms) << "and again";
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 1350ms) << "and again";
   clock.Advance(200ms);
   sweep("ws", S::kRunning);
   EXPECT_FALSE(cache.NextLook("ws", never).has_value());
