@@ -105,7 +105,8 @@ class PostgresStore final : public store_internal::SqlStore<PostgresStore> {
   StatusOr<Stats> ReadStats();
 
  private:
-  // What store_internal::StoreCopier uses: the rows of Query, its placeholders ($1, $2, …).
+  // The SQL written once for both stores (internal/): it reaches the mutex, Query and its rows,
+  // and the dialect below (placeholders $1, $2, …).
   friend class store_internal::StoreCopier<PostgresStore>;
   friend class store_internal::UsageLedger<PostgresStore>;
   friend class store_internal::TaskSlots<PostgresStore>;

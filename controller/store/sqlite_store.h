@@ -122,7 +122,8 @@ class SqliteStore final : public store_internal::SqlStore<SqliteStore> {
  private:
   class Stmt;
   class Txn;
-  // What store_internal::StoreCopier uses: the rows of Query, its placeholders (?1, ?2, …).
+  // The SQL written once for both stores (internal/): it reaches the mutex, Query and its rows,
+  // and the dialect below (placeholders ?1, ?2, …).
   friend class store_internal::StoreCopier<SqliteStore>;
   friend class store_internal::UsageLedger<SqliteStore>;
   friend class store_internal::TaskSlots<SqliteStore>;
