@@ -56,9 +56,12 @@ void SandboxCache::Track(Workspace& ws, const Entry* old, Entry& next, Clock::St
       Provisioning& p = *next.provisioning;
       const bool aim_missed = p.aim && seen_at >= *p.aim;
       const bool probe_missed = p.probe && seen_at >= *p.probe;
-      for (std::optional<Clock::SteadyTime>* look : {&p.probe, &p.aim}) {
+      for (auto [look, again] :
+           {std::pair{&p.probe, p.probe_again}, std::pair{&p.aim, p.aim_again}}) {
         if (*look && seen_at >= **look) {
-          ws.pending[p.start ? 1 : 0].Missed(since(p.answered));
+          if (!again) {
+            ws.pending[p.start ? 1 : 0].Missed(since(p.answered));
+          }
           ++aimed_.misses;
           look->reset();
         }
@@ -68,11 +71,13 @@ void SandboxCache::Track(Workspace& ws, const Entry* old, Entry& next, Clock::St
         // cadence, and again after each miss, never later than the cadence (measured: a missed
         // aim left 0.5-0.7 s to the cadence, the OnDemand wake's p95 tail).
         p.aim = seen_at + kLookAgainAfterAMiss;
+        p.aim_again = true;
         p.prior = true;
       } else if (probe_missed && p.aim && seen_at + kLookAgainAfterAMiss < *p.aim) {
         // The same after a probe, up to the aim (measured: a workspace's first starts, aimed by
         // its creates' 1.7 s, probed at 0.86 s and waited for the aim, 0.7 s after RUNNING).
         p.probe = seen_at + kLookAgainAfterAMiss;
+        p.probe_again = true;
       }
     } else if (ours) {
       Provisioning p{
@@ -80,7 +85,9 @@ void SandboxCache::Track(Workspace& ws, const Entry* old, Entry& next, Clock::St
           .start = old != nullptr && old->present && old->sandbox.state == SandboxState::kStopped,
           .probe = std::nullopt,
           .aim = std::nullopt,
-          .prior = false};
+          .prior = false,
+          .probe_again = false,
+          .aim_again = false};
       // Only a start is aimed at: creates come in bursts (a convergence), whose observations
       // wait behind the creates in the work queue anyway, and aimed looks at them cost LIST pages
       // and time (measured, bench/converge.sh 100: 13.2–13.4 s and 11–13 pages with them,

@@ -119,6 +119,11 @@ class SandboxCache {
     // look again after a missed aim), so never later than the fast cadence would look. After a
     // missed probe the next probe comes kLookAgainAfterAMiss later, while that is before the aim.
     bool prior = false;
+    // The probe or the aim is a look again after a miss: its own miss is no evidence (the
+    // estimate keeps what it learned as before; a run of 200 ms misses up to a one-off long
+    // PENDING would hold the next starts' probes near it until they aged out).
+    bool probe_again = false;
+    bool aim_again = false;
   };
   static constexpr std::chrono::milliseconds kLookAgainAfterAMiss{200};
   struct Entry {

@@ -146,14 +146,15 @@ TEST(SandboxCacheTest, AimsTheLookAfterAStartAtTheLearnedEndOfItsPending) {
   EXPECT_EQ(cache.aimed_looks().hits, 1);
   EXPECT_EQ(cache.aimed_looks().misses, 3);
 
+  // Only the first probe's miss is evidence (600 ms), not those of the looks again.
   const Clock::SteadyTime t2 = start();
-  EXPECT_EQ(cache.NextLook("ws", never), t2 + 1100ms) << "halfway between 1,000 and 1,200 ms";
-  clock.Advance(1100ms);
-  sweep(S::kRunning);  // the probe found it: 1,100 ms is the aim from now on
+  EXPECT_EQ(cache.NextLook("ws", never), t2 + 900ms) << "halfway between 600 and 1,200 ms";
+  clock.Advance(900ms);
+  sweep(S::kRunning);  // the probe found it: 900 ms is the aim from now on
   const Clock::SteadyTime t3 = start();
-  EXPECT_EQ(cache.NextLook("ws", never), t3 + 1050ms);
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 750ms);
 
-  clock.Advance(1050ms);
+  clock.Advance(750ms);
   sweep(S::kRunning);
 
   // A create is not aimed at (creates come in bursts: its look is the fast cadence), nor is a
@@ -212,28 +213,37 @@ TEST(SandboxCacheTest, AWorkspacesFirstStartIsAimedByItsCreatesButNoLaterThanThe
   EXPECT_EQ(cache.aimed_looks().misses, 3);
   sweep("ws", S::kStopped);
 
-  // Learned: the start's own evidence (misses up to 900 ms, a sighting at 1 s), not capped.
+  // Learned: the start's own evidence (the first probe's miss at 500 ms, a sighting at 1 s), not
+  // capped.
   const Clock::SteadyTime t1 = start("ws");
-  EXPECT_EQ(cache.NextLook("ws", never), t1 + 950ms);
-  EXPECT_EQ(cache.NextLook("ws", t1 + 300ms), t1 + 950ms) << "a learned look skips the cadence";
+  EXPECT_EQ(cache.NextLook("ws", never), t1 + 750ms);
+  EXPECT_EQ(cache.NextLook("ws", t1 + 300ms), t1 + 750ms) << "a learned look skips the cadence";
 
   // A start that outlasts what was learned: after the aim misses, looks every 200 ms, never
   // later than the cadence, until it is seen RUNNING.
-  clock.Advance(950ms);
-  sweep("ws", S::kRunning);  // the probe found it: 900-950 ms, within 50 ms, so no more probes
+  clock.Advance(750ms);
+  sweep("ws", S::kRunning);  // the probe found it
   sweep("ws", S::kStopped);
   const Clock::SteadyTime t3 = start("ws");
-  EXPECT_EQ(cache.NextLook("ws", never), t3 + 950ms) << "the aim";
-  clock.Advance(950ms);
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 625ms) << "the probe";
+  clock.Advance(625ms);
+  sweep("ws", S::kPending);
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 750ms) << "the aim (825 ms would be past it)";
+  clock.Advance(125ms);
   sweep("ws", S::kPending);  // the aim missed
-  EXPECT_EQ(cache.NextLook("ws", never), t3 + 1150ms) << "looks again soon";
-  EXPECT_EQ(cache.NextLook("ws", t3 + 1000ms), t3 + 1000ms) << "never later than the cadence";
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 950ms) << "looks again soon";
+  EXPECT_EQ(cache.NextLook("ws", t3 + 800ms), t3 + 800ms) << "never later than the cadence";
   clock.Advance(200ms);
   sweep("ws", S::kPending);
-  EXPECT_EQ(cache.NextLook("ws", never), t3 + 1350ms) << "and again";
+  EXPECT_EQ(cache.NextLook("ws", never), t3 + 1150ms) << "and again";
   clock.Advance(200ms);
   sweep("ws", S::kRunning);
   EXPECT_FALSE(cache.NextLook("ws", never).has_value());
+  // The looks again (misses at 950 and 1,150 ms) are no evidence: the next start probes between
+  // the last real miss (750 ms) and the 1 s sighting, not near this one-off 1.35 s.
+  sweep("ws", S::kStopped);
+  const Clock::SteadyTime t4 = start("ws");
+  EXPECT_EQ(cache.NextLook("ws", never), t4 + 875ms);
 
   // Creates that took 5 s: the borrowed aim would be late, so the cadence looks first.
   cache.ReplaceSnapshot("slow", cache.BeginSweep("slow"), {});
