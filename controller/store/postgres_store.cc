@@ -281,9 +281,7 @@ bool PostgresStore::WaitForChange(std::chrono::milliseconds timeout) {
 StatusOr<PostgresStore::Stats> PostgresStore::ReadStats() {
   std::lock_guard lock(mu_);
   PgTxn txn(*conn_);
-  RETURN_IF_ERROR(txn.Begin());
-  // One snapshot, so the numbers belong together.
-  RETURN_IF_ERROR(conn_->Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").status());
+  RETURN_IF_ERROR(txn.BeginRead());  // one snapshot, so the numbers belong together
   Stats stats;
   ASSIGN_OR_RETURN(stats.revision, ReadRevision());
   ASSIGN_OR_RETURN(stats.compacted_revision, ReadCompactedRevision());

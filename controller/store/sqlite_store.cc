@@ -282,22 +282,18 @@ std::string SqliteStore::NewUid() { return store_internal::MakeUuidV4(uid_random
 
 StatusOr<SqliteStore::Stats> SqliteStore::ReadStats() {
   std::lock_guard lock(mu_);
-  // One read transaction, so the numbers belong together.
-  RETURN_IF_ERROR(Exec("BEGIN"));
-  auto read = [&]() -> StatusOr<Stats> {
-    Stats stats;
-    ASSIGN_OR_RETURN(stats.revision, ReadRevision());
-    ASSIGN_OR_RETURN(stats.compacted_revision, ReadCompactedRevision());
-    for (auto [table, field] :
-         {std::pair{"changes", &Stats::changes}, std::pair{"events", &Stats::events}}) {
-      ASSIGN_OR_RETURN(Stmt stmt, Prepare(std::string("SELECT count(*) FROM ") + table));
-      ASSIGN_OR_RETURN(bool row, stmt.Step());
-      stats.*field = row ? stmt.Int(0) : 0;
-    }
-    return stats;
-  };
-  StatusOr<Stats> stats = read();
-  (void)Exec("COMMIT");
+  Txn txn(*this);
+  RETURN_IF_ERROR(txn.BeginRead());  // one snapshot, so the numbers belong together
+  Stats stats;
+  ASSIGN_OR_RETURN(stats.revision, ReadRevision());
+  ASSIGN_OR_RETURN(stats.compacted_revision, ReadCompactedRevision());
+  for (auto [table, field] :
+       {std::pair{"changes", &Stats::changes}, std::pair{"events", &Stats::events}}) {
+    ASSIGN_OR_RETURN(Stmt stmt, Prepare(std::string("SELECT count(*) FROM ") + table));
+    ASSIGN_OR_RETURN(bool row, stmt.Step());
+    stats.*field = row ? stmt.Int(0) : 0;
+  }
+  RETURN_IF_ERROR(txn.Commit());
   return stats;
 }
 

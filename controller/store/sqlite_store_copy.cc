@@ -17,10 +17,10 @@ using Copier = store_internal::StoreCopier<SqliteStore>;
 Status SqliteStore::ExportTo(StoreSink& sink) {
   std::lock_guard lock(mu_);
   // A deferred transaction that only reads: one WAL snapshot, and writers are not blocked.
-  RETURN_IF_ERROR(Exec("BEGIN"));
-  Status status = Copier::Export(*this, path_, sink);
-  (void)Exec("COMMIT");
-  return status;
+  Txn txn(*this);
+  RETURN_IF_ERROR(txn.BeginRead());
+  RETURN_IF_ERROR(Copier::Export(*this, path_, sink));
+  return txn.Commit();
 }
 
 Status SqliteStore::ImportFrom(const std::function<Status(StoreSink&)>& fill) {

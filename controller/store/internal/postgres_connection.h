@@ -121,6 +121,11 @@ class PgTxn {
   PgTxn& operator=(const PgTxn&) = delete;
   ~PgTxn() { conn_.Rollback(); }
   [[nodiscard]] Status Begin() { return conn_.Begin(); }
+  // One snapshot for several reads: REPEATABLE READ.
+  [[nodiscard]] Status BeginRead() {
+    RETURN_IF_ERROR(Begin());
+    return conn_.Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").status();
+  }
   [[nodiscard]] Status Commit() { return conn_.Commit(); }
   void Rollback() { conn_.Rollback(); }
 

@@ -1,15 +1,11 @@
-// PostgresStore's parameter lists and transaction, shared by its translation units
-// (postgres_store*.cc, internal/sql_store_records.cc): an object row turned into statement
-// parameters in the column order of kObjectColumns, a SqlParam turned into a PgParam, and
-// PostgresStore::Txn. The row readers are in store_rows.h (with PgRow).
+// PostgresStore's parameters and transaction, shared by its translation units (postgres_store*.cc,
+// internal/sql_store_*.cc): a SqlParam turned into a PgParam, and PostgresStore::Txn. The row
+// readers are in store_rows.h (with PgRow).
 //
-// Thread-safety: pure functions. Module-private to controller/store.
+// Thread-safety: ToPgParam is pure; a Txn is used with the store's mutex held. Module-private to
+// controller/store.
 #pragma once
 
-#include <string>
-#include <vector>
-
-#include "controller/store/internal/object_row.h"
 #include "controller/store/internal/postgres_connection.h"
 #include "controller/store/internal/sql_param.h"
 #include "controller/store/postgres_store.h"
@@ -24,19 +20,10 @@ PgParam ToPgParam(const SqlParam& param);
 
 namespace sbx::controller {
 
-// The transaction of internal/sql_store.h on the store's query connection: Begin (READ
-// COMMITTED, writes), BeginRead (REPEATABLE READ: one snapshot for several reads), Commit;
-// rolled back unless committed.
+// The transaction of internal/sql_store.h (a PgTxn) on the store's query connection.
 class PostgresStore::Txn : public store_internal::PgTxn {
  public:
-  explicit Txn(PostgresStore& store) : PgTxn(*store.conn_), conn_(*store.conn_) {}
-  [[nodiscard]] Status BeginRead() {
-    RETURN_IF_ERROR(Begin());
-    return conn_.Exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ").status();
-  }
-
- private:
-  store_internal::PgConnection& conn_;
+  explicit Txn(PostgresStore& store) : PgTxn(*store.conn_) {}
 };
 
 }  // namespace sbx::controller

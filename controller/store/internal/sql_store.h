@@ -122,14 +122,23 @@ class SqlRecords : public Store {
   Status InsertArtifact(const ObjectKey& task, const std::string& task_uid,
                         const Artifact& artifact, std::string_view on_conflict = "");
 
- private:
-  friend class StoreCopier<Db>;
+  // For SqlStore too (a using-declaration there: the base is dependent).
   Db& db() { return static_cast<Db&>(*this); }
   const Db& db() const { return static_cast<const Db&>(*this); }
+  // The n-th statement parameter in the dialect ("?1", "$1"); the first n, comma-separated.
+  static std::string Param(int n) { return Db::kParam + std::to_string(n); }
+  static std::string ParamList(int n) {
+    std::string list;
+    for (int i = 1; i <= n; ++i) {
+      list += (i == 1 ? "" : ", ") + Param(i);
+    }
+    return list;
+  }
+
+ private:
+  friend class StoreCopier<Db>;
   // The one integer a statement such as "SELECT coalesce(sum(…), 0) …" reads; 0 without a row.
   StatusOr<int64_t> QueryInt(const std::string& sql, const std::vector<SqlParam>& params);
-  // The n-th statement parameter in the dialect ("?1", "$1").
-  static std::string Param(int n) { return Db::kParam + std::to_string(n); }
 };
 
 template <typename Db>
@@ -162,9 +171,9 @@ class SqlStore : public SqlRecords<Db> {
 
  private:
   friend class StoreCopier<Db>;
-  Db& db() { return static_cast<Db&>(*this); }
-  const Db& db() const { return static_cast<const Db&>(*this); }
-  static std::string Param(int n) { return Db::kParam + std::to_string(n); }
+  using SqlRecords<Db>::db;
+  using SqlRecords<Db>::Param;
+  using SqlRecords<Db>::ParamList;
   // Apply without its audit of a failure (Apply adds that after the rollback); takes mu_.
   StatusOr<std::vector<ApplyResult>> ApplyInTransaction(const std::vector<Object>& objects,
                                                         const ApplyOptions& options);

@@ -103,12 +103,8 @@ StatusOr<Object> SqlStore<Db>::RowToObject(const ObjectRow& row) const {
 
 template <typename Db>
 Status SqlStore<Db>::InsertRow(const ObjectRow& row) {
-  std::string values;
-  for (int i = 1; i <= 17; ++i) {
-    values += (i == 1 ? "" : ", ") + Param(i);
-  }
   return db().Query(
-      "INSERT INTO objects (" + std::string(kObjectColumns) + ") VALUES (" + values + ")",
+      "INSERT INTO objects (" + std::string(kObjectColumns) + ") VALUES (" + ParamList(17) + ")",
       RowParams(row), nullptr);
 }
 
@@ -144,8 +140,7 @@ Status SqlStore<Db>::AppendChange(int64_t revision, Store::ChangeType type, cons
                                   const ObjectRow* row, bool wake_hint) {
   return db().Query(
       "INSERT INTO changes (revision, type, kind, namespace, name, object, wake_hint) VALUES (" +
-          Param(1) + ", " + Param(2) + ", " + Param(3) + ", " + Param(4) + ", " + Param(5) + ", " +
-          Param(6) + ", " + Param(7) + ")",
+          ParamList(7) + ")",
       {SqlParam::Int(revision), ChangeTypeName(type), KindName(key.kind), key.namespace_, key.name,
        row != nullptr ? SqlParam(EncodeChangeObject(*row)) : SqlParam::Null(),
        SqlParam::Int(wake_hint ? 1 : 0)},

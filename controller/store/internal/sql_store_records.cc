@@ -65,10 +65,8 @@ Status SqlRecords<Db>::RecordEvent(const Event& event) {
 
 template <typename Db>
 Status SqlRecords<Db>::InsertEvent(const Event& event, std::string_view on_conflict) {
-  return db().Query("INSERT INTO events (" + std::string(kEventColumns) + ") VALUES (" + Param(1) +
-                        ", " + Param(2) + ", " + Param(3) + ", " + Param(4) + ", " + Param(5) +
-                        ", " + Param(6) + ", " + Param(7) + ", " + Param(8) + ", " + Param(9) +
-                        ")" + std::string(on_conflict),
+  return db().Query("INSERT INTO events (" + std::string(kEventColumns) + ") VALUES (" +
+                        ParamList(9) + ")" + std::string(on_conflict),
                     {KindName(event.involved.kind), event.involved.namespace_, event.involved.name,
                      event.type, event.reason, SqlParam::Bytes(event.message),
                      SqlParam::Int(event.count), event.first_seen, event.last_seen},
@@ -132,10 +130,8 @@ template <typename Db>
 Status SqlRecords<Db>::InsertInventory(const InventoryRecord& record,
                                        std::string_view on_conflict) {
   return db().Query(
-      "INSERT INTO inventory (" + std::string(kInventoryColumns) + ") VALUES (" + Param(1) + ", " +
-          Param(2) + ", " + Param(3) + ", " + Param(4) + ", " + Param(5) + ", " + Param(6) + ", " +
-          Param(7) + ", " + Param(8) + ", " + Param(9) + ", " + Param(10) + ")" +
-          std::string(on_conflict),
+      "INSERT INTO inventory (" + std::string(kInventoryColumns) + ") VALUES (" + ParamList(10) +
+          ")" + std::string(on_conflict),
       {record.workspace, record.resource_type, record.external_id, InventoryStateName(record.state),
        KindName(record.owner.kind), record.owner.namespace_, record.owner.name, record.owner_uid,
        record.created_at, record.updated_at},
@@ -214,8 +210,8 @@ StatusOr<std::optional<int64_t>> SqlRecords<Db>::AcquireLease(const std::string&
   // (released, expired) gets the next one.
   std::optional<int64_t> token;
   RETURN_IF_ERROR(db().Query(
-      "INSERT INTO leases (name, holder, expires_at_ms, renewed_at, token) VALUES (" + Param(1) +
-          ", " + Param(2) + ", " + Param(3) + ", " + Param(4) +
+      "INSERT INTO leases (name, holder, expires_at_ms, renewed_at, token) VALUES (" +
+          ParamList(4) +
           ", 1) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at_ms = "
           "excluded.expires_at_ms, renewed_at = excluded.renewed_at, token = CASE WHEN "
           "leases.expires_at_ms > " +
@@ -340,8 +336,7 @@ Status SqlRecords<Db>::InsertTaskLogHead(const ObjectKey& task, const std::strin
                                          std::string_view on_conflict) {
   return db().Query(
       "INSERT INTO task_log_heads (task_uid, kind, namespace, name, last_seq, dropped) VALUES (" +
-          Param(1) + ", " + Param(2) + ", " + Param(3) + ", " + Param(4) + ", " + Param(5) + ", " +
-          Param(6) + ")" + std::string(on_conflict),
+          ParamList(6) + ")" + std::string(on_conflict),
       {task_uid, KindName(task.kind), task.namespace_, task.name, SqlParam::Int(last_seq),
        SqlParam::Int(dropped)},
       nullptr);
@@ -351,8 +346,7 @@ template <typename Db>
 Status SqlRecords<Db>::InsertTaskLogEntry(const std::string& task_uid, const TaskLogEntry& entry) {
   return db().Query(
       "INSERT INTO task_log (task_uid, " + std::string(kTaskLogEntryColumns) + ", bytes) VALUES (" +
-          Param(1) + ", " + Param(2) + ", " + Param(3) + ", " + Param(4) + ", " + Param(5) + ", " +
-          Param(6) + ", " + Param(7) + ", " + Param(8) + ")",
+          ParamList(8) + ")",
       {task_uid, SqlParam::Int(entry.seq), TaskLogKindName(entry.kind), entry.item_id,
        SqlParam::Bytes(entry.text),
        entry.exit_code.has_value() ? SqlParam::Int(*entry.exit_code) : SqlParam::Null(), entry.at,
@@ -419,8 +413,7 @@ Status SqlRecords<Db>::InsertArtifact(const ObjectKey& task, const std::string& 
   return db().Query(
       "INSERT INTO artifacts (task_uid, kind, namespace, name, path, bytes, sha256, content) "
       "VALUES (" +
-          Param(1) + ", " + Param(2) + ", " + Param(3) + ", " + Param(4) + ", " + Param(5) + ", " +
-          Param(6) + ", " + Param(7) + ", " + Param(8) + ")" + std::string(on_conflict),
+          ParamList(8) + ")" + std::string(on_conflict),
       {task_uid, KindName(task.kind), task.namespace_, task.name, artifact.path,
        SqlParam::Int(artifact.bytes), artifact.sha256, SqlParam::Blob(artifact.content)},
       nullptr);
