@@ -53,7 +53,7 @@ EndpointPacing::Taken EndpointPacing::TakeOrDefer(EndpointClass c, std::stop_tok
   using std::chrono::ceil;
   using std::chrono::milliseconds;
   const Clock::SteadyTime now = clock_.Steady();
-  const auto owner = std::make_pair(InlineWaitOwner(), c);
+  const std::string& owner = InlineWaitOwner();
   bool returning = false;
   {
     std::lock_guard lock(claims_mu_);
@@ -171,7 +171,7 @@ void EndpointPacing::KeepPlace(EndpointClass c, std::chrono::milliseconds wait) 
   (void)Of(c).Claim();  // the token it will take comes out of the line's
   (void)workspace_.Claim();
   std::lock_guard lock(claims_mu_);
-  claims_[std::make_pair(InlineWaitOwner(), c)] = clock_.Steady() + wait;
+  claims_[InlineWaitOwner()] = clock_.Steady() + wait;
 }
 
 std::chrono::milliseconds EndpointPacing::Backlog() const {

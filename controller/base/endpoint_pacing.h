@@ -100,7 +100,9 @@ class EndpointPacing {
   // A needed call of a reconcile failed and its retry goes back to the work queue for `wait`
   // (RetryingCaller): it keeps a place for then, so that it is not sent to the end of the line
   // on top of its wait (measured: a 503 late in a convergence cost its object the whole line);
-  // the line is moved back by one place for the token it will take. Outside a reconcile, nothing.
+  // the line is moved back by one place for the token it will take. The place serves the first
+  // paced call of the pass that comes back, of whatever class (a create's retry comes back with
+  // the GET that looks for the sandbox first). Outside a reconcile, nothing.
   void KeepPlace(EndpointClass c, std::chrono::milliseconds wait);
   // How far ahead the workspace's places in line reach: the wait of a needed call made now.
   std::chrono::milliseconds Backlog() const;
@@ -142,8 +144,10 @@ class EndpointPacing {
   std::atomic<int64_t> deferrals_{0};
   std::atomic<int64_t> deferred_us_{0};
   std::mutex claims_mu_;
-  // The places in line of the callers sent away, by owner and class. Guarded by claims_mu_.
-  std::map<std::pair<std::string, EndpointClass>, Clock::SteadyTime> claims_;
+  // The places in line of the callers sent away, by owner: a place is the owner's whatever the
+  // class of the call it comes back with (a create's retry comes back with the GET that looks
+  // for the create's sandbox first). Guarded by claims_mu_.
+  std::map<std::string, Clock::SteadyTime> claims_;
 };
 
 }  // namespace sbx::controller

@@ -266,6 +266,27 @@ TEST(EndpointPacingTest, ARetryKeepsItsPlaceAndTheLineMovesBackByOne) {
   }
 }
 
+// The place is the owner's, whatever the class of the call it comes back with: a create's retry
+// comes back with the GET that looks for the sandbox its 503 may have created. Measured (#30,
+// N = 100, 10% 503s): that GET joined the end of the line, 2.4-4.5 s on top of the Retry-After.
+TEST(EndpointPacingTest, ARetrysPlaceServesTheFirstCallOfThePassThatComesBackWhateverItsClass) {
+  testing::FakeClock clock;
+  EndpointPacing pacing(clock, /*rate=*/10, /*burst=*/1);
+  ASSERT_TRUE(pacing.TryAcquire(EndpointClass::kCreate));
+  for (const char* owner : {"Sandbox/d/s1", "Sandbox/d/s2", "Sandbox/d/s3"}) {
+    const ScopedInlineWaitLimit pass(0ms, owner);
+    ASSERT_FALSE(pacing.TakeOrDefer(EndpointClass::kCreate).permit.has_value());
+  }
+  {
+    const ScopedInlineWaitLimit pass(0ms, "Sandbox/d/r");
+    pacing.KeepPlace(EndpointClass::kCreate, 150ms);
+  }
+  clock.Advance(150ms);
+  const ScopedInlineWaitLimit pass(0ms, "Sandbox/d/r");
+  EXPECT_TRUE(pacing.TakeOrDefer(EndpointClass::kRead).permit.has_value())
+      << "the lookup at the retry's time, not at the end of the line";
+}
+
 TEST(EndpointPacingTest, AShortWaitIsSleptInlineAndAHoldMovesAPlacePastItsEnd) {
   testing::FakeClock clock;
   EndpointPacing pacing(clock, /*rate=*/100, /*burst=*/1);  // a token every 10 ms
