@@ -171,7 +171,10 @@ void Manager::ProcessOne(const api::ObjectKey& key, std::stop_token stop) {
 
   if (result.ok()) {
     record.result = *result;
-    if (result->action == ReconcileResult::Action::kRequeueAfter && result->after.count() <= 0) {
+    if (result->action == ReconcileResult::Action::kRequeueAfter && result->at_once) {
+      queue_.AddContinue(key);
+    } else if (result->action == ReconcileResult::Action::kRequeueAfter &&
+               result->after.count() <= 0) {
       queue_.AddRateLimited(key);
     } else {
       queue_.Forget(key);

@@ -5,6 +5,8 @@
 // Per key, the loop applies THE retry policy (ClassifyError):
 //   OK kDone            → Forget (reset backoff);
 //   OK kRequeueAfter(d) → Forget, AddAfter(d)   (d <= 0: AddRateLimited — no hot loop);
+//   OK Continue()       → AddContinue: at once, the failure count untouched (a run of
+//                         continues in a row backs off: no hot loop either);
 //   error, transient    → AddRateLimited(key, retry_after)  (a 5xx's Retry-After for 3 failures
 //                         in a row, then backoff; a 429's: backoff, never before it; work_queue.h);
 //   error, terminal     → AddRateLimited(key, terminal backoff: 30 s → 10 min) (the reconciler

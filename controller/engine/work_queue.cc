@@ -82,9 +82,24 @@ void WorkQueue::AddRateLimited(const Key& key, std::optional<std::chrono::millis
   AddAtLocked(key, clock_.Steady() + delay);
 }
 
+void WorkQueue::AddContinue(const Key& key) {
+  std::lock_guard lock(mu_);
+  if (shutting_down_) {
+    return;
+  }
+  const int continues = ++continues_[key];
+  if (continues <= kFreeContinues) {
+    AddLocked(key);
+    return;
+  }
+  ++counters_.retries_total;
+  AddAtLocked(key, clock_.Steady() + backoff_.Delay(continues - kFreeContinues));
+}
+
 void WorkQueue::Forget(const Key& key) {
   std::lock_guard lock(mu_);
   failures_.erase(key);
+  continues_.erase(key);
 }
 
 int WorkQueue::NumRequeues(const Key& key) const {

@@ -15,6 +15,8 @@
 //    a row waited 1+2+4+8 s although each asked for 1 s). A 429 is congestion: its wait stays a
 //    minimum under the growing backoff (kAtLeast).
 //    Forget(key) resets the count (call it after a success); NumRequeues(key) reads it.
+//  * AddContinue(key): a pass asks for its rest at once (no backoff for the first
+//    kFreeContinues in a row, then the backoff: no hot loop).
 //  * ShutDown(): Get stops handing out items (queued ones are dropped: the controller is
 //    level-based and the next start resyncs everything) and new adds are ignored.
 //    ShutDownWithDrain() additionally blocks until every handed-out key is Done.
@@ -74,6 +76,13 @@ class WorkQueue {
   void AddRateLimited(const Key& key,
                       std::optional<std::chrono::milliseconds> min_delay = std::nullopt,
                       RetryWait wait = RetryWait::kAtLeast);
+  // A pass that ended early on purpose asks for its rest (ReconcileResult::Continue): the key is
+  // added at once for the first kFreeContinues in a row, and after backoff(n - kFreeContinues)
+  // from then on, so that a reconciler that continues forever by mistake cannot hot-loop. The
+  // failure count is left as it is: a failing object that continues between its failures keeps
+  // its growing backoff. Forget resets both counts.
+  static constexpr int kFreeContinues = 3;
+  void AddContinue(const Key& key);
   void Forget(const Key& key);
   int NumRequeues(const Key& key) const;
   // When `key` is due if it is waiting (AddAfter / AddRateLimited), else nullopt. For
@@ -112,6 +121,7 @@ class WorkQueue {
   std::map<Key, Clock::SteadyTime> waiting_;         // Guarded by mu_.
   std::set<std::pair<Clock::SteadyTime, Key>> due_;  // Guarded by mu_. Index of waiting_.
   std::map<Key, int> failures_;                      // Guarded by mu_.
+  std::map<Key, int> continues_;                     // Guarded by mu_. In a row, since Forget.
   bool shutting_down_ = false;                       // Guarded by mu_.
   // Interrupts the delay thread's Clock sleep when an earlier deadline arrives.
   std::stop_source sleep_interrupt_;                 // Guarded by mu_.

@@ -88,7 +88,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::SessionLost(Target& t,
                       " deleted, creating a new one");
   Set(t, condition::kReady, ConditionStatus::kFalse, reason::kSessionLost,
       "environment " + env.status_raw);
-  return ReconcileResult::RequeueAfter(milliseconds(0));
+  return ReconcileResult::Continue();
 }
 
 // Running (a probe vouched for it, or the connection does): Ready follows the connection.

@@ -144,7 +144,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Converge(Target& t) {
   // back (sbxd --once) the launch follows in the same pass.
   if (new_session && !InlineWaitOwner().empty()) {
     t.cache.fresh_session = t.status().session_id;
-    return ReconcileResult::RequeueAfter(milliseconds(0));
+    return ReconcileResult::Continue();
   }
   if (new_session || launch_now || fresh) {
     t.cache.fresh_session.clear();
@@ -457,7 +457,7 @@ StatusOr<std::optional<ReconcileResult>> AgentWorkerReconciler::FollowSessionSpe
                        t.spec().workspace_directory +
                        "; the API cannot move a session's environment, so session " + old_session +
                        " was replaced");
-    return std::optional(ReconcileResult::RequeueAfter(milliseconds(0)));
+    return std::optional(ReconcileResult::Continue());
   }
   if (status.agent_hash != agent_hash) {
     RETURN_IF_ERROR(t.agents
@@ -536,7 +536,7 @@ StatusOr<ReconcileResult> AgentWorkerReconciler::Launch(Target& t, bool relaunch
   if (report.action == "running") {
     // Ours already runs for this environment (launched by a pass whose status write was lost).
     Set(t, condition::kExecutorRunning, ConditionStatus::kTrue, reason::kRunning, "");
-    return ReconcileResult::RequeueAfter(milliseconds(0));
+    return ReconcileResult::Continue();
   }
   if (relaunch) {
     ++executor.restarts;

@@ -258,7 +258,7 @@ StatusOr<ReconcileResult> SandboxReconciler::StartStopped(Target& t, const std::
     // Start answers 404 unless the sandbox is STOPPED: our view was stale. Look again.
     ASSIGN_OR_RETURN(databricks::Sandbox fresh, t.api->Get(t.sandbox_id, t.stop));
     cache_.Observe(t.workspace, fresh);
-    return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
+    return ReconcileResult::Continue();
   }
   RETURN_IF_ERROR(started.status());
   cache_.Observe(t.workspace, *started);
@@ -303,7 +303,7 @@ StatusOr<std::optional<ReconcileResult>> SandboxReconciler::CheckProvisioning(
   ASSIGN_OR_RETURN(databricks::Sandbox fresh, t.api->Get(t.sandbox_id, t.stop));
   cache_.Observe(t.workspace, fresh);
   if (fresh.state != SandboxState::kStopping && fresh.state != SandboxState::kStopped) {
-    return std::optional(ReconcileResult::RequeueAfter(std::chrono::milliseconds(0)));
+    return std::optional(ReconcileResult::Continue());
   }
   api::SandboxStatus& status = t.status();
   status.state = std::string(databricks::SandboxStateName(fresh.state));
@@ -435,7 +435,7 @@ StatusOr<ReconcileResult> SandboxReconciler::Create(Target& t) {
       // Ours from an earlier attempt whose answer we never saw (or a retried create): adopt it.
       ASSIGN_OR_RETURN(databricks::Sandbox live, t.api->Get(t.sandbox_id, t.stop));
       cache_.Observe(t.workspace, live);
-      return ReconcileResult::RequeueAfter(std::chrono::milliseconds(0));
+      return ReconcileResult::Continue();
     }
     // Somebody else's sandbox: never touch it.
     RETURN_IF_ERROR(store_.DeleteInventory(t.workspace, kResourceSandbox, t.sandbox_id));

@@ -358,6 +358,24 @@ TEST_F(ManagerTest, RequeueAfterZeroIsRateLimitedNotAHotLoop) {
   EXPECT_EQ(manager_->queue().NumRequeues(a_), 1);
 }
 
+// #30: the AgentWorker stores a new session and launches into it on the next pass. Before,
+// that requeue was rate-limited: after two failed passes, the launch waited 4 s of backoff.
+TEST_F(ManagerTest, AContinueRunsTheNextPassAtOnceAfterFailures) {
+  StartWith([](auto&, int call, auto) -> StatusOr<ReconcileResult> {
+    if (call <= 2) {
+      return api::UnavailableError("flaky");
+    }
+    return call == 3 ? ReconcileResult::Continue() : ReconcileResult::Done();
+  });
+  manager_->Enqueue(a_);
+  ASSERT_TRUE(WaitForReconciles(1));
+  clock_.Advance(1s);
+  ASSERT_TRUE(WaitForReconciles(2));
+  clock_.Advance(2s);
+  ASSERT_TRUE(WaitForReconciles(4));  // the continue's pass, without the clock moving
+  EXPECT_EQ(manager_->queue().NumRequeues(a_), 0);
+}
+
 TEST_F(ManagerTest, NeverRunsTwoReconcilesOfOneKeyAtOnce) {
   StartWith(
       [](auto&, int, auto) {

@@ -239,6 +239,44 @@ TEST_F(WorkQueueTest, AServersWaitIsTheDelayForTheFirstFailuresThenTheBackoffGro
   EXPECT_EQ(queue_.ReadyAt(a), now + 500ms);
 }
 
+// #30: a pass that ends early on purpose (ReconcileResult::Continue) comes back at once, even
+// after failures (which it neither counts nor forgets); a run of continues in a row backs off
+// after the first kFreeContinues, so a reconciler that continues by mistake cannot hot-loop.
+TEST_F(WorkQueueTest, AContinueIsAtOnceWhateverTheFailuresButARunOfThemBacksOff) {
+  const ObjectKey a = Sb("a");
+  queue_.AddRateLimited(a);
+  queue_.AddRateLimited(a);  // two failures: the next rate-limited add would wait 4 s
+  clock_.Advance(1s);
+  ASSERT_TRUE(WaitForLen(1));
+  for (int i = 0; i < WorkQueue::kFreeContinues; ++i) {
+    ASSERT_EQ(queue_.Get(), a);
+    queue_.AddContinue(a);  // while processing, as the Manager does before Done
+    queue_.Done(a);
+    EXPECT_EQ(queue_.Len(), 1) << "continue " << i + 1 << " waits";
+    EXPECT_EQ(queue_.NumRequeues(a), 2);
+  }
+  ASSERT_EQ(queue_.Get(), a);
+  const auto now = clock_.Steady();
+  queue_.AddContinue(a);  // the fourth in a row
+  queue_.Done(a);
+  EXPECT_EQ(queue_.Len(), 0);
+  EXPECT_EQ(queue_.ReadyAt(a), now + 1s);
+  clock_.Advance(1s);
+  ASSERT_TRUE(WaitForLen(1));
+  ASSERT_EQ(queue_.Get(), a);
+  queue_.AddContinue(a);
+  queue_.Done(a);
+  EXPECT_EQ(queue_.ReadyAt(a), clock_.Steady() + 2s);
+  queue_.Forget(a);  // a pass that settled: both counts start over
+  EXPECT_EQ(queue_.NumRequeues(a), 0);
+  clock_.Advance(2s);
+  ASSERT_TRUE(WaitForLen(1));
+  ASSERT_EQ(queue_.Get(), a);
+  queue_.AddContinue(a);
+  queue_.Done(a);
+  EXPECT_EQ(queue_.Len(), 1);
+}
+
 TEST_F(WorkQueueTest, JitteredBackoffStaysWithinBounds) {
   testing::FakeClock clock;
   WorkQueue queue(clock);  // default random source
