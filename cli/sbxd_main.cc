@@ -77,9 +77,9 @@ void AddFlags(CLI::App& app, DaemonFlags& flags) {
                  "SQLite file, or postgres://user@host:port/db (env SBX_DB; default "
                  "$XDG_STATE_HOME/sbx/sbx.db)");
   app.add_option("--workers", flags.workers, "concurrent reconciles")->check(CLI::Range(1, 256));
-  app.add_flag("--pacing-give-back", flags.pacing_give_back,
+  app.add_flag("--pacing-give-back,!--no-pacing-give-back", flags.pacing_give_back,
                "a reconcile that would wait for the API's rate gives its thread back and comes "
-               "back at its place in line (experimental, issue #30)");
+               "back at its place in line (default on; --no-pacing-give-back waits inline)");
   app.add_option("--resync", flags.resync, "re-reconcile every object this often");
   app.add_option("--sweep-interval", flags.sweep_interval, "LIST each workspace this often");
   app.add_option("--gc-grace", flags.gc_grace, "age before an orphan is garbage-collected");

@@ -95,8 +95,8 @@ struct ManagerOptions {
   // worker serves other keys meanwhile. 0: every retry wait goes back to the queue.
   std::chrono::milliseconds max_inline_wait{0};
   // Whether a reconcile's wait for a pacing token may go back to the queue too
-  // (EndpointPacing::TakeOrDefer; sbxd --pacing-give-back). Off by default: with it on,
-  // scripts/long-checks.sh degraded failed one run in three (bench/README.md, issue #30).
+  // (EndpointPacing::TakeOrDefer; sbxd's default, --no-pacing-give-back turns it off). Off
+  // here, for the tests that drive the Manager directly.
   bool defer_pacing = false;
 };
 

@@ -55,11 +55,11 @@ TEST(DaemonConfigTest, WorkSplitAutoIsByWorkspaceOnPostgres) {
   EXPECT_FALSE(ResolveConfig(f, {})->split_by_workspace);
 }
 
-TEST(DaemonConfigTest, ThePacingGiveBackIsOffUnlessAskedFor) {
-  EXPECT_FALSE(ResolveConfig(Flags(), {})->pacing_give_back);
+TEST(DaemonConfigTest, ThePacingGiveBackIsOnUnlessTurnedOff) {
+  EXPECT_TRUE(ResolveConfig(Flags(), {})->pacing_give_back);
   DaemonFlags f = Flags();
-  f.pacing_give_back = true;  // sbxd --pacing-give-back
-  EXPECT_TRUE(ResolveConfig(f, {})->pacing_give_back);
+  f.pacing_give_back = false;  // sbxd --no-pacing-give-back
+  EXPECT_FALSE(ResolveConfig(f, {})->pacing_give_back);
 }
 
 TEST(DaemonConfigTest, ABadDurationNamesItsFlag) {
