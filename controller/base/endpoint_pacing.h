@@ -79,9 +79,6 @@ class EndpointPacing {
 
   // A place in line this near is waited for here: cheaper than a pass through the work queue.
   static constexpr std::chrono::milliseconds kInlinePacingWait{20};
-  // One back at its place whose token someone took (a retry keeping its place, a caller outside
-  // the line) waits this long for the next one here before it takes a new place at the end.
-  static constexpr std::chrono::milliseconds kReturnWait{100};
   // How long past its place a caller's place is remembered for it to come back to.
   static constexpr std::chrono::seconds kClaimGrace{30};
   struct Taken {
@@ -91,8 +88,8 @@ class EndpointPacing {
   };
   // A needed call's token. Where a pacing wait may be given back (MayDeferPacing(): the first
   // paced call of a reconcile of InlineWaitOwner()): a token now if the caller comes back for
-  // its place, or if nobody is in line and one is left (one back at its place whose token is a
-  // moment away waits for it here); else a place in line (Claim of the class and of the
+  // its place, or if nobody is in line and one is left; else a place in line (Claim of the
+  // class and of the
   // workspace, the later) — slept for here when within kInlinePacingWait, otherwise returned as
   // the wait. A caller woken before its place keeps it and is told the rest of the wait.
   // Elsewhere, Take.
