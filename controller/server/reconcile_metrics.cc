@@ -72,11 +72,15 @@ void ReconcileMetrics::OnReconciled(const ReconcileRecord& record) {
   auto* const write = IsPacingDeferred(record.status)   ? &log::Debug
                       : IsRetryScheduled(record.status) ? &log::Info
                                                         : &log::Warn;
+  // When the key comes back: a pacing place's or a retry's time, as the Manager requeued it.
+  const std::string back_after_ms =
+      record.status.retry_after() ? std::to_string(record.status.retry_after()->count()) : "";
   write("reconciled", {{"kind", kind},
                        {"name", name},
                        {"result", std::string(result)},
                        {"reason", record.error ? record.error->reason : "Unknown"},
                        {"error", record.status.ToString()},
+                       {"retry_after_ms", back_after_ms},
                        {"requeues", std::to_string(record.num_requeues)},
                        {"duration_ms", duration_ms}});
 }
