@@ -187,7 +187,7 @@ void Manager::ProcessOne(const api::ObjectKey& key, std::stop_token stop) {
     // then, and the key's failure count (its backoff) stays as it was.
     record.status = result.status();
     record.error = ClassifyError(record.status);
-    queue_.AddAfter(key, record.status.retry_after().value_or(std::chrono::milliseconds(0)));
+    queue_.AddAtItsPlace(key, record.status.retry_after().value_or(std::chrono::milliseconds(0)));
   } else {
     record.status = result.status();
     ErrorClass error = ClassifyError(record.status);

@@ -18,16 +18,28 @@ void WorkQueue::Add(const Key& key) {
   AddLocked(key);
 }
 
-void WorkQueue::AddLocked(const Key& key) {
-  if (shutting_down_ || dirty_.contains(key)) {
+void WorkQueue::AddLocked(const Key& key, bool front) {
+  if (shutting_down_) {
     return;
   }
-  dirty_.insert(key);
-  ++counters_.adds_total;
   if (processing_.contains(key)) {
+    if (front) {
+      front_.insert(key);
+    }
+    if (dirty_.insert(key).second) {
+      ++counters_.adds_total;
+    }
     return;  // Done() re-queues it; handing it out now would let two workers hold it.
   }
-  queue_.push_back(key);
+  if (!dirty_.insert(key).second) {
+    return;  // queued already: it keeps its place
+  }
+  ++counters_.adds_total;
+  if (front) {
+    queue_.push_front(key);
+  } else {
+    queue_.push_back(key);
+  }
   cv_.notify_all();
 }
 
@@ -37,6 +49,16 @@ void WorkQueue::AddAfter(const Key& key, std::chrono::milliseconds d) {
     AddLocked(key);
     return;
   }
+  AddAtLocked(key, clock_.Steady() + d);
+}
+
+void WorkQueue::AddAtItsPlace(const Key& key, std::chrono::milliseconds d) {
+  std::lock_guard lock(mu_);
+  if (d.count() <= 0) {
+    AddLocked(key, /*front=*/true);
+    return;
+  }
+  placed_.insert(key);
   AddAtLocked(key, clock_.Steady() + d);
 }
 
@@ -134,8 +156,13 @@ std::optional<WorkQueue::Key> WorkQueue::Get(std::stop_token stop) {
 void WorkQueue::Done(const Key& key) {
   std::lock_guard lock(mu_);
   processing_.erase(key);
+  const bool front = front_.erase(key) > 0;
   if (!shutting_down_ && dirty_.contains(key)) {
-    queue_.push_back(key);
+    if (front) {
+      queue_.push_front(key);
+    } else {
+      queue_.push_back(key);
+    }
   }
   cv_.notify_all();  // wakes Get for the re-queued key and ShutDownWithDrain
 }
@@ -180,7 +207,7 @@ void WorkQueue::DelayLoop(std::stop_token stop) {
       Key key = due_.begin()->second;
       due_.erase(due_.begin());
       waiting_.erase(key);
-      AddLocked(key);
+      AddLocked(key, /*front=*/placed_.erase(key) > 0);
     }
     if (due_.empty()) {
       cv_.wait(lock, stop, [&] { return shutting_down_ || !due_.empty(); });

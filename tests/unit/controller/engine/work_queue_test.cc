@@ -277,6 +277,28 @@ TEST_F(WorkQueueTest, AContinueIsAtOnceWhateverTheFailuresButARunOfThemBacksOff)
   EXPECT_EQ(queue_.Len(), 1);
 }
 
+// #30: a key that comes back for its place in line goes before the keys that are merely ready
+// (its token is due now, and a late comer loses it), also when it was being processed as it
+// fell due; one already queued keeps its place.
+TEST_F(WorkQueueTest, AKeyBackForItsPlaceInLineGoesBeforeTheReadyOnes) {
+  queue_.AddAtItsPlace(Sb("placed"), 100ms);
+  queue_.Add(Sb("a"));
+  queue_.Add(Sb("b"));
+  clock_.Advance(100ms);
+  ASSERT_TRUE(WaitForLen(3));
+  EXPECT_EQ(queue_.Get(), Sb("placed"));
+  queue_.AddAtItsPlace(Sb("placed"), 100ms);  // while processing: given back again
+  clock_.Advance(100ms);
+  ASSERT_TRUE(PollUntil([&] { return !queue_.ReadyAt(Sb("placed")).has_value(); }));
+  queue_.Done(Sb("placed"));
+  EXPECT_EQ(queue_.Get(), Sb("placed")) << "first when Done";
+  queue_.Done(Sb("placed"));
+  queue_.AddAtItsPlace(Sb("a"), 0ms);  // queued already: where it was
+  EXPECT_EQ(queue_.Get(), Sb("a"));
+  EXPECT_EQ(queue_.Get(), Sb("b"));
+  EXPECT_EQ(queue_.Len(), 0);
+}
+
 TEST_F(WorkQueueTest, JitteredBackoffStaysWithinBounds) {
   testing::FakeClock clock;
   WorkQueue queue(clock);  // default random source
