@@ -68,8 +68,8 @@ class WorkQueue {
   void Add(const Key& key);
   // d <= 0 is Add(key).
   void AddAfter(const Key& key, std::chrono::milliseconds d);
-  // A key that comes back for its place in line at the API's rate (a pacing wait given back, a
-  // retry that kept its place): when due it is handed out before the keys that are merely
+  // A key that comes back for its place in line at an API's rate (its pacing wait was given
+  // back, EndpointPacing::TakeOrDefer): when due it is handed out before the keys that are merely
   // ready, since its token is due then and a late comer loses it (a bucket keeps no more than
   // its burst) or makes the next place's owner lose its own. Measured (#30, N = 1,000): behind
   // the few hundred keys that one LIST page's sightings enqueue, returners came back together
