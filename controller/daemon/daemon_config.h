@@ -95,7 +95,7 @@ struct DaemonConfig {
   std::string identity;  // never empty: the flag, else <host>-<pid>
   std::chrono::milliseconds lease_duration{std::chrono::seconds(15)};
   bool split_by_workspace = false;  // --work-split resolved against the store's kind
-  bool pacing_give_back = true;    // ManagerOptions::defer_pacing
+  bool pacing_give_back = true;     // ManagerOptions::defer_pacing
   bool once = false;
   SecretPolicy secrets;                  // its secrets_dir resolved, its grants read
   std::vector<std::string> environment;  // sbxd's own, "NAME=VALUE" each
