@@ -288,16 +288,9 @@ WriteAudit ApiServer::Impl::WriteBy(const Caller& caller, std::string verb) {
 
 void ApiServer::Impl::AppendAudit(const Caller& caller, std::string verb, const api::ObjectKey& key,
                                   std::string result) {
-  Store::AuditRecord record;
-  const WriteAudit who = WriteBy(caller, std::move(verb));
-  record.actor = who.actor;
-  record.role = who.role;
-  record.verb = who.verb;
-  record.source = who.source;
-  record.object = key;
-  record.result = std::move(result);
   // What it records already happened (or was refused); its record is best effort.
-  static_cast<void>(store_.AppendAudit(record));
+  static_cast<void>(
+      store_.AppendAudit(AuditOf(WriteBy(caller, std::move(verb)), key, std::move(result))));
 }
 
 void ApiServer::Impl::AuditLog(HttpExchange& x) {

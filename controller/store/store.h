@@ -493,4 +493,18 @@ class Store {
   }
 };
 
+// The audit record of what `who` did to `key`, answered `result`: all of it for what is not an
+// object write (a refused request, an exec; AppendAudit), the common part of a write's record
+// (store/internal/audit_log.h AuditOfWrite adds the revisions and the spec's digest).
+inline Store::AuditRecord AuditOf(const WriteAudit& who, const ObjectKey& key, std::string result) {
+  Store::AuditRecord r;
+  r.actor = who.actor;
+  r.role = who.role;
+  r.verb = who.verb;
+  r.object = key;
+  r.result = std::move(result);
+  r.source = who.source;
+  return r;
+}
+
 }  // namespace sbx::controller

@@ -57,15 +57,10 @@ inline constexpr std::string_view kAuditColumns =
 inline Store::AuditRecord AuditOfWrite(const WriteAudit& who, std::string verb,
                                        const ObjectKey& key, int64_t before, int64_t after,
                                        std::string result, const std::string& spec) {
-  Store::AuditRecord r;
-  r.actor = who.actor;
-  r.role = who.role;
+  Store::AuditRecord r = AuditOf(who, key, std::move(result));
   r.verb = std::move(verb);
-  r.object = key;
   r.resource_version_before = before;
   r.resource_version_after = after;
-  r.result = std::move(result);
-  r.source = who.source;
   r.spec_digest = spec.empty() ? "" : "sha256:" + Sha256Hex(spec);
   return r;
 }
