@@ -95,15 +95,6 @@ Clock::SteadyTime TokenBucket::NextTokenLocked(Clock::SteadyTime now) {
                    std::chrono::duration<double>((1.0 - tokens_) / rate_));
 }
 
-Clock::SteadyTime TokenBucket::NextToken() {
-  const Clock::SteadyTime now = clock_.Steady();
-  if (initial_rate_ <= 0) {
-    return now;
-  }
-  std::lock_guard lock(mu_);
-  return NextTokenLocked(now);
-}
-
 Clock::SteadyTime TokenBucket::Claim() {
   const Clock::SteadyTime now = clock_.Steady();
   if (initial_rate_ <= 0) {

@@ -95,8 +95,6 @@ class TokenBucket {
   // (no debt, so nothing is ever sent above the rate and burst), and a caller that does not
   // come back costs nobody anything but its place. Unlimited: now.
   Clock::SteadyTime Claim();
-  // When the next token will be there (now if one is; the end of a hold), taking nothing.
-  Clock::SteadyTime NextToken();
   // How far ahead of now the places given reach (0: nobody is in line).
   std::chrono::nanoseconds Backlog() const;
   bool Claimed() const { return Backlog().count() > 0; }
