@@ -139,6 +139,10 @@ double TokenBucket::ThrottledFraction() const {
                              static_cast<double>(answered);
 }
 
+double TokenBucket::DoublingPeriod() const {
+  return std::chrono::duration<double>(std::max(hold_, std::chrono::milliseconds(1000))).count();
+}
+
 void TokenBucket::Succeeded(const Permit& permit) {
   if (initial_rate_ <= 0) {
     return;
@@ -149,6 +153,16 @@ void TokenBucket::Succeeded(const Permit& permit) {
   if (!permit.waited) {
     return;
   }
+  if (last_cut_) {
+    // The time since the last waiting call (or the cut), at most one doubling period: a stream
+    // of waiting calls counts the clock's time, holds and Retry-Afters included; one call after
+    // a quiet spell counts one period.
+    const Clock::SteadyTime since =
+        last_pressed_ ? std::max(*last_pressed_, *last_cut_) : *last_cut_;
+    pressed_seconds_ +=
+        std::min(std::chrono::duration<double>(now - since).count(), DoublingPeriod());
+  }
+  last_pressed_ = now;
   if (rate_ >= max_rate_ || (last_cut_ && now - *last_cut_ < hold_)) {
     return;
   }
@@ -156,14 +170,15 @@ void TokenBucket::Succeeded(const Permit& permit) {
   double step = increase_;
   if (last_cut_) {
     // Near the limit just found, approach it by a fraction of the rate the throttle came at; the
-    // longer no throttle comes, the further the limit may have moved, so the step doubles every
-    // `hold` (at least 1 s) since the cut, as CUBIC's window grows with the time since its last
-    // loss. A real limit far below the start rate is approached gently (not by a fraction of
-    // the start rate, which overshot a 2/s limit every few seconds), 10% random 429s leave
-    // most of the rate (the step is back to its base after each shallow cut), and a rate that
-    // a storm of 429s cut to its floor is back within seconds once the storm ends.
-    const auto period = std::max(hold_, std::chrono::milliseconds(1000));
-    const int64_t doublings = std::min<int64_t>((now - *last_cut_) / period, 16);
+    // longer calls press on the rate without a throttle, the further the limit may have moved,
+    // so the step doubles every `hold` (at least 1 s) of waiting calls since the cut, as CUBIC's
+    // window grows with the time since its last loss. A real limit far below the start rate is
+    // approached gently (not by a fraction of the start rate, which overshot a 2/s limit every
+    // few seconds), 10% random 429s leave most of the rate (the step is back to its base after
+    // each shallow cut), and a rate that a storm of 429s cut to its floor is back within
+    // seconds once the storm ends. Counted in the calls' time, not the clock's (see the header).
+    const auto doublings =
+        static_cast<int64_t>(std::min(pressed_seconds_ / DoublingPeriod(), 16.0));
     step = std::max(recovery_ * cut_from_ * static_cast<double>(int64_t{1} << doublings), 0.01);
   }
   rate_ = std::min(max_rate_, rate_ + step / rate_);
@@ -181,6 +196,7 @@ void TokenBucket::Throttled(std::chrono::milliseconds delay, const Permit& permi
   }
   Refill(now);
   cut_from_ = rate_;
+  pressed_seconds_ = 0;
   rate_ = std::max(min_rate_, rate_ * std::max(decrease_, 1.0 - ThrottledFraction()));
   last_cut_ = now;
   ++cuts_;

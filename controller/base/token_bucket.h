@@ -14,9 +14,14 @@
 //     `increase` until the first throttle (the limit is unknown: find it fast), then `recovery`
 //     times the rate the last throttle happened at (near a known limit: approach it slowly, so
 //     that it is hit rarely; as TCP's slow start gives way to congestion avoidance), doubled
-//     for every `hold` (at least 1 s) since that cut, as CUBIC grows its window with the time
-//     since the last loss (a limit far below the start rate is kept, and a rate a storm of
-//     429s cut to its floor is back within seconds once the storm ends).
+//     for every `hold` (at least 1 s) of waiting calls since that cut, as CUBIC grows its
+//     window with the time since the last loss (a limit far below the start rate is kept, and a
+//     rate a storm of 429s cut to its floor is back within seconds once the storm ends). The
+//     time counted is the calls': from each call that waited to the one before, at most one
+//     period each, so a caller that waits once after a long quiet spell counts one period, not
+//     the quiet spell (measured: one such call, 30 s after the cut, lifted a read class cut to
+//     2/s to its maximum of 50/s, and the routine status checks then met 429 on every third
+//     call until cuts brought it down again; the pacing integration test's CI failure).
 //   - Throttled(delay, permit): the server said slow down (a 429; never a 5xx). Once per
 //     overload, the rate is cut to the share of calls that got through, as DCTCP cuts by the
 //     fraction of marked packets: multiplied by 1 - f, where f is the fraction of the calls
@@ -118,6 +123,7 @@ class TokenBucket {
   // Counts an answered call in the loss window; requires mu_ held.
   void CountAnswer(Clock::SteadyTime now, bool throttled);
   double ThrottledFraction() const;  // requires mu_ held
+  double DoublingPeriod() const;     // seconds: hold, at least 1 s
 
   Clock& clock_;
   const double initial_rate_;
@@ -137,7 +143,11 @@ class TokenBucket {
   Clock::SteadyTime claimed_until_{};          // Guarded by mu_. The next Claim's earliest.
   std::optional<Clock::SteadyTime> last_cut_;  // Guarded by mu_.
   double cut_from_ = 0;                        // Guarded by mu_. The rate the last cut cut.
-  int64_t cuts_ = 0;                           // Guarded by mu_.
+  // How long calls have waited for their tokens since the last cut: the time from each waiting
+  // call to the one before (or the cut), at most a DoublingPeriod each. Guarded by mu_.
+  double pressed_seconds_ = 0;
+  std::optional<Clock::SteadyTime> last_pressed_;  // Guarded by mu_. The last waiting call.
+  int64_t cuts_ = 0;                               // Guarded by mu_.
   // The loss windows: answered and throttled calls in the current and the previous one.
   struct Answers {
     int64_t answered = 0;

@@ -264,6 +264,29 @@ TEST(TokenBucketAimdTest, AfterAThrottleTheRateClimbsBackSlowly) {
   EXPECT_DOUBLE_EQ(rate_after(10s), 100);
 }
 
+// The doubling counts the time calls pressed on the rate, not the clock's: status checks that
+// take spare tokens (never waiting) kept a read class at a 2/s limit for 30 s, then one needed
+// look waited for its token. Counted by the clock, that one call lifted the rate to its maximum
+// (2^14 steps), and the status checks met 429 on every third call until cuts brought it back.
+TEST(TokenBucketAimdTest, OneWaitingCallLongAfterACutIsOneStep) {
+  testing::FakeClock clock;
+  TokenBucket bucket(clock, 20, 1,
+                     AimdPolicy{.max_rate = 50, .recovery = 0.1, .decrease = 0.1, .hold = 2s});
+  bucket.Throttled(0ms, {clock.Steady(), true});
+  ASSERT_DOUBLE_EQ(bucket.rate(), 2);
+  clock.Advance(30s);
+  bucket.Succeeded({clock.Steady(), /*waited=*/true});
+  // One step, doubled once for the one period it may count: 2 × 10% of the 20/s the throttle
+  // came at, over the rate: +2 req/s (by the clock's 30 s it was the maximum, 50).
+  EXPECT_NEAR(bucket.rate(), 4, 0.01);
+  // Calls that press on it for seconds still double the step: a limit that moved is found.
+  const Clock::SteadyTime end = clock.Steady() + 6s;
+  while (clock.Steady() < end) {
+    RunSaturated(clock, bucket, 1);
+  }
+  EXPECT_GT(bucket.rate(), 20);
+}
+
 TEST(TokenBucketAimdTest, CutsStopAtTheMinimum) {
   testing::FakeClock clock;
   TokenBucket bucket(clock, 4, 1, AimdPolicy{.min_rate = 1, .hold = 0ms});
