@@ -169,10 +169,13 @@ void EndpointPacing::KeepPlace(EndpointClass c, std::chrono::milliseconds wait) 
   if (InlineWaitOwner().empty()) {
     return;
   }
-  (void)Of(c).Claim();  // the token it will take comes out of the line's
-  (void)workspace_.Claim();
+  // The token it will take comes out of the line's. Its place is when it is due, or the end of
+  // the line if that is later: back inside the line, it would take the token of another
+  // caller's place (see the header).
+  const Clock::SteadyTime place =
+      std::max({clock_.Steady() + wait, Of(c).Claim(), workspace_.Claim()});
   std::lock_guard lock(claims_mu_);
-  claims_[InlineWaitOwner()] = clock_.Steady() + wait;
+  claims_[InlineWaitOwner()] = place;
 }
 
 std::chrono::milliseconds EndpointPacing::Backlog() const {
