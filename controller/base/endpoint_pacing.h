@@ -106,7 +106,7 @@ class EndpointPacing {
   // at `wait`: told then that its place is later (TakeOrDefer), it goes back for it as a pacing
   // wait, to the front of the work queue when due (WorkQueue::AddAtItsPlace), where a retry
   // requeued straight for its place would come back behind the ready keys and lose its token
-  // (measured: faulty median 15.96 s against 13.66 s). Outside a reconcile, nothing.
+  // (measured: faulty median 15.96 s against 13.84 s). Outside a reconcile, nothing.
   void KeepPlace(EndpointClass c, std::chrono::milliseconds wait);
   // How far ahead the workspace's places in line reach: the wait of a needed call made now.
   std::chrono::milliseconds Backlog() const;
