@@ -270,7 +270,7 @@ TEST(EndpointPacingTest, ARetryKeepsItsPlaceOrTheEndOfTheLineIfThatIsLater) {
         << "at its time, not at the end of the line";
   }
   // Three callers in line before the retry: its place is after them, and none of them loses
-  // its token to it. Measured (bench/degraded.sh 100 8, twice each): a retry back at its time
+  // its token to it. Measured (sets of bench/degraded.sh 100 8): a retry back at its time
   // inside a longer line sent the owner of that token to the end of the line, one object up to
   // four times; faulty runs median 14.28 s before, 13.84 s with the place at the end.
   testing::FakeClock clock;
