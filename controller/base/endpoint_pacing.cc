@@ -73,12 +73,11 @@ EndpointPacing::Taken EndpointPacing::TakeOrDefer(EndpointClass c, std::stop_tok
     }
   }
   // Back at its place and its token taken (by a caller outside the line: the LIST sweep, a
-  // pass's later call, a retry back before the end of the line it was counted in): a new place,
-  // at the end of the line, which takes up the token that was missing. Measured (#30, N = 1,000):
-  // waiting on the thread for the next token instead (up to 100 ms) chained, since that token
-  // was the next place's, whose owner then waited for the one after: 224 s of the four threads'
-  // time went to those waits, and the work that needed no token (the
-  // sessions, the connection checks) queued behind them. 116.98 s → 105.91 s.
+  // pass's later call): a new place, at the end of the line, which takes up the token that was
+  // missing. Measured (#30, N = 1,000): waiting on the thread for the next token instead (up to
+  // 100 ms) chained, since that token was the next place's, whose owner then waited for the one
+  // after: 224 s of the four threads' time went to those waits, and the work that needed no
+  // token (the sessions, the connection checks) queued behind them. 116.98 s → 105.91 s.
   const Clock::SteadyTime at = std::max(Of(c).Claim(), workspace_.Claim());
   if (at - now <= kInlinePacingWait) {
     if (at > now && !clock_.SleepUntil(at, stop)) {

@@ -157,10 +157,8 @@ void TokenBucket::Succeeded(const Permit& permit) {
     // The time since the last waiting call (or the cut), at most one doubling period: a stream
     // of waiting calls counts the clock's time, holds and Retry-Afters included; one call after
     // a quiet spell counts one period.
-    const Clock::SteadyTime since =
-        last_pressed_ ? std::max(*last_pressed_, *last_cut_) : *last_cut_;
     pressed_seconds_ +=
-        std::min(std::chrono::duration<double>(now - since).count(), DoublingPeriod());
+        std::min(std::chrono::duration<double>(now - last_pressed_).count(), DoublingPeriod());
   }
   last_pressed_ = now;
   if (rate_ >= max_rate_ || (last_cut_ && now - *last_cut_ < hold_)) {
@@ -197,6 +195,7 @@ void TokenBucket::Throttled(std::chrono::milliseconds delay, const Permit& permi
   Refill(now);
   cut_from_ = rate_;
   pressed_seconds_ = 0;
+  last_pressed_ = now;
   rate_ = std::max(min_rate_, rate_ * std::max(decrease_, 1.0 - ThrottledFraction()));
   last_cut_ = now;
   ++cuts_;

@@ -146,8 +146,8 @@ class TokenBucket {
   // How long calls have waited for their tokens since the last cut: the time from each waiting
   // call to the one before (or the cut), at most a DoublingPeriod each. Guarded by mu_.
   double pressed_seconds_ = 0;
-  std::optional<Clock::SteadyTime> last_pressed_;  // Guarded by mu_. The last waiting call.
-  int64_t cuts_ = 0;                               // Guarded by mu_.
+  Clock::SteadyTime last_pressed_{};  // Guarded by mu_. The last waiting call, or the cut.
+  int64_t cuts_ = 0;                  // Guarded by mu_.
   // The loss windows: answered and throttled calls in the current and the previous one.
   struct Answers {
     int64_t answered = 0;
