@@ -9,6 +9,7 @@
 #include "tests/fakes/fake_cloud_clients.h"
 #include "tests/fakes/recording_enqueuer.h"
 #include "tests/support/fake_clock.h"
+#include "tests/support/poll.h"
 
 namespace sbx::controller {
 namespace {
@@ -59,6 +60,14 @@ class SandboxSweeperTest : public ::testing::Test {
       std::this_thread::sleep_for(1ms);
     }
     return clouds_.api().Calls("list");
+  }
+
+  // Polls until `cache` has counted `n` aimed looks that found the sandbox started: the page of
+  // the LIST the fake answered has been applied.
+  static void WaitForAimedHits(const SandboxCache& cache, int64_t n) {
+    EXPECT_TRUE(testing::PollUntil([&] { return cache.aimed_looks().hits >= n; },
+                                   testing::In(std::chrono::seconds(10)), 1ms))
+        << "the sweeper applied the aimed look's page";
   }
 
   testing::FakeClock clock_;
@@ -193,6 +202,9 @@ TEST_F(SandboxSweeperTest, LooksForAStartedSandboxWhenItsLearnedPendingTimeEnds)
   ASSERT_TRUE(clock_.WaitForSleepers(1));
   clock_.Advance(1s);
   ASSERT_EQ(WaitForLists(4), 4) << "the aim";
+  // The fake counts a LIST when it answers it; the sweeper applies the page after (a CI flake
+  // read the cache in between).
+  WaitForAimedHits(cache, 1);
   EXPECT_EQ(cache.Get("default/default", "default-a").sandbox.state,
             databricks::SandboxState::kRunning);
   EXPECT_EQ(cache.aimed_looks().misses, 1);
@@ -211,6 +223,7 @@ TEST_F(SandboxSweeperTest, LooksForAStartedSandboxWhenItsLearnedPendingTimeEnds)
     clock_.Advance(2s - probe);
     ASSERT_EQ(WaitForLists(lists + 2), lists + 2) << "the aim, at 2 s";
   }
+  WaitForAimedHits(cache, 3);
   EXPECT_EQ(cache.aimed_looks().misses, 3);
   EXPECT_EQ(cache.aimed_looks().hits, 3);
   runner.request_stop();
